@@ -1,0 +1,70 @@
+"""The ``takeover`` command line: one subcommand per module in ``harness.commands``.
+
+Each subcommand module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
+The CLI owns the error contract: bad input is one line on stderr and exit code 2, never a
+traceback, and Ctrl-C is exit 130 after the command has cleaned up after itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from harness.errors import UsageError
+
+# Order is the order shown in --help. A module that does not exist yet is simply not offered.
+COMMANDS = ("scenarios", "stress", "check", "selftest", "reconcile", "sweep", "soak", "bench")
+
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints a usage block before its error; the error contract wants one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="takeover",
+        description="Stress a lease-based SQLite task queue with real processes and real faults.",
+    )
+    from harness import __version__
+
+    parser.add_argument("--version", action="version", version=f"takeover {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for name in COMMANDS:
+        module_name = f"harness.commands.{name}"
+        if importlib.util.find_spec(module_name) is None:
+            continue
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.configure(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return EXIT_USAGE
+        return int(args._run(args))
+    except UsageError as exc:
+        print(f"takeover: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("takeover: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

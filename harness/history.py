@@ -1,0 +1,167 @@
+"""The history: one JSON object per line, appended by every process to one shared file.
+
+Why this shape: each record is written with a single ``os.write`` on an ``O_APPEND`` descriptor,
+so concurrent writers never interleave inside a line, the file order is a real-time order across
+processes (a record written later lands later), and SIGKILL can at worst leave a torn last line,
+never a hole. No buffering in the process means nothing recorded is lost when it dies.
+
+Records are Jepsen-style operations. Keys (absent means null; see docs/history.md):
+
+=============  ==========================================================================
+``time``       float, ``time.time()`` when the record was written
+``process``    int, a worker incarnation (1, 2, ... never reused); 0 is the coordinator and
+               nemesis; -1 the external service
+``type``       ``invoke`` before an operation; ``ok`` / ``fail`` after it; ``info`` when its
+               outcome is unknown (an exception, a timeout). An invoke with no completion
+               (its process was killed) is indeterminate too.
+``f``          ``register`` ``claim`` ``action`` ``finish`` ``extend`` ``resolve`` for queue
+               and service operations; ``spawn`` ``exit`` for process lifecycle;
+               ``kill`` ``pause`` ``lose_reply`` ``slow`` for faults (invoke = start, ok = end)
+``worker``     str, the worker slot (``w3``); an incarnation's ``process`` is new each spawn
+``pid``        int, the OS pid
+``task``       str, the task id
+``gen``        int, the generation: returned by a claim, passed to finish / action
+``now``        float, the ``now`` passed to the queue
+``lease``      float, the lease requested by a claim
+``lease_until`` float, returned by a claim (or extend)
+``outcome``    str, ``done`` / ``uncertain`` for finish
+``value``      the returned value: finish accepted (bool), action reply, fault detail
+``error``      str, why a ``fail`` / ``info``: ``empty`` (nothing claimable), ``rejected``
+               (finish refused), ``timeout``, or an exception's one-line text
+``target``     int, the process a fault or lifecycle event is about
+``phase``      str, the target's published phase when a fault hit it
+=============  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HISTORY_FILE = "history.jsonl"
+
+# Column order and types of the loaded frame; the checker relies on these names.
+COLUMNS: dict[str, str] = {
+    "time": "float64",
+    "process": "int64",
+    "type": "string",
+    "f": "string",
+    "worker": "string",
+    "pid": "float64",
+    "task": "string",
+    "gen": "float64",
+    "now": "float64",
+    "lease": "float64",
+    "lease_until": "float64",
+    "outcome": "string",
+    "value": "string",
+    "error": "string",
+    "target": "float64",
+    "phase": "string",
+}
+
+
+class HistoryWriter:
+    """Appends records for one process. Cheap to create in each worker incarnation."""
+
+    __slots__ = ("_fd", "process", "_dumps", "_time")
+
+    def __init__(self, path: str | os.PathLike[str], process: int) -> None:
+        self._fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.process = process
+        self._dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+        self._time = time.time
+
+    def write(self, type_: str, f: str, **fields: Any) -> None:
+        """One record, one write: the line is complete on disk or not there at all."""
+        record = {"time": self._time(), "process": self.process, "type": type_, "f": f}
+        for key, value in fields.items():
+            if value is not None:
+                # ``value`` is always text so that the columnar reader sees one type.
+                record[key] = value if key != "value" or isinstance(value, str) else self._dumps(value)
+        os.write(self._fd, (self._dumps(record) + "\n").encode())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass(frozen=True)
+class ReadStats:
+    """What the reader had to tolerate; the report shows it so nothing is dropped silently."""
+
+    lines: int
+    torn_tail: bool
+    corrupt_lines: int
+    corrupt_examples: tuple[str, ...]
+
+
+def _schema():
+    import pyarrow as pa
+
+    kinds = {"float64": pa.float64(), "int64": pa.int64(), "string": pa.string()}
+    return pa.schema([(name, kinds[kind]) for name, kind in COLUMNS.items()])
+
+
+def _parse(data: bytes):
+    import pyarrow.json as paj
+
+    return paj.read_json(
+        io.BytesIO(data),
+        read_options=paj.ReadOptions(block_size=1 << 24),
+        parse_options=paj.ParseOptions(explicit_schema=_schema(), unexpected_field_behavior="ignore"),
+    )
+
+
+def read_history(path: str | os.PathLike[str]):
+    """Load a history file into a pandas DataFrame with :data:`COLUMNS`, tolerating damage.
+
+    A torn last line (the writer was killed mid-write, or the run is still going) is dropped and
+    reported; a corrupt line in the middle is skipped and counted. Anything else is an error.
+    """
+    import pandas as pd
+
+    raw = Path(path).read_bytes()
+    torn = bool(raw) and not raw.endswith(b"\n")
+    if torn:
+        raw = raw[: raw.rfind(b"\n") + 1]
+    corrupt: list[str] = []
+    try:
+        table = _parse(raw) if raw else None
+    except Exception:  # noqa: BLE001 - fall back to finding the bad lines one by one
+        good = []
+        for line in raw.splitlines(keepends=True):
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                good.append(_normalise(obj))
+            except ValueError:
+                corrupt.append(line[:120].decode("utf-8", "replace").strip())
+        table = _parse(b"".join(good)) if good else None
+    if table is None:
+        frame = pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in COLUMNS.items()})
+    else:
+        frame = table.to_pandas()
+        for name, kind in COLUMNS.items():
+            if kind == "string":
+                frame[name] = frame[name].astype("string")
+    stats = ReadStats(
+        lines=len(frame),
+        torn_tail=torn,
+        corrupt_lines=len(corrupt),
+        corrupt_examples=tuple(corrupt[:3]),
+    )
+    return frame, stats
+
+
+def _normalise(obj: dict[str, Any]) -> bytes:
+    if "value" in obj and not isinstance(obj["value"], str):
+        obj["value"] = json.dumps(obj["value"])
+    return (json.dumps(obj) + "\n").encode()

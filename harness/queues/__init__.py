@@ -1,0 +1,1 @@
+"""Queues takeover ships: the reference lease queue, and (in tests/quality) planted-bug variants."""
