@@ -1,0 +1,95 @@
+"""``queue_vs_raw``: the reference queue against a bare sqlite3 loop running the same SQL.
+
+Why: the queue's Python layer (method calls, error handling, the contract's shape) must cost
+little next to SQLite itself, or takeover would measure its own overhead instead of the queue.
+The raw loop issues exactly the statements the queue issues, in the same transactions, with the
+same pragmas, so the ratio isolates the Python layer.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from harness.queues import sqlite_lease
+from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from harness.benchmarks.timing import compare
+from harness.sqlite_util import open_wal
+
+LEASE = 30.0
+
+
+class _Fresh:
+    """A new queue file with ``tasks`` pending tasks for every repetition (no warm rows left over)."""
+
+    def __init__(self, tasks: int) -> None:
+        self.tasks = tasks
+        self.dir = Path(tempfile.mkdtemp(prefix="takeover-bench-"))
+        self.n = 0
+
+    def path(self) -> str:
+        self.n += 1
+        path = str(self.dir / f"q{self.n}.sqlite")
+        queue = SQLiteLeaseQueue(path)
+        queue.register_many([f"t{i}" for i in range(self.tasks)], 0.0)
+        queue.close()
+        return path
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def queue_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
+    """The candidate: claim + finish through the queue object's contract methods."""
+    now = 1.0
+    for _ in range(pairs):
+        task_id, generation, _until = queue.claim("bench", now, LEASE)
+        queue.finish(task_id, generation, "done", now)
+    return pairs
+
+
+def raw_pairs(conn, pairs: int) -> int:
+    """The baseline: the queue's own statements, in the same transactions, with nothing around them."""
+    execute = conn.execute
+    now = 1.0
+    for _ in range(pairs):
+        execute("BEGIN IMMEDIATE")
+        row = execute(sqlite_lease._PICK_EXPIRED, (now,)).fetchone() or execute(
+            sqlite_lease._PICK_PENDING
+        ).fetchone()
+        generation, _until = execute(sqlite_lease._TAKE, (now + LEASE, "bench", row[0])).fetchone()
+        execute("COMMIT")
+        execute("BEGIN IMMEDIATE")
+        execute(sqlite_lease._FINISH, ("done", row[0], generation, now))
+        execute("COMMIT")
+    return pairs
+
+
+def measure(pairs: int = 5000, repetitions: int = 5) -> dict[str, float]:
+    """Return the ratio and its absolute figures (pairs per second, medians)."""
+    fresh = _Fresh(pairs + 10)
+    opened: list = []
+
+    def prepare_queue():
+        queue = SQLiteLeaseQueue(fresh.path())
+        opened.append(queue)
+        return lambda: queue_pairs(queue, pairs)
+
+    def prepare_raw():
+        conn = open_wal(fresh.path(), sqlite_lease.SCHEMA)
+        opened.append(conn)
+        return lambda: raw_pairs(conn, pairs)
+
+    try:
+        cand, base = compare(prepare_queue, prepare_raw, repetitions=repetitions)
+    finally:
+        for handle in opened:
+            handle.close()
+        fresh.cleanup()
+    return {
+        "queue_vs_raw": cand.median / base.median,
+        "queue_pairs_per_s": cand.median,
+        "raw_pairs_per_s": base.median,
+        "queue_vs_raw_spread": max(cand.spread, base.spread),
+    }
