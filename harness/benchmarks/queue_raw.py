@@ -12,9 +12,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from harness.benchmarks.timing import compare
 from harness.queues import sqlite_lease
 from harness.queues.sqlite_lease import SQLiteLeaseQueue
-from harness.benchmarks.timing import compare
 from harness.sqlite_util import open_wal
 
 LEASE = 30.0
