@@ -4,10 +4,19 @@ Every claim and every finish is one transaction that takes the write lock up fro
 (``BEGIN IMMEDIATE``), so two processes can never read the same claimable row and both update it,
 and a deferred read-then-write never fails with "database is locked" under contention.
 The index on ``(state, lease_until)`` keeps claims from scanning finished rows, so a long run does
-not slow down as ``done`` rows pile up.
+not slow down as ``done`` rows pile up. The claim queries name it with ``INDEXED BY``: without
+that, statistics from an ``ANALYZE`` / ``PRAGMA optimize`` taken on a small or all-pending table
+can make the planner prefer a full scan, which then walks every ``done`` row on each claim; with
+it, a plan that cannot use the index fails loudly at prepare time instead of silently slowing.
+
+Arguments are validated because SQLite stores NaN as NULL: a NaN ``now`` would make a claim write
+``lease_until = NULL`` (a running task no claim can ever take over) and make ``register`` drop the
+task silently (``INSERT OR IGNORE`` swallows the NOT NULL failure).
 """
 
 from __future__ import annotations
+
+import math
 
 from harness.contract import OUTCOMES, Claim, SnapshotRow
 from harness.sqlite_util import open_wal
@@ -27,12 +36,13 @@ CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state, lease_until)
 # Expired leases first (oldest expiry first: they have waited longest, which bounds orphan
 # recovery), then pending tasks in registration order.
 _PICK_EXPIRED = (
-    "SELECT task_id FROM tasks WHERE state = 'running' AND lease_until <= ? ORDER BY lease_until LIMIT 1"
+    "SELECT task_id FROM tasks INDEXED BY tasks_by_state"
+    " WHERE state = 'running' AND lease_until <= ? ORDER BY lease_until LIMIT 1"
 )
 # No ORDER BY: entries of the index with equal (state, lease_until = NULL) are stored in rowid
 # order, so the first hit is the oldest pending task; "ORDER BY rowid" would make SQLite sort
 # every pending row on each claim (a temp B-tree), 10x slower with 20k pending tasks.
-_PICK_PENDING = "SELECT task_id FROM tasks WHERE state = 'pending' LIMIT 1"
+_PICK_PENDING = "SELECT task_id FROM tasks INDEXED BY tasks_by_state WHERE state = 'pending' LIMIT 1"
 _TAKE = (
     "UPDATE tasks SET state = 'running', generation = generation + 1, lease_until = ?, worker = ? "
     "WHERE task_id = ? RETURNING generation, lease_until"
@@ -43,6 +53,16 @@ _FINISH = (
 )
 
 
+def _check_time(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
+
+
+def _check_task_id(task_id: str) -> None:
+    if not isinstance(task_id, str) or not task_id:
+        raise ValueError(f"task_id must be a non-empty string, got {task_id!r}")
+
+
 class SQLiteLeaseQueue:
     """``harness.queues.sqlite_lease:SQLiteLeaseQueue`` — the queue the spec describes."""
 
@@ -51,6 +71,8 @@ class SQLiteLeaseQueue:
         self._conn = open_wal(db_path, SCHEMA)
 
     def register(self, task_id: str, now: float) -> None:
+        _check_task_id(task_id)
+        _check_time("now", now)
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -65,6 +87,9 @@ class SQLiteLeaseQueue:
 
     def register_many(self, task_ids: list[str], now: float) -> None:
         """Optional extension: one transaction for a batch, so set-up of 10k tasks takes milliseconds."""
+        for task_id in task_ids:
+            _check_task_id(task_id)
+        _check_time("now", now)
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -78,6 +103,11 @@ class SQLiteLeaseQueue:
             raise
 
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
+        _check_time("now", now)
+        _check_time("lease", lease)
+        if lease <= 0:
+            # A lease that has run out when granted could never be finished (now < lease_until).
+            raise ValueError(f"lease must be positive, got {lease!r}")
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -91,11 +121,14 @@ class SQLiteLeaseQueue:
         except BaseException:
             self._rollback()
             raise
-        return task_id, generation, lease_until
+        # RETURNING yields the bound value before the column's REAL affinity applies; snapshot()
+        # reads the stored REAL. Return the same float both ways.
+        return task_id, int(generation), float(lease_until)
 
     def finish(self, task_id: str, generation: int, outcome: str, now: float) -> bool:
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
+        _check_time("now", now)
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
