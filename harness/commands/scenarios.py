@@ -1,0 +1,270 @@
+"""``takeover scenarios``: replay the spec's S1–S5 against a queue and show where it departs.
+
+Why a transcript and not just a verdict: the scenarios are how people learn the lease semantics
+(takeover at the boundary, stale generations, uncertain). Each step is printed with what it
+returned, the state the queue's own snapshot shows, and the spec's reason, in English or in the
+original document's language; a step that differs says what was expected and what came back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from harness.contract import REFERENCE_QUEUE
+from harness.scenarios import LANGS, ScenarioResult, StepResult, load_spec, results_to_json, run_scenarios
+
+HELP = "replay the spec's five reference scenarios (S1-S5) against a queue and check every step"
+
+# Narrower than this, the eight-column table wraps every cell; two lines per step read better.
+TABLE_MIN_WIDTH = 120
+
+# Every word the transcript prints, in both languages, so --lang zh has no English headings.
+WORDS: dict[str, dict[str, str]] = {
+    "en": {
+        "queue": "queue: {queue} · ",
+        "clock": "lease {lease:g} s, logical clock, a fresh SQLite file per scenario",
+        "col_t": "t",
+        "col_actor": "actor",
+        "col_step": "step",
+        "col_returns": "returns",
+        "col_state": "state / generation",
+        "col_why": "why",
+        "col_check": "check",
+        "pass": "ok",
+        "fail": "FAIL",
+        "expected": "expected",
+        "got": "got",
+        "step_n": "step {n}",
+        "error": "error",
+        "ledger": "ledger: {got} action(s) performed (expected {want})",
+        "ledger_error": "ledger could not be read: {error}",
+        "all_ok": "All {n} scenario(s) match the spec ({steps} steps) on {queue}.",
+        "some_fail": "{bad} of {steps} steps differ from the spec ({ids}) on {queue}.",
+        "mismatches": "Mismatches",
+        "returns": "returns",
+        "state": "state",
+        "generation": "generation",
+        "lease_until": "lease_until",
+        "ledger_actions": "ledger actions",
+    },
+    "zh": {
+        "queue": "队列：{queue} · ",
+        "clock": "租约 {lease:g} 秒，逻辑时钟，每个场景一个新的 SQLite 文件",
+        "col_t": "t",
+        "col_actor": "角色",
+        "col_step": "步骤",
+        "col_returns": "返回",
+        "col_state": "状态 / generation",
+        "col_why": "说明",
+        "col_check": "检查",
+        "pass": "通过",
+        "fail": "不符",
+        "expected": "期望",
+        "got": "实际",
+        "step_n": "第 {n} 步",
+        "error": "异常",
+        "ledger": "合成外部流水：动作次数 {got}（期望 {want}）",
+        "ledger_error": "无法读取合成外部流水：{error}",
+        "all_ok": "{n} 个场景全部符合规范（共 {steps} 步），队列 {queue}。",
+        "some_fail": "{steps} 步中有 {bad} 步与规范不符（{ids}），队列 {queue}。",
+        "mismatches": "不符之处",
+        "returns": "返回",
+        "state": "状态",
+        "generation": "generation",
+        "lease_until": "租约截止",
+        "ledger_actions": "外部动作次数",
+    },
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--queue",
+        default=REFERENCE_QUEUE,
+        metavar="MODULE:ATTR",
+        help=f"the queue to check; ATTR(db_path) builds it (default: {REFERENCE_QUEUE})",
+    )
+    parser.add_argument("--json", action="store_true", help='print {"scenarios": [...]} shaped like scenarios.json')
+    parser.add_argument(
+        "--lang", choices=LANGS, default="en", help="transcript language: en, or zh (the original document's)"
+    )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        metavar="ID",
+        help="replay only this scenario (S1..S5); repeat the option for several",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    results = run_scenarios(args.queue, args.scenario)
+    ok = all(r.ok for r in results)
+    if args.json:
+        json.dump(results_to_json(results, args.queue), sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    else:
+        print_transcript(results, args.queue, args.lang)
+    return 0 if ok else 1
+
+
+# ---------------------------------------------------------------------------------------- text
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _state(obs: dict[str, Any]) -> str:
+    if obs.get("state") is None and obs.get("generation") is None:
+        return "?"
+    return f"{fmt(obs.get('state'))} / {fmt(obs.get('generation'))}"
+
+
+def _cell(step: StepResult, keys: tuple[str, ...], text: str, expected_text: str, words: dict[str, str]) -> Text:
+    """A cell that shows the observed value, and the expected one beside it when they differ."""
+    if any(k in step.mismatches for k in keys):
+        cell = Text(text, style="bold red")
+        cell.append(f" ({words['expected']} {expected_text})", style="red")
+        return cell
+    return Text(text)
+
+
+def _console() -> Console:
+    # Piped output (CI logs, `| less`) gets no colour and a wide page, so rows wrap less.
+    if sys.stdout.isatty():
+        return Console(highlight=False)
+    width = int(os.environ.get("COLUMNS", "0") or 0) or 140
+    return Console(highlight=False, width=width, no_color=True)
+
+
+def _cells(step: StepResult, words: dict[str, str]) -> tuple[Text, Text, Text]:
+    """(check, returns, state) for one step, each showing the expected value when it differs."""
+    spec, obs = step.spec, step.observed
+    returns = "—" if step.errors and obs.get("returns") is None and spec["returns"] is not None else None
+    returns_cell = _cell(step, ("returns",), returns or fmt(obs.get("returns")), fmt(spec["returns"]), words)
+    expected_state = f"{spec['state']} / {spec['generation']}"
+    state_cell = _cell(step, ("state", "generation"), _state(obs), expected_state, words)
+    if "lease_until" in step.mismatches:
+        state_cell.append(
+            f" ({words['lease_until']} {fmt(obs.get('lease_until'))}, "
+            f"{words['expected']} {fmt(spec.get('lease_until'))})",
+            style="red",
+        )
+    if "ledger_actions" in spec:
+        ledger = Text(f"  [{words['ledger_actions']} {fmt(obs.get('ledger_actions'))}]")
+        if "ledger_actions" in step.mismatches:
+            ledger.stylize("bold red")
+            ledger.append(f" ({words['expected']} {fmt(spec['ledger_actions'])})", style="red")
+        state_cell.append_text(ledger)
+    check = Text(words["pass"], style="green") if step.ok else Text(words["fail"], style="bold red")
+    return check, returns_cell, state_cell
+
+
+def _table(result: ScenarioResult, words: dict[str, str], lang: str) -> Table:
+    """The spec's own table layout, for terminals wide enough to hold it."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    # The verdict comes first so a failing row is visible at the left edge.
+    table.add_column(words["col_check"], no_wrap=True, min_width=4)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column(words["col_t"], justify="right", no_wrap=True)
+    table.add_column(words["col_actor"], no_wrap=True)
+    table.add_column(words["col_step"], max_width=34)
+    table.add_column(words["col_returns"], max_width=30)
+    table.add_column(words["col_state"], max_width=44)
+    table.add_column(words["col_why"], ratio=1, overflow="fold")
+    for step in result.steps:
+        spec = step.spec
+        check, returns_cell, state_cell = _cells(step, words)
+        table.add_row(
+            check,
+            str(step.index),
+            fmt(spec["t"]),
+            spec["actor"] or "–",
+            spec["label"][lang],
+            returns_cell,
+            state_cell,
+            spec["why"][lang],
+            style=None if step.ok else "red",
+        )
+    return table
+
+
+def _lines(result: ScenarioResult, words: dict[str, str], lang: str) -> list[RenderableType]:
+    """Two lines per step, for narrow terminals where eight columns would wrap into noise."""
+    out: list[RenderableType] = []
+    for step in result.steps:
+        spec = step.spec
+        check, returns_cell, state_cell = _cells(step, words)
+        label, actor = spec["label"][lang], spec["actor"]
+        who = f"{actor} " if actor and not label.startswith(f"{actor} ") else ""
+        line = Text(check.plain + " " * max(1, 5 - cell_len(check.plain)), style=check.style)
+        line.append(f"{step.index}. t={fmt(spec['t'])} {who}{label} → ")
+        line.append_text(returns_cell)
+        line.append(" · ")
+        line.append_text(state_cell)
+        out.append(line)
+        out.append(Padding(Text(spec["why"][lang], style="dim"), (0, 0, 0, 8), expand=False))
+    return out
+
+
+def _describe(step: StepResult, result: ScenarioResult, words: dict[str, str], lang: str, sep: str) -> str:
+    spec, obs = step.spec, step.observed
+    parts = [
+        f"{words[k]}: {words['expected']} {fmt(spec.get(k))}, {words['got']} {fmt(obs.get(k))}"
+        for k in step.mismatches
+    ]
+    parts += [f"{words['error']}: {e}" for e in step.errors]
+    where = f"{result.id} {words['step_n'].format(n=step.index)} (t={fmt(spec['t'])}"
+    where += f" {spec['actor']}" if spec["actor"] else ""
+    where += f" {spec['label'][lang]})"
+    return f"  ✗ {where}: " + sep.join(parts)
+
+
+def print_transcript(results: list[ScenarioResult], queue: str, lang: str) -> None:
+    words = WORDS[lang]
+    spec = load_spec()
+    console = _console()
+    sep = "；" if lang == "zh" else "; "
+    console.print(Text(spec["title"][lang], style="bold"))
+    console.print(words["queue"].format(queue=queue) + words["clock"].format(lease=spec["lease_seconds"]))
+    for result in results:
+        console.print()
+        console.print(Text(f"{result.id} — {result.spec['heading'][lang]}", style="bold"))
+        if console.width >= TABLE_MIN_WIDTH:
+            console.print(_table(result, words, lang))
+        else:
+            for line in _lines(result, words, lang):
+                console.print(line)
+        if "final_ledger_actions" in result.spec:
+            if result.ledger_error:
+                line = words["ledger_error"].format(error=result.ledger_error)
+            else:
+                line = words["ledger"].format(got=result.final_ledger_actions, want=result.spec["final_ledger_actions"])
+            console.print(Text("  " + line, style=None if result.ledger_ok else "bold red"))
+    steps = sum(len(r.steps) for r in results)
+    failed = [(r, s) for r in results for s in r.failed_steps()]
+    console.print()
+    if all(r.ok for r in results):
+        console.print(Text(words["all_ok"].format(n=len(results), steps=steps, queue=queue), style="bold green"))
+        return
+    console.print(Text(words["mismatches"], style="bold red"))
+    for result, step in failed:
+        console.print(Text(_describe(step, result, words, lang, sep), style="red"), soft_wrap=True)
+    ids = ", ".join(r.id for r in results if not r.ok)
+    console.print(
+        Text(words["some_fail"].format(bad=len(failed), steps=steps, ids=ids, queue=queue), style="bold red")
+    )
