@@ -24,7 +24,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.contract import LeaseQueue, QueueFactory, load_queue_factory, open_queue
+from harness.contract import (
+    LeaseQueue,
+    QueueFactory,
+    load_queue_factory,
+    open_queue,
+    validate_claim_result,
+    validate_finish_result,
+    validate_snapshot,
+)
 from harness.errors import UsageError
 from harness.ledger import Ledger
 
@@ -184,15 +192,10 @@ class _Replay:
             self._queue().register(TASK_ID, t)
             return None
         if kind == "claim":
-            got = self._queue().claim(actor, t, self.lease)
+            got = validate_claim_result(self._queue().claim(actor, t, self.lease), self.queue_spec)
             if got is None:
                 return None
-            try:
-                task_id, generation, lease_until = got
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"claim returned {got!r}; the contract wants (task_id, generation, lease_until) or None"
-                ) from None
+            task_id, generation, lease_until = got
             self.held[actor] = generation
             if task_id != TASK_ID:
                 result.errors.append(f"claim returned task {task_id!r}, only {TASK_ID!r} exists")
@@ -200,7 +203,8 @@ class _Replay:
                 result.errors.append(f"claim returned lease_until {lease_until!r}, expected {t + self.lease:g}")
             return generation
         if kind == "finish":
-            return self._queue().finish(TASK_ID, st["with_generation"], st["outcome"], t)
+            accepted = self._queue().finish(TASK_ID, st["with_generation"], st["outcome"], t)
+            return validate_finish_result(accepted, self.queue_spec)
         if kind == "exit_and_reopen":
             queue, self.queue = self.queue, None
             if queue is not None:
@@ -222,21 +226,19 @@ class _Replay:
         if "ledger_actions" in result.spec:
             obs["ledger_actions"] = self.ledger.performed_count(TASK_ID)
         try:
-            rows = list(self._queue().snapshot())
+            rows = validate_snapshot(self._queue().snapshot(), self.queue_spec)
         except Exception as exc:  # noqa: BLE001
-            result.errors.append(f"snapshot() raised {one_line(exc)}")
+            result.errors.append(f"snapshot: {one_line(exc)}")
             return
-        mine = [r for r in rows if len(r) >= 3 and r[0] == TASK_ID]
-        others = [r[0] if r else r for r in rows if not (len(r) >= 3 and r[0] == TASK_ID)]
+        mine = [r for r in rows if r[0] == TASK_ID]
+        others = [r[0] for r in rows if r[0] != TASK_ID]
         if others:
             result.errors.append(f"snapshot() lists unknown tasks {others[:3]!r}")
         if len(mine) != 1:
             result.errors.append(f"snapshot() lists task {TASK_ID!r} {len(mine)} times, expected once")
             if not mine:
                 return
-        row = mine[0]
-        obs["state"], obs["generation"] = row[1], row[2]
-        obs["lease_until"] = row[3] if len(row) > 3 else None
+        _task, obs["state"], obs["generation"], obs["lease_until"] = mine[0]
 
 
 def run_scenario(
