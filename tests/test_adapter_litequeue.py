@@ -161,3 +161,42 @@ def test_racing_processes_never_receive_the_same_task_and_generation(db: str) ->
     assert len(claims) == 300
     assert len(set(claims)) == 300
     assert {gen for _, gen in claims} == {1}
+
+
+# -- the spec's scenarios, through the CLI a user runs ----------------------------------------------
+
+# (scenario, step) -> what litequeue returns there; every other step of S1-S5 matches the spec.
+EXPECTED_SCENARIO_FAILURES = {
+    # the strict expiry: at t=31 (lease_until) litequeue still holds A's lock, so B gets nothing ...
+    ("S2", 5): None,
+    ("S3", 5): None,
+    ("S5", 6): None,
+    # ... and every later step differs in the generation (1 instead of 2); moreover
+    ("S2", 6): True,  # B finishes a task it never claimed: done() does not check the holder
+    ("S2", 7): None,
+    ("S3", 6): True,  # A's finish at t=32, after its lease ran out at 31, is accepted
+    ("S3", 7): True,
+    ("S3", 8): None,
+    ("S5", 7): 2,  # B replays the action (the scenario's own step; the ledger shows 2)
+    ("S5", 8): True,
+}
+
+
+def test_scenarios_pass_and_fail_exactly_where_documented() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "scenarios", "--queue", SPEC, "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr  # 1: some step differs from the spec, not a crash
+    report = json.loads(proc.stdout)
+    failures = {
+        (sc["id"], i): step["returns"]
+        for sc in report["scenarios"]
+        for i, step in enumerate(sc["steps"], start=1)
+        if not step["ok"]
+    }
+    assert failures == EXPECTED_SCENARIO_FAILURES
+    assert {sc["id"]: sc["ok"] for sc in report["scenarios"]} == {
+        "S1": True, "S2": False, "S3": False, "S4": True, "S5": False,
+    }
+    assert not any("error" in step for sc in report["scenarios"] for step in sc["steps"])
