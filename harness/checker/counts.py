@@ -1,0 +1,210 @@
+"""What the run did, counted: duplicates by cause, outcomes, latencies, fault coverage, warnings.
+
+None of these fail a run by default (duplicates can, with ``--fail-on-duplicates``): they say how
+hard the run pushed and what a user of this queue would have seen. Duplicates come from the
+ledger (ground truth for side effects), never from what workers believed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.checker.facts import Facts
+
+EXAMPLES = 5
+FAULT_KINDS = ("kill", "pause", "lose_reply", "slow")
+
+
+def _pct(values: np.ndarray, scale: float = 1.0) -> dict[str, Any]:
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return {"n": 0, "p50": None, "p99": None, "max": None}
+    p50, p99 = np.percentile(values, [50, 99])
+    return {"n": int(len(values)), "p50": round(float(p50) * scale, 3), "p99": round(float(p99) * scale, 3),
+            "max": round(float(values.max()) * scale, 3)}
+
+
+def _killed_at(fx: Facts) -> pd.Series:
+    """Earliest SIGKILL (or exit -9) time per worker incarnation."""
+    k = fx.ops.faults
+    kills = k.loc[k["f"] == "kill", ["target", "t_inv"]].rename(columns={"t_inv": "t"})
+    ex = fx.ops.exits
+    sig = ex.loc[ex["value"].astype(str).isin(["-9", "-SIGKILL"]), ["target", "time"]].rename(columns={"time": "t"})
+    both = pd.concat([kills, sig]).dropna()
+    return both.groupby("target")["t"].min()
+
+
+def duplicates(fx: Facts) -> dict[str, Any]:
+    """Tasks with more than one performed action, and each extra action's cause.
+
+    For an extra action, look at the holder behind the action before it: ``s5`` when that holder
+    was SIGKILLed after acting and its finish never took effect; ``lost_lease`` when it lived on
+    but its finish was refused or never accepted (it was paused or slow past its lease); ``other``
+    otherwise (the same generation acting twice, or a queue that handed out a live lease).
+    """
+    ledger = fx.run.ledger
+    if ledger is None:
+        return {"tasks": None, "extra_actions": None, "by_cause": {}, "examples": [], "task_list": [],
+                "note": "no ledger"}
+    done = ledger[ledger["performed"] == 1].sort_values(["task", "seq"], kind="stable").reset_index(drop=True)
+    same = done["task"].eq(done["task"].shift())
+    if not same.any():
+        return {"tasks": 0, "extra_actions": 0, "by_cause": {"s5": 0, "lost_lease": 0, "other": 0},
+                "examples": [], "task_list": []}
+    prev = done.shift()
+    extra = done[same].copy()
+    extra["p_gen"] = prev["gen"][same]
+    extra["p_t"] = prev["t"][same]
+    extra["p_process"] = prev["process"][same]
+    # Fill the earlier holder's process from the history when the ledger lacks it.
+    acts = fx.ops.actions[["task", "gen", "process"]].dropna().drop_duplicates(["task", "gen"])
+    acts = acts.assign(task=acts["task"].astype(str)).rename(columns={"gen": "p_gen", "process": "h_process"})
+    extra = extra.merge(acts, on=["task", "p_gen"], how="left")
+    extra["p_process"] = extra["p_process"].fillna(extra["h_process"])
+    finished = fx.fin_acc[["task", "gen"]].drop_duplicates().rename(columns={"gen": "p_gen"}).assign(fin=True)
+    extra = extra.merge(finished, on=["task", "p_gen"], how="left")
+    extra["fin"] = extra["fin"].eq(True)
+    killed = _killed_at(fx).rename("kill_t")
+    extra = extra.merge(killed, left_on="p_process", right_index=True, how="left")
+    killed_after = extra["kill_t"].notna() & (extra["kill_t"] >= extra["p_t"] - 1e-3)
+    same_gen = extra["gen"].eq(extra["p_gen"])
+    cause = np.where(same_gen | extra["fin"], "other", np.where(killed_after, "s5", "lost_lease"))
+    extra["cause"] = cause
+    by_cause = {c: int((cause == c).sum()) for c in ("s5", "lost_lease", "other")}
+    ex = [{"task": r.task, "cause": r.cause, "gen": _i(r.gen), "by": _i(r.process), "at": fx.rel(r.t),
+           "earlier_gen": _i(r.p_gen), "earlier_by": _i(r.p_process), "earlier_at": fx.rel(r.p_t)}
+          for r in extra.sort_values("t").head(EXAMPLES).itertuples()]
+    tasks = sorted(set(extra["task"]))
+    return {"tasks": len(tasks), "extra_actions": int(len(extra)), "by_cause": by_cause, "examples": ex,
+            "task_list": tasks}
+
+
+def _i(x: Any) -> int | None:
+    return None if pd.isna(x) else int(x)
+
+
+def counts(fx: Facts) -> dict[str, Any]:
+    ops = fx.ops
+    registered = set(ops.registers["task"].dropna().astype(str))
+    if not registered and fx.run.snapshot is not None:
+        registered = set(fx.run.snapshot["task"])
+    attempted = set(ops.actions["task"].dropna().astype(str))
+    ledger = fx.run.ledger
+    performed = set()
+    if ledger is not None:
+        attempted |= set(ledger["task"])
+        performed = set(ledger.loc[ledger["performed"] == 1, "task"])
+    acc = fx.fin_acc
+    done_tasks = set(acc.loc[acc["outcome"] == "done", "task"])
+    uncertain_tasks = set(acc.loc[acc["outcome"] == "uncertain", "task"])
+    claims = ops.claims
+    fin = ops.finishes
+    rej = fx.fin_rej
+    # A refused finish is "stale" when a newer generation had been claimed before it returned.
+    m = rej[["i", "task", "gen", "t_comp"]].merge(
+        fx.claims_ok[["task", "gen", "t_inv"]].rename(columns={"gen": "gen_c", "t_inv": "t_inv_c"}), on="task")
+    stale = m.loc[(m["gen_c"] > m["gen"]) & (m["t_inv_c"] < m["t_comp"]), "i"].nunique()
+    co = fx.claims_ok.sort_values(["task", "gen"], kind="stable")
+    prev = co.shift()
+    same = co["task"].eq(prev["task"])
+    takeovers = int(same.sum())
+    # Orphan recovery: from the moment a lease expired to the claim that took the task over.
+    unfinished_prev = ~prev["i"].isin(set(fx.fin_acc["i"]))
+    recovery = (co["now"] - prev["lease_until"])[same & unfinished_prev & (co["gen"] == prev["gen"] + 1)]
+    span = max(fx.t1 - fx.t0, 1e-9)
+    lat: dict[str, Any] = {}
+    for name in ("claim", "action", "finish", "extend", "register"):
+        frame = {"claim": claims, "action": ops.actions, "finish": fin, "extend": ops.extends,
+                 "register": ops.registers}[name]
+        done_ = frame[frame["status"].isin(["ok", "fail"])]
+        if len(done_):
+            lat[name] = _pct((done_["t_comp"] - done_["t_inv"]).to_numpy(dtype="float64"), 1000.0)
+    return {
+        "tasks": len(registered),
+        "attempted": len(attempted),
+        "acknowledged": len(done_tasks),
+        "uncertain": len(uncertain_tasks),
+        "recovered": len(uncertain_tasks & performed),
+        "lost": len(done_tasks - performed) if ledger is not None else None,
+        "claims": {"ok": int(len(fx.claims_ok)), "empty": int((claims["status"] == "fail").sum()),
+                   "indeterminate": int(claims["indeterminate"].sum())},
+        "finishes": {"accepted": int(len(acc)), "rejected": int(len(rej)), "rejected_stale": int(stale),
+                     "rejected_expired": int(len(rej) - stale), "indeterminate": int(fin["indeterminate"].sum())},
+        "actions": {"requested": int(len(ops.actions)),
+                    "performed": int(ledger["performed"].sum()) if ledger is not None else None},
+        "takeovers": takeovers,
+        "orphan_recovery_s": _pct(recovery.to_numpy(dtype="float64")),
+        "throughput_per_s": round(len(acc) / span, 2),
+        "duration_s": round(span, 3),
+        "latency_ms": lat,
+        "processes": int(fx.ops.spawns["target"].nunique()) if len(fx.ops.spawns) else
+        int(fx.run.history.loc[fx.run.history["process"] > 0, "process"].nunique()),
+        "unpaired_completions": fx.ops.unpaired_completions,
+    }
+
+
+def coverage(fx: Facts) -> dict[str, Any]:
+    """Which faults hit, and where: the evidence that the run tested what it claims to."""
+    faults = fx.ops.faults
+    out: dict[str, Any] = {}
+    kills = faults[faults["f"] == "kill"]
+    out["kills"] = {"total": int(len(kills)),
+                    "by_phase": {str(k): int(v) for k, v in kills["phase"].fillna("unknown").value_counts().items()},
+                    "by_aim": {str(k): int(v) for k, v in kills["value"].fillna("random").value_counts().items()}}
+    lease_of = fx.claims_ok.groupby(["task", "gen"], sort=False)["lease_until"].max().rename("held_until")
+    for kind in ("pause", "slow"):
+        rows = faults[faults["f"] == kind].merge(lease_of, left_on=["task", "gen"], right_index=True, how="left")
+        length = (rows["t_comp"] - rows["t_inv"]).to_numpy(dtype="float64")
+        planned = pd.to_numeric(rows["value"], errors="coerce").to_numpy(dtype="float64")
+        length = np.where(np.isnan(length), planned, length)
+        end = rows["t_inv"].to_numpy(dtype="float64") + length
+        held = rows["held_until"].to_numpy(dtype="float64")
+        past = np.where(~np.isnan(held), end > held, length > (fx.lease or np.inf))
+        out[f"{kind}s"] = {"total": int(len(rows)), "past_lease": int(np.nansum(past)),
+                           "length_s": _pct(length)}
+    lost = faults[faults["f"] == "lose_reply"]
+    ledger = fx.run.ledger
+    out["lost_replies"] = {"history": int(len(lost)),
+                           "ledger": int((ledger["reply"] == "lost").sum()) if ledger is not None else None}
+    return out
+
+
+def warnings(fx: Facts, cov: dict[str, Any], dup: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    stats = fx.run.stats
+    if stats.torn_tail:
+        out.append("the history ends with a torn line (a writer was killed mid-write); it was dropped")
+    if stats.corrupt_lines:
+        out.append(f"{stats.corrupt_lines} corrupt history line(s) skipped, e.g. {stats.corrupt_examples[0]!r}")
+    if fx.ops.unpaired_completions:
+        out.append(f"{fx.ops.unpaired_completions} completion record(s) had no matching invoke")
+    hits = {"kill": cov["kills"]["total"], "pause": cov["pauses"]["total"], "slow": cov["slows"]["total"],
+            "lose_reply": max(cov["lost_replies"]["history"], cov["lost_replies"]["ledger"] or 0)}
+    for key, rate in requested_faults(fx.config).items():
+        if rate and hits.get(key, 0) == 0:
+            out.append(f"fault '{key}' was requested (rate {rate}) but never hit")
+    if cov["pauses"]["total"] and not cov["pauses"]["past_lease"]:
+        out.append("no pause outlasted its lease: stale finishes were not exercised")
+    out.extend(fx.run.notes)
+    return out
+
+
+def requested_faults(config: dict[str, Any]) -> dict[str, float]:
+    """config.json ``faults``: kind -> rate, with keys like ``kill`` or ``kill_rate`` accepted."""
+    raw = config.get("faults") or {}
+    out: dict[str, float] = {}
+    if not isinstance(raw, dict):
+        return out
+    for key, value in raw.items():
+        for kind in FAULT_KINDS:
+            if str(key) == kind or str(key).startswith(kind + "_") and "rate" in str(key):
+                if isinstance(value, int | float):
+                    out[kind] = max(out.get(kind, 0.0), float(value))
+    # "lose_reply" also matches keys like "lost_reply" / "lose" for robustness.
+    for key, value in raw.items():
+        if str(key).startswith("lost") and isinstance(value, int | float):
+            out["lose_reply"] = max(out.get("lose_reply", 0.0), float(value))
+    return out

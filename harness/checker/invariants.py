@@ -1,0 +1,373 @@
+"""The eight invariants (public names), each a few vectorized joins over :class:`Facts`.
+
+How indeterminate operations are treated, everywhere: an operation took effect somewhere between
+its invoke and its completion; an ``info`` or ``open`` one at any time after its invoke, or never.
+A violation is reported only when *every* way of placing those operations breaks the rule, so
+clock readings from different processes (written after a call returns, before the next starts)
+can only make the checker more lenient, never raise a false alarm. ``now`` is the value the queue
+was given and judged leases by, so lease comparisons use ``now``, not record times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.checker.facts import Facts
+
+TERMINAL = ("done", "uncertain")
+EXAMPLES = 5
+
+
+@dataclass
+class InvariantResult:
+    name: str
+    valid: bool | str  # True, False or "unknown"
+    violations: int
+    examples: list[dict[str, Any]]
+    tasks: list[str] = field(default_factory=list)  # every task involved, for the report's figures
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"valid": self.valid, "violations": self.violations, "examples": self.examples}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def _result(name: str, bad: pd.DataFrame, examples: list[dict[str, Any]], note: str = "") -> InvariantResult:
+    tasks = sorted(set(bad["task"].astype(str))) if len(bad) else []
+    return InvariantResult(name, len(bad) == 0, int(len(bad)), examples[:EXAMPLES], tasks, note)
+
+
+def _sfx(frame: pd.DataFrame, suffix: str, keys: tuple[str, ...] = ("task",)) -> pd.DataFrame:
+    """Suffix every column but the join keys, so joined names are predictable."""
+    return frame.rename(columns={c: c + suffix for c in frame.columns if c not in keys})
+
+
+def _p(x: Any) -> int | None:
+    return None if pd.isna(x) else int(x)
+
+
+def _g(x: Any) -> int | None:
+    return None if pd.isna(x) else int(x)
+
+
+def no_stale_commit(fx: Facts) -> InvariantResult:
+    """An accepted finish whose generation is below one definitely claimed before it started."""
+    fa = _sfx(fx.fin_acc[["i", "task", "gen", "t_inv", "process", "outcome"]], "_f")
+    c = _sfx(fx.claims_ok[["task", "gen", "t_comp", "process"]], "_c")
+    m = fa.merge(c, on="task")
+    bad = m[(m["gen_c"] > m["gen_f"]) & (m["t_comp_c"] < m["t_inv_f"])]
+    bad = bad.sort_values("gen_c").drop_duplicates("i_f", keep="last").sort_values("t_inv_f")
+    ex = [{"task": r.task, "finish_gen": _g(r.gen_f), "outcome": r.outcome_f, "finish_by": _p(r.process_f),
+           "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _g(r.gen_c), "claimed_by": _p(r.process_c),
+           "claimed_at": fx.rel(r.t_comp_c)} for r in bad.head(EXAMPLES).itertuples()]
+    return _result("no_stale_commit", bad, ex)
+
+
+def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str) -> tuple[pd.Series, pd.Series]:
+    """For each row (task, gen, key ``rid``): the latest lease an ``extend`` surely set before
+    ``before_col``, and whether an indeterminate extend may have moved it."""
+    ext_max = pd.Series(np.nan, index=rows["rid"])
+    maybe = pd.Series(False, index=rows["rid"])
+    if len(fx.ext_ok):
+        m = rows[["rid", "task", "gen", before_col]].merge(
+            fx.ext_ok[["task", "gen", "t_comp", "lease_until_c"]], on=["task", "gen"])
+        m = m[m["t_comp"] < m[before_col]]
+        ext_max = ext_max.combine_first(m.groupby("rid")["lease_until_c"].max()).reindex(rows["rid"])
+    if len(fx.ext_ind):
+        m = rows[["rid", "task", "gen", before_col]].merge(fx.ext_ind[["task", "gen", "t_inv"]],
+                                                           on=["task", "gen"])
+        hit = m.loc[m["t_inv"] < m[before_col], "rid"].unique()
+        maybe = pd.Series(rows["rid"].isin(hit).to_numpy(), index=rows["rid"])
+    return ext_max, maybe
+
+
+def finish_within_lease(fx: Facts) -> InvariantResult:
+    """An accepted finish called with ``now >= lease_until`` of its own claim (extends included)."""
+    fa = fx.fin_acc[["i", "task", "gen", "now", "t_inv", "process", "outcome"]].rename(columns={"i": "rid"})
+    lease = fx.claims_ok.groupby(["task", "gen"], sort=False)["lease_until"].max().rename("claim_lease")
+    fa = fa.merge(lease, left_on=["task", "gen"], right_index=True, how="left")
+    ext_max, maybe = _extended_leases(fx, fa, "t_inv")
+    eff = np.fmax(fa["claim_lease"].to_numpy(dtype="float64"), ext_max.to_numpy(dtype="float64"))
+    fa["eff"] = eff
+    known = ~np.isnan(eff) & ~maybe.to_numpy(dtype=bool)
+    bad = fa[known & (fa["now"].to_numpy(dtype="float64") >= eff)].sort_values("t_inv")
+    unmatched = int(np.isnan(eff).sum())
+    ex = [{"task": r.task, "gen": _g(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
+           "now": fx.rel(r.now), "lease_until": fx.rel(r.eff), "late_by": round(float(r.now - r.eff), 3)}
+          for r in bad.head(EXAMPLES).itertuples()]
+    note = (f"{unmatched} accepted finish(es) name a generation no successful claim returned"
+            if unmatched else "")
+    return _result("finish_within_lease", bad, ex, note)
+
+
+def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:
+    """A successful claim invoked after an accepted finish of that task had returned."""
+    fa = _sfx(fx.fin_acc[["task", "gen", "outcome", "t_comp", "process"]], "_f")
+    c = _sfx(fx.claims_ok[["i", "task", "gen", "t_inv", "process"]], "_c")
+    m = c.merge(fa, on="task")
+    bad = m[m["t_inv_c"] > m["t_comp_f"]].sort_values("t_comp_f").drop_duplicates("i_c").sort_values("t_inv_c")
+    ex = [{"task": r.task, "finished_gen": _g(r.gen_f), "outcome": r.outcome_f, "finished_by": _p(r.process_f),
+           "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _g(r.gen_c), "reclaimed_by": _p(r.process_c),
+           "reclaimed_at": fx.rel(r.t_inv_c)} for r in bad.head(EXAMPLES).itertuples()]
+    return _result("no_reclaim_after_terminal", bad, ex)
+
+
+def unexplained(deadlines: np.ndarray, missing: np.ndarray, ind_times: np.ndarray) -> np.ndarray:
+    """Per gap, how many generations remain unexplained by indeterminate claims (Hall's condition).
+
+    Each missing generation needs its own indeterminate claim invoked before the gap's deadline;
+    the candidate sets are nested prefixes of the claims sorted by invoke time, so a matching
+    exists iff, for every deadline, the generations due by then do not outnumber the claims
+    invoked before it. Returns the deficit at each gap (input order), 0 where explained.
+    """
+    if len(deadlines) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(deadlines, kind="stable")
+    due = np.cumsum(missing[order])
+    avail = np.searchsorted(ind_times, deadlines[order], side="left")
+    deficit = np.maximum(due - avail, 0)
+    out = np.zeros(len(deadlines), dtype=np.int64)
+    out[order] = deficit
+    return out
+
+
+def _claims_by_gen(fx: Facts) -> pd.DataFrame:
+    c = fx.claims_ok[["i", "task", "gen", "now", "lease_until", "t_inv", "t_comp", "process"]]
+    c = c.sort_values(["task", "gen", "t_inv"], kind="stable").reset_index(drop=True)
+    same = c["task"].eq(c["task"].shift())
+    c["prev_gen"] = c["gen"].shift().where(same, 0.0)
+    return c
+
+
+def generation_monotonic(fx: Facts) -> InvariantResult:
+    """Claims of a task: distinct generations, increasing in real-time order, gaps only where an
+    indeterminate claim may have taken the missing generation."""
+    c = _claims_by_gen(fx)
+    same = c["task"].eq(c["task"].shift())
+    prev = c.shift()
+    dup = same & c["gen"].eq(prev["gen"])
+    # Order: a claim with a lower generation must not have started after a higher one returned.
+    rev = c.iloc[::-1]
+    later_min = rev.groupby("task", sort=False)["t_comp"].cummin().groupby(rev["task"], sort=False).shift()
+    later_min = later_min.iloc[::-1]
+    gen_higher_rev = rev.groupby("task", sort=False)["gen"].cummax().groupby(rev["task"], sort=False).shift()
+    inverted = (c["t_inv"] > later_min) & (gen_higher_rev.iloc[::-1] > c["gen"])
+    missing = (c["gen"] - c["prev_gen"] - 1).clip(lower=0).where(~dup, 0).to_numpy(dtype="float64")
+    has_gap = missing > 0
+    deficit = np.zeros(len(c), dtype=np.int64)
+    if has_gap.any():
+        deficit[has_gap] = unexplained(c["t_comp"].to_numpy()[has_gap], missing[has_gap].astype(np.int64),
+                                       fx.ind_claim_times)
+    gap_bad = deficit > 0
+    unexplained_total = int(deficit.max()) if len(deficit) else 0
+    kinds = np.where(dup, "duplicate generation", np.where(inverted, "generation went back in time",
+                                                              np.where(gap_bad, "unexplained gap", "")))
+    c["kind"] = kinds
+    c["prev_process"] = prev["process"].where(same)
+    c["prev_t"] = prev["t_comp"].where(same)
+    bad = c[c["kind"] != ""].sort_values("t_inv")
+    ex = [{"task": r.task, "problem": r.kind, "gen": _g(r.gen), "previous_gen": _g(r.prev_gen),
+           "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
+           "previous_at": fx.rel(r.prev_t)} for r in bad.head(EXAMPLES).itertuples()]
+    violations = int(dup.sum() + inverted.sum()) + unexplained_total
+    res = _result("generation_monotonic", bad, ex,
+                  f"{unexplained_total} generation(s) skipped beyond what {len(fx.ind_claim_times)} "
+                  f"indeterminate claim(s) can explain" if unexplained_total else "")
+    res.violations = violations
+    res.valid = violations == 0
+    return res
+
+
+def lease_exclusive(fx: Facts) -> InvariantResult:
+    """A claim granted (judged at its ``now``) while the previous grant's lease was still valid."""
+    c = _claims_by_gen(fx)
+    prev = c.shift()
+    same = c["task"].eq(prev["task"])
+    step = c["gen"] - prev["gen"]
+    pairs = pd.DataFrame({
+        "task": c["task"], "gen": c["gen"], "now": c["now"], "t_inv": c["t_inv"], "t_comp": c["t_comp"],
+        "process": c["process"], "lease_until": c["lease_until"],
+        "p_gen": prev["gen"], "p_now": prev["now"], "p_lease": prev["lease_until"], "p_t_inv": prev["t_inv"],
+        "p_t_comp": prev["t_comp"], "p_process": prev["process"], "rid": prev["i"],
+    })[same & step.isin([0.0, 1.0])]
+    if len(pairs) == 0:
+        return _result("lease_exclusive", pairs, [])
+    # The previous lease, as extended by heartbeats surely done before this claim started.
+    ext = _extended_leases(fx, pairs.assign(task=pairs["task"], gen=pairs["p_gen"]), "t_inv")[0]
+    p_eff = np.fmax(pairs["p_lease"].to_numpy(dtype="float64"), ext.to_numpy(dtype="float64"))
+    # A lease ends early when its holder's finish took (or may have taken) effect.
+    fin = pd.concat([fx.fin_acc[["task", "gen", "t_inv"]], fx.fin_ind[["task", "gen", "t_inv"]]])
+    m = pairs[["rid", "task", "p_gen", "t_comp"]].merge(fin, left_on=["task", "p_gen"], right_on=["task", "gen"])
+    released = set(m.loc[m["t_inv"] < m["t_comp"], "rid"])
+    not_released = ~pairs["rid"].isin(released).to_numpy()
+    now = pairs["now"].to_numpy(dtype="float64")
+    p_now = pairs["p_now"].to_numpy(dtype="float64")
+    lease_until = pairs["lease_until"].to_numpy(dtype="float64")
+    later_in_gen = (pairs["gen"] > pairs["p_gen"]).to_numpy()
+    prev_first = (pairs["p_t_comp"] < pairs["t_inv"]).to_numpy()
+    this_first = (pairs["t_comp"] < pairs["p_t_inv"]).to_numpy()
+    overlap_this_after = now < p_eff
+    overlap_prev_after = p_now < lease_until
+    viol = np.where(later_in_gen | prev_first, overlap_this_after,
+                    np.where(this_first, overlap_prev_after, overlap_this_after & overlap_prev_after))
+    pairs["p_eff"] = p_eff
+    bad = pairs[viol & not_released].sort_values("t_inv")
+    ex = [{"task": r.task, "held_gen": _g(r.p_gen), "held_by": _p(r.p_process),
+           "lease_until": fx.rel(r.p_eff), "granted_gen": _g(r.gen), "granted_to": _p(r.process),
+           "granted_now": fx.rel(r.now), "overlap_s": round(float(r.p_eff - r.now), 3)}
+          for r in bad.head(EXAMPLES).itertuples()]
+    return _result("lease_exclusive", bad, ex)
+
+
+def single_finish(fx: Facts) -> InvariantResult:
+    """More than one accepted finish for a task."""
+    fa = fx.fin_acc
+    counts = fa.groupby("task", sort=False)["i"].transform("size")
+    bad_rows = fa[counts > 1].sort_values(["task", "t_inv"])
+    per_task = bad_rows.groupby("task", sort=False).agg(
+        n=("i", "size"), gens=("gen", lambda s: [int(x) for x in s]),
+        outcomes=("outcome", lambda s: [str(x) for x in s]),
+        processes=("process", lambda s: [int(x) for x in s]),
+        at=("t_inv", lambda s: [fx.rel(x) for x in s]), first=("t_inv", "min"),
+    ).reset_index().sort_values("first") if len(bad_rows) else pd.DataFrame(columns=["task"])
+    ex = [{"task": r.task, "accepted_finishes": int(r.n), "gens": r.gens, "outcomes": r.outcomes,
+           "finished_by": r.processes, "finished_at": r.at} for r in per_task.head(EXAMPLES).itertuples()]
+    res = _result("single_finish", per_task, ex)
+    res.violations = int((per_task["n"] - 1).sum()) if len(per_task) else 0
+    return res
+
+
+def _registered(fx: Facts) -> tuple[set[str] | None, str]:
+    reg = fx.ops.registers
+    if len(reg):
+        return set(reg["task"].dropna().astype(str)), ""
+    return None, "the history has no register records: registered tasks are taken from the snapshot"
+
+
+def state_matches_history(fx: Facts) -> InvariantResult:
+    """Every task's final (state, generation) follows from its operations."""
+    snap = fx.run.snapshot
+    if snap is None:
+        return InvariantResult("state_matches_history", "unknown", 0, [],
+                               note=f"no snapshot ({fx.run.snapshot_error})")
+    s = snap.copy()
+    max_gen = fx.claims_ok.groupby("task", sort=False)["gen"].max().rename("max_gen")
+    s = s.merge(max_gen, left_on="task", right_index=True, how="left")
+    s["max_gen"] = s["max_gen"].fillna(0.0)
+    problems = pd.Series("", index=s.index, dtype=object)
+
+    def flag(mask: Any, text: str) -> None:
+        mask = pd.Series(np.asarray(mask, dtype=bool), index=s.index) & problems.eq("")
+        problems[mask] = text
+
+    flag(~s["state"].isin(["pending", "running", *TERMINAL]), "unknown state")
+    flag(s["gen"].isna(), "no generation")
+    flag(s["gen"] < s["max_gen"], "generation lower than one a claim returned")
+    # Generations above the last one observed need indeterminate claims, one each (any time).
+    extra = (s["gen"] - s["max_gen"]).clip(lower=0).fillna(0).to_numpy(dtype=np.int64)
+    if extra.sum() > len(fx.ind_claim_times):
+        over = extra > 0
+        deficit = unexplained(np.full(int(over.sum()), np.inf), extra[over], fx.ind_claim_times)
+        mask = np.zeros(len(s), dtype=bool)
+        mask[np.flatnonzero(over)[deficit > 0]] = True
+        flag(mask, "generation above every claim, beyond what indeterminate claims explain")
+    key = ["task", "gen"]
+    acc = fx.fin_acc[["task", "gen", "outcome"]].assign(accepted=True)
+    ind = fx.fin_ind[["task", "gen", "outcome"]].assign(accepted=False)
+    has_acc = s["task"].isin(set(acc["task"]))
+    explains = pd.concat([acc, ind]).drop_duplicates(key + ["outcome"])
+    m = s[["task", "gen", "state"]].reset_index().merge(explains, on=key)
+    explained = set(m.loc[m["state"] == m["outcome"], "index"])
+    terminal = s["state"].isin(TERMINAL)
+    flag(terminal & ~s.index.isin(explained),
+         "terminal state no finish of that generation and outcome explains")
+    flag(s["state"].isin(["pending", "running"]) & has_acc, "not terminal although a finish was accepted")
+    flag((s["state"] == "pending") & (s["gen"] > 0), "pending with a generation above 0")
+    flag((s["state"] == "running") & (s["gen"] < 1), "running with generation 0")
+    # A running task's lease is the one its last claim set, unless a heartbeat moved it.
+    lease = fx.claims_ok.groupby(key, sort=False)["lease_until"].max().rename("claim_lease")
+    s = s.merge(lease, left_on=key, right_index=True, how="left")
+    extended = s["task"].isin(set(fx.ops.extends["task"].dropna().astype(str)))
+    flag((s["state"] == "running") & s["claim_lease"].notna() & ~extended
+         & ~np.isclose(s["lease_until"].fillna(-1), s["claim_lease"], rtol=0, atol=1e-6),
+         "lease_until differs from the one its claim returned")
+    s["problem"] = problems
+    bad = s[s["problem"] != ""]
+    # Tasks the history knows but the snapshot lost (or invented).
+    registered, _ = _registered(fx)
+    seen = set(fx.claims_ok["task"]) | (registered or set())
+    missing = sorted(seen - set(s["task"]))
+    invented = sorted(set(s["task"]) - registered) if registered is not None else []
+    extra_rows = pd.DataFrame(
+        [{"task": t, "problem": "missing from the snapshot", "state": None, "gen": np.nan, "max_gen": np.nan}
+         for t in missing]
+        + [{"task": t, "problem": "in the snapshot but never registered", "state": None, "gen": np.nan,
+            "max_gen": np.nan} for t in invented])
+    if len(extra_rows):
+        bad = pd.concat([bad[["task", "problem", "state", "gen", "max_gen"]], extra_rows], ignore_index=True)
+    ex = []
+    for r in bad.head(EXAMPLES).itertuples():
+        item: dict[str, Any] = {"task": r.task, "problem": r.problem, "state": r.state, "gen": _g(r.gen),
+                                "highest_claimed_gen": _g(r.max_gen)}
+        fins = fx.fin_acc[fx.fin_acc["task"] == r.task]
+        item["accepted_finishes"] = [[_g(g), o, _p(p)] for g, o, p in
+                                     zip(fins["gen"], fins["outcome"], fins["process"], strict=True)]
+        ex.append(item)
+    return _result("state_matches_history", bad, ex)
+
+
+def no_lost_task(fx: Facts) -> InvariantResult:
+    """After the drain every registered task is terminal, and none is terminal without an attempt."""
+    snap = fx.run.snapshot
+    if snap is None:
+        return InvariantResult("no_lost_task", "unknown", 0, [], note=f"no snapshot ({fx.run.snapshot_error})")
+    registered, note = _registered(fx)
+    registered = registered if registered is not None else set(snap["task"])
+    state = snap.drop_duplicates("task").set_index("task")
+    reg = pd.DataFrame({"task": sorted(registered)})
+    reg = reg.merge(state, left_on="task", right_index=True, how="left")
+    attempted = set(fx.ops.actions["task"].dropna().astype(str))
+    if fx.run.ledger is not None:
+        attempted |= set(fx.run.ledger["task"])
+    claimed = fx.claims_ok.groupby("task", sort=False).agg(claims=("i", "size"), last_gen=("gen", "max"))
+    reg = reg.merge(claimed, left_on="task", right_index=True, how="left")
+    problem = np.where(reg["state"].isna(), "missing from the snapshot",
+                       np.where(~reg["state"].isin(TERMINAL), "not terminal after the drain",
+                                np.where(~reg["task"].isin(attempted),
+                                         "terminal but its action was never attempted", "")))
+    reg["problem"] = problem
+    bad = reg[reg["problem"] != ""]
+    expected = fx.config.get("tasks")
+    short = isinstance(expected, int) and not len(fx.ops.registers) and len(snap) < expected
+    ex = [{"task": r.task, "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
+           "gen": _g(r.gen), "successful_claims": int(0 if pd.isna(r.claims) else r.claims)}
+          for r in bad.head(EXAMPLES).itertuples()]
+    res = _result("no_lost_task", bad, ex, note)
+    if short:
+        res.valid = False
+        res.violations += expected - len(snap)
+        res.note = (note + "; " if note else "") + f"the snapshot has {len(snap)} of {expected} tasks"
+    return res
+
+
+INVARIANTS: dict[str, Callable[[Facts], InvariantResult]] = {
+    "no_stale_commit": no_stale_commit,
+    "finish_within_lease": finish_within_lease,
+    "no_reclaim_after_terminal": no_reclaim_after_terminal,
+    "generation_monotonic": generation_monotonic,
+    "lease_exclusive": lease_exclusive,
+    "single_finish": single_finish,
+    "state_matches_history": state_matches_history,
+    "no_lost_task": no_lost_task,
+}
+
+
+def check_invariants(fx: Facts) -> dict[str, InvariantResult]:
+    return {name: fn(fx) for name, fn in INVARIANTS.items()}

@@ -1,0 +1,136 @@
+"""Loading a stored run folder: the only input the checker has.
+
+Why a separate module: the checker must never depend on the runner, so everything it knows comes
+from files written by the run (history, ledger, snapshot, config). Bad input is refused here, in
+one line, before any analysis starts; missing *optional* evidence (a snapshot the coordinator never
+wrote, a ledger the service never created) is recorded so that the invariants needing it become
+"unknown" instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.errors import UsageError
+from harness.history import HISTORY_FILE, ReadStats, read_history
+
+CONFIG_FILE = "config.json"
+SNAPSHOT_FILE = "snapshot.json"
+LEDGER_FILE = "ledger.sqlite"
+
+LEDGER_COLUMNS = ("seq", "task_id", "generation", "worker", "process", "t", "reply", "performed", "result")
+
+
+@dataclass
+class RunData:
+    """Everything one run left behind, parsed but not yet interpreted."""
+
+    run_dir: Path
+    history: pd.DataFrame
+    stats: ReadStats
+    config: dict[str, Any]
+    snapshot: pd.DataFrame | None  # columns task, state, gen, lease_until; None when absent
+    snapshot_time: float | None
+    snapshot_error: str | None
+    ledger: pd.DataFrame | None  # None when the run has no ledger
+    notes: list[str] = field(default_factory=list)  # why some evidence is missing
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Parse a run folder, or raise :class:`UsageError` naming what makes it not a run."""
+    path = Path(run_dir)
+    if not path.exists():
+        raise UsageError(f"run folder {str(path)!r} does not exist")
+    if not path.is_dir():
+        raise UsageError(f"{str(path)!r} is not a run folder (not a directory)")
+    history_path = path / HISTORY_FILE
+    config_path = path / CONFIG_FILE
+    missing = [p.name for p in (history_path, config_path) if not p.is_file()]
+    if missing:
+        raise UsageError(f"{str(path)!r} is not a run folder: missing {' and '.join(missing)}")
+    config = _load_config(config_path)
+    try:
+        history, stats = read_history(history_path)
+    except OSError as exc:
+        raise UsageError(f"cannot read {history_path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - an unreadable history is bad input, in one line
+        raise UsageError(f"{history_path} is not a readable history: {type(exc).__name__}: {exc}") from None
+    notes: list[str] = []
+    snapshot, snap_time, snap_error = _load_snapshot(path / SNAPSHOT_FILE, notes)
+    ledger = _load_ledger(path / LEDGER_FILE, notes)
+    return RunData(path, history, stats, config, snapshot, snap_time, snap_error, ledger, notes)
+
+
+def _load_config(path: Path) -> dict[str, Any]:
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} must hold a JSON object")
+    return config
+
+
+def _load_snapshot(path: Path, notes: list[str]) -> tuple[pd.DataFrame | None, float | None, str | None]:
+    if not path.is_file():
+        notes.append("snapshot.json is missing: the final state cannot be compared with the history")
+        return None, None, "snapshot.json missing"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} must hold a JSON object with 'tasks' or 'error'")
+    snap_time = data.get("time")
+    if "error" in data and "tasks" not in data:
+        notes.append(f"the queue could not produce a snapshot: {data['error']}")
+        return None, snap_time, str(data["error"])
+    rows = data.get("tasks")
+    if not isinstance(rows, list) or any(not isinstance(r, list | tuple) or len(r) != 4 for r in rows):
+        raise UsageError(f"{path}: 'tasks' must be a list of [task_id, state, generation, lease_until]")
+    frame = pd.DataFrame(rows, columns=["task", "state", "gen", "lease_until"])
+    frame["task"] = frame["task"].astype(str)
+    frame["state"] = frame["state"].astype(str)
+    frame["gen"] = pd.to_numeric(frame["gen"], errors="coerce").astype("float64")
+    frame["lease_until"] = pd.to_numeric(frame["lease_until"], errors="coerce").astype("float64")
+    return frame, snap_time, None
+
+
+def _load_ledger(path: Path, notes: list[str]) -> pd.DataFrame | None:
+    if not path.is_file():
+        notes.append("ledger.sqlite is missing: duplicate side effects cannot be counted")
+        return None
+    # Read-only: re-checking a run must never change it. ``immutable`` is the fallback for a
+    # read-only folder, where SQLite cannot create the -shm file that WAL readers need.
+    for uri in (f"file:{path}?mode=ro", f"file:{path}?immutable=1"):
+        try:
+            conn = sqlite3.connect(uri, uri=True)
+            try:
+                cols = {row[1] for row in conn.execute("PRAGMA table_info(actions)")}
+                if not cols:
+                    notes.append("ledger.sqlite has no 'actions' table: duplicates cannot be counted")
+                    return None
+                wanted = [c for c in LEDGER_COLUMNS if c in cols]
+                frame = pd.read_sql_query(f"SELECT {', '.join(wanted)} FROM actions ORDER BY seq", conn)
+            finally:
+                conn.close()
+            break
+        except sqlite3.Error as exc:
+            last = exc
+    else:
+        raise UsageError(f"{path} is not a readable ledger: {last}") from None
+    for col in LEDGER_COLUMNS:
+        if col not in frame:
+            frame[col] = pd.NA
+    frame = frame.rename(columns={"task_id": "task", "generation": "gen"})
+    frame["task"] = frame["task"].astype(str)
+    frame["gen"] = pd.to_numeric(frame["gen"], errors="coerce").astype("float64")
+    frame["process"] = pd.to_numeric(frame["process"], errors="coerce").astype("float64")
+    frame["performed"] = pd.to_numeric(frame["performed"], errors="coerce").fillna(0).astype("int64")
+    return frame

@@ -1,0 +1,153 @@
+"""From records to operations: pair each ``invoke`` with its completion, without a loop per event.
+
+Why pairing by key: a worker incarnation performs one queue call at a time, so its invoke and
+the next completion of the same ``f`` belong together. Faults are written by the nemesis (process
+0) about several targets at once, and the coordinator may register tasks in batches, so those are
+paired per target and per task. An invoke with no completion is ``open``: its process died
+mid-call, which is exactly as indeterminate as ``info``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
+FAULTS = ("kill", "pause", "slow", "lose_reply")
+INDETERMINATE = ("info", "open")
+
+# Columns every operation frame carries (invoke side, then completion side).
+_INVOKE_COLS = ("time", "process", "worker", "pid", "task", "gen", "now", "lease", "outcome", "value",
+                "target", "phase")
+_COMPLETE_COLS = ("time", "type", "task", "gen", "lease_until", "value", "error", "outcome")
+
+
+@dataclass
+class Ops:
+    """The run's operations, one frame per kind, plus the lifecycle and run-phase records."""
+
+    claims: pd.DataFrame
+    finishes: pd.DataFrame
+    actions: pd.DataFrame
+    extends: pd.DataFrame
+    registers: pd.DataFrame
+    faults: pd.DataFrame
+    spawns: pd.DataFrame
+    exits: pd.DataFrame
+    run_events: pd.DataFrame
+    unpaired_completions: int
+    t0: float
+    t1: float
+
+
+def _np(col: pd.Series, dtype=None) -> np.ndarray:
+    if dtype is None:
+        return col.to_numpy()
+    return col.to_numpy(dtype=dtype, na_value=np.nan if dtype == "float64" else None)
+
+
+def pair_operations(h: pd.DataFrame) -> Ops:
+    """Build the operation frames from the raw history (file order = real-time order)."""
+    n = len(h)
+    t_all = _np(h["time"], "float64")
+    t0 = float(np.nanmin(t_all)) if n else 0.0
+    t1 = float(np.nanmax(t_all)) if n else 0.0
+    f = h["f"].astype("category") if n else h["f"]
+    f_codes = f.cat.codes.to_numpy() if n else np.zeros(0, dtype=np.int8)
+    cats = list(f.cat.categories) if n else []
+    wanted = [cats.index(x) for x in QUEUE_OPS + FAULTS if x in cats]
+    sel = np.flatnonzero(np.isin(f_codes, wanted))
+    sub = h.iloc[sel]
+    sub_f = f_codes[sel]
+    reg_code = cats.index("register") if "register" in cats else -2
+    fault_codes = [cats.index(x) for x in FAULTS if x in cats]
+    is_fault = np.isin(sub_f, fault_codes)
+    # Pairing key beyond (process, f): the task for registers, the target for faults.
+    task_codes = pd.factorize(sub["task"].astype(object).where(sub["task"].notna(), ""))[0]
+    target = _np(sub["target"], "float64")
+    key = np.where(sub_f == reg_code, task_codes, 0).astype(np.int64)
+    key = np.where(is_fault, np.nan_to_num(target, nan=-1).astype(np.int64), key)
+    process = _np(sub["process"], "float64")
+    order = np.lexsort((sel, key, sub_f, process))
+    s_proc, s_f, s_key = process[order], sub_f[order], key[order]
+    s_type = sub["type"].to_numpy(dtype=object)[order]
+    is_inv = s_type == "invoke"
+    same_next = np.zeros(len(order), dtype=bool)
+    if len(order) > 1:
+        same_next[:-1] = (s_proc[:-1] == s_proc[1:]) & (s_f[:-1] == s_f[1:]) & (s_key[:-1] == s_key[1:])
+    paired = np.zeros(len(order), dtype=bool)
+    paired[:-1] = is_inv[:-1] & same_next[:-1] & ~is_inv[1:]
+    inv_pos = np.flatnonzero(is_inv)
+    comp_pos = np.where(paired[inv_pos], inv_pos + 1, -1)
+    completed_mask = np.zeros(len(order), dtype=bool)
+    completed_mask[comp_pos[comp_pos >= 0]] = True
+    unpaired = int((~is_inv & ~completed_mask).sum())
+    inv_rows = sel[order[inv_pos]]
+    comp_rows = np.where(comp_pos >= 0, sel[order[np.maximum(comp_pos, 0)]], -1)
+    ops = _assemble(h, inv_rows, comp_rows)
+    ops_f = np.asarray(cats, dtype=object)[f_codes[inv_rows]] if len(inv_rows) else np.zeros(0, dtype=object)
+    ops["f"] = ops_f
+    ops = ops.sort_values("i", kind="stable").reset_index(drop=True)
+
+    def part(name: str) -> pd.DataFrame:
+        return ops[ops["f"] == name].reset_index(drop=True)
+
+    claims = part("claim")
+    claims["task"] = claims["task_c"]
+    claims["gen"] = claims["gen_c"]
+    claims["lease_until"] = claims["lease_until_c"]
+    finishes = part("finish")
+    finishes["task"] = finishes["task"].fillna(finishes["task_c"])
+    finishes["gen"] = finishes["gen"].fillna(finishes["gen_c"])
+    finishes["outcome"] = finishes["outcome"].fillna(finishes["outcome_c"])
+    accepted = (finishes["status"] == "ok") & ~finishes["value_c"].fillna("true").str.lower().isin(
+        ["false", "0", "null"]
+    )
+    finishes["accepted"] = accepted.to_numpy(dtype=bool)
+    finishes["rejected"] = (finishes["status"] == "fail").to_numpy(dtype=bool) | (
+        (finishes["status"] == "ok").to_numpy(dtype=bool) & ~finishes["accepted"].to_numpy(dtype=bool)
+    )
+    actions = part("action")
+    actions["task"] = actions["task"].fillna(actions["task_c"])
+    actions["gen"] = actions["gen"].fillna(actions["gen_c"])
+    extends = part("extend")
+    extends["task"] = extends["task"].fillna(extends["task_c"])
+    extends["gen"] = extends["gen"].fillna(extends["gen_c"])
+    registers = part("register")
+    registers["task"] = registers["task"].fillna(registers["task_c"])
+    faults = ops[ops["f"].isin(FAULTS)].reset_index(drop=True)
+    faults["task"] = faults["task"].fillna(faults["task_c"])
+    faults["gen"] = faults["gen"].fillna(faults["gen_c"])
+
+    lifecycle_cols = ["time", "process", "type", "f", "worker", "pid", "target", "value"]
+    life = h.loc[f.isin(["spawn", "exit"]).to_numpy(dtype=bool), lifecycle_cols] if n else h[lifecycle_cols]
+    spawns = life[life["f"] == "spawn"].reset_index(drop=True)
+    exits = life[life["f"] == "exit"].reset_index(drop=True)
+    run_events = h.loc[(f == "run").to_numpy(dtype=bool), ["time", "value"]] if n else h[["time", "value"]]
+    return Ops(claims, finishes, actions, extends, registers, faults, spawns, exits,
+               run_events.reset_index(drop=True), unpaired, t0, t1)
+
+
+def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray) -> pd.DataFrame:
+    """One row per invoke: its fields, and its completion's fields (suffix ``_c``) when there is one."""
+    has = comp_rows >= 0
+    safe = np.where(has, comp_rows, 0)
+    out: dict[str, object] = {"i": inv_rows}
+    for col in _INVOKE_COLS:
+        src = h[col]
+        name = "t_inv" if col == "time" else col
+        out[name] = src.iloc[inv_rows].reset_index(drop=True) if len(inv_rows) else src.iloc[:0].reset_index(
+            drop=True)
+    for col in _COMPLETE_COLS:
+        src = h[col]
+        vals = src.iloc[safe].reset_index(drop=True) if len(inv_rows) else src.iloc[:0].reset_index(drop=True)
+        vals = vals.where(pd.Series(has), None) if vals.dtype != "float64" else vals.where(pd.Series(has))
+        name = {"time": "t_comp", "type": "status"}.get(col, f"{col}_c")
+        out[name] = vals
+    frame = pd.DataFrame(out)
+    frame["status"] = frame["status"].fillna("open").astype(object)
+    frame["t_comp"] = frame["t_comp"].astype("float64")
+    frame["indeterminate"] = frame["status"].isin(INDETERMINATE).to_numpy(dtype=bool)
+    return frame

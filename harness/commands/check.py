@@ -1,0 +1,23 @@
+"""``takeover check RUN_DIR``: re-check a stored run without re-running it."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "check a stored run folder: invariants, duplicates, reports (exit 0 valid, 1 violated, 3 inconclusive)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (e.g. runs/latest)")
+    parser.add_argument("--fail-on-duplicates", action="store_true",
+                        help="exit 1 when any side effect was performed more than once (for CI that needs none)")
+    parser.add_argument("--json", action="store_true", help="print summary.json instead of the short summary")
+    parser.add_argument("--no-reports", action="store_true",
+                        help="write summary.json only (skip report.md/html and junit.xml)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.checker import check_run_dir
+
+    return check_run_dir(args.run_dir, fail_on_duplicates=args.fail_on_duplicates, as_json=args.json,
+                         reports=not args.no_reports)

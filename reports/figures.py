@@ -1,0 +1,200 @@
+"""The report's pictures, drawn from the checker's frames with matplotlib (Agg), returned as PNG bytes.
+
+Why pictures: a stale finish or a double lease is a shape in time — two bars that overlap on one
+task, a finish after the lease ran out — and people see it faster than they read it from a table.
+Everything is drawn with a few vectorized calls (broken_barh, scatter) so a large run still renders
+in seconds.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from harness.checker.facts import Facts  # noqa: E402
+
+MAX_LANES = 40
+MAX_TASKS = 12
+FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5", "kill": "#d62828"}
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _holds(fx: Facts) -> pd.DataFrame:
+    """Each successful claim as a held interval: from the claim to its holder's finish or death."""
+    c = fx.claims_ok[["task", "gen", "process", "t_inv", "t_comp", "lease_until"]].copy()
+    fin = fx.ops.finishes[["task", "gen", "process", "t_comp", "status", "accepted"]].dropna(subset=["task"])
+    fin = fin.assign(task=fin["task"].astype(str)).rename(columns={"t_comp": "fin_t"})
+    fin = fin.drop_duplicates(["task", "gen", "process"], keep="last")
+    c = c.merge(fin[["task", "gen", "process", "fin_t"]], on=["task", "gen", "process"], how="left")
+    kills = fx.ops.faults.loc[fx.ops.faults["f"] == "kill", ["target", "t_inv"]].groupby("target")["t_inv"].min()
+    c["kill_t"] = c["process"].map(kills)
+    end = c["fin_t"].fillna(c["kill_t"]).fillna(c["lease_until"]).fillna(fx.t1)
+    c["end"] = np.maximum(end.to_numpy(dtype="float64"), c["t_comp"].to_numpy(dtype="float64"))
+    return c
+
+
+def timeline(fx: Facts) -> tuple[bytes, str]:
+    """One lane per worker incarnation: held leases, actions, finishes, kills and pause windows."""
+    procs = pd.Series(pd.concat([fx.claims_ok["process"], fx.ops.finishes["process"],
+                                 fx.ops.spawns["target"]]).dropna().astype(int).unique())
+    procs = procs[procs > 0]
+    note = ""
+    if len(procs) > MAX_LANES:
+        # Prefer the incarnations the faults hit, then the busiest ones.
+        hit = set(fx.ops.faults["target"].dropna().astype(int))
+        busy = fx.claims_ok["process"].value_counts()
+        score = procs.map(lambda p: (p in hit) * 1_000_000 + int(busy.get(p, 0)))
+        keep = procs[score.sort_values(ascending=False).index[:MAX_LANES]]
+        note = f"{len(procs) - MAX_LANES} of {len(procs)} incarnations not shown (faulted and busiest kept)"
+        procs = keep
+    procs = np.sort(procs.to_numpy())
+    lane = {p: i for i, p in enumerate(procs)}
+    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.32 * len(procs) + 1.5)))
+    rel = fx.t0
+    h = _holds(fx)
+    h = h[h["process"].isin(lane)]
+    for _, rows in h.groupby(h["process"].map(lane)):
+        y = rows["process"].map(lane).iloc[0]
+        start = rows["t_inv"].to_numpy() - rel
+        lease_end = np.minimum(rows["end"].to_numpy(), rows["lease_until"].to_numpy()) - rel
+        ax.broken_barh(list(zip(start, np.maximum(lease_end - start, 0), strict=True)), (y - 0.3, 0.6),
+                       facecolors="#8ecae6", edgecolors="none")
+        over = rows["end"].to_numpy() > rows["lease_until"].to_numpy()
+        if over.any():
+            s2 = rows["lease_until"].to_numpy()[over] - rel
+            e2 = rows["end"].to_numpy()[over] - rel
+            ax.broken_barh(list(zip(s2, e2 - s2, strict=True)), (y - 0.3, 0.6), facecolors="#e76f51",
+                           edgecolors="none")
+    for kind in ("pause", "slow"):
+        w = fx.ops.faults[(fx.ops.faults["f"] == kind) & fx.ops.faults["target"].isin(lane)]
+        for y, rows in w.groupby(w["target"].map(lane)):
+            s = rows["t_inv"].to_numpy() - rel
+            e = rows["t_comp"].fillna(fx.t1).to_numpy() - rel
+            ax.broken_barh(list(zip(s, e - s, strict=True)), (y - 0.45, 0.9), facecolors="none",
+                           edgecolors=FAULT_COLOURS[kind], hatch="///", linewidth=0.8)
+    acts = fx.ops.actions[fx.ops.actions["process"].isin(lane)]
+    ax.scatter(acts["t_inv"] - rel, acts["process"].map(lane), marker="|", s=60, c="#023047", zorder=3)
+    fin = fx.ops.finishes[fx.ops.finishes["process"].isin(lane)]
+    colour = np.where(fin["accepted"], "#2a9d8f", np.where(fin["rejected"], "#e63946", "#adb5bd"))
+    ax.scatter(fin["t_inv"] - rel, fin["process"].map(lane), marker="o", s=14, c=colour, zorder=4)
+    kills = fx.ops.faults[(fx.ops.faults["f"] == "kill") & fx.ops.faults["target"].isin(lane)]
+    ax.scatter(kills["t_inv"] - rel, kills["target"].map(lane), marker="x", s=50, c="#d62828", zorder=5)
+    lost = fx.ops.faults[(fx.ops.faults["f"] == "lose_reply") & fx.ops.faults["target"].isin(lane)]
+    ax.scatter(lost["t_inv"] - rel, lost["target"].map(lane), marker="v", s=30, c="#9b5de5", zorder=5)
+    workers = fx.ops.spawns.drop_duplicates("target").set_index("target")["worker"]
+    ax.set_yticks(range(len(procs)))
+    ax.set_yticklabels([f"{workers.get(p, '?')} #{p}" for p in procs], fontsize=7)
+    ax.set_ylim(-0.8, len(procs) - 0.2)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the run started")
+    ax.set_title("Worker incarnations: leases held, actions, finishes and faults")
+    ax.legend(handles=[
+        Patch(color="#8ecae6", label="holding a valid lease"), Patch(color="#e76f51", label="held past its lease"),
+        Patch(facecolor="none", edgecolor=FAULT_COLOURS["pause"], hatch="///", label="paused (SIGSTOP)"),
+        Patch(facecolor="none", edgecolor=FAULT_COLOURS["slow"], hatch="///", label="slow task"),
+        Line2D([], [], marker="|", ls="", color="#023047", label="action"),
+        Line2D([], [], marker="o", ls="", color="#2a9d8f", label="finish accepted"),
+        Line2D([], [], marker="o", ls="", color="#e63946", label="finish refused"),
+        Line2D([], [], marker="o", ls="", color="#adb5bd", label="finish unknown"),
+        Line2D([], [], marker="x", ls="", color="#d62828", label="SIGKILL"),
+        Line2D([], [], marker="v", ls="", color="#9b5de5", label="reply lost"),
+    ], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig), note
+
+
+def generations(fx: Facts, tasks: list[str]) -> tuple[bytes | None, str]:
+    """Per problem task: each generation as a bar from its claim to its end, finishes and actions on it."""
+    if not tasks:
+        return None, ""
+    note = f"{len(tasks) - MAX_TASKS} more task(s) not shown" if len(tasks) > MAX_TASKS else ""
+    tasks = tasks[:MAX_TASKS]
+    cols = 3 if len(tasks) > 2 else len(tasks)
+    rows_n = int(np.ceil(len(tasks) / cols))
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 2.6 * rows_n), squeeze=False)
+    h = _holds(fx)
+    ledger = fx.run.ledger
+    rel = fx.t0
+    for ax, task in zip(axes.flat, tasks, strict=False):
+        mine = h[h["task"] == task]
+        for r in mine.itertuples():
+            ax.plot([r.t_inv - rel, min(r.end, r.lease_until) - rel], [r.gen, r.gen], lw=5, color="#8ecae6",
+                    solid_capstyle="butt")
+            if r.end > r.lease_until:
+                ax.plot([r.lease_until - rel, r.end - rel], [r.gen, r.gen], lw=5, color="#e76f51",
+                        solid_capstyle="butt")
+            ax.annotate(f"#{int(r.process)}", (r.t_inv - rel, r.gen), xytext=(0, 5), textcoords="offset points",
+                        fontsize=7)
+        fin = fx.ops.finishes[fx.ops.finishes["task"].astype(str) == task]
+        colour = np.where(fin["accepted"], "#2a9d8f", np.where(fin["rejected"], "#e63946", "#adb5bd"))
+        ax.scatter(fin["t_inv"] - rel, fin["gen"], c=colour, s=30, zorder=4, marker="o")
+        if ledger is not None:
+            la = ledger[(ledger["task"] == task) & (ledger["performed"] == 1)]
+            ax.scatter(la["t"] - rel, la["gen"], marker="*", s=80, c="#ffb703", edgecolors="#023047",
+                       linewidths=0.5, zorder=5)
+        ax.set_title(task, fontsize=9)
+        ax.set_ylabel("generation", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(tasks):]:
+        ax.set_visible(False)
+    fig.legend(handles=[
+        Patch(color="#8ecae6", label="lease held"), Patch(color="#e76f51", label="held past lease"),
+        Line2D([], [], marker="o", ls="", color="#2a9d8f", label="finish accepted"),
+        Line2D([], [], marker="o", ls="", color="#e63946", label="finish refused"),
+        Line2D([], [], marker="*", ls="", color="#ffb703", label="side effect performed (ledger)"),
+    ], loc="lower center", ncol=5, fontsize=7, frameon=False, bbox_to_anchor=(0.5, -0.04))
+    fig.suptitle("Generation history of tasks that broke an invariant or duplicated a side effect", fontsize=10)
+    fig.tight_layout()
+    return _png(fig), note
+
+
+def throughput(fx: Facts) -> bytes:
+    """Accepted finishes per second, with the fault windows shaded behind."""
+    fig, ax = plt.subplots(figsize=(12, 3.2))
+    rel = fx.t0
+    span = max(fx.t1 - fx.t0, 1.0)
+    width = max(0.25, round(span / 120, 2))
+    edges = np.arange(0, span + width, width)
+    done = fx.fin_acc["t_comp"].to_numpy(dtype="float64") - rel
+    hist, _ = np.histogram(done, bins=edges)
+    ax.step(edges[:-1], hist / width, where="post", color="#264653", lw=1.2, label="finishes accepted / s")
+    top = max(1.0, float((hist / width).max()) if len(hist) else 1.0)
+    for kind in ("pause", "slow", "lose_reply"):
+        w = fx.ops.faults[fx.ops.faults["f"] == kind]
+        for s, e in zip(w["t_inv"] - rel, w["t_comp"].fillna(fx.t1) - rel, strict=True):
+            ax.axvspan(s, max(e, s + width / 10), color=FAULT_COLOURS[kind], alpha=0.18, lw=0)
+    kills = fx.ops.faults.loc[fx.ops.faults["f"] == "kill", "t_inv"] - rel
+    ax.vlines(kills, 0, top * 1.05, colors=FAULT_COLOURS["kill"], lw=0.6, alpha=0.6)
+    for t, v in zip(fx.ops.run_events["time"] - rel, fx.ops.run_events["value"], strict=True):
+        ax.axvline(t, color="#6c757d", ls="--", lw=0.8)
+        ax.text(t, top * 1.07, str(v), fontsize=7, color="#6c757d", rotation=0, ha="left", va="bottom")
+    ax.set_ylim(0, top * 1.2)
+    ax.set_xlim(0, span)
+    ax.set_xlabel("seconds since the run started")
+    ax.set_ylabel("per second")
+    ax.legend(handles=[
+        Line2D([], [], color="#264653", label="finishes accepted / s"),
+        Patch(color=FAULT_COLOURS["pause"], alpha=0.4, label="pause"),
+        Patch(color=FAULT_COLOURS["slow"], alpha=0.4, label="slow task"),
+        Patch(color=FAULT_COLOURS["lose_reply"], alpha=0.4, label="reply lost"),
+        Line2D([], [], color=FAULT_COLOURS["kill"], label="SIGKILL"),
+    ], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
+    ax.set_title("Throughput with fault windows")
+    ax.grid(alpha=0.3)
+    return _png(fig)

@@ -1,0 +1,38 @@
+"""junit.xml: one test case per invariant, so CI systems list each one and show its examples."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from typing import Any
+
+
+def render(summary: dict[str, Any]) -> bytes:
+    invs = summary["invariants"]
+    cases: list[tuple[str, dict[str, Any]]] = list(invs.items())
+    if summary.get("fail_on_duplicates"):
+        d = summary["duplicates"]
+        cases.append(("no_duplicate_side_effects", {
+            "valid": not summary["failed_on_duplicates"], "violations": d.get("extra_actions") or 0,
+            "examples": d.get("examples", [])}))
+    failures = sum(1 for _, c in cases if c["valid"] is False)
+    skipped = sum(1 for _, c in cases if c["valid"] not in (True, False))
+    suite = ET.Element("testsuite", name="takeover", tests=str(len(cases)), failures=str(failures),
+                       errors="0", skipped=str(skipped), time=str(summary.get("check_seconds", 0)))
+    props = ET.SubElement(suite, "properties")
+    for key in ("queue", "seed", "profile", "command"):
+        if key in summary.get("config", {}):
+            ET.SubElement(props, "property", name=key, value=str(summary["config"][key]))
+    if summary.get("inconclusive"):
+        ET.SubElement(props, "property", name="inconclusive", value=summary["inconclusive"])
+    for name, c in cases:
+        case = ET.SubElement(suite, "testcase", classname="takeover.invariants", name=name, time="0")
+        if c["valid"] is False:
+            fail = ET.SubElement(case, "failure", message=f"{name}: {c['violations']} violation(s)",
+                                 type="InvariantViolated")
+            fail.text = "\n".join(json.dumps(e, default=str) for e in c["examples"]) + (
+                f"\n{c['note']}" if c.get("note") else "")
+        elif c["valid"] is not True:
+            ET.SubElement(case, "skipped", message=c.get("note") or "unknown")
+    ET.indent(suite)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="utf-8") + b"\n"

@@ -1,0 +1,123 @@
+"""report.md: what a terminal user reads. The verdict first, then what broke, then the context."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.checker.check import verdict_word
+
+MEANING = {
+    "no_stale_commit": "no finish accepted for a generation lower than one already claimed",
+    "finish_within_lease": "every accepted finish was called with now < lease_until of its own claim",
+    "no_reclaim_after_terminal": "no claim succeeds after a finish of that task took effect",
+    "generation_monotonic": "claims of a task get distinct, increasing generations; gaps only from unknown claims",
+    "lease_exclusive": "no lease granted while an earlier lease of the task was still valid",
+    "single_finish": "at most one finish per task takes effect",
+    "state_matches_history": "the final snapshot follows from the recorded operations",
+    "no_lost_task": "after the drain every task is terminal, and none terminal without an attempted action",
+}
+
+
+def _cell(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text.replace("|", "\\|")
+
+
+def _mark(valid: Any) -> str:
+    return {True: "✅ holds", False: "❌ VIOLATED"}.get(valid, "❔ unknown")
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    out = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    out += ["| " + " | ".join(_cell(r.get(k, "")) for k in keys) + " |" for r in rows]
+    return out
+
+
+def render(summary: dict[str, Any]) -> str:
+    s = summary
+    lines = [f"# takeover check: {verdict_word(s)}", ""]
+    cfg = s.get("config", {})
+    lines.append(f"Run `{s['run_dir']}` — queue `{cfg.get('queue', '?')}`, seed {cfg.get('seed', '?')}, "
+                 f"profile {cfg.get('profile', '?')}, {cfg.get('workers', '?')} workers, lease "
+                 f"{cfg.get('lease', '?')} s.")
+    if s["inconclusive"]:
+        lines += ["", f"**Inconclusive:** {s['inconclusive']} — this run proves nothing about the queue."]
+    if s["failed_on_duplicates"]:
+        lines += ["", "**Failed because of duplicate side effects** (`--fail-on-duplicates`)."]
+    lines += ["", "## Invariants", "", "| invariant | verdict | violations | meaning |", "|---|---|---|---|"]
+    for name, inv in s["invariants"].items():
+        lines.append(f"| `{name}` | {_mark(inv['valid'])} | {inv['violations']} | {MEANING.get(name, '')} |")
+    for name, inv in s["invariants"].items():
+        if inv["valid"] is True:
+            continue
+        lines += ["", f"### `{name}`: {_mark(inv['valid'])}"]
+        if inv.get("note"):
+            lines += ["", inv["note"]]
+        if inv["examples"]:
+            lines += ["", "Examples (times in seconds since the run started; `by` = worker incarnation):", ""]
+            lines += _table(inv["examples"])
+    d = s["duplicates"]
+    lines += ["", "## Duplicate side effects (from the ledger)", ""]
+    if d.get("tasks") is None:
+        lines.append(f"Not counted: {d.get('note', 'no ledger')}.")
+    else:
+        lines.append(f"{d['tasks']} task(s) had their side effect performed more than once: "
+                     f"{d['extra_actions']} extra action(s).")
+        lines += ["", "| cause | extra actions | meaning |", "|---|---|---|",
+                  f"| s5 | {d['by_cause'].get('s5', 0)} | the earlier holder was killed after acting, "
+                  "before its finish took effect |",
+                  f"| lost_lease | {d['by_cause'].get('lost_lease', 0)} | the earlier holder lived on but had "
+                  "lost its lease (paused or slow) |",
+                  f"| other | {d['by_cause'].get('other', 0)} | anything else (same generation twice, a "
+                  "double lease) |"]
+        if d.get("examples"):
+            lines += ["", *_table(d["examples"])]
+    c = s["counts"]
+    lines += ["", "## Counts", "", "| what | value |", "|---|---|"]
+    rows = [
+        ("tasks registered", c["tasks"]), ("attempted (action requested)", c["attempted"]),
+        ("acknowledged (finished done)", c["acknowledged"]), ("uncertain", c["uncertain"]),
+        ("recovered (uncertain, yet the ledger shows it happened)", c["recovered"]),
+        ("lost (done, but no action in the ledger)", c["lost"]),
+        ("claims ok / empty / unknown", f"{c['claims']['ok']} / {c['claims']['empty']} / "
+                                         f"{c['claims']['indeterminate']}"),
+        ("finishes accepted / refused / unknown", f"{c['finishes']['accepted']} / {c['finishes']['rejected']} / "
+                                                   f"{c['finishes']['indeterminate']}"),
+        ("stale finishes refused by the fence", c["finishes"]["rejected_stale"]),
+        ("takeovers (a task claimed again)", c["takeovers"]),
+        ("orphan recovery p50 / p99 / max (s)", _trio(c["orphan_recovery_s"])),
+        ("throughput (finishes accepted / s)", c["throughput_per_s"]),
+        ("run length (s)", c["duration_s"]),
+    ]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
+    if c["latency_ms"]:
+        lines += ["", "Operation latency (ms):", "", "| op | n | p50 | p99 | max |", "|---|---|---|---|---|"]
+        lines += [f"| {f} | {v['n']} | {v['p50']} | {v['p99']} | {v['max']} |" for f, v in c["latency_ms"].items()]
+    cov = s["coverage"]
+    lines += ["", "## Fault coverage", "",
+              f"- kills: {cov['kills']['total']} — by phase {_kv(cov['kills']['by_phase'])}; by aim "
+              f"{_kv(cov['kills']['by_aim'])}",
+              f"- pauses: {cov['pauses']['total']}, {cov['pauses']['past_lease']} past the holder's lease",
+              f"- slow tasks: {cov['slows']['total']}, {cov['slows']['past_lease']} past the lease",
+              f"- lost replies: {cov['lost_replies']['history']} in the history, "
+              f"{cov['lost_replies']['ledger']} in the ledger"]
+    lines += ["", "## Warnings", ""]
+    lines += [f"- {w}" for w in s["warnings"]] or ["None."]
+    hist = s["history"]
+    lines += ["", f"History: {hist['lines']} records, torn last line: {hist['torn_tail']}, corrupt lines: "
+                  f"{hist['corrupt_lines']}. Checked in {s['check_seconds']} s."]
+    if cfg.get("command"):
+        lines += ["", "## Reproduce", "", "```", str(cfg["command"]), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _trio(p: dict[str, Any]) -> str:
+    return "–" if not p.get("n") else f"{p['p50']} / {p['p99']} / {p['max']}"
+
+
+def _kv(d: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"

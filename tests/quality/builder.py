@@ -1,0 +1,145 @@
+"""Hand-written histories: a tiny DSL that writes a real run folder (history, ledger, snapshot, config).
+
+Why real files: the checker is tested exactly as users run it, through ``check_run_dir`` on a
+folder, with the ledger written by the real :class:`harness.ledger.Ledger`. Times are explicit so
+each case states precisely which operations overlap.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.ledger import Ledger
+
+LEASE = 5.0
+T0 = 1_000.0  # absolute times are T0 + the small numbers used in the cases
+
+
+@dataclass
+class Run:
+    """Records in file order; helpers append invoke/completion pairs with explicit times."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    ledger_rows: list[dict[str, Any]] = field(default_factory=list)
+    snapshot: list[list[Any]] | None = None
+    snapshot_error: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def rec(self, t: float, process: int, type_: str, f: str, **fields: Any) -> None:
+        record = {"time": T0 + t, "process": process, "type": type_, "f": f}
+        for key, value in fields.items():
+            if value is None:
+                continue
+            if key in ("now", "lease_until"):
+                value = T0 + value
+            record[key] = value if key != "value" or isinstance(value, str) else json.dumps(value)
+        self.records.append(record)
+
+    # -- coordinator -------------------------------------------------------------------------
+    def register(self, *tasks: str, t: float = 0.0) -> None:
+        for task in tasks:
+            self.rec(t, 0, "invoke", "register", task=task, now=t)
+            self.rec(t, 0, "ok", "register", task=task)
+
+    def spawn(self, process: int, worker: str, t: float = 0.0) -> None:
+        self.rec(t, 0, "ok", "spawn", target=process, worker=worker, pid=10_000 + process)
+
+    def kill(self, target: int, t: float, *, phase: str = "working", aim: str = "random",
+             task: str | None = None, gen: int | None = None, exited: bool = True) -> None:
+        self.rec(t, 0, "invoke", "kill", target=target, phase=phase, value=aim, task=task, gen=gen)
+        if exited:
+            self.rec(t + 0.01, 0, "ok", "kill", target=target)
+            self.rec(t + 0.01, 0, "ok", "exit", target=target, value="-9")
+
+    def pause(self, target: int, start: float, end: float, *, phase: str = "working",
+              task: str | None = None, gen: int | None = None) -> None:
+        """Appends both records now: callers add them in time order around the pause themselves."""
+        self.rec(start, 0, "invoke", "pause", target=target, phase=phase, value=str(end - start),
+                 task=task, gen=gen)
+        self.rec(end, 0, "ok", "pause", target=target)
+
+    def pause_start(self, target: int, start: float, seconds: float, **kw: Any) -> None:
+        self.rec(start, 0, "invoke", "pause", target=target, value=str(seconds), **kw)
+
+    def pause_end(self, target: int, end: float) -> None:
+        self.rec(end, 0, "ok", "pause", target=target)
+
+    def run_event(self, t: float, value: str) -> None:
+        self.rec(t, 0, "info", "run", value=value)
+
+    # -- workers -----------------------------------------------------------------------------
+    def claim(self, p: int, t: float, task: str | None, gen: int | None = None, *, done: float | None = None,
+              lease: float = LEASE, status: str = "ok", worker: str | None = None) -> None:
+        """A claim invoked at ``t``; ``status`` ok / empty / info / open (no completion)."""
+        worker = worker or f"w{p}"
+        self.rec(t, p, "invoke", "claim", worker=worker, now=t, lease=lease)
+        end = t + 0.01 if done is None else done
+        if status == "ok":
+            self.rec(end, p, "ok", "claim", task=task, gen=gen, lease_until=t + lease, now=t)
+        elif status == "empty":
+            self.rec(end, p, "fail", "claim", error="empty")
+        elif status == "info":
+            self.rec(end, p, "info", "claim", error="database is locked")
+
+    def action(self, p: int, t: float, task: str, gen: int, *, reply: str = "ok", status: str = "ok",
+               ledger: bool = True, performed: bool = True) -> None:
+        self.rec(t, p, "invoke", "action", task=task, gen=gen, now=t)
+        if status == "ok":
+            self.rec(t + 0.01, p, "ok", "action", task=task, gen=gen, value=reply)
+        elif status == "info":
+            self.rec(t + 0.01, p, "info", "action", task=task, gen=gen, error="timeout")
+        if ledger:
+            self.ledger_rows.append({"task": task, "gen": gen, "process": p, "t": T0 + t + 0.005,
+                                     "lose": status == "info", "performed": performed})
+
+    def finish(self, p: int, t: float, task: str, gen: int, outcome: str = "done", *,
+               status: str = "ok", done: float | None = None) -> None:
+        """``status``: ok (accepted) / rejected / info / open."""
+        self.rec(t, p, "invoke", "finish", task=task, gen=gen, outcome=outcome, now=t)
+        end = t + 0.01 if done is None else done
+        if status == "ok":
+            self.rec(end, p, "ok", "finish", task=task, gen=gen, outcome=outcome, value="true")
+        elif status == "rejected":
+            self.rec(end, p, "fail", "finish", task=task, gen=gen, outcome=outcome, error="rejected")
+        elif status == "info":
+            self.rec(end, p, "info", "finish", error="database is locked")
+
+    def work(self, p: int, t: float, task: str, gen: int, outcome: str = "done", **finish_kw: Any) -> None:
+        """The common path: claim at t, act at t+1, finish at t+2 (all within a 5 s lease)."""
+        self.claim(p, t, task, gen)
+        self.action(p, t + 1, task, gen)
+        self.finish(p, t + 2, task, gen, outcome, **finish_kw)
+
+    # -- the end -----------------------------------------------------------------------------
+    def snap(self, *rows: tuple[str, str, int, float | None]) -> None:
+        self.snapshot = [[task, state, gen, None if lu is None else T0 + lu] for task, state, gen, lu in rows]
+
+    def write(self, folder: Path, *, raw_tail: bytes = b"", config: dict[str, Any] | None = None) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in self.records)
+        (folder / "history.jsonl").write_bytes(lines.encode() + raw_tail)
+        cfg = {"queue": "harness.queues.sqlite_lease:SQLiteLeaseQueue", "seed": 1, "workers": 2,
+               "tasks": 0, "duration": 10, "lease": LEASE, "profile": "hand", "remedy": "none",
+               "faults": {}, "command": "takeover stress --profile hand --seed 1"}
+        cfg.update(self.config)
+        cfg.update(config or {})
+        (folder / "config.json").write_text(json.dumps(cfg))
+        if self.snapshot is not None:
+            (folder / "snapshot.json").write_text(json.dumps({"time": T0 + 100, "tasks": self.snapshot}))
+        elif self.snapshot_error is not None:
+            (folder / "snapshot.json").write_text(json.dumps({"time": T0 + 100, "error": self.snapshot_error}))
+        ledger = Ledger(str(folder / "ledger.sqlite"))
+        for row in self.ledger_rows:
+            ledger.act(row["task"], row["gen"], worker=f"w{row['process']}", process=row["process"],
+                       lose_reply=row["lose"], t=row["t"])
+        if any(not row["performed"] for row in self.ledger_rows):
+            conn = ledger._conn
+            for n, row in enumerate(self.ledger_rows, start=1):
+                if not row["performed"]:
+                    conn.execute("UPDATE actions SET performed = 0, result = 'refused', reply = 'error' "
+                                 "WHERE seq = ?", (n,))
+        ledger.close()
+        return folder
