@@ -1,0 +1,220 @@
+"""``takeover stress``: one run under real faults, recorded, then checked.
+
+Everything that can be wrong with the input is found before the run folder exists: the profile,
+every value, the queue (opened once on a scratch file and checked against the contract) and
+``--out``. Then the run, with live progress; then the checker (``harness.checker``), whose exit
+code is the command's. Without a checker installed, a summary from the run's own counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.config import (
+    DEFAULT_PROFILE,
+    FAULT_KINDS,
+    NEMESIS_FAULTS,
+    TASK_DISTS,
+    RunConfig,
+    load_profile,
+    profile_names,
+    with_overrides,
+)
+from harness.contract import load_queue_factory, open_queue
+from harness.errors import UsageError
+from harness.ledger import LEDGER_FILE, REMEDIES
+
+HELP = "run workers, a fault injector and an external service against a queue; record and check"
+
+EXIT_INTERRUPTED = 130
+
+_FAULT_HELP = {
+    "kill": "random SIGKILLs of a worker, per second",
+    "kill_before_action": "SIGKILLs aimed at a worker before its action (working), per second",
+    "kill_after_action": "SIGKILLs aimed after the action, before finish (the S5 window), per second",
+    "kill_during_finish": "SIGKILLs aimed at a worker inside finish, per second",
+    "pause": "SIGSTOP/SIGCONT of a lease holder (before, just after, long after its lease), per second",
+    "lose_reply": "probability that the service performs an action and never answers",
+    "slow": "probability that a task's work outlives its lease",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", default=DEFAULT_PROFILE,
+                        help=f"workload profile in workloads/ ({', '.join(profile_names())}) or a .toml path"
+                             f" (default {DEFAULT_PROFILE})")  # fmt: skip
+    parser.add_argument("--queue", help="the queue under test, MODULE:ATTR (default: the reference queue)")
+    parser.add_argument("--workers", type=int, help="worker processes")
+    parser.add_argument("--tasks", type=int, help="tasks registered before the run")
+    parser.add_argument("--duration", type=float, help="seconds of the faulted phase (the drain follows)")
+    parser.add_argument("--lease", type=float, help="lease length in seconds")
+    parser.add_argument("--seed", type=int, help="seed of every random choice")
+    parser.add_argument("--out", help="run folder (default runs/<timestamp>, with runs/latest)")
+    parser.add_argument("--remedy", choices=REMEDIES, help="how the external service treats repeats")
+    parser.add_argument("--heartbeat", type=float, help="seconds between lease extensions (0 = none)")
+    parser.add_argument("--arrival-rate", type=float, help="more tasks per second during the faulted phase")
+    parser.add_argument("--task-time-dist", choices=TASK_DISTS, help="distribution of a task's local work")
+    parser.add_argument("--task-time-mean", type=float, help="mean local work in seconds")
+    parser.add_argument("--task-time-spread", type=float,
+                        help="uniform: half-width / mean; lognormal: sigma; pareto: tail index > 1")  # fmt: skip
+    parser.add_argument("--task-time-max", type=float, help="cap on local work in seconds (0 = none)")
+    parser.add_argument("--local-step", type=float, help="seconds between the action and finish")
+    parser.add_argument("--poll", type=float, help="base poll interval when nothing is claimable")
+    parser.add_argument("--client-timeout", type=float, help="worker's timeout on the external service")
+    parser.add_argument("--drain-timeout", type=float,
+                        help="end the drain when no task became terminal for this long (0 = derived)")  # fmt: skip
+    for kind in FAULT_KINDS:
+        parser.add_argument(f"--{kind.replace('_', '-')}-rate", dest=f"{kind}_rate", type=float,
+                            metavar="P" if kind not in NEMESIS_FAULTS else "PER_S", help=_FAULT_HELP[kind])  # fmt: skip
+    parser.add_argument("--no-faults", action="store_true", help="set every fault rate to 0")
+    parser.add_argument("--fail-on-duplicates", action="store_true",
+                        help="duplicate side effects fail the run (exit 1), for CI that requires none")  # fmt: skip
+
+
+_OVERRIDES = (
+    "queue", "workers", "tasks", "duration", "lease", "seed", "remedy", "heartbeat", "arrival_rate",
+    "task_time_dist", "task_time_mean", "task_time_spread", "task_time_max", "local_step", "poll",
+    "client_timeout", "drain_timeout",
+)  # fmt: skip
+
+
+def resolve(args: argparse.Namespace) -> RunConfig:
+    """Profile + options -> a validated RunConfig. Raises UsageError; creates nothing."""
+    base = load_profile(args.profile)
+    overrides: dict[str, Any] = {k: getattr(args, k, None) for k in _OVERRIDES}
+    for kind in FAULT_KINDS:
+        overrides[f"{kind}_rate"] = getattr(args, f"{kind}_rate", None)
+    if getattr(args, "no_faults", False):
+        overrides.update({f"{kind}_rate": 0.0 for kind in FAULT_KINDS})
+    return with_overrides(base, overrides).validate()
+
+
+def check_queue(spec: str) -> None:
+    """Open the queue once on a scratch file: a queue that fails the contract stops us here."""
+    factory = load_queue_factory(spec)
+    with tempfile.TemporaryDirectory(prefix="takeover-check-") as tmp:
+        queue = open_queue(spec, str(Path(tmp) / "queue.sqlite"), factory)
+        try:
+            queue.close()
+        except Exception as exc:  # noqa: BLE001
+            raise UsageError(f"queue {spec!r}: close() failed: {type(exc).__name__}: {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness import rundir
+    from harness.coordinator import Coordinator
+    from harness.progress import ProgressDisplay
+
+    cfg = resolve(args)
+    check_queue(cfg.queue)
+    rundir.check_out(args.out)
+    run_dir = rundir.create(args.out)
+    cfg = dataclasses.replace(cfg, out=str(run_dir))
+    out = sys.stdout
+    print(f"takeover stress: run folder {run_dir}", file=out)
+    print(f"reproduce with: {cfg.command()}", file=out, flush=True)
+    with ProgressDisplay(sys.stderr) as display:
+        result = Coordinator(cfg, run_dir, on_progress=display.update).run()
+    code = finish_run(result, fail_on_duplicates=args.fail_on_duplicates, out=out)
+    print(f"run folder: {run_dir}", file=out)
+    print(f"reproduce with: {cfg.command()}", file=out, flush=True)
+    if result.interrupted:
+        print("takeover stress: interrupted; what was recorded is kept and was checked", file=sys.stderr)
+        return code if code == 1 else EXIT_INTERRUPTED
+    return code
+
+
+def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
+    """Hand the run to the checker when it is installed; otherwise summarise our own counts."""
+    print_run_summary(result, out)
+    try:
+        from harness.checker import check_run_dir
+    except ImportError:
+        check_run_dir = None
+    except Exception as exc:  # noqa: BLE001 - a broken checker must not hide the run
+        print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=sys.stderr)
+        check_run_dir = None
+    if check_run_dir is None:
+        print("(harness.checker is not installed: the run was recorded but not checked)", file=out)
+        return 0
+    try:
+        return int(check_run_dir(result.run_dir, fail_on_duplicates=fail_on_duplicates, out=out))
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the run is kept; say why there is no verdict
+        print(f"takeover stress: the checker failed on {result.run_dir}: {type(exc).__name__}: {exc}; "
+              f"re-check later with: takeover check {result.run_dir}", file=sys.stderr)  # fmt: skip
+        return 3
+
+
+def ledger_counts(run_dir: Path) -> dict[str, int]:
+    path = run_dir / LEDGER_FILE
+    if not path.exists():
+        return {}
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(performed), 0), COALESCE(SUM(reply = 'lost'), 0) FROM actions"
+        ).fetchone()
+        dup = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(n - 1), 0) FROM "
+            "(SELECT COUNT(*) AS n FROM actions WHERE performed = 1 GROUP BY task_id HAVING n > 1)"
+        ).fetchone()
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+    return {"requests": row[0], "performed": row[1], "lost": row[2], "dup_tasks": dup[0], "extra": dup[1]}
+
+
+def print_run_summary(result: Any, out: Any) -> None:
+    """What the run itself saw: enough to judge a run even before the checker reads it."""
+    cfg, t = result.config, result.tally
+    states = ", ".join(f"{n} {s}" for s, n in sorted(result.states.items())) or "no snapshot"
+    print(f"\nrun: {result.elapsed:.1f}s, {cfg.workers} workers, {result.spawned} incarnations, "
+          f"lease {cfg.lease:g}s, seed {cfg.seed}", file=out)  # fmt: skip
+    print(f"tasks: {result.registered} registered; final states: {states}", file=out)
+    if result.snapshot_error:
+        print(f"  snapshot failed: {result.snapshot_error}", file=out)
+    if result.not_terminal:
+        shown = ", ".join(result.not_terminal[:5])
+        print(f"  NOT TERMINAL after the drain: {len(result.not_terminal)} ({shown}"
+              f"{', ...' if len(result.not_terminal) > 5 else ''})", file=out)  # fmt: skip
+    drain = "timed out" if result.drain_timed_out else "complete"
+    print(f"drain: {result.drain_seconds:.1f}s, {drain}", file=out)
+    kills = ", ".join(f"{aim} {n} (hit {t.kill_hits[aim]})" for aim, n in sorted(t.kills.items())) or "none"
+    pauses = ", ".join(f"{k} {n}" for k, n in sorted(t.pauses.items())) or "none"
+    c = result.counters
+    print(f"faults: kills: {kills}", file=out)
+    print(f"        pauses: {pauses}", file=out)
+    print(f"        lost replies: {c.get('lose_reply', 0)}, slow tasks: {c.get('slow', 0)}", file=out)
+    if t.hunts_expired:
+        expired = ", ".join(f"{k} {n}" for k, n in sorted(t.hunts_expired.items()))
+        print(f"        found no target in time: {expired}", file=out)
+    for kind in NEMESIS_FAULTS + ("lose_reply", "slow"):
+        if cfg.faults.get(kind, 0) > 0 and _injected(kind, t, c) == 0:
+            print(f"  warning: {kind} was requested but never injected", file=out)
+    ledger = ledger_counts(result.run_dir)
+    if ledger:
+        print(f"ledger: {ledger['requests']} action requests, {ledger['performed']} performed, "
+              f"{ledger['lost']} replies lost; {ledger['dup_tasks']} tasks with duplicate side effects "
+              f"({ledger['extra']} extra actions)", file=out)  # fmt: skip
+    if result.crashes or result.service_restarts:
+        print(f"harness: {result.crashes} worker exits not caused by the nemesis, "
+              f"{result.service_restarts} service restarts", file=out)  # fmt: skip
+
+
+def _injected(kind: str, t: Any, c: dict[str, int]) -> int:
+    from harness.config import KILL_AIMS
+
+    if kind in KILL_AIMS:
+        return t.kills[KILL_AIMS[kind]]
+    if kind == "pause":
+        return sum(t.pauses.values())
+    return c.get(kind, 0)

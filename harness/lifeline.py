@@ -1,0 +1,35 @@
+"""Children die with the coordinator, even when it is SIGKILLed and cannot clean up.
+
+Two mechanisms, because each has a gap: ``PR_SET_PDEATHSIG`` (Linux) makes the kernel send
+SIGKILL to the child the moment its parent dies, but is lost if the parent died before the call;
+``os.getppid()`` changing away from the coordinator's pid catches that race and non-Linux systems,
+and the children poll it in their loops. Every child also carries ``TAKEOVER_RUN_DIR`` in its
+environment so that tests and users can find stragglers of a given run with psutil.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+
+RUN_ENV = "TAKEOVER_RUN_DIR"
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Call first thing in a child: arrange to be killed when the coordinator goes away."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except OSError:
+            pass  # the getppid() watch still covers us
+    if not parent_alive(parent_pid):
+        os._exit(70)
+
+
+def parent_alive(parent_pid: int) -> bool:
+    return os.getppid() == parent_pid

@@ -1,0 +1,240 @@
+"""The nemesis: which fault, when, and at whom — kills (random and aimed at a phase) and pauses.
+
+Why a stratified plan per kind, each from its own seeded stream: a kind with rate r gets one
+arrival at a uniformly random instant in each consecutive 1/r-second slot, so a run of D seconds
+sees about r*D of them — never the zero that a Poisson draw gives a short run now and then, so a
+requested fault is always exercised — and a kind's schedule does not shift when another kind's
+rate changes. Every choice comes from ``--seed``. What a
+run cannot make deterministic is the interleaving of real processes; the history records what
+actually happened, including where each kill really landed (the phase the dead process left on
+the board), so nothing rests on what the nemesis intended.
+
+Aimed kills *hunt*: when one is due, the nemesis watches the board at about 1 ms resolution for a
+worker in the aimed phase. On sight it freezes the worker (SIGSTOP, waiting until the kernel
+reports it stopped) and reads the board again: if the worker is still in the phase, the SIGKILL
+lands exactly there — for ``during_finish`` at a random instruction inside the finish call, before
+or after its commit; if it has moved on, it is resumed at once (a freeze of some microseconds,
+counted as a ``probe_miss``) and the hunt goes on. A hunt that finds no target within
+``HUNT_WINDOW`` seconds is counted as expired. Pauses go to a lease holder and last a time chosen
+against its remaining lease: ``before_expiry`` (resumed while the lease is still valid),
+``just_after_expiry`` (a few ms past it: the moment a stale finish is most likely to slip through,
+before anyone reclaims) or ``long_after_expiry`` (one to two leases past it). The three classes
+are dealt from shuffled decks so a short run still sees all three.
+
+Worker-drawn faults (lost replies, slow tasks) are not the nemesis' business: the worker draws
+them with its own seeded stream and records them itself.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.config import AIM_PHASES, KILL_AIMS, NEMESIS_FAULTS, RunConfig
+from harness.phases import PhaseBoard, SlotView
+
+HUNT_WINDOW = 3.0
+HUNT_POLL = 0.001
+PAUSE_CLASSES = ("before_expiry", "just_after_expiry", "long_after_expiry")
+PAUSE_PHASES = ("working", "acting", "acted")  # holders not inside a database call
+JUST_AFTER_MARGIN = (0.002, 0.02)
+
+
+def stream_seed(seed: int, name: str) -> int:
+    return (seed * 2_654_435_761 + zlib.crc32(name.encode())) & 0xFFFFFFFF
+
+
+@dataclass
+class Pause:
+    slot: int
+    process: int
+    klass: str
+    planned: float
+    started: float
+    resume_at: float
+    view: SlotView
+
+
+@dataclass
+class Hunt:
+    kind: str
+    aim: str
+    phases: tuple[str, ...]
+    deadline: float
+
+
+@dataclass
+class Tally:
+    """What was injected, for progress and for the summary when no checker is installed."""
+
+    kills: Counter = field(default_factory=Counter)  # by aim
+    kill_hits: Counter = field(default_factory=Counter)  # by aim: the phase at death matched
+    kill_phases: Counter = field(default_factory=Counter)  # (aim, phase at death)
+    pauses: Counter = field(default_factory=Counter)  # by class
+    hunts_expired: Counter = field(default_factory=Counter)  # by kind
+    probe_misses: Counter = field(default_factory=Counter)  # by kind: frozen, but it had moved on
+
+
+class Nemesis:
+    """Driven by the coordinator's loop through :meth:`tick`; never sleeps itself."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        board: PhaseBoard,
+        *,
+        live_slots: Callable[[], list[int]],
+        probe: Callable[[int], SlotView | None],
+        release: Callable[[int], None],
+        kill: Callable[[int, str, SlotView], str],
+        pause: Callable[[int, Pause], None],
+        resume: Callable[[Pause], None],
+    ) -> None:
+        self.cfg = cfg
+        self.board = board
+        self._live_slots = live_slots
+        self._probe = probe
+        self._release = release
+        self._kill = kill
+        self._pause = pause
+        self._resume = resume
+        self.rngs = {k: random.Random(stream_seed(cfg.seed, k)) for k in NEMESIS_FAULTS}
+        self.pick = random.Random(stream_seed(cfg.seed, "targets"))
+        self.next_at: dict[str, float] = {}
+        self._slot_no: dict[str, int] = {}
+        self._t0 = 0.0
+        self.hunts: list[Hunt] = []
+        self.paused: dict[int, Pause] = {}
+        self.tally = Tally()
+        self._deck: list[str] = []
+        self.active = False
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self, now: float) -> None:
+        self.active = True
+        self._t0 = now
+        for kind in NEMESIS_FAULTS:
+            if self.cfg.faults.get(kind, 0.0) > 0:
+                self._slot_no[kind] = 0
+                self.next_at[kind] = self._plan(kind)
+
+    def _plan(self, kind: str) -> float:
+        """The next arrival: a uniform instant inside the kind's next 1/rate-second slot."""
+        i = self._slot_no[kind]
+        self._slot_no[kind] = i + 1
+        return self._t0 + (i + self.rngs[kind].random()) / self.cfg.faults[kind]
+
+    def stop(self) -> None:
+        """Faults stop: no new ones, hunts called off, every paused worker resumed now."""
+        self.active = False
+        self.next_at.clear()
+        self.hunts.clear()
+        for pause in list(self.paused.values()):
+            self._resume(pause)
+        self.paused.clear()
+
+    def is_paused(self, slot: int) -> bool:
+        return slot in self.paused
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def tick(self, now: float) -> float:
+        """Do what is due; return how long the caller may sleep before the next tick."""
+        for slot, pause in list(self.paused.items()):
+            if now >= pause.resume_at:
+                del self.paused[slot]
+                self._resume(pause)
+        if not self.active:
+            return self._until_resume(now)
+        for kind, due in list(self.next_at.items()):
+            if now >= due:
+                self.next_at[kind] = self._plan(kind)
+                self._arrive(kind, now)
+        self.hunts = [h for h in self.hunts if not self._hunt(h, now)]
+        if self.hunts:
+            return HUNT_POLL
+        wait = min([t - now for t in self.next_at.values()] + [self._until_resume(now)])
+        return max(0.0, wait)
+
+    def _until_resume(self, now: float) -> float:
+        return min([p.resume_at - now for p in self.paused.values()] + [0.05])
+
+    def _arrive(self, kind: str, now: float) -> None:
+        if kind == "kill":
+            slots = self._candidates()
+            self.pick.shuffle(slots)
+            for slot in slots:
+                view = self._probe(slot)
+                if view is not None:
+                    self._do_kill(slot, "random", view)
+                    return
+            self.tally.hunts_expired[kind] += 1
+            return
+        if kind == "pause":
+            self.hunts.append(Hunt(kind, "pause", PAUSE_PHASES, now + HUNT_WINDOW))
+        else:
+            aim = KILL_AIMS[kind]
+            self.hunts.append(Hunt(kind, aim, AIM_PHASES[aim], now + HUNT_WINDOW))
+
+    def _candidates(self, phases: tuple[str, ...] | None = None) -> list[int]:
+        board = self.board
+        return [
+            s
+            for s in self._live_slots()
+            if s not in self.paused and (phases is None or board.phase(s) in phases)
+        ]
+
+    def _hunt(self, hunt: Hunt, now: float) -> bool:
+        """One look at the board; True when the hunt is over (fired or expired)."""
+        slots = self._candidates(hunt.phases)
+        self.pick.shuffle(slots)
+        for slot in slots:
+            view = self._probe(slot)
+            if view is None:
+                continue
+            if view.phase in hunt.phases and (hunt.kind != "pause" or view.lease_until > time.time() + 0.005):
+                if hunt.kind == "pause":
+                    self._do_pause(slot, view, now)
+                else:
+                    self._do_kill(slot, hunt.aim, view)
+                return True
+            self._release(slot)
+            self.tally.probe_misses[hunt.kind] += 1
+        if now >= hunt.deadline:
+            self.tally.hunts_expired[hunt.kind] += 1
+            return True
+        return False
+
+    def _do_kill(self, slot: int, aim: str, view: SlotView) -> None:
+        phase_at_death = self._kill(slot, aim, view)
+        self.tally.kills[aim] += 1
+        self.tally.kill_phases[(aim, phase_at_death)] += 1
+        if aim == "random" or phase_at_death in AIM_PHASES[aim]:
+            self.tally.kill_hits[aim] += 1
+
+    def _next_class(self) -> str:
+        if not self._deck:
+            self._deck = list(PAUSE_CLASSES)
+            self.rngs["pause"].shuffle(self._deck)
+        return self._deck.pop()
+
+    def plan_pause_length(self, klass: str, remaining: float) -> float:
+        rng, lease = self.rngs["pause"], self.cfg.lease
+        if klass == "before_expiry":
+            return max(0.001, remaining * rng.uniform(0.3, 0.8))
+        if klass == "just_after_expiry":
+            return remaining + rng.uniform(*JUST_AFTER_MARGIN)
+        return remaining + lease * rng.uniform(1.0, 2.0)
+
+    def _do_pause(self, slot: int, view: SlotView, now: float) -> None:
+        """The holder is already frozen by the probe: plan the length against its remaining lease."""
+        remaining = view.lease_until - time.time()
+        klass = self._next_class()
+        planned = self.plan_pause_length(klass, remaining)
+        pause = Pause(slot, view.process, klass, planned, now, now + planned, view)
+        self._pause(slot, pause)
+        self.paused[slot] = pause
+        self.tally.pauses[klass] += 1

@@ -1,0 +1,143 @@
+"""The phase board: what every worker slot is doing right now, in shared memory.
+
+Why shared memory and not messages: the nemesis must aim a SIGKILL at a phase (before the
+action, in the S5 window after it, during finish) with microsecond-fresh information, and after
+the kill it must know where the process really was. A dead process cannot update the board, so
+the slot keeps the phase it had at the instant of death: reading it after the reap tells the
+truth about where the kill landed, whatever the nemesis believed before sending it.
+
+Layout: one ``RawArray('d')`` (no locks, so no semaphore and no resource-tracker process);
+``SLOT_WIDTH`` doubles per slot plus a header. Aligned 8-byte stores are atomic on the machines
+we run on; a per-slot sequence number (odd while writing) lets a reader get a consistent view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+PHASES = ("idle", "claiming", "working", "acting", "acted", "finishing", "stopped")
+PHASE_CODE = {name: i for i, name in enumerate(PHASES)}
+HOLDING = ("working", "acting", "acted", "finishing")
+
+# Header: [0] stop all workers, [1] faults enabled for worker-drawn faults
+HEADER = 4
+H_STOP, H_FAULTS = 0, 1
+# Slot fields
+SEQ, PHASE, TASK, GEN, LEASE_UNTIL, PROCESS, PID, SINCE = range(8)
+# Counters summed over all incarnations of a slot (progress display, fallback summary).
+DONE, ACTIONS, LOST, SLOWED = range(8, 12)
+COUNTERS = {"done": DONE, "actions": ACTIONS, "lose_reply": LOST, "slow": SLOWED}
+SLOT_WIDTH = 12
+
+
+@dataclass(frozen=True)
+class SlotView:
+    slot: int
+    phase: str
+    task: int  # the task's index (task ids are t000123); -1 when none
+    gen: int
+    lease_until: float
+    process: int
+    pid: int
+    done: int  # finishes accepted by this slot, all incarnations
+    since: float  # when the phase was entered (time.time())
+
+
+class PhaseBoard:
+    """Wraps the shared array; pickled into each spawned worker with its slot number."""
+
+    def __init__(self, array: Any, slots: int) -> None:
+        self.array = array
+        self.slots = slots
+
+    @classmethod
+    def create(cls, ctx: Any, slots: int) -> PhaseBoard:
+        return cls(ctx.RawArray("d", HEADER + slots * SLOT_WIDTH), slots)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"array": self.array, "slots": self.slots}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.array = state["array"]
+        self.slots = state["slots"]
+
+    # -- header -------------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        self.array[H_STOP] = 1.0
+
+    def stop_requested(self) -> bool:
+        return self.array[H_STOP] != 0.0
+
+    def set_faults_enabled(self, enabled: bool) -> None:
+        self.array[H_FAULTS] = 1.0 if enabled else 0.0
+
+    def faults_enabled(self) -> bool:
+        return self.array[H_FAULTS] != 0.0
+
+    # -- slots ----------------------------------------------------------------------------------
+    def _base(self, slot: int) -> int:
+        return HEADER + slot * SLOT_WIDTH
+
+    def publish(
+        self, slot: int, phase: str, now: float, task: int = -1, gen: int = 0, lease_until: float = 0.0
+    ) -> None:
+        """Called by the worker that owns the slot, only; the seqlock makes readers consistent."""
+        a, b = self.array, self._base(slot)
+        a[b + SEQ] += 1.0
+        a[b + TASK] = task
+        a[b + GEN] = gen
+        a[b + LEASE_UNTIL] = lease_until
+        a[b + SINCE] = now
+        a[b + PHASE] = PHASE_CODE[phase]
+        a[b + SEQ] += 1.0
+
+    def set_owner(self, slot: int, process: int, pid: int) -> None:
+        a, b = self.array, self._base(slot)
+        a[b + SEQ] = 0.0
+        a[b + PROCESS] = process
+        a[b + PID] = pid
+        a[b + PHASE] = PHASE_CODE["idle"]
+        a[b + TASK] = -1
+
+    def count(self, slot: int, counter: int) -> None:
+        """Only the slot's live worker increments its counters: no lost updates without a lock."""
+        self.array[self._base(slot) + counter] += 1.0
+
+    def phase(self, slot: int) -> str:
+        """The one value the nemesis polls at high rate: no seqlock needed for a single store."""
+        return PHASES[int(self.array[self._base(slot) + PHASE])]
+
+    def read(self, slot: int) -> SlotView:
+        a, b = self.array, self._base(slot)
+        for _ in range(100):
+            seq = a[b + SEQ]
+            values = a[b : b + SLOT_WIDTH]
+            if seq % 2 == 0 and a[b + SEQ] == seq:
+                break
+        # A writer killed mid-update leaves an odd sequence: the last values are still the best we have.
+        return SlotView(
+            slot=slot,
+            phase=PHASES[int(values[PHASE])],
+            task=int(values[TASK]),
+            gen=int(values[GEN]),
+            lease_until=values[LEASE_UNTIL],
+            process=int(values[PROCESS]),
+            pid=int(values[PID]),
+            done=int(values[DONE]),
+            since=values[SINCE],
+        )
+
+    def total(self, counter: int) -> int:
+        return sum(int(self.array[self._base(s) + counter]) for s in range(self.slots))
+
+
+def task_id(index: int) -> str:
+    return f"t{index:06d}"
+
+
+def task_index(task: str) -> int:
+    try:
+        return int(task[1:]) if task.startswith("t") else -1
+    except ValueError:
+        return -1

@@ -1,0 +1,80 @@
+"""Live progress for long runs: a rich panel on a terminal, plain periodic lines otherwise (CI logs).
+
+Why both: a person watching a terminal wants one updating status; a CI log wants a line every few
+seconds that still reads well when captured, and no escape codes.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+from harness.coordinator import Progress
+
+PLAIN_EVERY = 2.0
+
+
+def _line(p: Progress) -> str:
+    terminal = "" if p.terminal is None else f" terminal {p.terminal}/{p.registered}"
+    clock = f"{p.elapsed:5.1f}s" + (f"/{p.duration:g}s" if p.stage == "faults" else "")
+    return (
+        f"[{p.stage}] {clock} tasks: done {p.done}/{p.registered}{terminal}, actions {p.actions} | "
+        f"faults: kills {p.kills} (aims hit {p.kill_hits}), pauses {p.pauses}, lost replies "
+        f"{p.lost_replies}, slow {p.slow} | workers {p.alive}/{p.workers}"
+    )
+
+
+class ProgressDisplay:
+    """Use as a context manager; pass :meth:`update` as the coordinator's ``on_progress``."""
+
+    def __init__(self, stream: TextIO | None = None, *, live: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.live_mode = self.stream.isatty() if live is None else live
+        self._live: Any = None
+        self._last_plain = 0.0
+        self._last_stage = ""
+
+    def __enter__(self) -> ProgressDisplay:
+        if self.live_mode:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(console=Console(file=self.stream), refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+            self._live = None
+
+    def update(self, p: Progress) -> None:
+        if self._live is not None:
+            self._live.update(self._render(p))
+            return
+        now = time.monotonic()
+        if p.stage != self._last_stage or now - self._last_plain >= PLAIN_EVERY:
+            self._last_plain, self._last_stage = now, p.stage
+            print(_line(p), file=self.stream, flush=True)
+
+    def _render(self, p: Progress) -> Any:
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        stage = {"faults": "faulted phase", "drain": "drain (no faults)", "finished": "finished"}.get(p.stage, p.stage)
+        clock = f"{p.elapsed:.1f}s" + (f" of {p.duration:g}s" if p.stage == "faults" else "")
+        table.add_row("stage", f"{stage}  {clock}")
+        done = f"{p.done} finished of {p.registered}"
+        if p.terminal is not None:
+            done += f"  ({p.terminal} terminal in the queue)"
+        table.add_row("tasks", done)
+        table.add_row("actions", str(p.actions))
+        table.add_row("kills", f"{p.kills} (aimed kills that hit their phase + random: {p.kill_hits})")
+        table.add_row("pauses", str(p.pauses))
+        table.add_row("lost replies", str(p.lost_replies))
+        table.add_row("slow tasks", str(p.slow))
+        table.add_row("workers", f"{p.alive}/{p.workers} alive")
+        return table

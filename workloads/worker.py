@@ -1,0 +1,266 @@
+"""The worker: claim -> local work -> one action on the external service -> short local step -> finish.
+
+Each incarnation is one OS process with its own ``process`` number, history writer and queue
+connection. Everything it does to the queue and the service is recorded as an ``invoke`` before
+the call and a completion after it, so a SIGKILL at any instant leaves an honest record: an
+invoke without completion is "may have happened". The worker publishes its phase on the shared
+board before each step so the nemesis can aim kills and pauses, and so that a dead worker's slot
+says where it died.
+
+Errors never end the worker: an exception from the queue (``database is locked``, a bug in a
+user's queue) is an ``info`` record and the loop goes on after a short back-off.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass
+
+from harness.config import RunConfig, TaskTime
+from harness.contract import has_extension, open_queue
+from harness.history import HistoryWriter
+from harness.lifeline import die_with_parent, parent_alive
+from harness.phases import ACTIONS, DONE, LOST, SLOWED, PhaseBoard, task_index
+from harness.service import ServiceClient
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    config: RunConfig
+    slot: int
+    process: int
+    queue_path: str
+    history_path: str
+    service_port: int
+    parent_pid: int
+
+
+def worker_seed(seed: int, process: int) -> int:
+    """Each incarnation draws from its own stream, derived from --seed and its process number."""
+    return (seed * 1_000_003 + process * 7919) & 0xFFFFFFFF
+
+
+def draw_task_time(rng: random.Random, tt: TaskTime) -> float:
+    mean = tt.mean
+    if mean <= 0:
+        value = 0.0
+    elif tt.dist == "fixed":
+        value = mean
+    elif tt.dist == "uniform":
+        value = rng.uniform(mean * (1 - tt.spread), mean * (1 + tt.spread))
+    elif tt.dist == "exponential":
+        value = rng.expovariate(1.0 / mean)
+    elif tt.dist == "lognormal":
+        sigma = tt.spread
+        value = rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)
+    else:  # pareto, heavy-tailed: alpha = spread > 1, scaled to the mean
+        alpha = tt.spread
+        value = mean * (alpha - 1) / alpha * rng.paretovariate(alpha)
+    return min(value, tt.max) if tt.max > 0 else value
+
+
+def worker_main(spec: WorkerSpec, board: PhaseBoard) -> None:
+    """Entry point of a worker process (multiprocessing target)."""
+    die_with_parent(spec.parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    Worker(spec, board).run()
+
+
+class Worker:
+    def __init__(self, spec: WorkerSpec, board: PhaseBoard) -> None:
+        self.spec = spec
+        self.cfg = spec.config
+        self.board = board
+        self.slot = spec.slot
+        self.name = f"w{spec.slot}"
+        self.rng = random.Random(worker_seed(self.cfg.seed, spec.process))
+        self.hist = HistoryWriter(spec.history_path, spec.process)
+        self.client = ServiceClient(spec.service_port, self.cfg.client_timeout)
+        self.queue = None
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def publish(self, phase: str, task: str | None = None, gen: int = 0, lease_until: float = 0.0) -> None:
+        self.board.publish(self.slot, phase, time.time(), task_index(task) if task else -1, gen, lease_until)
+
+    def should_stop(self) -> bool:
+        return self.board.stop_requested() or not parent_alive(self.spec.parent_pid)
+
+    def nap(self, seconds: float) -> None:
+        """Sleep in small steps so a stop request or the coordinator's death is noticed quickly."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.2))
+            if not parent_alive(self.spec.parent_pid):
+                os._exit(71)
+
+    def poll_pause(self) -> None:
+        self.nap(self.cfg.poll * self.rng.uniform(0.5, 1.5))
+
+    def faults_on(self, kind: str) -> bool:
+        rate = self.cfg.faults.get(kind, 0.0)
+        return rate > 0 and self.board.faults_enabled() and self.rng.random() < rate
+
+    # -- the loop -------------------------------------------------------------------------------
+    def open(self) -> None:
+        backoff = 0.05
+        while self.queue is None and not self.should_stop():
+            try:
+                self.queue = open_queue(self.cfg.queue, self.spec.queue_path)
+            except Exception as exc:  # noqa: BLE001 - recorded, retried: never a crash of the run
+                self.hist.write("info", "open", worker=self.name, error=_one_line(exc))
+                self.nap(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    def run(self) -> None:
+        self.publish("idle")
+        self.open()
+        try:
+            while not self.should_stop():
+                self.step()
+        finally:
+            self.publish("stopped")
+            self.client.close()
+            if self.queue is not None:
+                try:
+                    self.queue.close()
+                except Exception:  # noqa: BLE001 - nothing left to protect at exit
+                    pass
+            self.hist.close()
+
+    def step(self) -> None:
+        cfg, hist, name = self.cfg, self.hist, self.name
+        self.publish("claiming")
+        now = time.time()
+        hist.write("invoke", "claim", worker=name, now=now, lease=cfg.lease)
+        try:
+            claimed = self.queue.claim(name, now, cfg.lease)
+        except Exception as exc:  # noqa: BLE001
+            hist.write("info", "claim", worker=name, now=now, error=_one_line(exc))
+            self.publish("idle")
+            self.poll_pause()
+            return
+        if claimed is None:
+            hist.write("fail", "claim", worker=name, now=now, error="empty")
+            self.publish("idle")
+            self.poll_pause()
+            return
+        task, gen, lease_until = claimed[0], int(claimed[1]), float(claimed[2])
+        hist.write("ok", "claim", worker=name, task=task, gen=gen, lease_until=lease_until, now=now)
+        self.publish("working", task, gen, lease_until)
+        lease_until = self.work(task, gen, lease_until)
+        if lease_until is None:
+            self.publish("idle")
+            return  # the heartbeat lost the lease: stop before acting
+        outcome = self.act(task, gen, lease_until)
+        if outcome is None:
+            self.publish("idle")
+            return  # the service refused (fencing): a newer generation owns the side effect
+        self.publish("acted", task, gen, lease_until)
+        self.nap(cfg.local_step)
+        self.finish(task, gen, outcome, lease_until)
+        self.publish("idle")
+
+    def work(self, task: str, gen: int, lease_until: float) -> float | None:
+        """Local work; a slowed task outlives its lease. Heartbeats extend the lease when configured."""
+        cfg = self.cfg
+        seconds = draw_task_time(self.rng, cfg.task_time)
+        slow = self.faults_on("slow")
+        if slow:
+            remaining = max(0.0, lease_until - time.time())
+            seconds = max(seconds, remaining + self.rng.uniform(0.2, 1.0) * cfg.lease)
+            self.hist.write("invoke", "slow", task=task, gen=gen, target=self.spec.process,
+                            value=f"{seconds:.3f}", lease_until=lease_until)  # fmt: skip
+            self.board.count(self.slot, SLOWED)
+        end = time.monotonic() + seconds
+        beat = cfg.heartbeat if cfg.heartbeat > 0 and has_extension(self.queue, "extend") else 0.0
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            self.nap(min(left, beat) if beat else left)
+            if beat and end - time.monotonic() > 0:
+                lease_until = self.extend(task, gen, lease_until)
+                if lease_until is None:
+                    break
+                self.publish("working", task, gen, lease_until)
+        if slow:
+            self.hist.write("ok", "slow", task=task, gen=gen, target=self.spec.process, value=f"{seconds:.3f}")
+        return lease_until
+
+    def extend(self, task: str, gen: int, lease_until: float) -> float | None:
+        now = time.time()
+        self.hist.write("invoke", "extend", task=task, gen=gen, now=now, lease=self.cfg.lease)
+        try:
+            new = self.queue.extend(task, gen, now, self.cfg.lease)
+        except Exception as exc:  # noqa: BLE001
+            self.hist.write("info", "extend", task=task, gen=gen, error=_one_line(exc))
+            return lease_until  # unknown: keep working on what we believe
+        if new is None:
+            self.hist.write("fail", "extend", task=task, gen=gen, error="lost")
+            return None
+        self.hist.write("ok", "extend", task=task, gen=gen, lease_until=float(new))
+        return float(new)
+
+    def act(self, task: str, gen: int, lease_until: float) -> str | None:
+        """One action on the external service; returns the finish outcome, None when refused."""
+        self.publish("acting", task, gen, lease_until)
+        lose = self.faults_on("lose_reply")
+        now = time.time()
+        self.hist.write("invoke", "action", task=task, gen=gen, now=now)
+        if lose:
+            self.hist.write("invoke", "lose_reply", task=task, gen=gen, target=self.spec.process)
+            self.board.count(self.slot, LOST)
+        request = {"task": task, "gen": gen, "worker": self.name, "process": self.spec.process,
+                   "key": task, "lose": lose}  # fmt: skip
+        self.board.count(self.slot, ACTIONS)
+        try:
+            reply = self.client.call(request)
+        except TimeoutError:
+            self.hist.write("info", "action", task=task, gen=gen, error="timeout")
+            if lose:
+                self.hist.write("ok", "lose_reply", task=task, gen=gen, target=self.spec.process)
+            return "uncertain"
+        except Exception as exc:  # noqa: BLE001 - connection trouble: the outcome is unknown
+            self.hist.write("info", "action", task=task, gen=gen, error=_one_line(exc))
+            if lose:
+                self.hist.write("info", "lose_reply", task=task, gen=gen, target=self.spec.process)
+            return "uncertain"
+        if lose:  # the service answered although asked not to: record it, never hide it
+            self.hist.write("info", "lose_reply", task=task, gen=gen, target=self.spec.process,
+                            error="answered")  # fmt: skip
+        if reply.get("reply") == "ok":
+            value = "deduplicated" if reply.get("result") == "deduplicated" else "ok"
+            self.hist.write("ok", "action", task=task, gen=gen, value=value)
+            return "done"
+        if reply.get("result") == "refused":
+            self.hist.write("fail", "action", task=task, gen=gen, error="refused")
+            return None
+        self.hist.write("info", "action", task=task, gen=gen, error=str(reply.get("result", "error")))
+        return "uncertain"
+
+    def finish(self, task: str, gen: int, outcome: str, lease_until: float) -> None:
+        self.publish("finishing", task, gen, lease_until)
+        now = time.time()
+        self.hist.write("invoke", "finish", task=task, gen=gen, outcome=outcome, now=now)
+        try:
+            accepted = self.queue.finish(task, gen, outcome, now)
+        except Exception as exc:  # noqa: BLE001
+            self.hist.write("info", "finish", task=task, gen=gen, outcome=outcome, error=_one_line(exc))
+            return
+        if accepted:
+            self.hist.write("ok", "finish", task=task, gen=gen, outcome=outcome, value="true")
+            self.board.count(self.slot, DONE)
+        else:
+            self.hist.write("fail", "finish", task=task, gen=gen, outcome=outcome, error="rejected")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    return text[:300]
