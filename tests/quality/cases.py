@@ -1,0 +1,372 @@
+"""Hand-written histories with known verdicts, one or more per invariant, valid and invalid.
+
+Each case builds a :class:`Run` and names the invariants that must be violated (an empty set means
+every invariant must hold). Times are seconds; the lease is 5 s unless a case says otherwise. A
+correct queue's behaviour under SIGKILL (open or info operations) must never be flagged, so most
+valid cases are about indeterminate operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .builder import Run
+
+CASES: dict[str, tuple[Callable[[], Run], set[str]]] = {}
+
+
+def case(*violated: str):
+    def wrap(fn: Callable[[], Run]) -> Callable[[], Run]:
+        CASES[fn.__name__] = (fn, set(violated))
+        return fn
+    return wrap
+
+
+def _two_workers() -> Run:
+    r = Run()
+    r.register("a", "b")
+    r.spawn(1, "w1")
+    r.spawn(2, "w2")
+    return r
+
+
+# ---- valid ----------------------------------------------------------------------------------
+@case()
+def clean_run() -> Run:
+    r = _two_workers()
+    r.work(1, 1, "a", 1)
+    r.work(2, 1.5, "b", 1)
+    r.claim(1, 4, None, status="empty")
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def killed_claim_explains_gap() -> Run:
+    """w1 dies inside claim(); it may have taken generation 1 of a, so w2's generation 2 is fine."""
+    r = _two_workers()
+    r.claim(1, 0, None, status="open")
+    r.kill(1, 0.005, phase="claiming")
+    r.work(2, 0.5, "b", 1)
+    r.claim(2, 6, "a", 2)  # after the lost claim's lease (0 + 5) ran out
+    r.action(2, 6.5, "a", 2)
+    r.finish(2, 7, "a", 2)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def killed_claim_explains_final_generation() -> Run:
+    """The last claim of b died mid-call; the snapshot shows the generation it took, still running."""
+    r = _two_workers()
+    r.work(1, 1, "a", 1)
+    r.claim(2, 2, None, status="open")
+    r.kill(2, 2.005, phase="claiming")
+    r.spawn(3, "w2", t=2.1)
+    r.claim(3, 8, "b", 2)
+    r.action(3, 8.5, "b", 2)
+    r.finish(3, 9, "b", 2)
+    r.snap(("a", "done", 1, None), ("b", "done", 2, None))
+    return r
+
+
+@case()
+def killed_finish_explains_terminal_state() -> Run:
+    """w1's finish never returned (SIGKILL mid-finish), yet it took effect: the task is done."""
+    r = _two_workers()
+    r.claim(1, 1, "a", 1)
+    r.action(1, 2, "a", 1)
+    r.finish(1, 3, "a", 1, status="open")
+    r.kill(1, 3.001, phase="finishing", aim="during_finish", task="a", gen=1)
+    r.work(2, 4, "b", 1)
+    r.claim(2, 10, None, status="empty")  # a is not claimable again: the finish took effect
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def killed_finish_that_did_not_happen() -> Run:
+    """The same kill, but this time the finish had not taken effect: a is reclaimed and redone (S5)."""
+    r = _two_workers()
+    r.claim(1, 1, "a", 1)
+    r.action(1, 2, "a", 1)
+    r.finish(1, 3, "a", 1, status="info")
+    r.kill(1, 3.02, phase="acted", aim="after_action", task="a", gen=1)
+    r.work(2, 4, "b", 1)
+    r.work(2, 7, "a", 2)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def paused_holder_late_finish_rejected() -> Run:
+    """S2/S3: w1 is frozen past its lease, w2 takes over; w1's late action duplicates, its finish is refused."""
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.pause_start(1, 1, 8, task="a", gen=1, phase="working")
+    r.work(2, 0.2, "b", 1)
+    r.claim(2, 6, "a", 2)
+    r.action(2, 6.5, "a", 2)
+    r.finish(2, 7, "a", 2)
+    r.pause_end(1, 9)
+    r.action(1, 9.1, "a", 1)
+    r.finish(1, 9.2, "a", 1, status="rejected")
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def overlapping_claims_across_processes() -> Run:
+    """w2's claim is recorded as invoked before w1's returned: the order is unknown, not a violation."""
+    r = _two_workers()
+    r.claim(1, 0, "a", 1, done=5.2)  # a slow return: the record lands after the lease has run out
+    r.claim(2, 5.1, "a", 2, done=5.3)
+    r.action(2, 5.5, "a", 2)
+    r.finish(2, 6, "a", 2)
+    r.work(1, 6, "b", 1)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def lost_reply_uncertain() -> Run:
+    """S4: the service performed the action but the reply was lost; uncertain is terminal."""
+    r = _two_workers()
+    r.claim(1, 1, "a", 1)
+    r.rec(2, 1, "invoke", "lose_reply", target=1, task="a", gen=1)
+    r.action(1, 2, "a", 1, status="info")
+    r.rec(3, 1, "ok", "lose_reply", target=1)
+    r.finish(1, 3.1, "a", 1, "uncertain")
+    r.work(2, 1, "b", 1)
+    r.snap(("a", "uncertain", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def heartbeat_extends_the_lease() -> Run:
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.rec(4, 1, "invoke", "extend", task="a", gen=1, now=4, lease=5)
+    r.rec(4.01, 1, "ok", "extend", task="a", gen=1, lease_until=9)
+    r.action(1, 6, "a", 1)
+    r.finish(1, 7, "a", 1)
+    r.work(2, 0, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def info_claim_then_running_at_the_end_is_lost_only() -> Run:
+    """A database-is-locked claim (info) may have claimed b; b still running at the end is a lost task,
+    but nothing else: its generation and state are explained."""
+    r = _two_workers()
+    r.work(1, 1, "a", 1)
+    r.claim(2, 2, None, status="info")
+    r.snap(("a", "done", 1, None), ("b", "running", 1, 7.0))
+    return r
+
+
+CASES["info_claim_then_running_at_the_end_is_lost_only"] = (info_claim_then_running_at_the_end_is_lost_only,
+                                                            {"no_lost_task"})
+
+
+# ---- invalid --------------------------------------------------------------------------------
+@case("no_stale_commit", "finish_within_lease", "single_finish")
+def stale_commit_accepted() -> Run:
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.pause_start(1, 1, 8, task="a", gen=1)
+    r.work(2, 0.2, "b", 1)
+    r.claim(2, 6, "a", 2)
+    r.action(2, 6.5, "a", 2)
+    r.finish(2, 7, "a", 2)
+    r.pause_end(1, 9)
+    r.finish(1, 9.2, "a", 1)  # accepted although generation 2 was claimed at 6
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case("no_stale_commit", "finish_within_lease", "state_matches_history")
+def stale_commit_wins_the_race() -> Run:
+    """The stale holder commits before the new holder finishes; the new holder is refused."""
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.work(2, 0.2, "b", 1)
+    r.claim(2, 6, "a", 2)
+    r.finish(1, 7, "a", 1)
+    r.action(2, 7.5, "a", 2)
+    r.finish(2, 8, "a", 2, status="rejected")
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("finish_within_lease")
+def finish_after_lease_expired() -> Run:
+    """Nobody reclaimed, but the queue accepted a finish at now=6 for a lease that ended at 5."""
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.finish(1, 6, "a", 1)
+    r.work(2, 0, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("no_reclaim_after_terminal", "state_matches_history", "no_lost_task")
+def reclaim_after_done() -> Run:
+    r = _two_workers()
+    r.work(1, 0, "a", 1)
+    r.work(2, 0, "b", 1)
+    r.claim(2, 10, "a", 2)
+    r.snap(("a", "running", 2, 15.0), ("b", "done", 1, None))
+    return r
+
+
+@case("no_reclaim_after_terminal", "single_finish")
+def reclaim_after_uncertain_and_redo() -> Run:
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1, status="info")
+    r.finish(1, 2, "a", 1, "uncertain")
+    r.work(2, 3, "a", 2)
+    r.work(2, 8, "b", 1)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case("generation_monotonic")
+def generation_not_bumped() -> Run:
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.kill(1, 1, phase="working", task="a", gen=1)
+    r.claim(2, 6, "a", 1)  # a takeover that reuses generation 1: the fence cannot tell them apart
+    r.action(2, 6.5, "a", 1)
+    r.finish(2, 7, "a", 1)
+    r.work(2, 8, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("generation_monotonic")
+def generation_skips_without_cause() -> Run:
+    r = _two_workers()
+    r.work(1, 0, "a", 2)
+    r.work(2, 0, "b", 1)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case("generation_monotonic")
+def generation_gaps_outnumber_killed_claims() -> Run:
+    """One killed claim explains one skipped generation, not two."""
+    r = _two_workers()
+    r.claim(1, 0, None, status="open")
+    r.kill(1, 0.005, phase="claiming")
+    r.spawn(3, "w1", t=0.1)
+    r.work(3, 6, "a", 2)
+    r.work(2, 6, "b", 2)
+    r.snap(("a", "done", 2, None), ("b", "done", 2, None))
+    return r
+
+
+@case("generation_monotonic", "lease_exclusive", "no_stale_commit", "state_matches_history")
+def generation_goes_back_in_time() -> Run:
+    r = _two_workers()
+    r.claim(1, 0, "a", 2)
+    r.claim(2, 0.01, None, status="open")
+    r.kill(1, 1, task="a", gen=2)
+    r.kill(2, 1, phase="claiming")
+    r.spawn(3, "w1", t=1.1)
+    r.work(3, 6, "a", 1)
+    r.work(3, 9, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("lease_exclusive")
+def lease_granted_twice() -> Run:
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.kill(1, 1, phase="working", task="a", gen=1)
+    r.claim(2, 2, "a", 2)  # w1's lease runs until 5
+    r.action(2, 2.5, "a", 2)
+    r.finish(2, 3, "a", 2)
+    r.work(2, 4, "b", 1)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case("single_finish")
+def finish_accepted_twice() -> Run:
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.finish(1, 2, "a", 1)
+    r.finish(1, 3, "a", 1)  # a retry the queue accepts again
+    r.work(2, 0, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("state_matches_history", "no_lost_task")
+def finish_not_persisted() -> Run:
+    r = _two_workers()
+    r.work(1, 0, "a", 1)
+    r.work(2, 0, "b", 1)
+    r.snap(("a", "running", 1, 5.0), ("b", "done", 1, None))
+    return r
+
+
+@case("state_matches_history")
+def snapshot_reports_wrong_outcome() -> Run:
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1, status="info")
+    r.finish(1, 2, "a", 1, "uncertain")
+    r.work(2, 0, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("state_matches_history")
+def snapshot_generation_unexplained() -> Run:
+    r = _two_workers()
+    r.work(1, 0, "a", 1)
+    r.work(2, 0, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 3, None))
+    return r
+
+
+@case("state_matches_history", "no_lost_task")
+def snapshot_terminal_without_finish() -> Run:
+    r = _two_workers()
+    r.work(1, 0, "a", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 0, None))
+    return r
+
+
+@case("no_lost_task")
+def task_never_claimed() -> Run:
+    r = _two_workers()
+    r.work(1, 0, "a", 1)
+    r.claim(2, 1, None, status="empty")
+    r.snap(("a", "done", 1, None), ("b", "pending", 0, None))
+    return r
+
+
+@case("no_lost_task", "state_matches_history")
+def task_missing_from_snapshot() -> Run:
+    r = _two_workers()
+    r.work(1, 0, "a", 1)
+    r.snap(("a", "done", 1, None))
+    return r
+
+
+@case("no_lost_task")
+def done_without_action() -> Run:
+    r = _two_workers()
+    r.work(1, 0, "a", 1)
+    r.claim(2, 0, "b", 1)
+    r.finish(2, 1, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
