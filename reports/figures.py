@@ -47,6 +47,17 @@ def _holds(fx: Facts) -> pd.DataFrame:
     return c
 
 
+def windows(fx: Facts, kind: str) -> pd.DataFrame:
+    """Fault windows (target, start, end); an unfinished one ends at its planned length or its
+    target's death, never at the end of the run."""
+    w = fx.ops.faults[fx.ops.faults["f"] == kind]
+    kills = fx.ops.faults.loc[fx.ops.faults["f"] == "kill", ["target", "t_inv"]].groupby("target")["t_inv"].min()
+    planned = w["t_inv"] + pd.to_numeric(w["value"], errors="coerce")
+    died = w["target"].map(kills)
+    end = w["t_comp"].fillna(np.fmin(planned, died)).fillna(planned).fillna(died).fillna(fx.t1)
+    return pd.DataFrame({"target": w["target"], "start": w["t_inv"], "end": end})
+
+
 def timeline(fx: Facts) -> tuple[bytes, str]:
     """One lane per worker incarnation: held leases, actions, finishes, kills and pause windows."""
     procs = pd.Series(pd.concat([fx.claims_ok["process"], fx.ops.finishes["process"],
@@ -80,10 +91,11 @@ def timeline(fx: Facts) -> tuple[bytes, str]:
             ax.broken_barh(list(zip(s2, e2 - s2, strict=True)), (y - 0.3, 0.6), facecolors="#e76f51",
                            edgecolors="none")
     for kind in ("pause", "slow"):
-        w = fx.ops.faults[(fx.ops.faults["f"] == kind) & fx.ops.faults["target"].isin(lane)]
+        w = windows(fx, kind)
+        w = w[w["target"].isin(lane)]
         for y, rows in w.groupby(w["target"].map(lane)):
-            s = rows["t_inv"].to_numpy() - rel
-            e = rows["t_comp"].fillna(fx.t1).to_numpy() - rel
+            s = rows["start"].to_numpy() - rel
+            e = rows["end"].to_numpy() - rel
             ax.broken_barh(list(zip(s, e - s, strict=True)), (y - 0.45, 0.9), facecolors="none",
                            edgecolors=FAULT_COLOURS[kind], hatch="///", linewidth=0.8)
     acts = fx.ops.actions[fx.ops.actions["process"].isin(lane)]
@@ -176,8 +188,8 @@ def throughput(fx: Facts) -> bytes:
     ax.step(edges[:-1], hist / width, where="post", color="#264653", lw=1.2, label="finishes accepted / s")
     top = max(1.0, float((hist / width).max()) if len(hist) else 1.0)
     for kind in ("pause", "slow", "lose_reply"):
-        w = fx.ops.faults[fx.ops.faults["f"] == kind]
-        for s, e in zip(w["t_inv"] - rel, w["t_comp"].fillna(fx.t1) - rel, strict=True):
+        w = windows(fx, kind)
+        for s, e in zip(w["start"] - rel, w["end"] - rel, strict=True):
             ax.axvspan(s, max(e, s + width / 10), color=FAULT_COLOURS[kind], alpha=0.18, lw=0)
     kills = fx.ops.faults.loc[fx.ops.faults["f"] == "kill", "t_inv"] - rel
     ax.vlines(kills, 0, top * 1.05, colors=FAULT_COLOURS["kill"], lw=0.6, alpha=0.6)

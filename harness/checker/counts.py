@@ -40,7 +40,9 @@ def _killed_at(fx: Facts) -> pd.Series:
 def duplicates(fx: Facts) -> dict[str, Any]:
     """Tasks with more than one performed action, and each extra action's cause.
 
-    For an extra action, look at the holder behind the action before it: ``s5`` when that holder
+    For an extra action, look at the holder behind the action before it (or at this action's own
+    holder, when it acts with an older generation than the action before it: it outlived its lease,
+    ``lost_lease``): ``s5`` when that holder
     was SIGKILLed after acting and its finish never took effect; ``lost_lease`` when it lived on
     but its finish was refused or never accepted (it was paused or slow past its lease); ``other``
     otherwise (the same generation acting twice, or a queue that handed out a live lease).
@@ -71,7 +73,10 @@ def duplicates(fx: Facts) -> dict[str, Any]:
     extra = extra.merge(killed, left_on="p_process", right_index=True, how="left")
     killed_after = extra["kill_t"].notna() & (extra["kill_t"] >= extra["p_t"] - 1e-3)
     same_gen = extra["gen"].eq(extra["p_gen"])
-    cause = np.where(same_gen | extra["fin"], "other", np.where(killed_after, "s5", "lost_lease"))
+    # A holder that acts *after* a newer generation acted had lost its lease and lived on.
+    late_stale = extra["gen"] < extra["p_gen"]
+    cause = np.where(same_gen, "other", np.where(late_stale, "lost_lease", np.where(
+        extra["fin"], "other", np.where(killed_after, "s5", "lost_lease"))))
     extra["cause"] = cause
     by_cause = {c: int((cause == c).sum()) for c in ("s5", "lost_lease", "other")}
     ex = [{"task": r.task, "cause": r.cause, "gen": _i(r.gen), "by": _i(r.process), "at": fx.rel(r.t),

@@ -1,0 +1,179 @@
+"""Queues with one planted bug each: the checker's own test (Hypothesis-style ``tests/quality``).
+
+Why: a checker that never fails proves nothing. Each queue below is the reference queue with one
+realistic mistake, the kind real queues have shipped (completion by row id alone, a missing state
+filter, an off-by-one in a snapshot). ``takeover selftest`` runs a short stress run against each
+and must see it caught, and must see the reference queue pass. Together they cover every invariant.
+
+Use one as ``--queue harness.queues.planted:NAME``; :data:`PLANTED` lists them with the invariants
+expected to catch each.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from harness.contract import OUTCOMES, Claim, SnapshotRow
+from harness.queues.sqlite_lease import SQLiteLeaseQueue
+
+
+class _Planted(SQLiteLeaseQueue):
+    """The reference queue's claim and finish, with the SQL split into overridable steps."""
+
+    PICK_EXPIRED = ("SELECT task_id FROM tasks WHERE state = 'running' AND lease_until <= ? "
+                    "ORDER BY lease_until LIMIT 1")
+    PICK_PENDING = "SELECT task_id FROM tasks WHERE state = 'pending' LIMIT 1"
+    TAKE = ("UPDATE tasks SET state = 'running', generation = generation + 1, lease_until = ?, worker = ? "
+            "WHERE task_id = ? RETURNING generation, lease_until")
+    FINISH = ("UPDATE tasks SET state = ?, lease_until = NULL "
+              "WHERE task_id = ? AND generation = ? AND state = 'running' AND ? < lease_until")
+
+    def _pick(self, now: float, lease: float):
+        conn = self._conn
+        return conn.execute(self.PICK_EXPIRED, (now,)).fetchone() or conn.execute(self.PICK_PENDING).fetchone()
+
+    def _finish_params(self, task_id: str, generation: int, outcome: str, now: float) -> tuple:
+        return (outcome, task_id, generation, now)
+
+    def claim(self, worker: str, now: float, lease: float) -> Claim | None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = self._pick(now, lease)
+            if row is None:
+                conn.execute("COMMIT")
+                return None
+            generation, lease_until = conn.execute(self.TAKE, (now + lease, worker, row[0])).fetchone()
+            conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        return row[0], generation, lease_until
+
+    def finish(self, task_id: str, generation: int, outcome: str, now: float) -> bool:
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            accepted = conn.execute(self.FINISH, self._finish_params(task_id, generation, outcome, now)).rowcount
+            accepted = self._after_finish(task_id, accepted == 1)
+        except BaseException:
+            self._rollback()
+            raise
+        return accepted
+
+    def _after_finish(self, task_id: str, accepted: bool) -> bool:
+        self._conn.execute("COMMIT")
+        return accepted
+
+
+class FinishIgnoresGeneration(_Planted):
+    """Completion by task id alone (most database queues): a stale holder's finish is accepted
+    while the new holder's lease is valid. Caught by ``no_stale_commit``."""
+
+    FINISH = "UPDATE tasks SET state = ?, lease_until = NULL WHERE task_id = ? AND state = 'running' AND ? < lease_until"
+
+    def _finish_params(self, task_id, generation, outcome, now):
+        return (outcome, task_id, now)
+
+
+class FinishIgnoresLease(_Planted):
+    """Checks the generation but not the clock: a holder that outlived its lease still commits if
+    nobody reclaimed in between. Caught by ``finish_within_lease``."""
+
+    FINISH = ("UPDATE tasks SET state = ?, lease_until = NULL "
+              "WHERE task_id = ? AND generation = ? AND state = 'running' AND ? = ?")
+
+    def _finish_params(self, task_id, generation, outcome, now):
+        return (outcome, task_id, generation, now, now)
+
+
+class ReclaimsTerminal(_Planted):
+    """The expired-lease pick forgets ``state = 'running'`` and finish keeps the old lease, so a
+    done task comes back once its lease time passes. Caught by ``no_reclaim_after_terminal``."""
+
+    PICK_EXPIRED = ("SELECT task_id FROM tasks WHERE state != 'pending' AND lease_until <= ? "
+                    "ORDER BY lease_until LIMIT 1")
+    FINISH = ("UPDATE tasks SET state = ? "
+              "WHERE task_id = ? AND generation = ? AND state = 'running' AND ? < lease_until")
+
+
+class NoBumpOnTakeover(_Planted):
+    """Sets the generation only on the first claim: a takeover reuses it, so the fence cannot tell
+    the old holder from the new. Caught by ``generation_monotonic``."""
+
+    TAKE = ("UPDATE tasks SET state = 'running', generation = MAX(generation, 1), lease_until = ?, worker = ? "
+            "WHERE task_id = ? RETURNING generation, lease_until")
+
+
+class BumpsByTwo(_Planted):
+    """Raises the generation by two (a trigger and the claim both bump it). Caught by
+    ``generation_monotonic`` (and ``state_matches_history``): a skipped generation nobody took."""
+
+    TAKE = ("UPDATE tasks SET state = 'running', generation = generation + 2, lease_until = ?, worker = ? "
+            "WHERE task_id = ? RETURNING generation, lease_until")
+
+
+class StealsLiveLeases(_Planted):
+    """A "grace period" with the wrong sign: leases count as expired half a lease early, so a
+    live holder's task is handed to someone else. Caught by ``lease_exclusive``."""
+
+    def _pick(self, now, lease):
+        conn = self._conn
+        return (conn.execute(self.PICK_EXPIRED, (now + lease / 2,)).fetchone()
+                or conn.execute(self.PICK_PENDING).fetchone())
+
+
+class IdempotentFinish(_Planted):
+    """Answers True to a finish of an already finished task ("idempotent success"), so a stale
+    holder believes its commit counted. Caught by ``single_finish``."""
+
+    def _after_finish(self, task_id, accepted):
+        if not accepted:
+            row = self._conn.execute("SELECT state FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+            accepted = row is not None and row[0] in ("done", "uncertain")
+        self._conn.execute("COMMIT")
+        return accepted
+
+
+class FinishNotDurable(_Planted):
+    """For about one task in four, finish answers True but the write is rolled back (a lost
+    commit). Caught by ``state_matches_history`` (and a reclaim after a finish)."""
+
+    def _after_finish(self, task_id, accepted):
+        if accepted and zlib.crc32(task_id.encode()) % 4 == 0:
+            self._conn.execute("ROLLBACK")
+            return True
+        self._conn.execute("COMMIT")
+        return accepted
+
+
+class SnapshotOffByOne(_Planted):
+    """``snapshot()`` reports the number of *earlier* attempts as the generation (off by one).
+    Caught by ``state_matches_history``."""
+
+    def snapshot(self) -> list[SnapshotRow]:
+        return [(t, s, max(g - 1, 0), lu) for t, s, g, lu in super().snapshot()]
+
+
+class DropsTasks(_Planted):
+    """A partitioning filter in the pending pick skips every 13th task: it is never claimable and
+    sits pending forever. Caught by ``no_lost_task``."""
+
+    PICK_PENDING = "SELECT task_id FROM tasks WHERE state = 'pending' AND rowid % 13 != 5 LIMIT 1"
+
+
+# name -> the invariants expected to catch it (any one of them suffices).
+PLANTED: dict[str, tuple[str, ...]] = {
+    "FinishIgnoresGeneration": ("no_stale_commit",),
+    "FinishIgnoresLease": ("finish_within_lease",),
+    "ReclaimsTerminal": ("no_reclaim_after_terminal",),
+    "NoBumpOnTakeover": ("generation_monotonic",),
+    "BumpsByTwo": ("generation_monotonic", "state_matches_history"),
+    "StealsLiveLeases": ("lease_exclusive",),
+    "IdempotentFinish": ("single_finish",),
+    "FinishNotDurable": ("state_matches_history",),
+    "SnapshotOffByOne": ("state_matches_history",),
+    "DropsTasks": ("no_lost_task",),
+}
