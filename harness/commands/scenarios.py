@@ -89,6 +89,11 @@ WORDS: dict[str, dict[str, str]] = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Each scenario runs on a fresh temporary SQLite file (removed afterwards); 'worker exits' "
+        "closes the queue and calls ATTR(db_path) again. Exit 0: every step matches the spec; "
+        "1: a step differs (listed under Mismatches); 2: bad input."
+    )
     parser.add_argument(
         "--queue",
         default=REFERENCE_QUEUE,
