@@ -163,6 +163,11 @@ class Coordinator:
         t0 = time.time()
         old_handlers = self._install_signals()
         old_env = os.environ.get(RUN_ENV)
+        # multiprocessing's shared resource tracker outlives one run in a long-lived caller (tests):
+        # start it before the run's marker is set so that it is not mistaken for a straggler.
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
         os.environ[RUN_ENV] = str(self.run_dir.absolute())
         faults_stopped = False
         try:
@@ -244,7 +249,7 @@ class Coordinator:
         spec = ServiceSpec(str(self.run_dir / LEDGER_FILE), self.cfg.remedy, os.getpid())
         self.service = self.ctx.Process(target=service_main, args=(spec, self.listener), name="takeover-service")
         self.service.daemon = True
-        self.service.start()
+        _start_shielded(self.service)
 
     def _spawn(self, slot: int) -> None:
         from workloads.worker import WorkerSpec, worker_main
@@ -263,7 +268,7 @@ class Coordinator:
         self.board.set_owner(slot, process, 0)
         proc = self.ctx.Process(target=worker_main, args=(spec, self.board), name=f"takeover-w{slot}")
         proc.daemon = True
-        proc.start()
+        _start_shielded(proc)
         self.board.set_owner(slot, process, proc.pid)
         self.handles[slot] = Handle(slot, process, proc, time.time())
         self.result.spawned += 1
@@ -487,6 +492,18 @@ def _signal(pid: int | None, sig: int) -> None:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _start_shielded(proc: Any) -> None:
+    """Start a child with SIGINT blocked: the mask is inherited across fork and exec, so a Ctrl-C
+    that reaches the whole process group while the child is still importing cannot kill it with a
+    KeyboardInterrupt traceback; the child then ignores SIGINT for good (Ctrl-C is the
+    coordinator's to handle). A Ctrl-C for the coordinator is only held back until start returns."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _wait_stopped(pid: int, timeout: float = 0.05) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,20 @@ def check_out(out: str | None) -> None:
     parent = target.absolute().parent
     while not parent.exists():
         parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    if not parent.is_dir() or not _can_create_in(parent):
         raise UsageError(f"cannot create --out {str(target)!r}: {str(parent)!r} is not writable")
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Permission bits lie (root, read-only mounts, /proc): try a throw-away folder and remove it."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        probe = tempfile.mkdtemp(prefix=".takeover-probe-", dir=folder)
+    except OSError:
+        return False
+    os.rmdir(probe)
+    return True
 
 
 def create(out: str | None) -> Path:

@@ -1,0 +1,46 @@
+"""Test queues for the stress-run robustness tests (importable by spawned workers via PYTHONPATH).
+
+``FlakyQueue`` is the reference queue that fails like SQLite under contention: every few calls
+it raises ``database is locked`` *after* or *before* doing the work, so the harness must record an
+``info`` (outcome unknown) and go on, never crash.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from harness.queues.sqlite_lease import SQLiteLeaseQueue
+
+
+class FlakyQueue(SQLiteLeaseQueue):
+    def __init__(self, db_path: str) -> None:
+        super().__init__(db_path)
+        self._calls = 0
+        self._every = 5 + os.getpid() % 3
+
+    def _maybe_fail(self) -> bool:
+        self._calls += 1
+        return self._calls % self._every == 0
+
+    def claim(self, worker, now, lease):
+        if self._maybe_fail():
+            raise sqlite3.OperationalError("database is locked")
+        return super().claim(worker, now, lease)
+
+    def finish(self, task_id, generation, outcome, now):
+        accepted = super().finish(task_id, generation, outcome, now)
+        if self._maybe_fail():  # committed, but the caller never learns it: indeterminate
+            raise sqlite3.OperationalError("database is locked")
+        return accepted
+
+
+class NoFinishQueue:
+    """Fails the contract: no finish()."""
+
+    def __init__(self, db_path: str) -> None:
+        self._inner = SQLiteLeaseQueue(db_path)
+        self.register = self._inner.register
+        self.claim = self._inner.claim
+        self.snapshot = self._inner.snapshot
+        self.close = self._inner.close

@@ -1,0 +1,160 @@
+"""The harness under abuse: bad options, Ctrl-C, SIGTERM, a SIGKILLed coordinator, a failing queue.
+
+Every test runs the real ``takeover`` command in a subprocess and then looks for processes of
+that run (by the ``TAKEOVER_RUN_DIR`` marker in their environment) with psutil; whatever a test
+finds, it kills them, so no test leaves anything behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helpers importable
+from stress_helpers import (  # noqa: E402
+    reap_stragglers,
+    records,
+    start_takeover,
+    stragglers,
+    takeover,
+    wait_for_record,
+    wait_no_stragglers,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+BAD = [
+    (["--lease", "0"], "lease"),
+    (["--lease", "-1"], "lease"),
+    (["--workers", "0"], "workers"),
+    (["--profile", "no-such-profile"], "unknown profile"),
+    (["--kill-rate", "-0.5"], "kill-rate"),
+    (["--lose-reply-rate", "1.5"], "lose-reply-rate"),
+    (["--duration", "0"], "duration"),
+    (["--queue", "json:dumps"], "json:dumps"),
+    (["--queue", "flaky_queue:NoFinishQueue"], "finish"),
+    (["--queue", "no_such_module:Queue"], "no_such_module"),
+    (["--workers", "two"], "workers"),
+]
+
+
+@pytest.mark.parametrize(("argv", "named"), BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_options_exit_2_with_one_line_and_create_nothing(tmp_path, argv, named):
+    out = tmp_path / "run"
+    proc = takeover("stress", *argv, "--out", str(out), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("takeover: error:"), proc.stderr
+    assert named in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not out.exists() and not (tmp_path / "runs").exists()
+
+
+def test_unwritable_out_exits_2_before_anything(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root)")
+        proc = takeover("stress", "--out", str(locked / "run"), timeout=60)
+    finally:
+        locked.chmod(0o700)
+    assert proc.returncode == 2 and "not writable" in proc.stderr
+    assert not (locked / "run").exists()
+
+
+def test_out_on_a_filesystem_that_refuses_folders_exits_2():
+    proc = takeover("stress", "--out", "/proc/takeover-cannot-be-here/run", timeout=60)
+    assert proc.returncode == 2 and "not writable" in proc.stderr, proc.stderr
+
+
+def test_out_that_is_a_file_or_a_used_folder_exits_2(tmp_path):
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "history.jsonl").write_text("")
+    proc = takeover("stress", "--out", str(used), timeout=60)
+    assert proc.returncode == 2 and "not empty" in proc.stderr
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    proc = takeover("stress", "--out", str(afile), timeout=60)
+    assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+def _interrupted_run(tmp_path: Path, sig: int):
+    run_dir = tmp_path / "run"
+    proc = start_takeover("stress", "--profile", "smoke", "--duration", "60", "--pause-rate", "4",
+                          "--out", str(run_dir))  # fmt: skip
+    try:
+        assert wait_for_record(run_dir, lambda r: r["f"] == "pause" and r["type"] == "invoke"), "no pause began"
+        os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C (or a supervisor's SIGTERM) does
+        out, err = proc.communicate(timeout=60)
+        left = wait_no_stragglers(run_dir, timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reap_stragglers(run_dir)
+    return run_dir, proc.returncode, out, err, left
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_stops_faults_resumes_paused_and_leaves_nothing(tmp_path, sig):
+    run_dir, code, out, err, left = _interrupted_run(tmp_path, sig)
+    assert not left, [p.cmdline() for p in left]
+    assert code == 130, out + err
+    assert "Traceback" not in err
+    recs = records(run_dir)
+    marks = [r["value"] for r in recs if r["f"] == "run"]
+    assert marks == ["start", "faults_stop", "interrupted"]
+    pauses = [r for r in recs if r["f"] == "pause"]
+    assert len([r for r in pauses if r["type"] == "invoke"]) == len([r for r in pauses if r["type"] == "ok"])
+    spawned = {r["target"] for r in recs if r["f"] == "spawn"}
+    assert spawned == {r["target"] for r in recs if r["f"] == "exit"}
+    snap = json.loads((run_dir / "snapshot.json").read_text())
+    assert "tasks" in snap and snap["tasks"]
+    assert (run_dir / "config.json").exists() and "reproduce with:" in out
+
+
+def test_sigkill_of_the_coordinator_leaves_no_process_behind(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = start_takeover("stress", "--profile", "smoke", "--duration", "60", "--pause-rate", "4",
+                          "--out", str(run_dir))  # fmt: skip
+    try:
+        assert wait_for_record(run_dir, lambda r: r["f"] == "pause" and r["type"] == "invoke"), "no pause began"
+        children = stragglers(run_dir)
+        assert len(children) >= 3, "workers and the service carry the run marker"
+        proc.send_signal(signal.SIGKILL)  # the coordinator only: its children must notice on their own
+        proc.communicate(timeout=30)
+        left = wait_no_stragglers(run_dir, timeout=15)
+        assert not left, [(p.pid, p.status(), p.cmdline()) for p in left]
+        assert not any(psutil.pid_exists(c.pid) and c.status() != psutil.STATUS_ZOMBIE for c in children)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reap_stragglers(run_dir)
+
+
+def test_queue_errors_are_recorded_and_the_run_goes_on(tmp_path):
+    run_dir = tmp_path / "run"
+    try:
+        proc = takeover("stress", "--profile", "smoke", "--queue", "flaky_queue:FlakyQueue", "--duration", "2",
+                        "--out", str(run_dir), timeout=150)  # fmt: skip
+    finally:
+        reap_stragglers(run_dir)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    recs = records(run_dir)
+    locked = [r for r in recs if r["type"] == "info" and "database is locked" in r.get("error", "")]
+    assert {r["f"] for r in locked} == {"claim", "finish"}
+    exits = [r["value"] for r in recs if r["f"] == "exit"]
+    assert set(exits) <= {"0", "-9"}, "no worker crashed on a queue error"
+    snap = json.loads((run_dir / "snapshot.json").read_text())
+    assert {row[1] for row in snap["tasks"]} <= {"done", "uncertain"}
