@@ -46,6 +46,8 @@ def open_wal(path: str, schema: str, *, synchronous: str = "NORMAL") -> sqlite3.
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if mode.lower() != "wal":
             got = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if got.lower() == "memory":
+                raise ValueError(f"{path!r} is an in-memory database; takeover needs a file shared by processes")
             if got.lower() != "wal":
                 raise sqlite3.OperationalError(f"database is locked (journal_mode stayed {got})")
 
