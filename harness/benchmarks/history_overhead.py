@@ -1,0 +1,97 @@
+"""``history_overhead``: claim+finish pairs per second with the history recorded, against without.
+
+Why: the history must be complete (an invoke before every call, a completion after it, each one
+``os.write`` so SIGKILL cannot lose it) and still cheap, or takeover would measure its own
+recording instead of the queue. The candidate records exactly what a worker records for a pair
+(claim invoke/ok, finish invoke/ok, same fields, same writer); the baseline makes the same queue
+calls with nothing around them. Both run in one process on fresh queue files, interleaved, and
+the figure is the ratio of medians (see :mod:`harness.benchmarks.timing`).
+
+Run it: ``python -m harness.benchmarks.history_overhead [--pairs N] [--repetitions R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from harness.benchmarks.timing import compare
+from harness.history import HistoryWriter
+from harness.queues.sqlite_lease import SQLiteLeaseQueue
+
+LEASE = 30.0
+
+
+def recorded_pairs(queue: SQLiteLeaseQueue, hist: HistoryWriter, pairs: int) -> int:
+    """What workloads/worker.py writes around a claim and a finish, minus the sleeps."""
+    write, clock = hist.write, time.time
+    for _ in range(pairs):
+        now = clock()
+        write("invoke", "claim", worker="w0", now=now, lease=LEASE)
+        task, gen, until = queue.claim("w0", now, LEASE)
+        write("ok", "claim", worker="w0", task=task, gen=gen, lease_until=until, now=now)
+        now = clock()
+        write("invoke", "finish", task=task, gen=gen, outcome="done", now=now)
+        accepted = queue.finish(task, gen, "done", now)
+        write("ok" if accepted else "fail", "finish", task=task, gen=gen, outcome="done", value="true")
+    return pairs
+
+
+def bare_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
+    clock = time.time
+    for _ in range(pairs):
+        task, gen, _until = queue.claim("w0", clock(), LEASE)
+        queue.finish(task, gen, "done", clock())
+    return pairs
+
+
+def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
+    """Return the ratio (recorded / bare) with its absolute figures, medians of ``repetitions``."""
+    root = Path(tempfile.mkdtemp(prefix="takeover-histbench-"))
+    opened: list = []
+    counter = iter(range(10**9))
+
+    def fresh_queue() -> SQLiteLeaseQueue:
+        queue = SQLiteLeaseQueue(str(root / f"q{next(counter)}.sqlite"))
+        queue.register_many([f"t{i:06d}" for i in range(pairs + 10)], 0.0)
+        opened.append(queue)
+        return queue
+
+    def prepare_recorded():
+        queue = fresh_queue()
+        hist = HistoryWriter(root / f"h{next(counter)}.jsonl", 1)
+        opened.append(hist)
+        return lambda: recorded_pairs(queue, hist, pairs)
+
+    def prepare_bare():
+        queue = fresh_queue()
+        return lambda: bare_pairs(queue, pairs)
+
+    try:
+        cand, base = compare(prepare_recorded, prepare_bare, repetitions=repetitions)
+    finally:
+        for handle in opened:
+            handle.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return {
+        "history_overhead": cand.median / base.median,
+        "recorded_pairs_per_s": cand.median,
+        "bare_pairs_per_s": base.median,
+        "history_overhead_spread": max(cand.spread, base.spread),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=3000)
+    parser.add_argument("--repetitions", type=int, default=5)
+    args = parser.parse_args()
+    print(json.dumps(measure(args.pairs, args.repetitions), indent=2))
+
+
+if __name__ == "__main__":
+    main()

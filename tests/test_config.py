@@ -1,0 +1,103 @@
+"""RunConfig: profiles, overrides, validation before anything starts, and the config.json round trip."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+
+import pytest
+
+from harness.commands import stress
+from harness.config import FAULT_KINDS, RunConfig, TaskTime, load_profile, profile_names
+from harness.errors import UsageError
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    stress.configure(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_shipped_profiles_are_valid_and_request_every_fault_kind():
+    assert {"smoke", "stress"} <= set(profile_names())
+    for name in profile_names():
+        cfg = load_profile(name).validate()
+        assert cfg.profile == name
+    for name in ("smoke", "stress"):
+        faults = load_profile(name).faults
+        assert all(faults[kind] > 0 for kind in FAULT_KINDS), (name, faults)
+
+
+def test_default_profile_exercises_every_nemesis_fault_within_its_duration():
+    cfg = load_profile("stress")
+    for kind in ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause"):
+        assert cfg.faults[kind] * cfg.duration >= 3, kind  # stratified plan: about rate*duration of each
+
+
+def test_options_override_the_profile():
+    cfg = stress.resolve(parse("--profile", "smoke", "--workers", "5", "--lease", "2.5", "--kill-rate", "0",
+                               "--task-time-dist", "pareto", "--task-time-spread", "1.5", "--seed", "9"))  # fmt: skip
+    base = load_profile("smoke")
+    assert (cfg.workers, cfg.lease, cfg.seed) == (5, 2.5, 9)
+    assert cfg.faults["kill"] == 0 and cfg.faults["pause"] == base.faults["pause"]
+    assert cfg.task_time == dataclasses.replace(base.task_time, dist="pareto", spread=1.5)
+    none = stress.resolve(parse("--profile", "smoke", "--no-faults"))
+    assert set(none.faults.values()) == {0.0}
+
+
+def test_json_round_trip_and_pinned_keys():
+    cfg = dataclasses.replace(load_profile("stress"), seed=42, out="runs/x", remedy="fencing", heartbeat=0.25)
+    data = cfg.to_dict()
+    for key in ("queue", "seed", "workers", "tasks", "duration", "lease", "profile", "remedy", "heartbeat",
+                "faults", "command"):  # fmt: skip
+        assert key in data
+    assert set(data["faults"]) == set(FAULT_KINDS)
+    back = RunConfig.from_json(cfg.to_json())
+    assert back == cfg
+    assert isinstance(back.task_time, TaskTime)
+
+
+def test_command_reproduces_the_config():
+    cfg = stress.resolve(parse("--profile", "smoke", "--seed", "3", "--lease", "0.75", "--slow-rate", "0.2"))
+    argv = shlex.split(cfg.command())
+    assert argv[:2] == ["takeover", "stress"]
+    again = stress.resolve(parse(*argv[2:]))
+    assert again == cfg
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--lease", "0"], "lease"),
+        (["--lease", "nan"], "lease"),
+        (["--workers", "0"], "workers"),
+        (["--tasks", "-1"], "tasks"),
+        (["--duration", "-3"], "duration"),
+        (["--pause-rate", "-1"], "pause-rate"),
+        (["--slow-rate", "2"], "slow-rate"),
+        (["--task-time-dist", "pareto", "--task-time-spread", "1"], "pareto"),
+        (["--heartbeat", "5"], "heartbeat"),
+        (["--tasks", "0", "--arrival-rate", "0"], "nothing to do"),
+        (["--profile", "nope"], "unknown profile"),
+        (["--client-timeout", "0"], "client-timeout"),
+    ],
+)
+def test_validation_names_the_bad_value(argv, named):
+    with pytest.raises(UsageError, match=named):
+        stress.resolve(parse(*argv))
+
+
+def test_a_bad_profile_file_is_a_usage_error(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("workers = 2\nwat = 1\n")
+    with pytest.raises(UsageError, match="unknown key"):
+        load_profile(str(bad))
+    broken = tmp_path / "broken.toml"
+    broken.write_text("workers = \n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_profile(str(broken))
+    faults = tmp_path / "faults.toml"
+    faults.write_text("[faults]\nmeteor = 1\n")
+    with pytest.raises(UsageError, match=r"\[faults\]"):
+        load_profile(str(faults))
