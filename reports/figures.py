@@ -37,7 +37,7 @@ def _holds(fx: Facts) -> pd.DataFrame:
     """Each successful claim as a held interval: from the claim to its holder's finish or death."""
     c = fx.claims_ok[["task", "gen", "process", "t_inv", "t_comp", "lease_until"]].copy()
     fin = fx.ops.finishes[["task", "gen", "process", "t_comp", "status", "accepted"]].dropna(subset=["task"])
-    fin = fin.assign(task=fin["task"].astype(str)).rename(columns={"t_comp": "fin_t"})
+    fin = fin.rename(columns={"t_comp": "fin_t"})
     fin = fin.drop_duplicates(["task", "gen", "process"], keep="last")
     c = c.merge(fin[["task", "gen", "process", "fin_t"]], on=["task", "gen", "process"], how="left")
     kills = fx.ops.faults.loc[fx.ops.faults["f"] == "kill", ["target", "t_inv"]].groupby("target")["t_inv"].min()
@@ -129,7 +129,7 @@ def timeline(fx: Facts) -> tuple[bytes, str]:
     return _png(fig), note
 
 
-def generations(fx: Facts, tasks: list[str]) -> tuple[bytes | None, str]:
+def generations(fx: Facts, tasks: list[float]) -> tuple[bytes | None, str]:
     """Per problem task: each generation as a bar from its claim to its end, finishes and actions on it."""
     if not tasks:
         return None, ""
@@ -151,14 +151,14 @@ def generations(fx: Facts, tasks: list[str]) -> tuple[bytes | None, str]:
                         solid_capstyle="butt")
             ax.annotate(f"#{int(r.process)}", (r.t_inv - rel, r.gen), xytext=(0, 5), textcoords="offset points",
                         fontsize=7)
-        fin = fx.ops.finishes[fx.ops.finishes["task"].astype(str) == task]
+        fin = fx.ops.finishes[fx.ops.finishes["task"] == task]
         colour = np.where(fin["accepted"], "#2a9d8f", np.where(fin["rejected"], "#e63946", "#adb5bd"))
         ax.scatter(fin["t_inv"] - rel, fin["gen"], c=colour, s=30, zorder=4, marker="o")
         if ledger is not None:
             la = ledger[(ledger["task"] == task) & (ledger["performed"] == 1)]
             ax.scatter(la["t"] - rel, la["gen"], marker="*", s=80, c="#ffb703", edgecolors="#023047",
                        linewidths=0.5, zorder=5)
-        ax.set_title(task, fontsize=9)
+        ax.set_title(fx.name(task), fontsize=9)
         ax.set_ylabel("generation", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.yaxis.get_major_locator().set_params(integer=True)

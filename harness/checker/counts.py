@@ -63,7 +63,7 @@ def duplicates(fx: Facts) -> dict[str, Any]:
     extra["p_process"] = prev["process"][same]
     # Fill the earlier holder's process from the history when the ledger lacks it.
     acts = fx.ops.actions[["task", "gen", "process"]].dropna().drop_duplicates(["task", "gen"])
-    acts = acts.assign(task=acts["task"].astype(str)).rename(columns={"gen": "p_gen", "process": "h_process"})
+    acts = acts.rename(columns={"gen": "p_gen", "process": "h_process"})
     extra = extra.merge(acts, on=["task", "p_gen"], how="left")
     extra["p_process"] = extra["p_process"].fillna(extra["h_process"])
     finished = fx.fin_acc[["task", "gen"]].drop_duplicates().rename(columns={"gen": "p_gen"}).assign(fin=True)
@@ -79,10 +79,10 @@ def duplicates(fx: Facts) -> dict[str, Any]:
         extra["fin"], "other", np.where(killed_after, "s5", "lost_lease"))))
     extra["cause"] = cause
     by_cause = {c: int((cause == c).sum()) for c in ("s5", "lost_lease", "other")}
-    ex = [{"task": r.task, "cause": r.cause, "gen": _i(r.gen), "by": _i(r.process), "at": fx.rel(r.t),
+    ex = [{"task": fx.name(r.task), "cause": r.cause, "gen": _i(r.gen), "by": _i(r.process), "at": fx.rel(r.t),
            "earlier_gen": _i(r.p_gen), "earlier_by": _i(r.p_process), "earlier_at": fx.rel(r.p_t)}
           for r in extra.sort_values("t").head(EXAMPLES).itertuples()]
-    tasks = sorted(set(extra["task"]))
+    tasks = np.unique(extra["task"].to_numpy(dtype="float64")).tolist()
     return {"tasks": len(tasks), "extra_actions": int(len(extra)), "by_cause": by_cause, "examples": ex,
             "task_list": tasks}
 
@@ -93,18 +93,21 @@ def _i(x: Any) -> int | None:
 
 def counts(fx: Facts) -> dict[str, Any]:
     ops = fx.ops
-    registered = set(ops.registers["task"].dropna().astype(str))
-    if not registered and fx.run.snapshot is not None:
-        registered = set(fx.run.snapshot["task"])
-    attempted = set(ops.actions["task"].dropna().astype(str))
+    def uniq(x: pd.Series) -> np.ndarray:
+        return np.unique(x.dropna().to_numpy(dtype="float64"))
+
+    registered = uniq(ops.registers["task"])
+    if not len(registered) and fx.run.snapshot is not None:
+        registered = uniq(fx.run.snapshot["task"])
+    attempted = uniq(ops.actions["task"])
     ledger = fx.run.ledger
-    performed = set()
+    performed = np.zeros(0)
     if ledger is not None:
-        attempted |= set(ledger["task"])
-        performed = set(ledger.loc[ledger["performed"] == 1, "task"])
+        attempted = np.union1d(attempted, uniq(ledger["task"]))
+        performed = uniq(ledger.loc[ledger["performed"] == 1, "task"])
     acc = fx.fin_acc
-    done_tasks = set(acc.loc[acc["outcome"] == "done", "task"])
-    uncertain_tasks = set(acc.loc[acc["outcome"] == "uncertain", "task"])
+    done_tasks = uniq(acc.loc[acc["outcome"] == "done", "task"])
+    uncertain_tasks = uniq(acc.loc[acc["outcome"] == "uncertain", "task"])
     claims = ops.claims
     fin = ops.finishes
     rej = fx.fin_rej
@@ -117,7 +120,7 @@ def counts(fx: Facts) -> dict[str, Any]:
     same = co["task"].eq(prev["task"])
     takeovers = int(same.sum())
     # Orphan recovery: from the moment a lease expired to the claim that took the task over.
-    unfinished_prev = ~prev["i"].isin(set(fx.fin_acc["i"]))
+    unfinished_prev = ~prev["i"].isin(fx.fin_acc["i"].to_numpy())
     recovery = (co["now"] - prev["lease_until"])[same & unfinished_prev & (co["gen"] == prev["gen"] + 1)]
     span = max(fx.t1 - fx.t0, 1e-9)
     lat: dict[str, Any] = {}
@@ -132,8 +135,8 @@ def counts(fx: Facts) -> dict[str, Any]:
         "attempted": len(attempted),
         "acknowledged": len(done_tasks),
         "uncertain": len(uncertain_tasks),
-        "recovered": len(uncertain_tasks & performed),
-        "lost": len(done_tasks - performed) if ledger is not None else None,
+        "recovered": len(np.intersect1d(uncertain_tasks, performed)),
+        "lost": len(np.setdiff1d(done_tasks, performed)) if ledger is not None else None,
         "claims": {"ok": int(len(fx.claims_ok)), "empty": int((claims["status"] == "fail").sum()),
                    "indeterminate": int(claims["indeterminate"].sum())},
         "finishes": {"accepted": int(len(acc)), "rejected": int(len(rej)), "rejected_stale": int(stale),

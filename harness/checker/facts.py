@@ -34,6 +34,18 @@ class Facts:
     t1: float
     lease: float | None
 
+    names: pd.Index  # task code -> task id; every "task" column in the frames holds codes
+
+    def name(self, code: Any) -> str | None:
+        """The task id behind a code (frames carry integer codes so joins stay cheap)."""
+        if code is None or pd.isna(code) or int(code) < 0:
+            return None
+        return str(self.names[int(code)])
+
+    def code(self, name: str) -> float:
+        got = self.names.get_indexer([name])[0]
+        return float(got) if got >= 0 else -1.0
+
     def rel(self, t: float) -> float | None:
         """Seconds since the run's first record: what examples and reports show."""
         if t is None or (isinstance(t, float) and np.isnan(t)):
@@ -41,23 +53,41 @@ class Facts:
         return round(float(t) - self.t0, 3)
 
 
+def _encode_tasks(run: RunData) -> pd.Index:
+    """Replace task ids by float codes (NaN = none) in the history, snapshot and ledger, in place."""
+    h = run.history
+    col = h["task"] if isinstance(h["task"].dtype, pd.CategoricalDtype) else h["task"].astype("category")
+    cats = col.cat.categories
+    pieces = [np.asarray(cats, dtype=object)]
+    if run.snapshot is not None:
+        pieces.append(run.snapshot["task"].to_numpy(dtype=object))
+    if run.ledger is not None:
+        pieces.append(run.ledger["task"].to_numpy(dtype=object))
+    names = pd.Index(pd.unique(np.concatenate(pieces))) if pieces else pd.Index([])
+    mapping = np.append(names.get_indexer(cats).astype("float64"), np.nan)  # code -1 -> NaN
+    h["task"] = mapping[col.cat.codes.to_numpy()]
+    if run.snapshot is not None:
+        run.snapshot["task"] = names.get_indexer(run.snapshot["task"]).astype("float64")
+    if run.ledger is not None:
+        run.ledger["task"] = names.get_indexer(run.ledger["task"]).astype("float64")
+    return names
+
+
 def build_facts(run: RunData) -> Facts:
+    names = _encode_tasks(run)
     ops = pair_operations(run.history)
     c = ops.claims
     claims_ok = c[(c["status"] == "ok") & c["task"].notna() & c["gen"].notna()].reset_index(drop=True)
-    claims_ok["task"] = claims_ok["task"].astype(str)
     claims_ind = c[c["indeterminate"]].reset_index(drop=True)
     fin = ops.finishes
     fin_ok_task = fin["task"].notna() & fin["gen"].notna()
     fin_acc = fin[fin["accepted"] & fin_ok_task].reset_index(drop=True)
     fin_ind = fin[fin["indeterminate"] & fin_ok_task].reset_index(drop=True)
     fin_rej = fin[fin["rejected"] & fin_ok_task].reset_index(drop=True)
-    for frame in (fin_acc, fin_ind, fin_rej):
-        frame["task"] = frame["task"].astype(str)
     e = ops.extends
     ext_ok = e[(e["status"] == "ok") & e["lease_until_c"].notna()].reset_index(drop=True)
     ext_ind = e[e["indeterminate"]].reset_index(drop=True)
     ind_times = np.sort(claims_ind["t_inv"].to_numpy(dtype="float64"))
     lease = run.config.get("lease")
     return Facts(run, ops, claims_ok, claims_ind, fin_acc, fin_ind, fin_rej, ext_ok, ext_ind, ind_times,
-                 run.config, ops.t0, ops.t1, float(lease) if isinstance(lease, int | float) else None)
+                 run.config, ops.t0, ops.t1, float(lease) if isinstance(lease, int | float) else None, names)

@@ -40,7 +40,7 @@ class InvariantResult:
 
 
 def _result(name: str, bad: pd.DataFrame, examples: list[dict[str, Any]], note: str = "") -> InvariantResult:
-    tasks = sorted(set(bad["task"].astype(str))) if len(bad) else []
+    tasks = np.unique(bad["task"].dropna().to_numpy(dtype="float64")).tolist() if len(bad) else []
     return InvariantResult(name, len(bad) == 0, int(len(bad)), examples[:EXAMPLES], tasks, note)
 
 
@@ -64,7 +64,7 @@ def no_stale_commit(fx: Facts) -> InvariantResult:
     m = fa.merge(c, on="task")
     bad = m[(m["gen_c"] > m["gen_f"]) & (m["t_comp_c"] < m["t_inv_f"])]
     bad = bad.sort_values("gen_c").drop_duplicates("i_f", keep="last").sort_values("t_inv_f")
-    ex = [{"task": r.task, "finish_gen": _g(r.gen_f), "outcome": r.outcome_f, "finish_by": _p(r.process_f),
+    ex = [{"task": fx.name(r.task), "finish_gen": _g(r.gen_f), "outcome": r.outcome_f, "finish_by": _p(r.process_f),
            "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _g(r.gen_c), "claimed_by": _p(r.process_c),
            "claimed_at": fx.rel(r.t_comp_c)} for r in bad.head(EXAMPLES).itertuples()]
     return _result("no_stale_commit", bad, ex)
@@ -99,7 +99,7 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
     known = ~np.isnan(eff) & ~maybe.to_numpy(dtype=bool)
     bad = fa[known & (fa["now"].to_numpy(dtype="float64") >= eff)].sort_values("t_inv")
     unmatched = int(np.isnan(eff).sum())
-    ex = [{"task": r.task, "gen": _g(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
+    ex = [{"task": fx.name(r.task), "gen": _g(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
            "now": fx.rel(r.now), "lease_until": fx.rel(r.eff), "late_by": round(float(r.now - r.eff), 3)}
           for r in bad.head(EXAMPLES).itertuples()]
     note = (f"{unmatched} accepted finish(es) name a generation no successful claim returned"
@@ -113,7 +113,7 @@ def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:
     c = _sfx(fx.claims_ok[["i", "task", "gen", "t_inv", "process"]], "_c")
     m = c.merge(fa, on="task")
     bad = m[m["t_inv_c"] > m["t_comp_f"]].sort_values("t_comp_f").drop_duplicates("i_c").sort_values("t_inv_c")
-    ex = [{"task": r.task, "finished_gen": _g(r.gen_f), "outcome": r.outcome_f, "finished_by": _p(r.process_f),
+    ex = [{"task": fx.name(r.task), "finished_gen": _g(r.gen_f), "outcome": r.outcome_f, "finished_by": _p(r.process_f),
            "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _g(r.gen_c), "reclaimed_by": _p(r.process_c),
            "reclaimed_at": fx.rel(r.t_inv_c)} for r in bad.head(EXAMPLES).itertuples()]
     return _result("no_reclaim_after_terminal", bad, ex)
@@ -173,7 +173,7 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     c["prev_process"] = prev["process"].where(same)
     c["prev_t"] = prev["t_comp"].where(same)
     bad = c[c["kind"] != ""].sort_values("t_inv")
-    ex = [{"task": r.task, "problem": r.kind, "gen": _g(r.gen), "previous_gen": _g(r.prev_gen),
+    ex = [{"task": fx.name(r.task), "problem": r.kind, "gen": _g(r.gen), "previous_gen": _g(r.prev_gen),
            "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
            "previous_at": fx.rel(r.prev_t)} for r in bad.head(EXAMPLES).itertuples()]
     violations = int(dup.sum() + inverted.sum()) + unexplained_total
@@ -205,7 +205,7 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
     # A lease ends early when its holder's finish took (or may have taken) effect.
     fin = pd.concat([fx.fin_acc[["task", "gen", "t_inv"]], fx.fin_ind[["task", "gen", "t_inv"]]])
     m = pairs[["rid", "task", "p_gen", "t_comp"]].merge(fin, left_on=["task", "p_gen"], right_on=["task", "gen"])
-    released = set(m.loc[m["t_inv"] < m["t_comp"], "rid"])
+    released = m.loc[m["t_inv"] < m["t_comp"], "rid"].to_numpy()
     not_released = ~pairs["rid"].isin(released).to_numpy()
     now = pairs["now"].to_numpy(dtype="float64")
     p_now = pairs["p_now"].to_numpy(dtype="float64")
@@ -219,7 +219,7 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
                     np.where(this_first, overlap_prev_after, overlap_this_after & overlap_prev_after))
     pairs["p_eff"] = p_eff
     bad = pairs[viol & not_released].sort_values("t_inv")
-    ex = [{"task": r.task, "held_gen": _g(r.p_gen), "held_by": _p(r.p_process),
+    ex = [{"task": fx.name(r.task), "held_gen": _g(r.p_gen), "held_by": _p(r.p_process),
            "lease_until": fx.rel(r.p_eff), "granted_gen": _g(r.gen), "granted_to": _p(r.process),
            "granted_now": fx.rel(r.now), "overlap_s": round(float(r.p_eff - r.now), 3)}
           for r in bad.head(EXAMPLES).itertuples()]
@@ -237,17 +237,17 @@ def single_finish(fx: Facts) -> InvariantResult:
         processes=("process", lambda s: [int(x) for x in s]),
         at=("t_inv", lambda s: [fx.rel(x) for x in s]), first=("t_inv", "min"),
     ).reset_index().sort_values("first") if len(bad_rows) else pd.DataFrame(columns=["task"])
-    ex = [{"task": r.task, "accepted_finishes": int(r.n), "gens": r.gens, "outcomes": r.outcomes,
+    ex = [{"task": fx.name(r.task), "accepted_finishes": int(r.n), "gens": r.gens, "outcomes": r.outcomes,
            "finished_by": r.processes, "finished_at": r.at} for r in per_task.head(EXAMPLES).itertuples()]
     res = _result("single_finish", per_task, ex)
     res.violations = int((per_task["n"] - 1).sum()) if len(per_task) else 0
     return res
 
 
-def _registered(fx: Facts) -> tuple[set[str] | None, str]:
+def _registered(fx: Facts) -> tuple[np.ndarray | None, str]:
     reg = fx.ops.registers
     if len(reg):
-        return set(reg["task"].dropna().astype(str)), ""
+        return np.unique(reg["task"].dropna().to_numpy(dtype="float64")), ""
     return None, "the history has no register records: registered tasks are taken from the snapshot"
 
 
@@ -281,7 +281,7 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     key = ["task", "gen"]
     acc = fx.fin_acc[["task", "gen", "outcome"]].assign(accepted=True)
     ind = fx.fin_ind[["task", "gen", "outcome"]].assign(accepted=False)
-    has_acc = s["task"].isin(set(acc["task"]))
+    has_acc = s["task"].isin(acc["task"].to_numpy())
     explains = pd.concat([acc, ind]).drop_duplicates(key + ["outcome"])
     m = s[["task", "gen", "state"]].reset_index().merge(explains, on=key)
     explained = set(m.loc[m["state"] == m["outcome"], "index"])
@@ -294,7 +294,7 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     # A running task's lease is the one its last claim set, unless a heartbeat moved it.
     lease = fx.claims_ok.groupby(key, sort=False)["lease_until"].max().rename("claim_lease")
     s = s.merge(lease, left_on=key, right_index=True, how="left")
-    extended = s["task"].isin(set(fx.ops.extends["task"].dropna().astype(str)))
+    extended = s["task"].isin(fx.ops.extends["task"].dropna().to_numpy())
     flag((s["state"] == "running") & s["claim_lease"].notna() & ~extended
          & ~np.isclose(s["lease_until"].fillna(-1), s["claim_lease"], rtol=0, atol=1e-6),
          "lease_until differs from the one its claim returned")
@@ -302,9 +302,10 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     bad = s[s["problem"] != ""]
     # Tasks the history knows but the snapshot lost (or invented).
     registered, _ = _registered(fx)
-    seen = set(fx.claims_ok["task"]) | (registered or set())
-    missing = sorted(seen - set(s["task"]))
-    invented = sorted(set(s["task"]) - registered) if registered is not None else []
+    seen = np.union1d(fx.claims_ok["task"].to_numpy(dtype="float64"),
+                      registered if registered is not None else np.zeros(0))
+    missing = np.setdiff1d(seen, s["task"].to_numpy(dtype="float64"))
+    invented = np.setdiff1d(s["task"].to_numpy(dtype="float64"), registered) if registered is not None else []
     extra_rows = pd.DataFrame(
         [{"task": t, "problem": "missing from the snapshot", "state": None, "gen": np.nan, "max_gen": np.nan}
          for t in missing]
@@ -314,7 +315,7 @@ def state_matches_history(fx: Facts) -> InvariantResult:
         bad = pd.concat([bad[["task", "problem", "state", "gen", "max_gen"]], extra_rows], ignore_index=True)
     ex = []
     for r in bad.head(EXAMPLES).itertuples():
-        item: dict[str, Any] = {"task": r.task, "problem": r.problem, "state": r.state, "gen": _g(r.gen),
+        item: dict[str, Any] = {"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": _g(r.gen),
                                 "highest_claimed_gen": _g(r.max_gen)}
         fins = fx.fin_acc[fx.fin_acc["task"] == r.task]
         item["accepted_finishes"] = [[_g(g), o, _p(p)] for g, o, p in
@@ -329,13 +330,13 @@ def no_lost_task(fx: Facts) -> InvariantResult:
     if snap is None:
         return InvariantResult("no_lost_task", "unknown", 0, [], note=f"no snapshot ({fx.run.snapshot_error})")
     registered, note = _registered(fx)
-    registered = registered if registered is not None else set(snap["task"])
+    registered = registered if registered is not None else np.unique(snap["task"].to_numpy(dtype="float64"))
     state = snap.drop_duplicates("task").set_index("task")
-    reg = pd.DataFrame({"task": sorted(registered)})
+    reg = pd.DataFrame({"task": registered})
     reg = reg.merge(state, left_on="task", right_index=True, how="left")
-    attempted = set(fx.ops.actions["task"].dropna().astype(str))
+    attempted = fx.ops.actions["task"].dropna().to_numpy(dtype="float64")
     if fx.run.ledger is not None:
-        attempted |= set(fx.run.ledger["task"])
+        attempted = np.union1d(attempted, fx.run.ledger["task"].to_numpy(dtype="float64"))
     claimed = fx.claims_ok.groupby("task", sort=False).agg(claims=("i", "size"), last_gen=("gen", "max"))
     reg = reg.merge(claimed, left_on="task", right_index=True, how="left")
     problem = np.where(reg["state"].isna(), "missing from the snapshot",
@@ -346,7 +347,7 @@ def no_lost_task(fx: Facts) -> InvariantResult:
     bad = reg[reg["problem"] != ""]
     expected = fx.config.get("tasks")
     short = isinstance(expected, int) and not len(fx.ops.registers) and len(snap) < expected
-    ex = [{"task": r.task, "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
+    ex = [{"task": fx.name(r.task), "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
            "gen": _g(r.gen), "successful_claims": int(0 if pd.isna(r.claims) else r.claims)}
           for r in bad.head(EXAMPLES).itertuples()]
     res = _result("no_lost_task", bad, ex, note)

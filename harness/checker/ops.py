@@ -65,7 +65,7 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     fault_codes = [cats.index(x) for x in FAULTS if x in cats]
     is_fault = np.isin(sub_f, fault_codes)
     # Pairing key beyond (process, f): the task for registers, the target for faults.
-    task_codes = pd.factorize(sub["task"].astype(object).where(sub["task"].notna(), ""))[0]
+    task_codes = np.nan_to_num(sub["task"].to_numpy(dtype="float64", na_value=np.nan), nan=-1).astype(np.int64)
     target = _np(sub["target"], "float64")
     key = np.where(sub_f == reg_code, task_codes, 0).astype(np.int64)
     key = np.where(is_fault, np.nan_to_num(target, nan=-1).astype(np.int64), key)
@@ -130,22 +130,30 @@ def pair_operations(h: pd.DataFrame) -> Ops:
                run_events.reset_index(drop=True), unpaired, t0, t1)
 
 
+def _take(col: pd.Series, rows: np.ndarray) -> pd.Series:
+    """``col`` at ``rows`` as a plain column: categorical text becomes object (None for missing),
+    converting only the categories and taking by code, so 1M-row columns are never materialised."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = np.append(np.asarray(col.cat.categories, dtype=object), None)
+        return pd.Series(cats[col.cat.codes.to_numpy()[rows]], dtype=object)
+    values = col.to_numpy()
+    return pd.Series(values[rows], dtype=values.dtype)
+
+
 def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray) -> pd.DataFrame:
     """One row per invoke: its fields, and its completion's fields (suffix ``_c``) when there is one."""
     has = comp_rows >= 0
     safe = np.where(has, comp_rows, 0)
     out: dict[str, object] = {"i": inv_rows}
     for col in _INVOKE_COLS:
-        src = h[col]
-        name = "t_inv" if col == "time" else col
-        out[name] = src.iloc[inv_rows].reset_index(drop=True) if len(inv_rows) else src.iloc[:0].reset_index(
-            drop=True)
+        out["t_inv" if col == "time" else col] = _take(h[col], inv_rows)
     for col in _COMPLETE_COLS:
-        src = h[col]
-        vals = src.iloc[safe].reset_index(drop=True) if len(inv_rows) else src.iloc[:0].reset_index(drop=True)
-        vals = vals.where(pd.Series(has), None) if vals.dtype != "float64" else vals.where(pd.Series(has))
-        name = {"time": "t_comp", "type": "status"}.get(col, f"{col}_c")
-        out[name] = vals
+        vals = _take(h[col], safe)
+        if vals.dtype == object:
+            vals = vals.where(has, None)
+        else:
+            vals = vals.astype("float64").where(has)
+        out[{"time": "t_comp", "type": "status"}.get(col, f"{col}_c")] = vals
     frame = pd.DataFrame(out)
     frame["status"] = frame["status"].fillna("open").astype(object)
     frame["t_comp"] = frame["t_comp"].astype("float64")

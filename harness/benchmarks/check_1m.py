@@ -1,0 +1,219 @@
+"""How fast is the checker on a big run? Load + check a realistic 1M-event history, against only
+reading the same file with the fastest reader (pyarrow's JSON reader), each in a fresh process.
+
+Why a generated history: a real 1M-event run takes minutes; the generator replays a correct queue
+(serially, so every operation's interval is exact) with the fault mix of a stress run — SIGKILLs in
+every phase (open operations, takeovers, S5 duplicates), pauses past the lease (stale finishes
+refused), lost replies (uncertain) — and writes the real run folder: history.jsonl, ledger.sqlite
+(with the real schema), snapshot.json and config.json. The checker must find it valid.
+
+    python -m harness.benchmarks.check_1m [--events 1000000] [--dir DIR] [--seed 1] [--repeat 3]
+
+Prints one JSON object: events, read (fastest reader) and check (load + invariants + counts)
+seconds and peak RSS (MB), and their ratios. Medians over ``--repeat`` interleaved runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.ledger import Ledger
+
+LEASE = 5.0
+
+
+def generate(folder: Path, events: int, seed: int) -> int:
+    """Write a run folder whose history has about ``events`` records; returns the exact count."""
+    rng = random.Random(f"check_1m:{seed}")
+    folder.mkdir(parents=True, exist_ok=True)
+    n_tasks = max(10, events // 9)
+    workers = 16
+    t = 1_700_000_000.0
+    lines: list[str] = []
+    add = lines.append
+    ledger_rows: list[tuple] = []
+    state: dict[str, tuple[str, int]] = {}
+    ids = [f"t{i:07d}" for i in range(n_tasks)]
+    for task in ids:
+        add(f'{{"time":{t},"process":0,"type":"invoke","f":"register","task":"{task}","now":{t}}}')
+        add(f'{{"time":{t},"process":0,"type":"ok","f":"register","task":"{task}"}}')
+        state[task] = ("pending", 0)
+    next_process = 1
+    slots = {}
+    for w in range(workers):
+        slots[f"w{w}"] = next_process
+        add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{next_process},"worker":"w{w}",'
+            f'"pid":{1000 + next_process}}}')
+        next_process += 1
+    pending = list(ids)
+    pending.reverse()
+    retry: list[tuple[float, str]] = []  # (lease expiry, task): claimable again after a kill or pause
+    slot_names = list(slots)
+    k = 0
+    while pending or retry:
+        t += 0.0004
+        w = slot_names[k % workers]
+        k += 1
+        p = slots[w]
+        if retry and retry[0][0] <= t:
+            _, task = heapq.heappop(retry)
+        elif pending:
+            task = pending.pop()
+        else:
+            t = max(t, retry[0][0])
+            continue
+        gen = state[task][1] + 1
+        state[task] = ("running", gen)
+        add(f'{{"time":{t},"process":{p},"type":"invoke","f":"claim","worker":"{w}","now":{t},"lease":{LEASE}}}')
+        lease_until = t + LEASE
+        t += 0.0003
+        add(f'{{"time":{t},"process":{p},"type":"ok","f":"claim","task":"{task}","gen":{gen},'
+            f'"lease_until":{lease_until},"now":{t - 0.0003}}}')
+        roll = rng.random()
+        t += 0.0005
+        if roll < 0.004:  # killed before acting
+            add(f'{{"time":{t},"process":0,"type":"invoke","f":"kill","target":{p},"worker":"{w}",'
+                f'"value":"before_action","phase":"working","task":"{task}","gen":{gen}}}')
+            add(f'{{"time":{t},"process":0,"type":"ok","f":"exit","target":{p},"worker":"{w}","value":"-9"}}')
+            heapq.heappush(retry, (lease_until, task))
+            slots[w] = p = next_process
+            next_process += 1
+            add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{p},"worker":"{w}","pid":{1000 + p}}}')
+            continue
+        lost = roll > 0.995
+        add(f'{{"time":{t},"process":{p},"type":"invoke","f":"action","task":"{task}","gen":{gen},"now":{t}}}')
+        ledger_rows.append((task, gen, w, p, t + 0.0001, "lost" if lost else "ok", 1, "performed", None, "none"))
+        t += 0.0004
+        if lost:
+            add(f'{{"time":{t},"process":{p},"type":"info","f":"action","task":"{task}","gen":{gen},"error":"timeout"}}')
+        else:
+            add(f'{{"time":{t},"process":{p},"type":"ok","f":"action","task":"{task}","gen":{gen},"value":"ok"}}')
+        if 0.004 <= roll < 0.008:  # killed after acting, before finishing: S5
+            add(f'{{"time":{t},"process":0,"type":"invoke","f":"kill","target":{p},"worker":"{w}",'
+                f'"value":"after_action","phase":"acted","task":"{task}","gen":{gen}}}')
+            add(f'{{"time":{t},"process":0,"type":"ok","f":"exit","target":{p},"worker":"{w}","value":"-9"}}')
+            heapq.heappush(retry, (lease_until, task))
+            slots[w] = p = next_process
+            next_process += 1
+            add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{p},"worker":"{w}","pid":{1000 + p}}}')
+            continue
+        outcome = "uncertain" if lost else "done"
+        if 0.008 <= roll < 0.010 and not lost:  # paused past the lease: its late finish is refused
+            add(f'{{"time":{t},"process":0,"type":"invoke","f":"pause","target":{p},"worker":"{w}","value":"6",'
+                f'"phase":"acted","task":"{task}","gen":{gen}}}')
+            # The task is taken over first (gen + 1, done), then the holder wakes and is refused.
+            heapq.heappush(retry, (lease_until, task))
+            add(f'{{"time":{t + 0.0001},"process":0,"type":"ok","f":"pause","target":{p},"worker":"{w}"}}')
+            add(f'{{"time":{t + 0.0002},"process":{p},"type":"invoke","f":"finish","task":"{task}","gen":{gen},'
+                f'"outcome":"done","now":{lease_until + 1}}}')
+            add(f'{{"time":{t + 0.0003},"process":{p},"type":"fail","f":"finish","task":"{task}","gen":{gen},'
+                f'"outcome":"done","error":"rejected"}}')
+            continue
+        if 0.010 <= roll < 0.012:  # killed during finish: it took effect (or not, half the time)
+            took = rng.random() < 0.5
+            add(f'{{"time":{t},"process":{p},"type":"invoke","f":"finish","task":"{task}","gen":{gen},'
+                f'"outcome":"{outcome}","now":{t}}}')
+            add(f'{{"time":{t},"process":0,"type":"invoke","f":"kill","target":{p},"worker":"{w}",'
+                f'"value":"during_finish","phase":"finishing","task":"{task}","gen":{gen}}}')
+            add(f'{{"time":{t},"process":0,"type":"ok","f":"exit","target":{p},"worker":"{w}","value":"-9"}}')
+            if took:
+                state[task] = (outcome, gen)
+            else:
+                heapq.heappush(retry, (lease_until, task))
+            slots[w] = p = next_process
+            next_process += 1
+            add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{p},"worker":"{w}","pid":{1000 + p}}}')
+            continue
+        add(f'{{"time":{t},"process":{p},"type":"invoke","f":"finish","task":"{task}","gen":{gen},'
+            f'"outcome":"{outcome}","now":{t}}}')
+        t += 0.0003
+        add(f'{{"time":{t},"process":{p},"type":"ok","f":"finish","task":"{task}","gen":{gen},'
+            f'"outcome":"{outcome}","value":"true"}}')
+        state[task] = (outcome, gen)
+    (folder / "history.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "snapshot.json").write_text(json.dumps(
+        {"time": t, "tasks": [[task, s, g, None] for task, (s, g) in state.items()]}))
+    (folder / "config.json").write_text(json.dumps(
+        {"queue": "harness.queues.sqlite_lease:SQLiteLeaseQueue", "seed": seed, "workers": workers,
+         "tasks": n_tasks, "duration": 0, "lease": LEASE, "profile": "check_1m", "remedy": "none",
+         "faults": {"kill": 1, "pause": 1, "lose_reply": 0.005},
+         "command": f"python -m harness.benchmarks.check_1m --events {events} --seed {seed}"}))
+    Ledger(str(folder / "ledger.sqlite")).close()
+    conn = sqlite3.connect(folder / "ledger.sqlite")
+    conn.executemany("INSERT INTO actions (task_id, generation, worker, process, t, reply, performed, result, key,"
+                     " remedy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", ledger_rows)
+    conn.commit()
+    conn.close()
+    return len(lines)
+
+
+_READ = """
+import resource, sys, time
+import pyarrow.json as paj
+t = time.perf_counter()
+table = paj.read_json(sys.argv[1])
+took = time.perf_counter() - t
+print(took, table.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+_CHECK = """
+import resource, sys, time
+from harness.checker import analyse
+t = time.perf_counter()
+summary, fx, res = analyse(sys.argv[1])
+took = time.perf_counter() - t
+assert summary["valid"] is True, {k: v for k, v in summary["invariants"].items() if v["valid"] is not True}
+print(took, summary["history"]["lines"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def _measure(script: str, arg: str) -> tuple[float, float]:
+    out = subprocess.run([sys.executable, "-c", script, arg], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"check_1m: measurement failed: {out.stderr.strip().splitlines()[-1:]}")
+    took, _, rss = out.stdout.split()
+    return float(took), float(rss)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.benchmarks.check_1m", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", help="where to write the generated run folder (default: a temp dir)")
+    args = parser.parse_args(argv)
+    import tempfile
+
+    folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="check_1m-"))
+    started = time.perf_counter()
+    n = generate(folder, args.events, args.seed)
+    gen_s = time.perf_counter() - started
+    reads, checks = [], []
+    for _ in range(args.repeat):  # interleaved, so background load drifts hit both alike
+        reads.append(_measure(_READ, str(folder / "history.jsonl")))
+        checks.append(_measure(_CHECK, str(folder)))
+    read_s = statistics.median(r[0] for r in reads)
+    check_s = statistics.median(c[0] for c in checks)
+    read_mb = max(r[1] for r in reads)
+    check_mb = max(c[1] for c in checks)
+    print(json.dumps({
+        "events": n, "history_mb": round((folder / "history.jsonl").stat().st_size / 2**20, 1),
+        "generate_s": round(gen_s, 2),
+        "read_s": round(read_s, 3), "read_peak_rss_mb": round(read_mb), "check_s": round(check_s, 3),
+        "check_peak_rss_mb": round(check_mb), "time_ratio": round(check_s / read_s, 2),
+        "rss_ratio": round(check_mb / read_mb, 2), "repeat": args.repeat, "dir": str(folder),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

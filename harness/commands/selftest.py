@@ -1,0 +1,134 @@
+"""``takeover selftest``: prove the checker's power — every planted bug caught, the reference passes.
+
+Each run is a real ``takeover stress --profile smoke`` in a child process (real workers, real
+signals), checked by the same checker users get. A planted bug counts as caught when one of the
+invariants it targets is violated; the time to detection is the wall time of the run that caught
+it, and when the first violation happened in that run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from harness.contract import REFERENCE_QUEUE
+from harness.errors import UsageError
+
+HELP = "run planted-bug queues and the reference queue under short stress runs: is every bug caught?"
+QUICK = ("FinishIgnoresGeneration", "StealsLiveLeases", "DropsTasks")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help=f"only {', '.join(QUICK)} and one reference seed (for the test suite)")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="seeds for the reference queue; a planted bug may use up to this many tries (default 3)")
+    parser.add_argument("--profile", default="smoke", help="stress profile for every run (default smoke)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="run only this planted queue (repeatable)")
+    parser.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (default: a temp dir)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def _stress(queue: str, seed: int, profile: str, out: Path) -> tuple[int, float, dict[str, Any] | None]:
+    cmd = [sys.executable, "-m", "harness", "stress", "--profile", profile, "--queue", queue,
+           "--seed", str(seed), "--out", str(out)]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=600)
+    except BaseException:
+        _reap(proc.pid)
+        raise
+    took = time.monotonic() - started
+    summary_path = out / "summary.json"
+    if proc.returncode == 2 or not summary_path.exists():
+        line = (err or "").strip().splitlines()[-1:] or ["no summary written"]
+        raise UsageError(f"selftest: the stress run for {queue} failed (exit {proc.returncode}): {line[0]}")
+    return proc.returncode, took, json.loads(summary_path.read_text())
+
+
+def _reap(pid: int) -> None:
+    """Kill a child run and everything it started (workers, service), then wait for them."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    procs = root.children(recursive=True) + [root]
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=10)
+
+
+def _first_violation(summary: dict[str, Any], names: tuple[str, ...]) -> float | None:
+    times = [v for n in names for ex in summary["invariants"][n]["examples"] for k, v in ex.items()
+             if isinstance(v, int | float) and not isinstance(v, bool) and k.endswith(("_at", "now"))]
+    return min(times) if times else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.queues.planted import PLANTED
+
+    if args.seeds < 1:
+        raise UsageError("--seeds must be at least 1")
+    unknown = [n for n in args.only if n not in PLANTED]
+    if unknown:
+        raise UsageError(f"unknown planted queue {unknown[0]!r}; known: {', '.join(PLANTED)}")
+    names = args.only or (list(QUICK) if args.quick else list(PLANTED))
+    ref_seeds = 1 if args.quick else args.seeds
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="takeover-selftest-"))
+    root.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    out = sys.stdout
+    for name in names:
+        expected = PLANTED[name]
+        row: dict[str, Any] = {"queue": name, "expected": list(expected), "caught": False, "tries": 0}
+        for seed in range(1, args.seeds + 1):
+            code, took, summary = _stress(f"harness.queues.planted:{name}", seed, args.profile,
+                                          root / f"{name}-s{seed}")
+            row["tries"] += 1
+            fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is False]
+            if any(n in fired for n in expected):
+                row.update(caught=True, seed=seed, seconds=round(took, 1), violated=fired,
+                           first_violation_at=_first_violation(summary, expected), run_dir=str(root / f"{name}-s{seed}"))
+                break
+            row.update(violated=fired, seconds=round(took, 1))
+        results.append(row)
+        if not args.json:
+            if row["caught"]:
+                out.write(f"caught  {name:<24} seed {row['seed']}, run {row['seconds']} s, first violation at "
+                          f"t={row['first_violation_at']} s; violated: {', '.join(row['violated'])}\n")
+            else:
+                out.write(f"MISSED  {name:<24} after {row['tries']} run(s); expected {', '.join(expected)}\n")
+            out.flush()
+    refs: list[dict[str, Any]] = []
+    for seed in range(1, ref_seeds + 1):
+        code, took, summary = _stress(REFERENCE_QUEUE, seed, args.profile, root / f"reference-s{seed}")
+        fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is not True]
+        refs.append({"seed": seed, "valid": summary["valid"], "exit": code, "seconds": round(took, 1),
+                     "not_holding": fired})
+        if not args.json:
+            word = "passed" if summary["valid"] is True else "FAILED"
+            out.write(f"{word:<7} reference queue, seed {seed}, run {round(took, 1)} s"
+                      + (f"; not holding: {', '.join(fired)}" if fired else "") + "\n")
+            out.flush()
+    ok = all(r["caught"] for r in results) and all(r["valid"] is True for r in refs)
+    if args.json:
+        out.write(json.dumps({"ok": ok, "planted": results, "reference": refs, "runs": str(root)}, indent=2) + "\n")
+    else:
+        caught = sum(r["caught"] for r in results)
+        out.write(f"selftest: {caught}/{len(results)} planted bugs caught, reference "
+                  f"{'passed' if all(r['valid'] is True for r in refs) else 'FAILED'} on {len(refs)} seed(s); "
+                  f"runs in {root}\n")
+    return 0 if ok else 1
