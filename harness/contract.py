@@ -24,6 +24,19 @@ Semantics the harness checks (the spec, ``scenarios-en.md``):
 * ``done`` and ``uncertain`` are never claimable again.
 * ``snapshot()`` returns ``(task_id, state, generation, lease_until)`` for every task.
 * ``close()`` releases the connection; what was committed survives it.
+
+Optional extensions (used only when present, see :func:`has_extension`; a queue without them is
+tested without the feature and the report says so):
+
+* ``register_many(task_ids, now)``: register a batch in one transaction.
+* ``extend(task_id, generation, now, lease) -> float | None`` (heartbeats): when the generation is
+  the current one, the task is ``running`` and ``now < lease_until``, set ``lease_until`` to
+  ``now + lease`` (never shorter than it was) and return it; otherwise return None: the lease is
+  lost and the worker must stop before acting.
+* ``resolve(task_id, generation, resolution, now) -> bool`` (reconciliation of ``uncertain``):
+  resolution ``"done"`` (the action is known to have happened) or ``"pending"`` (known not to have
+  happened: claimable again, a retry's claim raises the generation as usual). Accepted (True)
+  only when the task is ``uncertain`` at that generation. ``done`` by resolve is terminal.
 """
 
 from __future__ import annotations

@@ -47,6 +47,21 @@ _TAKE = (
     "UPDATE tasks SET state = 'running', generation = generation + 1, lease_until = ?, worker = ? "
     "WHERE task_id = ? RETURNING generation, lease_until"
 )
+# Heartbeat: only the current holder, only while its lease is still valid; never shortens a lease.
+_EXTEND = (
+    "UPDATE tasks SET lease_until = MAX(lease_until, ?) "
+    "WHERE task_id = ? AND generation = ? AND state = 'running' AND ? < lease_until RETURNING lease_until"
+)
+# Reconciliation: only an ``uncertain`` task of that generation; the generation stays, so a retry's
+# claim raises it as every claim does and an old holder stays fenced.
+_RESOLVE = {
+    "done": "UPDATE tasks SET state = 'done', lease_until = NULL WHERE task_id = ? AND generation = ?"
+    " AND state = 'uncertain'",
+    "pending": "UPDATE tasks SET state = 'pending', lease_until = NULL, worker = NULL WHERE task_id = ?"
+    " AND generation = ? AND state = 'uncertain'",
+}
+RESOLUTIONS = tuple(_RESOLVE)
+
 _FINISH = (
     "UPDATE tasks SET state = ?, lease_until = NULL "
     "WHERE task_id = ? AND generation = ? AND state = 'running' AND ? < lease_until"
@@ -138,6 +153,48 @@ class SQLiteLeaseQueue:
             self._rollback()
             raise
         return accepted
+
+    def extend(self, task_id: str, generation: int, now: float, lease: float) -> float | None:
+        """Optional extension (heartbeat): push the lease to ``now + lease`` while it is still held.
+
+        Fenced like finish: a holder whose lease already ran out (``now >= lease_until``) or whose
+        generation was superseded gets None and must stop before acting, because another worker
+        may own the task now. Returns the new ``lease_until``.
+        """
+        _check_task_id(task_id)
+        _check_time("now", now)
+        _check_time("lease", lease)
+        if lease <= 0:
+            raise ValueError(f"lease must be positive, got {lease!r}")
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(_EXTEND, (now + lease, task_id, generation, now)).fetchone()
+            conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        return None if row is None else float(row[0])
+
+    def resolve(self, task_id: str, generation: int, resolution: str, now: float) -> bool:
+        """Optional extension (reconciliation): move an ``uncertain`` task of this generation to
+        ``done`` (its action is known to have happened) or back to ``pending`` (known not to have
+        happened: claimable again for a retry). False when the task is not uncertain at that
+        generation, so two reconcilers, or a stale answer, cannot undo each other's work.
+        """
+        if resolution not in _RESOLVE:
+            raise ValueError(f"resolution must be one of {RESOLUTIONS}, got {resolution!r}")
+        _check_task_id(task_id)
+        _check_time("now", now)
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            changed = conn.execute(_RESOLVE[resolution], (task_id, generation)).rowcount == 1
+            conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        return changed
 
     def snapshot(self) -> list[SnapshotRow]:
         rows = self._conn.execute(
