@@ -9,7 +9,8 @@ Protocol: one JSON object per line each way. Request ``{"task", "gen", "worker",
 "lose"}``; reply ``{"reply": "ok" | "error", "result": ..., "count": N}``. ``lose: true`` is the
 nemesis' lost reply: the action is performed and recorded with ``reply = 'lost'`` and no answer is
 ever sent, so the worker only sees its timeout. Malformed requests get ``{"reply": "error"}`` and
-are not recorded (nothing was performed).
+are not recorded (nothing was performed). ``{"op": "lookup", "key": K}`` asks whether an action
+with key K was performed (reconciliation): ``{"reply": "ok", "performed": true | false}``.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ def _serve(conn: socket.socket, ledger: Ledger, lock: threading.Lock, stopping: 
 def _handle(line: bytes, ledger: Ledger, lock: threading.Lock) -> bytes | None:
     try:
         req = json.loads(line)
+        if isinstance(req, dict) and req.get("op") == "lookup":  # reconciliation (harness/reconcile.py)
+            with lock:
+                performed = ledger.lookup(str(req["key"]))
+            return (json.dumps({"reply": "ok", "performed": performed}) + "\n").encode()
         task, gen = str(req["task"]), int(req["gen"])
     except (ValueError, KeyError, TypeError):
         return b'{"reply":"error","result":"malformed"}\n'
