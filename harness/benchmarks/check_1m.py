@@ -35,7 +35,7 @@ def generate(folder: Path, events: int, seed: int) -> int:
     """Write a run folder whose history has about ``events`` records; returns the exact count."""
     rng = random.Random(f"check_1m:{seed}")
     folder.mkdir(parents=True, exist_ok=True)
-    n_tasks = max(10, events // 9)
+    n_tasks = max(10, int(events / 8.07))
     workers = 16
     t = 1_700_000_000.0
     lines: list[str] = []

@@ -12,6 +12,8 @@ from harness.checker.counts import counts, coverage, duplicates, warnings
 from harness.checker.facts import Facts, build_facts
 from harness.checker.invariants import InvariantResult, check_invariants
 from harness.checker.load import load_run
+from harness.checker.remedies import describe as describe_features
+from harness.checker.remedies import feature_sections
 from harness.checker.verdict import combine, exit_code, inconclusive_reason
 
 SUMMARY_FILE = "summary.json"
@@ -47,6 +49,7 @@ def analyse(run_dir: str | Path, *, fail_on_duplicates: bool = False) -> tuple[d
         "counts": cnt,
         "coverage": cov,
         "warnings": warn,
+        **feature_sections(fx),
         "history": {"lines": run.stats.lines, "torn_tail": run.stats.torn_tail,
                     "corrupt_lines": run.stats.corrupt_lines,
                     "corrupt_examples": list(run.stats.corrupt_examples)},
@@ -111,6 +114,7 @@ def short_summary(summary: dict[str, Any], written: list[str]) -> str:
                  f"stale finishes refused {c['finishes']['rejected_stale']}")
     lines.append(f"  duplicate side effects: {d.get('tasks')} task(s), {d.get('extra_actions')} extra "
                  f"action(s)" + (f" ({by})" if by else ""))
+    lines += [f"  {line}" for line in describe_features(summary)]
     for w in summary["warnings"]:
         lines.append(f"  warning: {w}")
     lines.append(f"  wrote {', '.join(written)} in {summary['run_dir']}")

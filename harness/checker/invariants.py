@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.checker.facts import Facts
+from harness.checker.resolves import last_word, reopen_epoch, reopened_between
 
 TERMINAL = ("done", "uncertain")
 EXAMPLES = 5
@@ -112,7 +113,9 @@ def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:
     fa = _sfx(fx.fin_acc[["task", "gen", "outcome", "t_comp", "process"]], "_f")
     c = _sfx(fx.claims_ok[["i", "task", "gen", "t_inv", "process"]], "_c")
     m = c.merge(fa, on="task")
-    bad = m[m["t_inv_c"] > m["t_comp_f"]].sort_values("t_comp_f").drop_duplicates("i_c").sort_values("t_inv_c")
+    m = m[m["t_inv_c"] > m["t_comp_f"]]
+    m = m[~reopened_between(fx, m, "t_comp_f", "t_inv_c")]  # a resolve back to pending reopens it
+    bad = m.sort_values("t_comp_f").drop_duplicates("i_c").sort_values("t_inv_c")
     ex = [{"task": fx.name(r.task), "finished_gen": _g(r.gen_f), "outcome": r.outcome_f, "finished_by": _p(r.process_f),
            "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _g(r.gen_c), "reclaimed_by": _p(r.process_c),
            "reclaimed_at": fx.rel(r.t_inv_c)} for r in bad.head(EXAMPLES).itertuples()]
@@ -229,7 +232,8 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
 def single_finish(fx: Facts) -> InvariantResult:
     """More than one accepted finish for a task."""
     fa = fx.fin_acc
-    counts = fa.groupby("task", sort=False)["i"].transform("size")
+    # A resolve back to pending starts a new epoch: the retry's finish is that epoch's only one.
+    counts = fa.groupby([fa["task"], reopen_epoch(fx, fa)], sort=False)["i"].transform("size")
     bad_rows = fa[counts > 1].sort_values(["task", "t_inv"])
     per_task = bad_rows.groupby("task", sort=False).agg(
         n=("i", "size"), gens=("gen", lambda s: [int(x) for x in s]),
@@ -298,6 +302,14 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     flag((s["state"] == "running") & s["claim_lease"].notna() & ~extended
          & ~np.isclose(s["lease_until"].fillna(-1), s["claim_lease"], rtol=0, atol=1e-6),
          "lease_until differs from the one its claim returned")
+    # Tasks whose last word is a resolve: the snapshot must show that resolution at its generation.
+    lw = last_word(fx)
+    if len(lw):
+        r = s[["task", "gen", "state"]].reset_index().merge(lw, on="task", suffixes=("", "_r"))
+        fits = (r["gen"] == r["gen_r"]) & ((r["state"] == r["resolution"])
+                                           | (~r["certain"].astype(bool) & (r["state"] == "uncertain")))
+        problems[r.loc[fits, "index"].to_numpy()] = ""
+        problems[r.loc[~fits, "index"].to_numpy()] = "state or generation differs from its last resolve"
     s["problem"] = problems
     bad = s[s["problem"] != ""]
     # Tasks the history knows but the snapshot lost (or invented).
@@ -343,6 +355,12 @@ def no_lost_task(fx: Facts) -> InvariantResult:
                        np.where(~reg["state"].isin(TERMINAL), "not terminal after the drain",
                                 np.where(~reg["task"].isin(attempted),
                                          "terminal but its action was never attempted", "")))
+    lw = last_word(fx)
+    retry = reg["task"].isin(lw.loc[lw["resolution"] == "pending", "task"].to_numpy()).to_numpy()
+    awaiting = int((retry & (problem == "not terminal after the drain")).sum())
+    problem = np.where(retry & (problem == "not terminal after the drain"), "", problem)
+    if awaiting:
+        note = (note + "; " if note else "") + f"{awaiting} task(s) resolved back to pending await a retry"
     reg["problem"] = problem
     bad = reg[reg["problem"] != ""]
     expected = fx.config.get("tasks")

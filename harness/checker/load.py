@@ -94,9 +94,11 @@ def _load_snapshot(path: Path, notes: list[str]) -> tuple[pd.DataFrame | None, f
     rows = data.get("tasks")
     if not isinstance(rows, list) or any(not isinstance(r, list | tuple) or len(r) != 4 for r in rows):
         raise UsageError(f"{path}: 'tasks' must be a list of [task_id, state, generation, lease_until]")
-    frame = pd.DataFrame(rows, columns=["task", "state", "gen", "lease_until"])
-    frame["task"] = frame["task"].astype(str)
-    frame["state"] = frame["state"].astype(str)
+    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    frame = pd.DataFrame({name: pd.Series(col, dtype=object)
+                          for name, col in zip(("task", "state", "gen", "lease_until"), cols, strict=True)})
+    frame["task"] = frame["task"].astype(str).astype(object)
+    frame["state"] = frame["state"].astype(str).astype(object)
     frame["gen"] = pd.to_numeric(frame["gen"], errors="coerce").astype("float64")
     frame["lease_until"] = pd.to_numeric(frame["lease_until"], errors="coerce").astype("float64")
     return frame, snap_time, None
@@ -117,7 +119,10 @@ def _load_ledger(path: Path, notes: list[str]) -> pd.DataFrame | None:
                     notes.append("ledger.sqlite has no 'actions' table: duplicates cannot be counted")
                     return None
                 wanted = [c for c in LEDGER_COLUMNS if c in cols]
-                frame = pd.read_sql_query(f"SELECT {', '.join(wanted)} FROM actions ORDER BY seq", conn)
+                rows = conn.execute(f"SELECT {', '.join(wanted)} FROM actions ORDER BY seq").fetchall()
+                cols = list(zip(*rows, strict=True)) if rows else [()] * len(wanted)
+                frame = pd.DataFrame({name: pd.Series(col, dtype=object) for name, col in zip(wanted, cols,
+                                                                                             strict=True)})
             finally:
                 conn.close()
             break
@@ -129,8 +134,10 @@ def _load_ledger(path: Path, notes: list[str]) -> pd.DataFrame | None:
         if col not in frame:
             frame[col] = pd.NA
     frame = frame.rename(columns={"task_id": "task", "generation": "gen"})
-    frame["task"] = frame["task"].astype(str)
+    frame["task"] = frame["task"].astype(str).astype(object)
     frame["gen"] = pd.to_numeric(frame["gen"], errors="coerce").astype("float64")
     frame["process"] = pd.to_numeric(frame["process"], errors="coerce").astype("float64")
+    frame["t"] = pd.to_numeric(frame["t"], errors="coerce").astype("float64")
+    frame["seq"] = pd.to_numeric(frame["seq"], errors="coerce").astype("float64")
     frame["performed"] = pd.to_numeric(frame["performed"], errors="coerce").fillna(0).astype("int64")
     return frame

@@ -72,7 +72,8 @@ class FinishIgnoresGeneration(_Planted):
     """Completion by task id alone (most database queues): a stale holder's finish is accepted
     while the new holder's lease is valid. Caught by ``no_stale_commit``."""
 
-    FINISH = "UPDATE tasks SET state = ?, lease_until = NULL WHERE task_id = ? AND state = 'running' AND ? < lease_until"
+    FINISH = ("UPDATE tasks SET state = ?, lease_until = NULL "
+              "WHERE task_id = ? AND state = 'running' AND ? < lease_until")
 
     def _finish_params(self, task_id, generation, outcome, now):
         return (outcome, task_id, now)

@@ -1,0 +1,107 @@
+"""What the remedies, heartbeats and reconciliation did in a run: the summary's ``remedy``,
+``heartbeat`` and ``reconcile`` sections.
+
+Why here and not in counts.py: these are per-feature tallies a reader compares across runs (which
+remedy removed duplicates, whether heartbeats were really in effect), read straight from the
+service's ledger and the history, so they stay correct whatever the invariants conclude.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checker.facts import Facts
+from harness.checker.resolves import resolves
+
+RESULTS = ("performed", "deduplicated", "refused")
+
+
+def remedy_counts(fx: Facts) -> dict[str, Any]:
+    """``{"name", "performed", "deduplicated", "refused", "requests"}`` from ledger.sqlite."""
+    name = str(fx.config.get("remedy") or "none")
+    ledger = fx.run.ledger
+    if ledger is None:
+        return {"name": name, **{k: None for k in RESULTS}, "requests": None, "note": "no ledger"}
+    if "result" in ledger.columns:
+        by = ledger["result"].astype(str).value_counts()
+        out = {k: int(by.get(k, 0)) for k in RESULTS}
+    else:  # a ledger from before results were recorded: performed or not is all it knows
+        performed = int(ledger["performed"].sum())
+        out = {"performed": performed, "deduplicated": None, "refused": None}
+    return {"name": name, **out, "requests": int(len(ledger))}
+
+
+def _queue_has(spec: str, method: str) -> bool | None:
+    """Whether the queue class offers an optional method; None when that cannot be told statically."""
+    try:
+        from harness.contract import load_queue_factory
+
+        factory = load_queue_factory(spec)
+    except Exception:  # noqa: BLE001 - a run checked elsewhere may not have the queue installed
+        return None
+    if isinstance(factory, type):
+        return callable(getattr(factory, method, None))
+    return None
+
+
+def heartbeat_summary(fx: Facts) -> dict[str, Any]:
+    """Whether heartbeats were in effect, and how the extends went."""
+    interval = float(fx.config.get("heartbeat") or 0.0)
+    e = fx.ops.extends
+    status = e["status"].astype(str) if len(e) else e.get("status")
+    extends = {"ok": int((status == "ok").sum()) if len(e) else 0,
+               "lost": int((status == "fail").sum()) if len(e) else 0,
+               "indeterminate": int(e["indeterminate"].sum()) if len(e) else 0}
+    out: dict[str, Any] = {"interval": interval, "extends": extends}
+    if interval <= 0:
+        out["in_effect"] = False
+        out["note"] = "no heartbeats requested (fixed lease)"
+        return out
+    supported = _queue_has(str(fx.config.get("queue") or ""), "extend")
+    if supported is False:
+        out["in_effect"] = False
+        out["note"] = "the queue has no extend(): the run ran WITHOUT heartbeats"
+    else:
+        out["in_effect"] = True if supported else bool(len(e))
+        if not len(e):
+            out["note"] = "heartbeats on, but no task ran long enough to extend its lease"
+    return out
+
+
+def reconcile_summary(fx: Facts) -> dict[str, Any] | None:
+    """What reconciliation resolved and how; None when the run was never reconciled."""
+    r = resolves(fx)
+    if not len(r):
+        return None
+    ok = r[r["status"] == "ok"]
+    return {"resolves": int(len(r)),
+            "done": int((ok["resolution"] == "done").sum()),
+            "pending": int((ok["resolution"] == "pending").sum()),
+            "rejected": int((r["status"] == "fail").sum()),
+            "indeterminate": int(r["status"].isin(["info", "open"]).sum()),
+            "tasks": [fx.name(t) for t in ok["task"].head(20)]}
+
+
+def feature_sections(fx: Facts) -> dict[str, Any]:
+    """The three summary sections, for ``analyse`` to merge into summary.json."""
+    return {"remedy": remedy_counts(fx), "heartbeat": heartbeat_summary(fx), "reconcile": reconcile_summary(fx)}
+
+
+def describe(summary: dict[str, Any]) -> list[str]:
+    """Lines for the terminal summary and report.md."""
+    lines = []
+    rem = summary.get("remedy")
+    if rem:
+        lines.append(f"remedy {rem['name']}: performed {rem['performed']}, deduplicated {rem['deduplicated']}, "
+                     f"refused {rem['refused']} (of {rem['requests']} requests)")
+    hb = summary.get("heartbeat")
+    if hb and hb.get("interval"):
+        ex = hb["extends"]
+        state = "in effect" if hb.get("in_effect") else "NOT in effect"
+        lines.append(f"heartbeat every {hb['interval']:g}s: {state}; extends ok {ex['ok']}, lost {ex['lost']}, "
+                     f"indeterminate {ex['indeterminate']}" + (f" - {hb['note']}" if hb.get("note") else ""))
+    rc = summary.get("reconcile")
+    if rc:
+        lines.append(f"reconciled: {rc['done']} uncertain -> done, {rc['pending']} -> pending (retry), "
+                     f"{rc['rejected']} rejected, {rc['indeterminate']} indeterminate")
+    return lines

@@ -1,0 +1,96 @@
+"""``resolve`` operations (reconciliation of ``uncertain``) as the invariants need to see them.
+
+Why a module of its own: a resolve back to ``pending`` legitimately reopens a terminal task (a
+retry may claim it with a higher generation and finish it again), and a resolve to ``done``
+changes a task's final state without a finish. The invariants that reason about "terminal"
+(no_reclaim_after_terminal, single_finish, state_matches_history, no_lost_task) ask these helpers
+instead of each parsing resolves. An indeterminate resolve (``info`` or no completion) may have
+taken effect: it excuses, like every indeterminate operation, but never proves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.checker.facts import Facts
+
+_COLS = ["task", "gen", "resolution", "t_inv", "t_comp", "status"]
+
+
+def resolves(fx: Facts) -> pd.DataFrame:
+    """One row per resolve invoke: task (code), gen, resolution, times, status ok|fail|info|open."""
+    cached = getattr(fx, "_resolves", None)
+    if cached is not None:
+        return cached
+    h = fx.run.history
+    if not len(h) or "resolve" not in set(h["f"].astype(str).unique()):
+        out = pd.DataFrame({c: pd.Series(dtype="float64" if c in ("task", "gen", "t_inv", "t_comp") else object)
+                            for c in _COLS})
+    else:
+        r = h[h["f"].astype(str) == "resolve"]
+        rows: list[dict] = []
+        pending: dict[tuple, list[int]] = {}
+        for rec in r.itertuples(index=False):
+            key = (rec.process, rec.task, rec.gen)
+            if rec.type == "invoke":
+                pending.setdefault(key, []).append(len(rows))
+                rows.append({"task": rec.task, "gen": rec.gen, "resolution": str(rec.value), "t_inv": rec.time,
+                             "t_comp": np.nan, "status": "open"})
+            elif pending.get(key):
+                row = rows[pending[key].pop(0)]
+                row["t_comp"] = rec.time
+                row["status"] = str(rec.type)
+        out = pd.DataFrame(rows, columns=_COLS)
+    fx._resolves = out  # type: ignore[attr-defined]
+    return out
+
+
+def effective(fx: Facts, resolution: str | None = None) -> pd.DataFrame:
+    """Resolves that took, or may have taken, effect."""
+    r = resolves(fx)
+    r = r[r["status"].isin(["ok", "info", "open"])]
+    return r if resolution is None else r[r["resolution"] == resolution]
+
+
+def reopened_between(fx: Facts, frame: pd.DataFrame, t_from: str, t_to: str) -> np.ndarray:
+    """Per row of ``frame`` (a ``task`` column): did a resolve to pending fall between the two times?"""
+    back = effective(fx, "pending")
+    if not len(back) or not len(frame):
+        return np.zeros(len(frame), dtype=bool)
+    f = frame[["task", t_from, t_to]].reset_index(drop=True).reset_index(names="row")
+    m = f.merge(back[["task", "t_inv", "t_comp"]], on="task")
+    t_end = m["t_comp"].fillna(np.inf)
+    hit = m.loc[(t_end > m[t_from]) & (m["t_inv"] < m[t_to]), "row"].unique()
+    out = np.zeros(len(frame), dtype=bool)
+    out[hit] = True
+    return out
+
+
+def reopen_epoch(fx: Facts, frame: pd.DataFrame, t_col: str = "t_inv") -> np.ndarray:
+    """Per row: how many resolves to pending of its task came before ``t_col`` (a retry's epoch)."""
+    back = effective(fx, "pending")
+    if not len(back) or not len(frame):
+        return np.zeros(len(frame), dtype=np.int64)
+    f = frame[["task", t_col]].reset_index(drop=True).reset_index(names="row")
+    m = f.merge(back[["task", "t_inv"]].rename(columns={"t_inv": "t_res"}), on="task")
+    n = m[m["t_res"] < m[t_col]].groupby("row").size()
+    out = np.zeros(len(frame), dtype=np.int64)
+    out[n.index.to_numpy()] = n.to_numpy()
+    return out
+
+
+def last_word(fx: Facts) -> pd.DataFrame:
+    """Tasks whose last operation is an effective resolve (no claim invoked after it).
+
+    Columns: task, gen, resolution, certain (the resolve returned ok). For these the snapshot must
+    show the resolution at the resolve's generation (or, if uncertain, possibly still ``uncertain``).
+    """
+    r = effective(fx).sort_values("t_inv", kind="stable").drop_duplicates("task", keep="last")
+    if not len(r):
+        return pd.DataFrame(columns=["task", "gen", "resolution", "certain"])
+    last_claim = fx.ops.claims.groupby("task")["t_inv"].max()
+    later = r["task"].map(last_claim).fillna(-np.inf) > r["t_inv"]
+    r = r[~later.to_numpy(dtype=bool)]
+    return pd.DataFrame({"task": r["task"].to_numpy(), "gen": r["gen"].to_numpy(),
+                         "resolution": r["resolution"].to_numpy(), "certain": (r["status"] == "ok").to_numpy()})
