@@ -80,6 +80,11 @@ def render(summary: dict[str, Any], figures: dict[str, tuple[bytes | None, str]]
         parts.append(f"<p class='note'>{_e(tl_note)}</p>")
     parts.append("<h2>Throughput</h2>" + _img(figures.get("throughput", (None, ""))[0], "throughput"))
     d = s["duplicates"]
+    if s.get("remedy"):
+        from harness.checker.remedies import describe as describe_features
+
+        parts.append("<h2>Remedy, heartbeats, reconciliation</h2><ul>"
+                     + "".join(f"<li>{_e(x)}</li>" for x in describe_features(s)) + "</ul>")
     parts.append("<h2>Duplicate side effects</h2>")
     if d.get("tasks") is None:
         parts.append(f"<p>Not counted: {_e(d.get('note', 'no ledger'))}</p>")

@@ -76,6 +76,10 @@ def render(summary: dict[str, Any]) -> str:
                   "double lease) |"]
         if d.get("examples"):
             lines += ["", *_table(d["examples"])]
+    if s.get("remedy"):
+        from harness.checker.remedies import describe as describe_features
+
+        lines += ["", "## Remedy, heartbeats, reconciliation", "", *[f"- {x}" for x in describe_features(s)]]
     c = s["counts"]
     lines += ["", "## Counts", "", "| what | value |", "|---|---|"]
     rows = [

@@ -1,0 +1,34 @@
+"""``takeover reconcile RUN_DIR``: resolve a run's ``uncertain`` tasks against the service's record.
+
+Then the run is checked again, so ``summary.json`` and the reports show what was resolved and
+the invariants judge the resolved states. Exit code: the checker's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "resolve a run's uncertain tasks to done / pending by asking the service's ledger, then re-check"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (e.g. runs/latest)")
+    parser.add_argument("--service-port", type=int, metavar="PORT",
+                        help="ask a running service on 127.0.0.1:PORT instead of reading ledger.sqlite")
+    parser.add_argument("--no-check", action="store_true", help="resolve only; do not re-check the run")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.errors import UsageError
+    from harness.reconcile import describe, reconcile_run
+
+    if args.service_port is not None and not 0 < args.service_port < 65536:
+        raise UsageError(f"--service-port must be 1-65535, got {args.service_port}")
+    result = reconcile_run(args.run_dir, port=args.service_port)
+    sys.stdout.write(describe(result))
+    if args.no_check:
+        return 0
+    from harness.checker import check_run_dir
+
+    return check_run_dir(args.run_dir)

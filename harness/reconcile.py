@@ -1,0 +1,201 @@
+"""Reconciliation of ``uncertain`` tasks: ask the external service whether the action happened.
+
+Why: the spec leaves ``uncertain`` terminal, so a task whose reply was lost stays unknown forever,
+although the service knows the truth. The worker sends a stable idempotency key per task (the task
+id), so the service can answer "did an action with this key happen?" by key, whatever remedy ran.
+A task whose action happened is resolved to ``done``; one whose action never happened is put back
+to ``pending`` so a retry performs it exactly once. The queue does the state change through its
+optional ``resolve`` method (fenced by generation: only an ``uncertain`` task of that generation
+moves), and every call is recorded in the history as a ``resolve`` operation, so the checker
+judges resolved states like any other.
+
+Where the answer comes from: the running service over its protocol (``{"op": "lookup"}``) when a
+port is given, otherwise ``ledger.sqlite`` read through :meth:`harness.ledger.Ledger.lookup` —
+the same record the service commits before it replies, so both answers are the same truth.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import CONFIG_FILE
+from harness.contract import REFERENCE_QUEUE, has_extension, open_queue, validate_snapshot
+from harness.errors import ContractError, UsageError
+from harness.history import HISTORY_FILE, HistoryWriter
+from harness.ledger import LEDGER_FILE, Ledger
+from harness.rundir import QUEUE_FILE, write_json, write_snapshot
+
+RECONCILE_FILE = "reconcile.json"
+RECONCILER_PROCESS = 0  # the coordinator's role: it writes after the run, never concurrently with it
+
+Lookup = Callable[[str], bool]
+
+
+@dataclass
+class Resolved:
+    task: str
+    gen: int
+    happened: bool | None  # what the service said; None = it could not answer
+    resolution: str | None  # done | pending | None (not attempted)
+    accepted: bool | None  # what resolve() returned; None = not attempted or raised
+    error: str | None = None
+
+
+@dataclass
+class ReconcileResult:
+    run_dir: str
+    source: str
+    supported: bool
+    uncertain: int = 0
+    done: int = 0
+    pending: int = 0
+    rejected: int = 0
+    errors: int = 0
+    tasks: list[Resolved] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tasks"] = [asdict(t) for t in self.tasks]
+        return data
+
+
+def ledger_lookup(path: Path) -> tuple[Lookup, Callable[[], None]]:
+    """Answer from ``ledger.sqlite``: the service's committed record."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no ledger (ledger.sqlite) in the run folder; nothing to reconcile against")
+    ledger = Ledger(str(path))
+    return ledger.lookup, ledger.close
+
+
+def service_lookup(port: int, timeout: float = 2.0) -> tuple[Lookup, Callable[[], None]]:
+    """Answer from the running service over its line protocol."""
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    except OSError as exc:
+        raise UsageError(f"cannot reach the service on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    sock.settimeout(timeout)
+    reader = sock.makefile("rb")
+
+    def lookup(key: str) -> bool:
+        sock.sendall((json.dumps({"op": "lookup", "key": key}) + "\n").encode())
+        line = reader.readline()
+        if not line:
+            raise ConnectionError("service closed the connection")
+        reply = json.loads(line)
+        if reply.get("reply") != "ok" or not isinstance(reply.get("performed"), bool):
+            raise ConnectionError(f"service cannot answer lookups: {reply}")
+        return reply["performed"]
+
+    def close() -> None:
+        reader.close()
+        sock.close()
+
+    return lookup, close
+
+
+def _load_config(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / CONFIG_FILE
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: no such run folder")
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir}: not a run folder (no {CONFIG_FILE})") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc})") from None
+
+
+def reconcile_run(run_dir: str | Path, *, port: int | None = None) -> ReconcileResult:
+    """Resolve every ``uncertain`` task of a stored run; record, re-snapshot, write reconcile.json."""
+    run_dir = Path(run_dir)
+    config = _load_config(run_dir)
+    spec = str(config.get("queue") or REFERENCE_QUEUE)
+    if not (run_dir / QUEUE_FILE).is_file():
+        raise UsageError(f"{run_dir}: no {QUEUE_FILE} in the run folder")
+    lookup, close_lookup = service_lookup(port) if port else ledger_lookup(run_dir / LEDGER_FILE)
+    source = f"service 127.0.0.1:{port}" if port else LEDGER_FILE
+    try:
+        try:
+            queue = open_queue(spec, str(run_dir / QUEUE_FILE))
+        except ContractError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            return _reconcile(run_dir, queue, spec, lookup, source)
+        finally:
+            queue.close()
+    finally:
+        close_lookup()
+
+
+def _reconcile(run_dir: Path, queue: Any, spec: str, lookup: Lookup, source: str) -> ReconcileResult:
+    rows = validate_snapshot(queue.snapshot(), spec)
+    uncertain = [(r[0], r[2]) for r in rows if r[1] == "uncertain"]
+    result = ReconcileResult(str(run_dir), source, has_extension(queue, "resolve"), uncertain=len(uncertain))
+    if not result.supported:
+        result.tasks = [Resolved(t, g, None, None, None, "the queue has no resolve()") for t, g in uncertain]
+        write_json(run_dir / RECONCILE_FILE, result.to_json())
+        return result
+    hist = HistoryWriter(run_dir / HISTORY_FILE, RECONCILER_PROCESS)
+    try:
+        for task, gen in uncertain:
+            result.tasks.append(_resolve_one(queue, hist, lookup, task, gen))
+    finally:
+        hist.close()
+    for item in result.tasks:
+        if item.accepted:
+            if item.resolution == "done":
+                result.done += 1
+            else:
+                result.pending += 1
+        elif item.accepted is False:
+            result.rejected += 1
+        else:
+            result.errors += 1
+    # The snapshot must come after every recorded operation (docs/history.md): take it again.
+    try:
+        write_snapshot(run_dir, validate_snapshot(queue.snapshot(), spec))
+    except Exception as exc:  # noqa: BLE001 - keep the record honest: say the snapshot failed
+        write_snapshot(run_dir, None, f"{type(exc).__name__}: {exc}")
+    write_json(run_dir / RECONCILE_FILE, result.to_json())
+    return result
+
+
+def _resolve_one(queue: Any, hist: HistoryWriter, lookup: Lookup, task: str, gen: int) -> Resolved:
+    try:
+        happened = bool(lookup(task))
+    except Exception as exc:  # noqa: BLE001 - an unanswered question leaves the task uncertain
+        return Resolved(task, gen, None, None, None, f"lookup failed: {type(exc).__name__}: {exc}")
+    resolution = "done" if happened else "pending"
+    now = time.time()
+    hist.write("invoke", "resolve", task=task, gen=gen, value=resolution, now=now)
+    try:
+        accepted = queue.resolve(task, gen, resolution, now)
+    except Exception as exc:  # noqa: BLE001 - unknown whether it took effect: info, like any queue call
+        text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+        hist.write("info", "resolve", task=task, gen=gen, value=resolution, error=text)
+        return Resolved(task, gen, happened, resolution, None, text)
+    if accepted is True:
+        hist.write("ok", "resolve", task=task, gen=gen, value=resolution)
+    else:
+        hist.write("fail", "resolve", task=task, gen=gen, value=resolution, error="rejected")
+    return Resolved(task, gen, happened, resolution, accepted is True)
+
+
+def describe(result: ReconcileResult) -> str:
+    """The lines a person reads after reconciling."""
+    if not result.supported:
+        return (f"reconcile: {result.uncertain} uncertain task(s) left as they are: the queue has no optional "
+                f"resolve() method\n")
+    lines = [f"reconcile: {result.uncertain} uncertain task(s) asked of {result.source}: "
+             f"{result.done} -> done (action happened), {result.pending} -> pending (never happened; retry), "
+             f"{result.rejected} rejected by the queue, {result.errors} unanswered"]
+    for item in result.tasks:
+        if item.error or item.accepted is False:
+            lines.append(f"  {item.task} gen {item.gen}: {item.error or 'resolve() returned False'}")
+    return "\n".join(lines[:21]) + "\n"
