@@ -73,6 +73,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{kind.replace('_', '-')}-rate", dest=f"{kind}_rate", type=float,
                             metavar="P" if kind not in NEMESIS_FAULTS else "PER_S", help=_FAULT_HELP[kind])  # fmt: skip
     parser.add_argument("--no-faults", action="store_true", help="set every fault rate to 0")
+    parser.add_argument("--reconcile", action="store_true",
+                        help="after the run, resolve uncertain tasks against the service's ledger "
+                             "(see takeover reconcile), before the check")  # fmt: skip
     parser.add_argument("--fail-on-duplicates", action="store_true",
                         help="duplicate side effects fail the run (exit 1), for CI that requires none")  # fmt: skip
 
@@ -121,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"reproduce with: {cfg.command()}", file=out, flush=True)
     with ProgressDisplay(sys.stderr) as display:
         result = Coordinator(cfg, run_dir, on_progress=display.update).run()
+    if getattr(args, "reconcile", False) and not result.interrupted:
+        from harness.reconcile import describe, reconcile_run
+
+        out.write(describe(reconcile_run(run_dir)))
     code = finish_run(result, fail_on_duplicates=args.fail_on_duplicates, out=out)
     print(f"run folder: {run_dir}", file=out)
     print(f"reproduce with: {cfg.command()}", file=out, flush=True)
