@@ -1,0 +1,165 @@
+"""``workers4_vs_raw``: 4 worker processes of a real stress run against the bare single-process loop.
+
+Why a real run and not a synthetic multi-process loop: the question is whether takeover itself
+(spawned workers publishing their phase, every operation recorded in the shared history, the
+external service called once per task, the coordinator watching) can push a queue near SQLite's
+own limit. So the candidate is the coordinator with a config that has every fault rate 0, zero
+task time and zero local step, and enough tasks that the workers never starve; the baseline is
+:func:`harness.benchmarks.queue_raw.raw_pairs`, the queue's own SQL in one process.
+
+The candidate's rate is read from the run's own history, during the steady state only: from the
+moment every worker has completed its first claim (process start-up, imports and the first
+connection are not the queue's cost) to the faults_stop record or the finish that leaves 5% of the
+tasks, whichever comes first (the tail, where workers start to find the queue empty, is not the
+steady state either). Candidate and baseline alternate, medians of the repetitions.
+
+Run it: ``python -m harness.benchmarks.workers4 [--seconds S] [--repetitions R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from harness.benchmarks import queue_raw
+from harness.benchmarks.timing import rate
+from harness.config import FAULT_KINDS, RunConfig, TaskTime
+from harness.history import HISTORY_FILE
+from harness.queues import sqlite_lease
+from harness.sqlite_util import open_wal
+
+WORKERS = 4
+WARMUP_AFTER_FIRST_CLAIMS = 0.3  # seconds after the last worker's first claim before counting
+
+
+def bench_config(tasks: int, seconds: float, out: Path, workers: int = WORKERS) -> RunConfig:
+    """No faults, no task time, no local step: only the harness and the queue remain."""
+    return RunConfig(
+        profile="bench-workers4",
+        workers=workers,
+        tasks=tasks,
+        duration=seconds,
+        lease=60.0,
+        seed=1,
+        out=str(out),
+        task_time=TaskTime(dist="fixed", mean=0.0, spread=0.0, max=0.0),
+        local_step=0.0,
+        poll=0.005,
+        client_timeout=5.0,
+        drain_timeout=5.0,
+        faults={k: 0.0 for k in FAULT_KINDS},
+    ).validate()
+
+
+def steady_rate(history: Path, tasks: int) -> tuple[float, int, float]:
+    """Accepted finishes per second in the steady state; returns (rate, finishes counted, window s)."""
+    first_claim: dict[int, float] = {}
+    finishes: list[float] = []
+    stop = None
+    with history.open("rb") as fh:
+        for raw in fh:
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                continue
+            f, typ = rec.get("f"), rec.get("type")
+            if f == "finish" and typ == "ok":
+                finishes.append(rec["time"])
+            elif f == "claim" and typ == "ok":
+                first_claim.setdefault(rec["process"], rec["time"])
+            elif f == "run" and rec.get("value") == "faults_stop":
+                stop = rec["time"]
+    if len(first_claim) < 1 or len(finishes) < 10:
+        raise RuntimeError(f"workers4: the run completed only {len(finishes)} tasks; nothing to measure")
+    start = max(first_claim.values()) + WARMUP_AFTER_FIRST_CLAIMS
+    finishes.sort()
+    tail = finishes[min(len(finishes) - 1, int(0.95 * tasks))] if len(finishes) > 0.95 * tasks else finishes[-1]
+    end = min(stop, tail) if stop is not None else tail
+    if end <= start:
+        raise RuntimeError("workers4: no steady state (start-up took the whole run); raise --seconds")
+    n = sum(1 for t in finishes if start <= t < end)
+    return n / (end - start), n, end - start
+
+
+def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, float]:
+    """One real stress run (coordinator, 4 workers, service), quietly; its steady-state rate."""
+    from harness.coordinator import Coordinator
+
+    run_dir = root / f"run{index}"
+    run_dir.mkdir()
+    cfg = bench_config(tasks, seconds, run_dir)
+    coordinator: Coordinator | None = None
+
+    def skip_drain(progress) -> None:
+        # The steady state ends with the faulted phase; the tasks left over are not worth draining.
+        # Stopping the way Ctrl-C does (the coordinator's own flag) ends the run cleanly at once.
+        if progress.stage == "drain" and coordinator is not None:
+            coordinator.signals = max(coordinator.signals, 1)
+
+    coordinator = Coordinator(cfg, run_dir, on_progress=skip_drain)
+    with contextlib.redirect_stdout(io.StringIO()):
+        coordinator.run()
+    pairs_per_s, counted, window = steady_rate(run_dir / HISTORY_FILE, tasks)
+    return {"rate": pairs_per_s, "counted": counted, "window": window}
+
+
+def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -> dict[str, float]:
+    """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions``."""
+    root = Path(tempfile.mkdtemp(prefix="takeover-bench-w4-"))
+    fresh = queue_raw._Fresh(raw_pairs + 10)
+    opened: list = []
+
+    def prepare_raw():
+        conn = open_wal(fresh.path(), sqlite_lease.SCHEMA)
+        opened.append(conn)
+        return lambda: queue_raw.raw_pairs(conn, raw_pairs)
+
+    raws: list[float] = []
+    runs: list[dict[str, float]] = []
+    try:
+        rate(prepare_raw)  # warm-up
+        guess = rate(prepare_raw)  # the first run is sized as if it could match the raw loop; then the last
+        for i in range(repetitions):
+            # Enough tasks that the workers never run dry inside the window (the leftovers are not drained).
+            tasks = int(guess * 1.3 * seconds) + 500
+            if i % 2 == 0:
+                raws.append(rate(prepare_raw))
+                runs.append(run_once(tasks, seconds, root, i))
+            else:
+                runs.append(run_once(tasks, seconds, root, i))
+                raws.append(rate(prepare_raw))
+            guess = runs[-1]["rate"]
+    finally:
+        for handle in opened:
+            handle.close()
+        fresh.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+    w4 = statistics.median(r["rate"] for r in runs)
+    raw = statistics.median(raws)
+    spread_w = (max(r["rate"] for r in runs) - min(r["rate"] for r in runs)) / w4 if w4 else 0.0
+    spread_r = (max(raws) - min(raws)) / raw if raw else 0.0
+    return {
+        "workers4_vs_raw": w4 / raw,
+        "workers4_pairs_per_s": w4,
+        "raw_pairs_per_s": raw,
+        "workers4_window_s": statistics.median(r["window"] for r in runs),
+        "workers4_vs_raw_spread": max(spread_w, spread_r),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="faulted-phase length of each run")
+    parser.add_argument("--repetitions", type=int, default=3)
+    args = parser.parse_args()
+    print(json.dumps(measure(args.seconds, args.repetitions), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""``takeover bench``: is takeover fast enough to stress a queue near SQLite's own limits?
+
+Every figure is a ratio of two workloads measured in the same run on the same machine, so it
+travels between machines where absolute rates do not; the absolute figures are printed beside it
+so a surprising ratio can be traced to its numerator or its denominator. Each ratio has a target;
+the command prints PASS/MISS per target, writes ``bench.json``, and exits 1 when a target is
+missed (0 with ``--quick``, whose sizes are far too small to judge anything: it proves the
+benchmarks run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+
+HELP = "measure takeover's own overhead as ratios against bare SQLite; print a table, write bench.json"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One figure of bench.json: which measurement it comes from and what it must reach."""
+
+    name: str
+    source: str  # the measurement that produces it
+    op: str  # ">=" or "<="
+    bound: float
+    unit: str = "x"
+    what: str = ""
+
+    def passes(self, value: float) -> bool:
+        return value >= self.bound if self.op == ">=" else value <= self.bound
+
+
+TARGETS = (
+    Target("queue_vs_raw", "queue_vs_raw", ">=", 0.9,
+           what="reference queue vs the same SQL in a bare sqlite3 loop, one process"),
+    Target("workers4_vs_raw", "workers4_vs_raw", ">=", 0.8,
+           what="4 workers of a real stress run (history, service, no faults) vs the bare loop"),
+    Target("history_overhead", "history_overhead", ">=", 0.75,
+           what="claim+finish pairs with the history recorded vs without, one process"),
+    Target("check_1m_vs_read", "check_1m", "<=", 3.0,
+           what="load + check a 1M-event history vs only reading it (pyarrow)"),
+    Target("check_1m_peak_rss_mb", "check_1m", "<=", 600.0, unit="MB",
+           what="peak RSS of the checker on that history"),
+)
+SOURCES = tuple(dict.fromkeys(t.source for t in TARGETS))
+
+# (full, quick) sizes of each measurement.
+SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "queue_vs_raw": ({"pairs": 5000, "repetitions": 7}, {"pairs": 200, "repetitions": 1}),
+    "workers4_vs_raw": ({"seconds": 5.0, "repetitions": 3}, {"seconds": 2.0, "repetitions": 1}),
+    "history_overhead": ({"pairs": 5000, "repetitions": 7}, {"pairs": 200, "repetitions": 1}),
+    "check_1m": ({"events": 1_000_000, "repeat": 3}, {"events": 10_000, "repeat": 1}),
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes (a few seconds): proves the benchmarks run; figures mean nothing")  # fmt: skip
+    parser.add_argument("--out", default="bench.json", help="where to write the results (default bench.json)")
+    parser.add_argument("--only", action="append", choices=SOURCES, metavar="NAME",
+                        help=f"run only this measurement (repeatable): {', '.join(SOURCES)}")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if out.is_dir():
+        raise UsageError(f"--out {str(out)!r} is a directory; give a file name such as bench.json")
+    if not out.absolute().parent.is_dir() or not os.access(out.absolute().parent, os.W_OK):
+        raise UsageError(f"--out {str(out)!r}: folder {str(out.absolute().parent)!r} is missing or not writable")
+    sources = args.only or list(SOURCES)
+    quick = bool(args.quick)
+    figures: dict[str, dict[str, Any]] = {}
+    for source in SOURCES:
+        if source not in sources:
+            continue
+        size = SIZES[source][1 if quick else 0]
+        print(f"takeover bench: measuring {source} {size} ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        figures[source] = MEASURE[source](**size)
+        figures[source]["seconds"] = round(time.perf_counter() - started, 1)
+        figures[source]["size"] = size
+    results = evaluate(figures)
+    doc = {
+        "quick": quick,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine(),
+        "results": results,
+        "measurements": figures,
+    }
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print_table(results, quick)
+    print(f"wrote {out}")
+    missed = [r["name"] for r in results if not r["pass"]]
+    if missed and not quick:
+        print(f"takeover bench: target missed: {', '.join(missed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def evaluate(figures: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per target whose measurement ran: value, target, PASS/MISS, absolute figures."""
+    rows = []
+    for t in TARGETS:
+        fig = figures.get(t.source)
+        if fig is None:
+            continue
+        value = float(fig[_value_key(t)])
+        rows.append({
+            "name": t.name, "value": round(value, 3), "unit": t.unit, "target": f"{t.op} {t.bound:g}",
+            "pass": t.passes(value), "what": t.what, "absolute": absolute(t.name, fig),
+        })  # fmt: skip
+    return rows
+
+
+def _value_key(t: Target) -> str:
+    return {"check_1m_vs_read": "time_ratio", "check_1m_peak_rss_mb": "check_peak_rss_mb"}.get(t.name, t.name)
+
+
+def absolute(name: str, fig: dict[str, Any]) -> str:
+    """The numerator and denominator behind a ratio, in words a reader can check."""
+    if name == "queue_vs_raw":
+        return f"queue {fig['queue_pairs_per_s']:.0f} vs raw {fig['raw_pairs_per_s']:.0f} pairs/s"
+    if name == "workers4_vs_raw":
+        return (f"4 workers {fig['workers4_pairs_per_s']:.0f} vs raw {fig['raw_pairs_per_s']:.0f} pairs/s "
+                f"(steady {fig['workers4_window_s']:.1f}s)")  # fmt: skip
+    if name == "history_overhead":
+        return f"recorded {fig['recorded_pairs_per_s']:.0f} vs bare {fig['bare_pairs_per_s']:.0f} pairs/s"
+    if name == "check_1m_vs_read":
+        return f"check {fig['check_s']:.2f}s vs read {fig['read_s']:.2f}s, {fig['events']} events"
+    return f"read alone {fig['read_peak_rss_mb']:.0f} MB"
+
+
+def print_table(results: list[dict[str, Any]], quick: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    title = "takeover bench" + (" --quick (sizes too small to judge: a smoke test)" if quick else "")
+    table = Table(title=title)
+    for col in ("figure", "value", "target", "", "absolute figures"):
+        table.add_column(col)
+    for r in results:
+        verdict = "[green]PASS[/green]" if r["pass"] else "[red]MISS[/red]"
+        value = f"{r['value']:.0f} MB" if r["unit"] == "MB" else f"{r['value']:.3f}"
+        table.add_row(r["name"], value, r["target"], verdict, r["absolute"])
+    Console(file=sys.stdout, width=max(120, _width())).print(table)
+
+
+def _width() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 120
+
+
+def machine() -> dict[str, Any]:
+    """Enough to know whether two bench.json files are comparable."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+# -- the measurements ----------------------------------------------------------------------------
+def _queue_vs_raw(pairs: int, repetitions: int) -> dict[str, Any]:
+    from harness.benchmarks import queue_raw
+
+    return queue_raw.measure(pairs, repetitions)
+
+
+def _workers4(seconds: float, repetitions: int) -> dict[str, Any]:
+    from harness.benchmarks import workers4
+
+    return workers4.measure(seconds, repetitions)
+
+
+def _history_overhead(pairs: int, repetitions: int) -> dict[str, Any]:
+    from harness.benchmarks import history_overhead
+
+    return history_overhead.measure(pairs, repetitions)
+
+
+def _check_1m(events: int, repeat: int) -> dict[str, Any]:
+    """In child processes (its own module does that): peak RSS must be the checker's alone."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="takeover-bench-check-")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness.benchmarks.check_1m", "--events", str(events), "--repeat", str(repeat),
+             "--dir", folder],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"check_1m failed (exit {proc.returncode}): {tail}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+MEASURE: dict[str, Callable[..., dict[str, Any]]] = {
+    "queue_vs_raw": _queue_vs_raw,
+    "workers4_vs_raw": _workers4,
+    "history_overhead": _history_overhead,
+    "check_1m": _check_1m,
+}
