@@ -227,8 +227,11 @@ def _nonneg_int(name: str, value: Any) -> None:
 
 
 # -- profiles ---------------------------------------------------------------------------------------
+GRID_PREFIX = "sweep-"  # workloads/sweep-*.toml are grids for `takeover sweep`, not run profiles
+
+
 def profile_names() -> list[str]:
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml") if not p.stem.startswith(GRID_PREFIX))
 
 
 def profile_path(name: str) -> Path:
