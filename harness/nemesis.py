@@ -10,12 +10,14 @@ actually happened, including where each kill really landed (the phase the dead p
 the board), so nothing rests on what the nemesis intended.
 
 Aimed kills *hunt*: when one is due, the nemesis watches the board at about 1 ms resolution for a
-worker in the aimed phase. On sight it freezes the worker (SIGSTOP, waiting until the kernel
+worker in the aimed phase (every ~0.2 ms). On sight it freezes the worker (SIGSTOP, waiting until the kernel
 reports it stopped) and reads the board again: if the worker is still in the phase, the SIGKILL
 lands exactly there — for ``during_finish`` at a random instruction inside the finish call, before
 or after its commit; if it has moved on, it is resumed at once (a freeze of some microseconds,
 counted as a ``probe_miss``) and the hunt goes on. A hunt that finds no target within
-``HUNT_WINDOW`` seconds is counted as expired. Pauses go to a lease holder and last a time chosen
+``HUNT_WINDOW`` seconds (or two of its kind's slots, if longer) is counted as expired.
+
+Pauses go to a lease holder and last a time chosen
 against its remaining lease: ``before_expiry`` (resumed while the lease is still valid),
 ``just_after_expiry`` (a few ms past it: the moment a stale finish is most likely to slip through,
 before anyone reclaims) or ``long_after_expiry`` (one to two leases past it). The three classes
@@ -38,7 +40,7 @@ from harness.config import AIM_PHASES, KILL_AIMS, NEMESIS_FAULTS, RunConfig
 from harness.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0
-HUNT_POLL = 0.001
+HUNT_POLL = 0.0002  # a finish call lasts a fraction of a millisecond
 PAUSE_CLASSES = ("before_expiry", "just_after_expiry", "long_after_expiry")
 PAUSE_PHASES = ("working", "acting", "acted")  # holders not inside a database call
 JUST_AFTER_MARGIN = (0.002, 0.02)
@@ -173,11 +175,12 @@ class Nemesis:
                     return
             self.tally.hunts_expired[kind] += 1
             return
+        deadline = now + max(HUNT_WINDOW, 2.0 / self.cfg.faults[kind])
         if kind == "pause":
-            self.hunts.append(Hunt(kind, "pause", PAUSE_PHASES, now + HUNT_WINDOW))
+            self.hunts.append(Hunt(kind, "pause", PAUSE_PHASES, deadline))
         else:
             aim = KILL_AIMS[kind]
-            self.hunts.append(Hunt(kind, aim, AIM_PHASES[aim], now + HUNT_WINDOW))
+            self.hunts.append(Hunt(kind, aim, AIM_PHASES[aim], deadline))
 
     def _candidates(self, phases: tuple[str, ...] | None = None) -> list[int]:
         board = self.board
@@ -231,10 +234,11 @@ class Nemesis:
 
     def _do_pause(self, slot: int, view: SlotView, now: float) -> None:
         """The holder is already frozen by the probe: plan the length against its remaining lease."""
-        remaining = view.lease_until - time.time()
+        started = time.time()  # not the tick's ``now``: the probe took time, and the plan is relative
+        remaining = view.lease_until - started
         klass = self._next_class()
         planned = self.plan_pause_length(klass, remaining)
-        pause = Pause(slot, view.process, klass, planned, now, now + planned, view)
+        pause = Pause(slot, view.process, klass, planned, started, started + planned, view)
         self._pause(slot, pause)
         self.paused[slot] = pause
         self.tally.pauses[klass] += 1

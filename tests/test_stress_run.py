@@ -139,4 +139,9 @@ def test_history_records_are_well_formed(smoke):
     assert all(r["lease_until"] > r["now"] for r in claims)
     finishes = [r for r in recs if r["f"] == "finish" and r["type"] == "invoke"]
     assert {r["outcome"] for r in finishes} <= {"done", "uncertain"}
-    assert any(r["outcome"] == "uncertain" for r in finishes), "a lost reply ends in finish(uncertain)"
+    # a worker that lost a reply and lived to finish, finishes that task uncertain
+    lost = {(r["process"], r["task"], r["gen"]) for r in recs if r["f"] == "lose_reply" and r["type"] == "ok"}
+    after_loss = [r for r in finishes if (r["process"], r["task"], r["gen"]) in lost]
+    assert all(r["outcome"] == "uncertain" for r in after_loss)
+    acked = {(r["process"], r["task"], r["gen"]) for r in recs if r["f"] == "action" and r["type"] == "ok"}
+    assert all(r["outcome"] == "done" for r in finishes if (r["process"], r["task"], r["gen"]) in acked)
