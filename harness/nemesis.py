@@ -9,18 +9,18 @@ run cannot make deterministic is the interleaving of real processes; the history
 actually happened, including where each kill really landed (the phase the dead process left on
 the board), so nothing rests on what the nemesis intended.
 
-Aimed kills *hunt*: when one is due, the nemesis watches the board at about 1 ms resolution for a
-worker in the aimed phase (every ~0.2 ms). On sight it freezes the worker (SIGSTOP, waiting until the kernel
-reports it stopped) and reads the board again: if the worker is still in the phase, the SIGKILL
+Aimed kills *hunt*: when one is due, the nemesis watches the board (every ~0.2 ms) for a worker
+in the aimed phase. On sight it freezes the worker (SIGSTOP, waiting until the kernel reports it
+stopped) and reads the board again: if the worker is still in the phase, the SIGKILL
 lands exactly there — for ``during_finish`` at a random instruction inside the finish call, before
 or after its commit; if it has moved on, it is resumed at once (a freeze of some microseconds,
 counted as a ``probe_miss``) and the hunt goes on. A hunt that finds no target within
 ``HUNT_WINDOW`` seconds (or two of its kind's slots, if longer) is counted as expired.
 
-Pauses go to a lease holder and last a time chosen
-against its remaining lease: ``before_expiry`` (resumed while the lease is still valid),
-``just_after_expiry`` (a few ms past it: the moment a stale finish is most likely to slip through,
-before anyone reclaims) or ``long_after_expiry`` (one to two leases past it). The three classes
+Pauses go to a lease holder and last a time chosen against its remaining lease:
+``before_expiry`` (resumed while the lease is still valid), ``just_after_expiry`` (2-20 ms past
+it: the moment a stale finish is most likely to slip through, before anyone reclaims) or
+``long_after_expiry`` (one to two leases past it). The three classes
 are dealt from shuffled decks so a short run still sees all three.
 
 Worker-drawn faults (lost replies, slow tasks) are not the nemesis' business: the worker draws
