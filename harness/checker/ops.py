@@ -59,21 +59,26 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     cats = list(f.cat.categories) if n else []
     wanted = [cats.index(x) for x in QUEUE_OPS + FAULTS if x in cats]
     sel = np.flatnonzero(np.isin(f_codes, wanted))
-    sub = h.iloc[sel]
     sub_f = f_codes[sel]
     reg_code = cats.index("register") if "register" in cats else -2
     fault_codes = [cats.index(x) for x in FAULTS if x in cats]
     is_fault = np.isin(sub_f, fault_codes)
     # Pairing key beyond (process, f): the task for registers, the target for faults.
-    task_codes = np.nan_to_num(sub["task"].to_numpy(dtype="float64", na_value=np.nan), nan=-1).astype(np.int64)
-    target = _np(sub["target"], "float64")
+    # Only the four columns pairing needs are taken at ``sel``: a full row copy of 1M events would
+    # double the memory the check needs.
+    task_codes = np.nan_to_num(h["task"].to_numpy(dtype="float64", na_value=np.nan)[sel], nan=-1).astype(np.int64)
+    target = _np(h["target"], "float64")[sel]
     key = np.where(sub_f == reg_code, task_codes, 0).astype(np.int64)
     key = np.where(is_fault, np.nan_to_num(target, nan=-1).astype(np.int64), key)
-    process = _np(sub["process"], "float64")
+    process = _np(h["process"], "float64")[sel]
     order = np.lexsort((sel, key, sub_f, process))
     s_proc, s_f, s_key = process[order], sub_f[order], key[order]
-    s_type = sub["type"].to_numpy(dtype=object)[order]
-    is_inv = s_type == "invoke"
+    types = h["type"]
+    if isinstance(types.dtype, pd.CategoricalDtype):
+        inv_code = types.cat.categories.get_indexer(["invoke"])[0]
+        is_inv = types.cat.codes.to_numpy()[sel][order] == inv_code
+    else:
+        is_inv = types.to_numpy(dtype=object)[sel][order] == "invoke"
     same_next = np.zeros(len(order), dtype=bool)
     if len(order) > 1:
         same_next[:-1] = (s_proc[:-1] == s_proc[1:]) & (s_f[:-1] == s_f[1:]) & (s_key[:-1] == s_key[1:])
