@@ -1,0 +1,152 @@
+"""``takeover sweep``: a grid of real stress runs -> ``sweep.csv`` + ``sweep.md`` / ``sweep.html``.
+
+Exit code: 0 when every cell's invariants held, 1 when any cell violated one (a queue bug, printed
+loudly), 2 bad input, 130 interrupted (the finished cells are kept and reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HELP = "run a grid of stress runs (lease x task time x faults x remedy/heartbeat) and recommend a lease"
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from harness.sweep.grid import DEFAULT_GRID
+
+    parser.add_argument("--grid", default=DEFAULT_GRID,
+                        help=f"grid file: a name in workloads/ (e.g. {DEFAULT_GRID}, workloads/sweep-tiny) or a "
+                             ".toml path")  # fmt: skip
+    parser.add_argument("--seeds", type=int, help="runs per cell (seeds seed, seed+1, ...)")
+    parser.add_argument("--seed", type=int, help="first seed")
+    parser.add_argument("--out", help="output folder (default runs/sweep-<timestamp>); must be new or empty")
+    parser.add_argument("--lease", type=_floats, metavar="S,S,...", help="lease lengths, replacing the grid's")
+    parser.add_argument("--fault-scale", type=_floats, metavar="X,X,...",
+                        help="multipliers of the grid's fault rates, replacing the grid's")
+    parser.add_argument("--mode", action="append", metavar="REMEDY[+hbF]",
+                        help="a mode, repeatable: none, idempotency-key, fencing, or none+hb0.3 (heartbeat every "
+                             "0.3 leases); replaces the grid's modes")  # fmt: skip
+    parser.add_argument("--target", type=float, help="lease-caused duplicates per 1000 tasks to stay under")
+    parser.add_argument("--queue", help="the queue under test, MODULE:ATTR")
+    parser.add_argument("--tasks", type=int, help="tasks per run")
+    parser.add_argument("--duration", type=float, help="seconds of each run's faulted phase")
+    parser.add_argument("--workers", type=int, help="workers per run")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs the grid expands to and stop")
+
+
+def build_grid(args: argparse.Namespace):
+    from harness.errors import UsageError
+    from harness.sweep.grid import load_grid, parse_mode
+
+    grid = load_grid(args.grid)
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise UsageError(f"--seeds must be a positive integer, got {args.seeds}")
+        grid.seeds = args.seeds
+    if args.seed is not None:
+        grid.seed = args.seed
+    if args.lease:
+        if any(v <= 0 for v in args.lease):
+            raise UsageError(f"--lease values must be positive, got {args.lease}")
+        grid.leases = args.lease
+    if args.fault_scale:
+        if any(v < 0 for v in args.fault_scale):
+            raise UsageError(f"--fault-scale values must be >= 0, got {args.fault_scale}")
+        grid.fault_scales = args.fault_scale
+    if args.mode:
+        grid.modes = [parse_mode("--mode", m) for m in args.mode]
+    if args.target is not None:
+        if args.target < 0:
+            raise UsageError(f"--target must be >= 0, got {args.target}")
+        grid.target = args.target
+    for key in ("queue", "tasks", "duration", "workers"):
+        if getattr(args, key) is not None:
+            grid.fixed[key] = getattr(args, key)
+    return grid
+
+
+def _out_dir(out: str | None) -> Path:
+    from harness.errors import UsageError
+
+    path = Path(out) if out else Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"--out {str(path)!r} exists and is not an empty folder")
+    return path
+
+
+def _heartbeat_note(grid, queue: str) -> str:
+    from harness.contract import has_extension, open_queue
+
+    if not any(m.heartbeat > 0 for m in grid.modes):
+        return ""
+    with tempfile.TemporaryDirectory(prefix="takeover-sweep-") as tmp:
+        q = open_queue(queue, str(Path(tmp) / "queue.sqlite"))
+        try:
+            has = has_extension(q, "extend")
+        finally:
+            q.close()
+    return "" if has else (f"queue {queue} has no extend(): heartbeat cells ran WITHOUT heartbeats "
+                           "(their numbers are fixed-lease numbers)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.commands.stress import check_queue
+    from harness.sweep.runner import CSV_FILE, run_sweep
+    from reports.sweep import write_sweep_report
+
+    grid = build_grid(args)
+    out = _out_dir(args.out)
+    runs = grid.runs()
+    first = grid.config(runs[0][0], runs[0][1], out)  # validates the base profile and fixed values
+    for cell, seed in runs:  # every cell's values, before anything runs
+        grid.config(cell, seed, out)
+    if args.dry_run:
+        for cell, seed in runs:
+            print(f"{cell.cell_id} seed {seed}")
+        print(f"{len(runs)} run(s) in {len(grid.cells())} cell(s)")
+        return 0
+    check_queue(first.queue)
+    note = _heartbeat_note(grid, first.queue)
+    print(f"takeover sweep: grid {grid.name}, {len(runs)} run(s) in {len(grid.cells())} cell(s) -> {out}",
+          flush=True)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    result = run_sweep(grid, out)
+    meta = {"grid": grid.name, "planned": result.planned, "queue": first.queue, "target": grid.target,
+            "interrupted": result.interrupted, "no_heartbeat": note}
+    written = write_sweep_report(out, result.rows, meta, result.violations)
+    print(f"wrote {CSV_FILE}, {', '.join(written)} in {out}")
+    if result.violations:
+        print(f"INVARIANTS VIOLATED in {len(result.violations)} run(s): "
+              + "; ".join(f"{v['cell']} seed {v['seed']} ({v['violated']})" for v in result.violations[:5]),
+              file=sys.stderr)
+    _print_recs(out)
+    if result.interrupted:
+        print("takeover sweep: interrupted; finished cells are kept and reported", file=sys.stderr)
+        return 130
+    return 1 if result.violations else 0
+
+
+def _print_recs(out: Path) -> None:
+    text = (out / "sweep.md").read_text()
+    start = text.find("## Recommendation")
+    if start >= 0:
+        end = text.find("\n## ", start + 5)
+        print(text[start:end if end > 0 else None].rstrip())
+
+
+

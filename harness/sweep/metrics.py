@@ -1,0 +1,95 @@
+"""One sweep row from one checked run folder: the numbers the sweep's plots and table need.
+
+Why from the run folder: a cell is a real ``takeover stress`` run, checked by the same checker as
+any run, so a sweep row can always be re-derived (and audited) from ``cells/<id>/`` alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.checker.check import SUMMARY_FILE, _json_default, analyse
+from harness.config import RunConfig
+from harness.sweep.grid import Cell
+from harness.sweep.model import p_outlives, quantile
+
+ACTION_OVERHEAD = 0.005  # the action's round trip on 127.0.0.1, about, on top of the local step
+
+COLUMNS = [
+    "cell", "distribution", "dist", "mean", "spread", "max", "lease", "fault_scale", "remedy", "heartbeat_fraction",
+    "heartbeat_s", "seed", "valid", "violated", "exit_code", "tasks", "dup_tasks", "dup_extra", "dup_s5",
+    "dup_lost_lease", "dup_other", "dup_per_1000", "lost_lease_per_1000", "s5_per_1000", "performed",
+    "deduplicated", "refused", "heartbeat_in_effect", "extends_ok", "extends_lost", "p99_task_model",
+    "p99_task_observed", "lease_over_p99", "p_outlives_model", "outlived_observed", "recovery_n", "recovery_p50",
+    "recovery_p99", "throughput_per_s", "claims", "wasted_attempts_pct", "wasted_work_s", "work_s",
+    "takeovers", "uncertain", "elapsed_s", "run_dir",
+]
+
+
+def _r(x: Any, nd: int = 4) -> Any:
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else round(x, nd)
+
+
+def cell_row(cell: Cell, cfg: RunConfig, run_dir: Path, elapsed: float) -> dict[str, Any]:
+    """Check the run (summary.json is written) and turn it into a sweep row."""
+    summary, fx, _ = analyse(run_dir)
+    summary.pop("_dup_tasks", None)
+    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    tt = cell.distribution.task_time
+    c, d = summary["counts"], summary["duplicates"]
+    tasks = max(int(c.get("tasks") or 0), 1)
+    by = d.get("by_cause") or {}
+    rem = summary.get("remedy") or {}
+    hb = summary.get("heartbeat") or {}
+    # Work per attempt: from the claim's return to the action's invoke, same task/gen/process.
+    claims = fx.claims_ok[["task", "gen", "process", "t_comp", "lease_until"]]
+    acts = fx.ops.actions[["task", "gen", "process", "t_inv"]].dropna(subset=["task", "gen"])
+    acts = acts.drop_duplicates(["task", "gen", "process"])
+    m = claims.merge(acts, on=["task", "gen", "process"], how="left")
+    work = (m["t_inv"] - m["t_comp"]).to_numpy(dtype="float64")
+    finished = m.merge(fx.fin_acc[["task", "gen"]].drop_duplicates().assign(fin=True), on=["task", "gen"],
+                       how="left")["fin"].eq(True).to_numpy()
+    acted = ~np.isnan(work)
+    lost = set()
+    for frame in (fx.fin_rej, fx.ops.extends[fx.ops.extends["status"] == "fail"]):
+        lost |= set(zip(frame["task"].to_numpy(dtype="float64"), frame["gen"].to_numpy(dtype="float64"),
+                        strict=True))
+    outlived = sum(1 for t, g in zip(m["task"], m["gen"], strict=True) if (t, g) in lost)
+    violated = [name for name, inv in summary["invariants"].items() if inv["valid"] is False]
+    p99_model = quantile(tt, 0.99)
+    rec = c.get("orphan_recovery_s") or {}
+    n_claims = max(len(m), 1)
+    return {
+        "cell": cell.cell_id, "distribution": cell.distribution.name, "dist": tt.dist, "mean": tt.mean,
+        "spread": tt.spread, "max": tt.max, "lease": cell.lease, "fault_scale": cell.fault_scale,
+        "remedy": cell.mode.remedy, "heartbeat_fraction": cell.mode.heartbeat, "heartbeat_s": cfg.heartbeat,
+        "seed": cfg.seed, "valid": summary["valid"], "violated": ";".join(violated),
+        "exit_code": summary["exit_code"], "tasks": tasks, "dup_tasks": d.get("tasks") or 0,
+        "dup_extra": d.get("extra_actions") or 0, "dup_s5": by.get("s5", 0), "dup_lost_lease": by.get("lost_lease", 0),
+        "dup_other": by.get("other", 0),
+        "dup_per_1000": _r(1000 * (d.get("extra_actions") or 0) / tasks, 2),
+        "lost_lease_per_1000": _r(1000 * by.get("lost_lease", 0) / tasks, 2),
+        "s5_per_1000": _r(1000 * by.get("s5", 0) / tasks, 2),
+        "performed": rem.get("performed"), "deduplicated": rem.get("deduplicated"), "refused": rem.get("refused"),
+        "heartbeat_in_effect": bool(hb.get("in_effect")), "extends_ok": (hb.get("extends") or {}).get("ok", 0),
+        "extends_lost": (hb.get("extends") or {}).get("lost", 0),
+        "p99_task_model": _r(p99_model), "p99_task_observed": _r(np.percentile(work[acted], 99)) if acted.any() else None,
+        "lease_over_p99": _r(cell.lease / p99_model if p99_model > 0 else float("inf"), 3),
+        "p_outlives_model": _r(0.0 if cfg.heartbeat else p_outlives(tt, cell.lease, cfg.local_step + ACTION_OVERHEAD),
+                               5),
+        "outlived_observed": _r(outlived / n_claims, 5),
+        "recovery_n": rec.get("n", 0), "recovery_p50": rec.get("p50"), "recovery_p99": rec.get("p99"),
+        "throughput_per_s": c.get("throughput_per_s"), "claims": len(m),
+        "wasted_attempts_pct": _r(100 * (~finished).sum() / n_claims, 2),
+        "wasted_work_s": _r(np.nansum(work[acted & ~finished]), 3), "work_s": _r(np.nansum(work[acted]), 3),
+        "takeovers": c.get("takeovers"), "uncertain": c.get("uncertain"), "elapsed_s": round(elapsed, 2),
+        "run_dir": str(run_dir),
+    }

@@ -1,0 +1,123 @@
+"""Run a grid's cells one after another as real stress runs, writing ``sweep.csv`` as it goes.
+
+Why sequential: the machine has two cores and each cell is itself several processes whose timing
+is what is measured; running cells side by side would make them steal CPU from each other and turn
+lease expiries into measurements of the scheduler. Rows are appended and flushed per run, so an
+interrupted sweep keeps every finished cell and its report can still be written.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.sweep.grid import Cell, Grid
+from harness.sweep.metrics import COLUMNS, cell_row
+
+CSV_FILE = "sweep.csv"
+GRID_FILE = "grid.json"
+
+
+@dataclass
+class SweepResult:
+    out: Path
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    planned: int = 0
+
+
+def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool | None = None,
+              on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
+    """Run every (cell, seed) of the grid into ``out/cells/``; ``sweep.csv`` gets one row per run."""
+    from harness.coordinator import Coordinator
+
+    stream = stream or sys.stderr
+    runs = grid.runs()
+    configs = [(cell, seed, grid.config(cell, seed, out / "cells" / f"{cell.cell_id}-s{seed}")) for cell, seed in runs]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / GRID_FILE).write_text(json.dumps(grid.to_json(), indent=2, default=str) + "\n")
+    result = SweepResult(out, planned=len(configs))
+    with open(out / CSV_FILE, "w", newline="") as fh, SweepProgress(stream, len(configs), live) as progress:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        writer.writeheader()
+        fh.flush()
+        for index, (cell, seed, cfg) in enumerate(configs):
+            run_dir = Path(cfg.out or "")
+            run_dir.mkdir(parents=True, exist_ok=True)
+            progress.start(index, cell, seed)
+            started = time.monotonic()
+            try:
+                run = Coordinator(cfg, run_dir).run()
+            except KeyboardInterrupt:
+                result.interrupted = True
+                break
+            if run.interrupted:
+                result.interrupted = True
+                break
+            row = cell_row(cell, cfg, run_dir, time.monotonic() - started)
+            writer.writerow(row)
+            fh.flush()
+            result.rows.append(row)
+            if row["valid"] is False:
+                result.violations.append(row)
+                progress.loud(f"INVARIANT VIOLATED in cell {row['cell']} seed {seed}: {row['violated']} "
+                              f"(a queue bug, not a tuning result) - see {run_dir}/summary.json")
+            progress.done(index, row)
+            if on_row:
+                on_row(row)
+    return result
+
+
+class SweepProgress:
+    """A rich progress bar on a terminal; one plain line per run otherwise (CI logs)."""
+
+    def __init__(self, stream: TextIO, total: int, live: bool | None = None) -> None:
+        self.stream = stream
+        self.total = total
+        self.live = stream.isatty() if live is None else live
+        self._progress: Any = None
+        self._task: Any = None
+        self._t0 = time.monotonic()
+
+    def __enter__(self) -> SweepProgress:
+        if self.live:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(TextColumn("[bold]sweep[/]"), BarColumn(), MofNCompleteColumn(),
+                                      TimeRemainingColumn(), TextColumn("{task.description}"),
+                                      console=Console(file=self.stream), transient=False)
+            self._progress.start()
+            self._task = self._progress.add_task("", total=self.total)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def start(self, index: int, cell: Cell, seed: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=f"{cell.cell_id} seed {seed}")
+
+    def done(self, index: int, row: dict[str, Any]) -> None:
+        text = (f"{row['cell']} seed {row['seed']}: dup/1000 {row['dup_per_1000']}, recovery p99 "
+                f"{row['recovery_p99']}s, {row['throughput_per_s']} tasks/s, {row['elapsed_s']}s")
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1)
+            self._progress.console.print(text, highlight=False)
+        else:
+            elapsed = time.monotonic() - self._t0
+            print(f"[sweep {index + 1}/{self.total} {elapsed:5.0f}s] {text}", file=self.stream, flush=True)
+
+    def loud(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(f"[bold red]{text}[/]")
+        else:
+            print(f"!!! {text}", file=self.stream, flush=True)

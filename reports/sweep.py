@@ -1,0 +1,220 @@
+"""The sweep's report: ``sweep.md`` and a self-contained ``sweep.html`` (plots inlined as PNG).
+
+Why these plots: each answers one question someone choosing a lease asks — how many duplicates a
+lease costs (and whether the distribution's tail explains them: the model's P(task > lease) is drawn
+beside the observation), how long a dead worker's task sits orphaned, what a short lease wastes,
+and whether heartbeats buy a shorter recovery without the duplicates (the frontier).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from harness.sweep.recommend import cell_means, frame, recommendations  # noqa: E402
+
+CAUSES = (("lost_lease_per_1000", "lost_lease (outlived lease)", "#e76f51"),
+          ("s5_per_1000", "s5 (killed after acting)", "#264653"),
+          ("dup_per_1000", "all causes", "#8d99ae"))
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _axes(n: int, title: str) -> tuple[Any, list[Any]]:
+    fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.8), squeeze=False)
+    fig.suptitle(title)
+    return fig, list(axes[0])
+
+
+def fig_duplicates(means: pd.DataFrame) -> bytes:
+    """Duplicates per 1000 tasks against lease / p99 task time, by cause, model beside observation."""
+    fixed = means[(means["heartbeat_fraction"] == 0) & (means["remedy"] == "none")]
+    dists = list(dict.fromkeys(means["distribution"]))
+    fig, axes = _axes(len(dists), "Duplicate side effects per 1000 tasks (remedy none, fixed lease)")
+    for ax, dist in zip(axes, dists, strict=True):
+        sub = fixed[fixed["distribution"] == dist].sort_values("lease_over_p99")
+        for col, label, colour in CAUSES:
+            ax.plot(sub["lease_over_p99"], sub[col], "o-", label=label, color=colour)
+        ax.plot(sub["lease_over_p99"], 1000 * sub["p_outlives_model"], "k--", label="model: 1000 x P(task > lease)")
+        ax.plot(sub["lease_over_p99"], 1000 * sub["outlived_observed"], "x:", color="#e76f51",
+                label="observed: attempts that lost their lease")
+        ax.set_xscale("log")
+        ax.set_xlabel("lease / p99 task time")
+        ax.set_ylabel("per 1000 tasks")
+        ax.set_title(dist)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    return _png(fig)
+
+
+def fig_recovery(means: pd.DataFrame) -> bytes:
+    fixed = means[(means["heartbeat_fraction"] == 0) & (means["remedy"] == "none")]
+    fig, axes = _axes(1, "Orphan recovery: lease expiry to takeover (fixed lease)")
+    ax = axes[0]
+    for dist, sub in fixed.groupby("distribution", sort=False):
+        sub = sub.sort_values("lease")
+        line = ax.plot(sub["lease"], sub["recovery_p99"], "o-", label=f"{dist} p99")[0]
+        ax.plot(sub["lease"], sub["recovery_p50"], "s--", color=line.get_color(), label=f"{dist} p50")
+    ax.set_xlabel("lease (s)")
+    ax.set_ylabel("seconds after the lease expired")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def fig_throughput(means: pd.DataFrame) -> bytes:
+    fixed = means[(means["heartbeat_fraction"] == 0) & (means["remedy"] == "none")]
+    fig, (a, b) = _axes(2, "Throughput and wasted work against lease (fixed lease)")
+    for dist, sub in fixed.groupby("distribution", sort=False):
+        sub = sub.sort_values("lease")
+        a.plot(sub["lease"], sub["throughput_per_s"], "o-", label=dist)
+        b.plot(sub["lease"], sub["wasted_attempts_pct"], "o-", label=f"{dist}: attempts not finished (%)")
+        b.plot(sub["lease"], sub["wasted_work_s"], "x:", label=f"{dist}: work thrown away (s)")
+    a.set_xlabel("lease (s)")
+    a.set_ylabel("accepted finishes per second")
+    b.set_xlabel("lease (s)")
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def fig_frontier(means: pd.DataFrame) -> bytes:
+    plain = means[means["remedy"] == "none"]
+    dists = list(dict.fromkeys(means["distribution"]))
+    fig, axes = _axes(len(dists), "Frontier: recovery latency against duplicates (remedy none)")
+    for ax, dist in zip(axes, dists, strict=True):
+        sub = plain[plain["distribution"] == dist]
+        for hb, part in sub.groupby("heartbeat_fraction"):
+            label = "fixed lease" if hb == 0 else f"heartbeat every {hb:g} lease"
+            part = part.sort_values("lease")
+            ax.plot(part["lost_lease_per_1000"], part["recovery_p99"], "o-" if hb == 0 else "^-", label=label)
+            for r in part.itertuples():
+                ax.annotate(f"{r.lease:g}s", (r.lost_lease_per_1000, r.recovery_p99), fontsize=7,
+                            textcoords="offset points", xytext=(3, 3))
+        ax.set_xlabel("lease-caused duplicates per 1000 tasks")
+        ax.set_ylabel("orphan recovery p99 (s)")
+        ax.set_title(dist)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+FIGURES = (("duplicates", "Duplicates against lease / p99 task time", fig_duplicates),
+           ("recovery", "Orphan-recovery latency against lease", fig_recovery),
+           ("throughput", "Throughput and wasted work against lease", fig_throughput),
+           ("frontier", "Frontier: recovery latency against duplicate rate", fig_frontier))
+
+REC_COLUMNS = {
+    "distribution": "distribution", "p99_task_s": "p99 task (s)",
+    "fixed_lease_s": "shortest fixed lease (s)", "fixed_recovery_p99_s": "its recovery p99 (s)",
+    "fixed_dup_per_1000": "its dup/1000",
+    "heartbeat_lease_s": "shortest lease w/ heartbeat (s)", "heartbeat_every_s": "heartbeat every (s)",
+    "heartbeat_recovery_p99_s": "its recovery p99 (s)", "heartbeat_dup_per_1000": "its dup/1000",
+    "remedies_at_lease_s": "remedies compared at lease (s)",
+}
+
+
+def _rec_table(recs: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    extra = sorted({k for r in recs for k in r if k.startswith("left_")})
+    keys = list(REC_COLUMNS) + extra
+    head = [REC_COLUMNS.get(k, f"dup/1000 left by {k.removeprefix('left_')}") for k in keys]
+    body = [["none under target" if r.get(k) is None and k in ("fixed_lease_s", "heartbeat_lease_s")
+             else ("-" if r.get(k) is None else str(r.get(k))) for k in keys] for r in recs]
+    return head, body
+
+
+def render_markdown(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.DataFrame,
+                    violations: list[dict[str, Any]]) -> str:
+    lines = [f"# takeover sweep: {meta['grid']}", ""]
+    if violations:
+        lines += ["**INVARIANT VIOLATIONS** (a queue bug, not a tuning result):", ""]
+        lines += [f"- cell `{v['cell']}` seed {v['seed']}: {v['violated']} — `{v['run_dir']}`" for v in violations]
+        lines.append("")
+    lines += [f"{meta['runs']} run(s) of {meta['planned']} planned, {meta['cells']} cell(s); queue "
+              f"`{meta['queue']}`; target: at most {meta['target']:g} lease-caused duplicates per 1000 tasks."
+              + (" **Interrupted: partial results.**" if meta.get("interrupted") else ""), ""]
+    if meta.get("no_heartbeat"):
+        lines += [f"Note: {meta['no_heartbeat']}", ""]
+    lines += ["## Recommendation", "",
+              "Shortest lease whose lease-caused (`lost_lease`) duplicates stay under the target, with a fixed "
+              "lease and with heartbeats; S5 duplicates (a kill after the action) happen at every lease, so the "
+              "last columns show what each remedy leaves over (all causes) at the recommended fixed lease.", ""]
+    head, body = _rec_table(recs)
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    lines += ["", "## Cells (means over seeds and fault scales)", ""]
+    cols = ["distribution", "lease", "remedy", "heartbeat_fraction", "runs", "violations", "dup_per_1000",
+            "lost_lease_per_1000", "s5_per_1000", "p_outlives_model", "outlived_observed", "recovery_p50",
+            "recovery_p99", "throughput_per_s", "wasted_attempts_pct", "deduplicated", "refused"]
+    cols = [c for c in cols if c in means]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in means[cols].itertuples(index=False):
+        lines.append("| " + " | ".join("" if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else str(v))
+                                       for v in r) + " |")
+    lines += ["", "Plots: see `sweep.html`. Every run's folder is under `cells/`; every row is in `sweep.csv`.", ""]
+    return "\n".join(lines)
+
+
+def render_html(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.DataFrame,
+                violations: list[dict[str, Any]], figs: dict[str, bytes]) -> str:
+    def e(x: Any) -> str:
+        return html.escape(str(x))
+
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>takeover sweep {e(meta['grid'])}</title>"
+             "<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:1300px}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:3px 6px;font-size:12px}.bad{background:#ffe3e3;color:#a00;"
+             "padding:.6em;border:2px solid #a00}img{max-width:100%}</style></head><body>",
+             f"<h1>takeover sweep: {e(meta['grid'])}</h1>"]
+    if violations:
+        parts.append("<div class='bad'><b>INVARIANT VIOLATIONS</b> (a queue bug, not a tuning result)<ul>"
+                     + "".join(f"<li>cell {e(v['cell'])} seed {e(v['seed'])}: {e(v['violated'])} — "
+                               f"{e(v['run_dir'])}</li>" for v in violations) + "</ul></div>")
+    parts.append(f"<p>{meta['runs']} run(s) of {meta['planned']} planned, {meta['cells']} cell(s); queue "
+                 f"<code>{e(meta['queue'])}</code>; target ≤ {meta['target']:g} lease-caused duplicates per 1000 "
+                 f"tasks.{' <b>Interrupted: partial results.</b>' if meta.get('interrupted') else ''}</p>")
+    if meta.get("no_heartbeat"):
+        parts.append(f"<p><b>Note:</b> {e(meta['no_heartbeat'])}</p>")
+    head, body = _rec_table(recs)
+    parts.append("<h2>Recommendation</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
+                 + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in body)
+                 + "</table>")
+    for key, title, _ in FIGURES:
+        if figs.get(key):
+            parts.append(f"<h2>{e(title)}</h2><img alt='{e(key)}' "
+                         f"src='data:image/png;base64,{base64.b64encode(figs[key]).decode()}'>")
+    parts.append("<h2>Cells (means over seeds and fault scales)</h2>"
+                 + means.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep=""))
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def write_sweep_report(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any],
+                       violations: list[dict[str, Any]]) -> list[str]:
+    """Write sweep.md and sweep.html into ``out``; returns the file names."""
+    df = frame(rows)
+    if df.empty:
+        (out / "sweep.md").write_text(f"# takeover sweep: {meta['grid']}\n\nNo run finished.\n")
+        (out / "sweep.html").write_text("<!doctype html><html><body><p>No run finished.</p></body></html>")
+        return ["sweep.md", "sweep.html"]
+    means = cell_means(df)
+    recs = recommendations(df, float(meta["target"]))
+    meta = {**meta, "cells": len(means), "runs": len(df)}
+    figs = {key: fn(means) for key, _, fn in FIGURES}
+    (out / "sweep.md").write_text(render_markdown(meta, recs, means, violations))
+    (out / "sweep.html").write_text(render_html(meta, recs, means, violations, figs))
+    return ["sweep.md", "sweep.html"]
