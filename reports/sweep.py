@@ -62,15 +62,16 @@ def fig_duplicates(means: pd.DataFrame) -> bytes:
 
 
 def fig_recovery(means: pd.DataFrame) -> bytes:
+    """From a holder's SIGKILL to the takeover of its task."""
     fixed = means[(means["heartbeat_fraction"] == 0) & (means["remedy"] == "none")]
-    fig, axes = _axes(1, "Orphan recovery: lease expiry to takeover (fixed lease)")
+    fig, axes = _axes(1, "Orphan recovery: holder killed -> task taken over (fixed lease)")
     ax = axes[0]
     for dist, sub in fixed.groupby("distribution", sort=False):
         sub = sub.sort_values("lease")
         line = ax.plot(sub["lease"], sub["recovery_p99"], "o-", label=f"{dist} p99")[0]
         ax.plot(sub["lease"], sub["recovery_p50"], "s--", color=line.get_color(), label=f"{dist} p50")
     ax.set_xlabel("lease (s)")
-    ax.set_ylabel("seconds after the lease expired")
+    ax.set_ylabel("seconds from the kill")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _png(fig)

@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 
 NUMERIC = ["dup_per_1000", "lost_lease_per_1000", "s5_per_1000", "p_outlives_model", "outlived_observed",
-           "recovery_p50", "recovery_p99", "throughput_per_s", "wasted_attempts_pct", "wasted_work_s",
+           "recovery_p50", "recovery_p99", "expiry_to_takeover_p99", "throughput_per_s",
+           "wasted_attempts_pct", "wasted_work_s",
            "p99_task_model", "p99_task_observed", "lease_over_p99", "performed", "deduplicated", "refused"]
 
 
