@@ -1,0 +1,110 @@
+"""``takeover soak``: a long run under faults, bounded in memory and disk, checked every few minutes.
+
+First every banked failing seed is replayed (``workloads/seed-bank.json``, or ``--seed-bank`` /
+``$TAKEOVER_SEED_BANK``), then segments of ``--checkpoint`` seconds run back to back until
+``--minutes`` are used up, tasks arriving continuously at the profile's arrival rate. Each segment
+is checked when it ends (the checkpoint) and ``soak.json`` is rewritten, so a soak that is killed
+still leaves the verdict of everything checked so far. A segment that finds a violation banks its
+seed and config. See :mod:`harness.soak.driver` for why segments keep memory and disk bounded.
+
+Exit codes: 0 valid, 1 a violation (in a segment or a replayed seed), 2 bad input, 3 nothing was
+tested, 130 interrupted with no violation found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from harness.errors import UsageError
+
+HELP = "soak: replay banked failing seeds, then checked segments under faults for --minutes (nightly CI)"
+
+MINUTES_ENV = "SOAK_MINUTES"
+DEFAULT_MINUTES = 60.0
+DEFAULT_ARRIVAL = 10.0  # tasks per second when the profile has none: a soak must keep tasks coming
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from harness.commands import stress
+
+    parser.add_argument("--minutes", type=float,
+                        help=f"length of the soak's segments in minutes (default ${MINUTES_ENV} or "
+                             f"{DEFAULT_MINUTES:g}); 0 = replay the banked seeds only")  # fmt: skip
+    parser.add_argument("--checkpoint", type=float, default=300.0,
+                        help="seconds between checkpoints: each segment runs this long, then is checked (default 300)")
+    parser.add_argument("--sample", type=float, default=5.0, help="seconds between resource samples (default 5)")
+    parser.add_argument("--seed-bank", help="the bank of failing seeds (default $TAKEOVER_SEED_BANK or "
+                                            "workloads/seed-bank.json)")  # fmt: skip
+    parser.add_argument("--no-replay", action="store_true", help="do not replay the banked seeds first")
+    parser.add_argument("--keep", choices=("failed", "all"), default="failed",
+                        help="which checked segments keep their history, queue and ledger (default failed)")
+    stress.configure(parser)
+    parser.set_defaults(profile="stress")
+
+
+def resolve_minutes(given: float | None) -> float:
+    if given is not None:
+        value, name = given, "--minutes"
+    else:
+        raw = os.environ.get(MINUTES_ENV, "").strip()
+        if not raw:
+            return DEFAULT_MINUTES
+        name = MINUTES_ENV
+        try:
+            value = float(raw)
+        except ValueError:
+            raise UsageError(f"{MINUTES_ENV} must be a number of minutes, got {raw!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise UsageError(f"{name} must be a number of minutes >= 0, got {value!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness import rundir
+    from harness.commands import stress
+    from harness.soak import seedbank
+    from harness.soak.display import SoakDisplay
+    from harness.soak.driver import Soak, SoakOptions
+
+    minutes = resolve_minutes(args.minutes)
+    if not args.checkpoint > 0:
+        raise UsageError(f"--checkpoint must be a positive number of seconds, got {args.checkpoint!r}")
+    if not args.sample > 0:
+        raise UsageError(f"--sample must be a positive number of seconds, got {args.sample!r}")
+    base = stress.resolve(args)
+    if base.arrival_rate == 0 and args.arrival_rate is None:
+        base = dataclasses.replace(base, arrival_rate=DEFAULT_ARRIVAL)
+    stress.check_queue(base.queue)
+    bank = seedbank.bank_path(args.seed_bank)
+    if not args.no_replay:
+        seedbank.load_all([seedbank.DEFAULT_BANK, bank])  # a broken bank is bad input: say so before starting
+    rundir.check_out(args.out)
+    root = rundir.create(args.out)
+    command = " ".join(shlex.quote(a) for a in ["takeover", "soak", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
+    opts = SoakOptions(
+        base=base, out=root, minutes=minutes, checkpoint=args.checkpoint, sample=args.sample, bank=bank,
+        replay=not args.no_replay, keep=args.keep, fail_on_duplicates=args.fail_on_duplicates, command=command,
+    )  # fmt: skip
+    print(f"takeover soak: {minutes:g} min in checkpoints of {args.checkpoint:g} s, folder {root}", flush=True)
+    print(f"segments: {base.command()} (seed +1 per segment, --duration = the checkpoint)", flush=True)
+    with SoakDisplay(sys.stderr) as display:
+        code = Soak(opts, display).run()
+    summary = Path(root) / "soak.json"
+    from reports.soak import load
+
+    soak = load(root) if summary.exists() else {}
+    t = soak.get("totals", {})
+    print(f"soak {soak.get('verdict', '?').upper()} ({soak.get('status')}): {t.get('segments', 0)} checkpoints, "
+          f"{t.get('replays', 0)} replays, {t.get('finished', 0)} tasks finished, {t.get('violations', 0)} "
+          f"violations, {t.get('duplicate_tasks', 0)} task(s) with duplicates")  # fmt: skip
+    for w in soak.get("resources", {}).get("warnings", []):
+        print(f"  warning: {w}")
+    for b in soak.get("banked", []):
+        print(f"  banked seed {b['seed']} ({b['segment']}) in {b['bank']}")
+    print(f"reports: {root}/report.html, {root}/junit.xml, {root}/soak.json, {root}/resources.csv")
+    return code

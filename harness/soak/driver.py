@@ -1,0 +1,297 @@
+"""A soak: banked seeds replayed, then back-to-back segments, each a full run checked at its end.
+
+Design (why segments): a soak must stay bounded in memory and disk however long it lasts, and must
+leave a verdict when it is killed. So the soak is a chain of *segments*, each a complete stress run
+of ``checkpoint`` seconds with tasks arriving continuously at the profile's ``arrival_rate`` (the
+coordinator's continuous arrival), followed by its drain, snapshot and the checker: that is the
+checkpoint. Every invariant is judged on a closed world (the segment's own queue file, ledger and
+history), so a checkpoint's verdict is exact, not a guess over a history cut mid-operation.
+
+After its checkpoint a passed segment's bulky files (history, queue file and WAL, ledger, snapshot,
+HTML report) are deleted; ``summary.json``, ``report.md``, ``junit.xml`` and ``config.json`` stay.
+A failed segment keeps everything, so it can be re-checked and replayed; past ``keep_failed`` of
+them, further failed segments keep their history gzip-compressed and drop the rest. The queue's
+done rows are therefore never pruned inside a segment (the final snapshot is the checker's evidence
+for "no task lost", and pruning would be a queue operation the contract does not have); instead the
+whole queue file is retired with its segment. Disk then grows only by a few kilobytes of summaries
+per checkpoint, and memory is the high-water mark of one segment, however long the soak runs.
+
+The price: a task never spans two segments, and the queue file never holds more than one
+segment's tasks; a bug that needs a queue file hours old would be missed. Longer ``--checkpoint``
+values trade bounded size for that.
+
+``soak.json`` (the interim and final summary) is rewritten atomically after every checkpoint, so a
+soak killed at any moment leaves the verdict of everything checked so far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import json
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.config import RunConfig
+from harness.rundir import write_json
+from harness.soak import seedbank
+from harness.soak.display import SoakDisplay, Totals
+from harness.soak.resources import ResourceWatch, Targets, growth_warnings, read_resources
+
+SOAK_FILE = "soak.json"
+BULKY = ("history.jsonl", "queue.sqlite", "queue.sqlite-wal", "queue.sqlite-shm", "ledger.sqlite",
+         "ledger.sqlite-wal", "ledger.sqlite-shm", "snapshot.json", "report.html")  # fmt: skip
+MIN_SEGMENT = 1.0  # seconds: a shorter remainder of the budget is not worth a run
+
+
+@dataclass(frozen=True)
+class SoakOptions:
+    base: RunConfig  # the segments' config; each segment gets seed = base.seed + its index
+    out: Path
+    minutes: float
+    checkpoint: float = 300.0
+    sample: float = 5.0
+    bank: Path = seedbank.DEFAULT_BANK
+    replay: bool = True
+    keep: str = "failed"  # failed | all: which segments keep their bulky files
+    keep_failed: int = 5
+    fail_on_duplicates: bool = False
+    command: str = ""
+
+
+class Soak:
+    def __init__(self, opts: SoakOptions, display: SoakDisplay) -> None:
+        self.o = opts
+        self.display = display
+        self.root = Path(opts.out)
+        self.totals = Totals()
+        self.segments: list[dict[str, Any]] = []
+        self.replays: list[dict[str, Any]] = []
+        self.banked: list[dict[str, Any]] = []
+        self.coordinator: Any = None
+        self.segment_name = "starting"
+        self.segment_dir: Path | None = None
+        self.stopping = 0
+        self.started = time.time()
+        self.status = "running"
+        self.kept_failed = 0
+        self.budget_start: float | None = None  # when the segments started (replays come first)
+
+    # -- the whole soak ---------------------------------------------------------------------------
+    def run(self) -> int:
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.write_summary()
+            with ResourceWatch(self.root, self._targets, self.o.sample) as self.watch:
+                if self.o.replay:
+                    entries = seedbank.load_all([seedbank.DEFAULT_BANK, self.o.bank])
+                    for i, entry in enumerate(entries, 1):
+                        if self.stopping:
+                            break
+                        cfg = RunConfig.from_dict(entry["config"])
+                        self.run_segment(cfg, f"replay-{i:02d}", kind="replay")
+                self.run_segments()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            self.status = "interrupted" if self.stopping else "finished"
+            self.write_summary()
+            self.write_reports()
+        return self.exit_code()
+
+    def run_segments(self) -> None:
+        self.budget_start = time.time()
+        deadline = self.budget_start + self.o.minutes * 60.0
+        index = 0
+        while not self.stopping:
+            remaining = deadline - time.time()
+            duration = min(self.o.checkpoint, remaining)
+            if duration < MIN_SEGMENT:
+                break
+            cfg = dataclasses.replace(self.o.base, seed=self.o.base.seed + index, duration=round(duration, 3))
+            index += 1
+            self.run_segment(cfg, f"seg-{index:04d}", kind="segment")
+
+    # -- one segment: run, check (the checkpoint), record, prune ----------------------------------------
+    def run_segment(self, cfg: RunConfig, name: str, kind: str) -> dict[str, Any]:
+        from harness.coordinator import Coordinator
+
+        run_dir = self.root / name
+        run_dir.mkdir(parents=True, exist_ok=False)
+        cfg = dataclasses.replace(cfg, out=str(run_dir))
+        self.segment_name, self.segment_dir = name, run_dir
+        self.coordinator = Coordinator(cfg, run_dir, on_progress=self._on_progress)
+        result = self.coordinator.run()
+        self.coordinator = None
+        if result.interrupted:
+            self.stopping += 1
+        self._show("checking", force=True)
+        code, summary = self.check(run_dir)
+        seg = self.record(name, kind, cfg, result, code, summary)
+        if kind == "segment" and seg["verdict"] == "invalid":
+            added = seedbank.bank(self.o.bank, json.loads((run_dir / "config.json").read_text()),
+                                  violated=sorted(seg["violations"]), run_dir=str(run_dir))  # fmt: skip
+            seg["banked"] = added
+            if added:
+                self.banked.append({"segment": name, "seed": cfg.seed, "bank": str(self.o.bank)})
+        self.prune(run_dir, seg)
+        (self.replays if kind == "replay" else self.segments).append(seg)
+        self.totals.add_segment(seg)
+        self.write_summary()
+        self.display.note(self.checkpoint_line(seg))
+        self.segment_name, self.segment_dir = "between segments", None
+        return seg
+
+    def check(self, run_dir: Path) -> tuple[int, dict[str, Any] | None]:
+        from harness.checker import check_run_dir
+
+        try:
+            code = int(check_run_dir(run_dir, fail_on_duplicates=self.o.fail_on_duplicates, out=io.StringIO()))
+            return code, json.loads((run_dir / "summary.json").read_text())
+        except KeyboardInterrupt:
+            self.stopping += 1
+            return 130, None
+        except Exception as exc:  # noqa: BLE001 - the segment's files are kept for a re-check
+            self.display.note(f"[soak] the checker failed on {run_dir}: {type(exc).__name__}: {exc}")
+            return 3, None
+
+    def record(self, name: str, kind: str, cfg: RunConfig, result: Any, code: int,
+               summary: dict[str, Any] | None) -> dict[str, Any]:
+        t, c = result.tally, result.counters
+        s = summary or {}
+        inv = s.get("invariants", {})
+        verdict = {True: "valid", False: "invalid"}.get(s.get("valid"), "inconclusive")
+        if s.get("failed_on_duplicates"):
+            verdict = "invalid"
+        return {
+            "name": name, "kind": kind, "seed": cfg.seed, "queue": cfg.queue, "duration": cfg.duration,
+            "elapsed": round(result.elapsed, 2), "interrupted": result.interrupted,
+            "verdict": verdict, "exit_code": code,
+            "registered": result.registered, "finished": int(c.get("done", 0)),
+            "faults": {"kills": sum(t.kills.values()), "pauses": sum(t.pauses.values()),
+                       "lost_replies": int(c.get("lose_reply", 0)), "slow": int(c.get("slow", 0))},
+            "duplicate_tasks": int((s.get("duplicates") or {}).get("tasks") or 0),
+            "extra_actions": int((s.get("duplicates") or {}).get("extra_actions") or 0),
+            "violations": {k: v["violations"] for k, v in inv.items() if v.get("valid") is False},
+            "inconclusive": s.get("inconclusive"),
+            "history_lines": (s.get("history") or {}).get("lines"),
+            "command": cfg.command(),
+            "run_dir": str(self.root / name),
+        }  # fmt: skip
+
+    def prune(self, run_dir: Path, seg: dict[str, Any]) -> None:
+        """Retire a checked segment's bulky files (see the module docstring for what stays)."""
+        if self.o.keep == "all" or seg["exit_code"] == 130:
+            seg["pruned"] = False
+            return
+        if seg["verdict"] == "invalid" or seg["exit_code"] not in (0, 1, 3) or seg["verdict"] == "inconclusive" \
+                and seg["inconclusive"] is None:  # the checker failed: keep all for a re-check
+            if self.kept_failed < self.o.keep_failed:
+                self.kept_failed += 1
+                seg["pruned"] = False
+                return
+            hist = run_dir / "history.jsonl"
+            if hist.exists():
+                with hist.open("rb") as src, gzip.open(run_dir / "history.jsonl.gz", "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        for name in BULKY:
+            (run_dir / name).unlink(missing_ok=True)
+        seg["pruned"] = True
+
+    # -- summary, verdict ----------------------------------------------------------------------------
+    def exit_code(self) -> int:
+        done = self.segments + self.replays
+        if any(s["verdict"] == "invalid" for s in done):
+            return 1
+        if self.stopping:
+            return 130
+        if not done or all(s["verdict"] == "inconclusive" for s in done):
+            return 3
+        return 0
+
+    def verdict(self) -> str:
+        done = self.segments + self.replays
+        if any(s["verdict"] == "invalid" for s in done):
+            return "invalid"
+        if any(s["verdict"] == "valid" for s in done):
+            return "valid"
+        return "inconclusive"
+
+    def summary(self) -> dict[str, Any]:
+        rows = read_resources(self.root)
+        cols = [c for c in (rows[0] if rows else {}) if c not in ("time", "elapsed", "segment")]
+        t = self.totals
+        return {
+            "status": self.status,
+            "verdict": self.verdict(),
+            "exit_code": self.exit_code() if self.status != "running" else None,
+            "started": self.started,
+            "updated": time.time(),
+            "elapsed": round(time.time() - self.started, 1),
+            "minutes": self.o.minutes,
+            "checkpoint": self.o.checkpoint,
+            "command": self.o.command,
+            "seed_bank": str(self.o.bank),
+            "config": self.o.base.to_dict(),
+            "totals": {"segments": len(self.segments), "replays": len(self.replays), "finished": t.finished,
+                       "kills": t.kills, "pauses": t.pauses, "lost_replies": t.lost_replies, "slow": t.slow,
+                       "duplicate_tasks": t.duplicate_tasks, "violations": t.violations, "invalid": t.invalid},
+            "segments": self.segments,
+            "replays": self.replays,
+            "banked": self.banked,
+            "resources": {"samples": len(rows), "warnings": growth_warnings(rows),
+                          "peak": {c: max(float(r[c]) for r in rows) for c in cols},
+                          "last": {c: float(rows[-1][c]) for c in cols} if rows else {}},
+        }  # fmt: skip
+
+    def write_summary(self) -> None:
+        write_json(self.root / SOAK_FILE, self.summary())
+
+    def write_reports(self) -> None:
+        from reports import soak as soak_report
+
+        try:
+            soak_report.write(self.root, json.loads((self.root / SOAK_FILE).read_text()))
+        except Exception as exc:  # noqa: BLE001 - soak.json already holds the verdict
+            self.display.note(f"[soak] could not write the soak report: {type(exc).__name__}: {exc}")
+
+    def checkpoint_line(self, seg: dict[str, Any]) -> str:
+        v = ", ".join(f"{k} {n}" for k, n in seg["violations"].items()) or "none"
+        return (f"[soak] checkpoint {seg['name']} (seed {seg['seed']}): {seg['verdict'].upper()} - "
+                f"{seg['finished']} finished of {seg['registered']}, duplicates {seg['duplicate_tasks']} task(s), "
+                f"violations: {v}" + (" - seed banked" if seg.get("banked") else ""))  # fmt: skip
+
+    # -- callbacks -----------------------------------------------------------------------------------
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.stopping += 1
+        if self.stopping >= 2:
+            raise KeyboardInterrupt
+
+    def _on_progress(self, p: Any) -> None:
+        self.totals.live = {"finished": p.done, "kills": p.kills, "pauses": p.pauses,
+                            "lost_replies": p.lost_replies, "slow": p.slow}  # fmt: skip
+        self._show(p.stage)
+
+    def _show(self, stage: str, force: bool = False) -> None:
+        # The clock is the segments' budget (--minutes); replays of banked seeds run before it starts.
+        elapsed = 0.0 if self.budget_start is None else time.time() - self.budget_start
+        total = max(elapsed, self.o.minutes * 60.0)
+        self.display.update(self.totals, elapsed=elapsed, total=total, segment=self.segment_name, stage=stage,
+                            force=force)  # fmt: skip
+
+    def _targets(self) -> Targets:
+        coord = self.coordinator
+        workers: tuple[int, ...] = ()
+        service = None
+        if coord is not None:
+            try:
+                workers = tuple(h.proc.pid for h in list(coord.handles.values()) if h.proc.pid)
+                service = coord.service.pid if coord.service is not None else None
+            except (RuntimeError, AttributeError):
+                pass  # the dict changed under us: the next sample will see it
+        return Targets(self.segment_name, self.segment_dir, workers, service)

@@ -1,0 +1,117 @@
+"""A soak's own reports, next to ``soak.json``: report.md, report.html (with the resource figure), junit.xml.
+
+Why one JUnit test case per checkpoint and per replayed seed: CI lists each, so a red night says
+which segment (and which seed, with the command that reproduces it) failed, and a banked seed that
+still fails shows up under its own name every night until it is fixed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from reports.resources import figure
+
+
+def write(root: Path, soak: dict[str, Any]) -> list[str]:
+    from harness.soak.resources import read_resources
+
+    png = figure(read_resources(root))
+    if png:
+        (root / "resources.png").write_bytes(png)
+    (root / "report.md").write_text(markdown(soak))
+    (root / "report.html").write_text(render_html(soak, png))
+    (root / "junit.xml").write_bytes(junit(soak))
+    return ["report.md", "report.html", "junit.xml"] + (["resources.png"] if png else [])
+
+
+def _runs(soak: dict[str, Any]) -> list[dict[str, Any]]:
+    return soak["replays"] + soak["segments"]
+
+
+def _violations(seg: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in seg["violations"].items()) or "none"
+
+
+def markdown(soak: dict[str, Any]) -> str:
+    t = soak["totals"]
+    lines = [f"# takeover soak: {soak['verdict'].upper()} ({soak['status']})", "",
+             f"`{soak['command']}`", "",
+             f"{t['segments']} checkpoints and {t['replays']} replayed seeds in {soak['elapsed']:.0f} s; "
+             f"{t['finished']} tasks finished; faults: {t['kills']} kills, {t['pauses']} pauses, "
+             f"{t['lost_replies']} lost replies, {t['slow']} slow tasks; {t['duplicate_tasks']} task(s) with "
+             f"duplicate side effects; {t['violations']} violations in {t['invalid']} run(s).", "",
+             "| run | seed | verdict | finished | duplicates | violations | command |", "|---|---|---|---|---|---|---|"]
+    for s in _runs(soak):
+        lines.append(f"| {s['name']} | {s['seed']} | {s['verdict']} | {s['finished']}/{s['registered']} | "
+                     f"{s['duplicate_tasks']} | {_violations(s)} | `{s['command']}` |")
+    res = soak["resources"]
+    lines += ["", f"## Resources ({res['samples']} samples, `resources.csv`, `resources.png`)", ""]
+    lines += [f"- warning: {w}" for w in res["warnings"]] or ["- nothing grew without bound"]
+    if res["peak"]:
+        lines += ["", "| series | peak | last |", "|---|---|---|"]
+        lines += [f"| {k} | {v:g} | {res['last'].get(k, 0):g} |" for k, v in res["peak"].items()]
+    for b in soak["banked"]:
+        lines.append(f"\nBanked: seed {b['seed']} of {b['segment']} in `{b['bank']}`")
+    return "\n".join(lines) + "\n"
+
+
+CSS = ("body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px}h1{padding:.4em .6em;color:#fff;"
+       "border-radius:6px}.valid{background:#2a9d8f}.invalid{background:#d62828}.inconclusive{background:#6c757d}"
+       "table{border-collapse:collapse}td,th{border:1px solid #dee2e6;padding:.2em .5em;font-size:90%}"
+       ".warn{color:#d62828}code{font-size:85%}")
+
+
+def render_html(soak: dict[str, Any], png: bytes | None) -> str:
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>takeover soak: {e(soak['verdict'])}</title>"
+             f"<style>{CSS}</style></head><body><h1 class='{e(soak['verdict'])}'>soak "
+             f"{e(soak['verdict'].upper())} ({e(soak['status'])})</h1><p><code>{e(soak['command'])}</code></p>",
+             "<table><tr><th>run</th><th>seed</th><th>verdict</th><th>finished</th><th>faults</th>"
+             "<th>duplicates</th><th>violations</th><th>reproduce</th></tr>"]
+    for s in _runs(soak):
+        f = s["faults"]
+        parts.append(f"<tr><td>{e(s['name'])}</td><td>{s['seed']}</td><td class='{e(s['verdict'])}'>"
+                     f"{e(s['verdict'])}</td><td>{s['finished']}/{s['registered']}</td><td>kills {f['kills']}, "
+                     f"pauses {f['pauses']}, lost {f['lost_replies']}, slow {f['slow']}</td>"
+                     f"<td>{s['duplicate_tasks']}</td><td>{e(_violations(s))}</td><td><code>{e(s['command'])}"
+                     "</code></td></tr>")
+    parts.append("</table><h2>Resources</h2>")
+    for w in soak["resources"]["warnings"]:
+        parts.append(f"<p class='warn'>warning: {e(w)}</p>")
+    if png:
+        parts.append(f"<img alt='resources' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def junit(soak: dict[str, Any]) -> bytes:
+    runs = _runs(soak)
+    failures = sum(1 for s in runs if s["verdict"] == "invalid")
+    skipped = sum(1 for s in runs if s["verdict"] == "inconclusive")
+    suite = ET.Element("testsuite", name="takeover.soak", tests=str(len(runs) + 1), failures=str(failures),
+                       errors="0", skipped=str(skipped), time=f"{soak['elapsed']:.1f}")
+    for s in runs:
+        case = ET.SubElement(suite, "testcase", classname=f"takeover.soak.{s['kind']}", name=f"{s['name']} seed "
+                             f"{s['seed']}", time=f"{s['elapsed']:.1f}")
+        if s["verdict"] == "invalid":
+            fail = ET.SubElement(case, "failure", type="InvariantViolated",
+                                 message=f"{_violations(s)}; duplicates {s['duplicate_tasks']}")
+            fail.text = f"reproduce: {s['command']}\nrun folder: {s['run_dir']}"
+        elif s["verdict"] == "inconclusive":
+            ET.SubElement(case, "skipped", message=str(s.get("inconclusive") or "inconclusive"))
+    case = ET.SubElement(suite, "testcase", classname="takeover.soak", name="resources bounded", time="0")
+    if soak["resources"]["warnings"]:
+        # A warning, not a failure: growth over one night can be warm-up; the figure decides.
+        out = ET.SubElement(case, "system-out")
+        out.text = "\n".join(soak["resources"]["warnings"])
+    ET.indent(suite)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="utf-8") + b"\n"
+
+
+def load(root: Path) -> dict[str, Any]:
+    return json.loads((root / "soak.json").read_text())
