@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Extra options for the command behind a target, e.g. `make stress ARGS="--seed 7 --workers 8"`.
+ARGS ?=
+RUN ?= runs/latest
+SOAK_MINUTES ?= 60
 
 .PHONY: all test stress scenarios lint clean check selftest bench soak sweep
 
@@ -19,13 +23,25 @@ test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 stress: $(STAMP)
-	$(BIN)/takeover stress
+	$(BIN)/takeover stress $(ARGS)
 
 scenarios: $(STAMP)
-	$(BIN)/takeover scenarios
+	$(BIN)/takeover scenarios $(ARGS)
+
+check: $(STAMP)
+	$(BIN)/takeover check $(RUN) $(ARGS)
 
 selftest: $(STAMP)
-	$(BIN)/takeover selftest
+	$(BIN)/takeover selftest $(ARGS)
+
+sweep: $(STAMP)
+	$(BIN)/takeover sweep $(ARGS)
+
+soak: $(STAMP)
+	$(BIN)/takeover soak --minutes $(SOAK_MINUTES) $(ARGS)
+
+bench: $(STAMP)
+	$(BIN)/takeover bench $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check harness workloads reports tests
