@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +77,8 @@ class Cell:
     @property
     def cell_id(self) -> str:
         hb = f"hb{self.mode.heartbeat:g}" if self.mode.heartbeat else "fixed"
-        return f"{self.distribution.name}-l{self.lease:g}-f{self.fault_scale:g}-{self.mode.remedy}-{hb}"
+        name = re.sub(r"[^A-Za-z0-9.]+", "_", self.distribution.name).strip("_")
+        return f"{name}-l{self.lease:g}-f{self.fault_scale:g}-{self.mode.remedy}-{hb}"
 
 
 @dataclass
