@@ -341,6 +341,10 @@ def no_lost_task(fx: Facts) -> InvariantResult:
     snap = fx.run.snapshot
     if snap is None:
         return InvariantResult("no_lost_task", "unknown", 0, [], note=f"no snapshot ({fx.run.snapshot_error})")
+    h = fx.run.history
+    if len(h) and ((h["f"] == "run").to_numpy(dtype=bool) & (h["value"] == "interrupted").to_numpy(dtype=bool)).any():
+        # docs/history.md: an interrupted run had no drain, so an unfinished task is not a lost one.
+        return InvariantResult("no_lost_task", "unknown", 0, [], note="the run was interrupted before its drain")
     registered, note = _registered(fx)
     registered = registered if registered is not None else np.unique(snap["task"].to_numpy(dtype="float64"))
     state = snap.drop_duplicates("task").set_index("task")
