@@ -118,7 +118,7 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
     # A retry claims the pending tasks with a higher generation and finishes them: still valid.
     q = SQLiteLeaseQueue(str(run_dir / "queue.sqlite"))
     hist = HistoryWriter(run_dir / "history.jsonl", 10000)
-    for task in UNREACHED:
+    for _ in UNREACHED:
         now = time.time()
         hist.write("invoke", "claim", worker="wr", now=now, lease=5.0)
         got, gen, until = q.claim("wr", now, 5.0)

@@ -53,7 +53,7 @@ def _counts_agree(run_dir: Path, rows: list[tuple], remedy: str) -> None:
 def test_idempotency_key_performs_each_task_once(tmp_path):
     run_dir, rows = _run(tmp_path, "idempotency-key")
     per_task = defaultdict(list)
-    for seq, task, gen, performed, result, key, remedy in rows:
+    for _seq, task, _gen, performed, result, key, remedy in rows:
         assert remedy == "idempotency-key" and key == task
         per_task[task].append((performed, result))
     repeated = [t for t, rs in per_task.items() if len(rs) > 1]
@@ -73,7 +73,7 @@ def test_fencing_never_performs_a_lower_generation(tmp_path):
     highest_performed: dict[str, int] = {}
     highest_seen: dict[str, int] = {}
     refused = 0
-    for seq, task, gen, performed, result, key, remedy in rows:
+    for _seq, task, gen, performed, result, _key, _remedy in rows:
         if performed:
             assert gen >= highest_performed.get(task, gen), f"{task}: gen {gen} performed after a higher one"
             highest_performed[task] = max(gen, highest_performed.get(task, gen))
