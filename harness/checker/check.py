@@ -40,6 +40,7 @@ def analyse(run_dir: str | Path, *, fail_on_duplicates: bool = False) -> tuple[d
         "valid": valid,
         "exit_code": code,
         "inconclusive": why,
+        "interrupted": fx.interrupted,
         "fail_on_duplicates": fail_on_duplicates,
         "failed_on_duplicates": dup_fail,
         "run_dir": str(run.run_dir),

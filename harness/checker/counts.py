@@ -183,6 +183,10 @@ def coverage(fx: Facts) -> dict[str, Any]:
 def warnings(fx: Facts, cov: dict[str, Any], dup: dict[str, Any]) -> list[str]:
     out: list[str] = []
     stats = fx.run.stats
+    if fx.interrupted:
+        out.append("the run was interrupted (Ctrl-C / SIGTERM) before its drain: whether every task would "
+                   "end terminal cannot be judged (no_lost_task is unknown); everything else is judged on what "
+                   "was recorded")
     if stats.torn_tail:
         out.append("the history ends with a torn line (a writer was killed mid-write); it was dropped")
     if stats.corrupt_lines:

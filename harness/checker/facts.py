@@ -35,6 +35,10 @@ class Facts:
     lease: float | None
 
     names: pd.Index  # task code -> task id; every "task" column in the frames holds codes
+    # Stopped by Ctrl-C / SIGTERM ("run" record ``interrupted`` instead of ``drain_end``): faults
+    # and workers were stopped and a snapshot taken, but nothing drained, so an unfinished task
+    # proves nothing about the queue.
+    interrupted: bool = False
 
     def name(self, code: Any) -> str | None:
         """The task id behind a code (frames carry integer codes so joins stay cheap)."""
@@ -89,5 +93,7 @@ def build_facts(run: RunData) -> Facts:
     ext_ind = e[e["indeterminate"]].reset_index(drop=True)
     ind_times = np.sort(claims_ind["t_inv"].to_numpy(dtype="float64"))
     lease = run.config.get("lease")
+    marks = ops.run_events["value"].astype(object).to_numpy()
     return Facts(run, ops, claims_ok, claims_ind, fin_acc, fin_ind, fin_rej, ext_ok, ext_ind, ind_times,
-                 run.config, ops.t0, ops.t1, float(lease) if isinstance(lease, int | float) else None, names)
+                 run.config, ops.t0, ops.t1, float(lease) if isinstance(lease, int | float) else None, names,
+                 interrupted=bool((marks == "interrupted").any()))
