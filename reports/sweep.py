@@ -36,7 +36,7 @@ def _png(fig: Any) -> bytes:
 
 def _axes(n: int, title: str) -> tuple[Any, list[Any]]:
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.8), squeeze=False)
-    fig.suptitle(title)
+    fig.suptitle(title, y=1.04)
     return fig, list(axes[0])
 
 
