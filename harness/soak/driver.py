@@ -133,7 +133,9 @@ class Soak:
         self._show("checking", force=True)
         code, summary = self.check(run_dir)
         seg = self.record(name, kind, cfg, result, code, summary)
-        if kind == "segment" and seg["verdict"] == "invalid":
+        # An interrupted segment is not banked: its run was cut short at an arbitrary instant, so its
+        # seed does not reproduce it; the verdict still stands and the folder is kept.
+        if kind == "segment" and seg["verdict"] == "invalid" and not result.interrupted:
             added = seedbank.bank(self.o.bank, json.loads((run_dir / "config.json").read_text()),
                                   violated=sorted(seg["violations"]), run_dir=str(run_dir))  # fmt: skip
             seg["banked"] = added

@@ -5,9 +5,10 @@ bound over hours, which only a time series answers, and sampling from outside se
 (RSS, file descriptors, bytes on disk) whatever the processes believe about themselves. Each sample
 is appended to ``resources.csv`` and flushed at once, so a soak killed by CI keeps its series.
 
-The trend test (:func:`growth_warnings`) fits a line over the second half of each series (the first
-half holds start-up: imports, the checker's first load, SQLite's page cache filling) and warns when
-it both explains the data (r² high: a steady climb, not noise) and adds more than a tolerance.
+The trend test (:func:`growth_warnings`) skips the first run (its checkpoint imports the checker), then
+fits a line over the second half of what is left (start-up: SQLite's page cache filling) and warns
+when it both explains the data (r² high: a steady climb, not noise) and adds more than a tolerance.
+With a single run there is no steady state to judge, and no warning.
 """
 
 from __future__ import annotations
@@ -202,17 +203,21 @@ def trend(xs: list[float], ys: list[float], rel: float, floor: float, min_points
 def growth_warnings(rows: list[dict[str, float | str]]) -> list[str]:
     """Warnings for anything that grows without bound; empty when every series is flat enough."""
     out: list[str] = []
-    if not rows:
-        return out
-    xs = [float(r["elapsed"]) for r in rows]
-    for col, (rel, floor) in STEADY.items():
-        ys = [float(r[col]) for r in rows]
-        if col.startswith("workers"):  # per live worker: respawns and stops make the sum jump
-            ys = [float(r[col]) / max(1.0, float(r["workers"])) for r in rows]
-        why = trend(xs, ys, rel, floor)
-        if why:
-            out.append(f"{col} {why}")
-    segments = list(dict.fromkeys(str(r["segment"]) for r in rows if str(r["segment"]).startswith("seg")))
+    runs = list(dict.fromkeys(str(r["segment"]) for r in rows if str(r["segment"]).startswith(("seg", "replay"))))
+    if len(runs) >= 2:
+        # The first run holds the warm-up (the checker's first import of pandas and matplotlib is a step
+        # of ~200 MB, once): the steady series start with the second run.
+        first = next(i for i, r in enumerate(rows) if r["segment"] == runs[1])
+        steady = rows[first:]
+        xs = [float(r["elapsed"]) for r in steady]
+        for col, (rel, floor) in STEADY.items():
+            ys = [float(r[col]) for r in steady]
+            if col.startswith("workers"):  # per live worker: respawns and stops make the sum jump
+                ys = [float(r[col]) / max(1.0, float(r["workers"])) for r in steady]
+            why = trend(xs, ys, rel, floor)
+            if why:
+                out.append(f"{col} {why}")
+    segments = [s for s in runs if s.startswith("seg")]
     for col in PER_SEGMENT:
         peaks = [max(float(r[col]) for r in rows if r["segment"] == s) for s in segments]
         why = trend(list(range(len(peaks))), peaks, 0.25, 1.0, min_points=3)

@@ -1,0 +1,188 @@
+"""``takeover soak`` on real processes: checkpoints, resource samples, interruption, the seed bank, CI.
+
+Short soaks (seconds, checkpoints every few seconds) on the ``smoke`` profile. Assertions are on
+what the soak left behind (soak.json, the segment folders, resources.csv, junit.xml), never on
+timing; each test reaps whatever a run could have left.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.soak.resources import growth_warnings
+from tests.stress_helpers import REPO, reap_stragglers, start_takeover, takeover, wait_no_stragglers
+
+PLANTED = "harness.queues.planted:StealsLiveLeases"  # lease_exclusive breaks within seconds under load
+
+
+def _soak_json(root: Path) -> dict:
+    return json.loads((root / "soak.json").read_text())
+
+
+def _segments(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(("seg-", "replay-")))
+
+
+@pytest.mark.timeout(150)
+def test_soak_checkpoints_resources_and_interruption(tmp_path):
+    """Checkpoints are written while the soak runs; SIGTERM still leaves a final verdict."""
+    root = tmp_path / "soak"
+    proc = start_takeover("soak", "--minutes", "2", "--checkpoint", "3", "--sample", "0.5", "--profile", "smoke",
+                          "--no-replay", "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"))
+    try:
+        deadline = time.monotonic() + 110
+        while time.monotonic() < deadline:
+            if (root / "soak.json").exists() and len(_soak_json(root)["segments"]) >= 2:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.3)
+        interim = _soak_json(root)
+        assert interim["status"] == "running"
+        assert len(interim["segments"]) >= 2, "two checkpoints were written while the soak ran"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for seg in _segments(root) if root.exists() else []:
+            reap_stragglers(seg)
+    assert proc.returncode == 130, err
+    soak = _soak_json(root)
+    assert soak["status"] == "interrupted"
+    assert soak["verdict"] == "valid", soak["segments"]
+    segs = soak["segments"]
+    assert len(segs) >= 2
+    assert segs[-1]["interrupted"] is True, "the segment running at SIGTERM was stopped and checked"
+    for seg in segs:
+        folder = Path(seg["run_dir"])
+        assert (folder / "summary.json").exists() and (folder / "config.json").exists()
+        assert seg["registered"] > 0
+    for seg in segs[:-1]:
+        assert seg["verdict"] == "valid" and seg["finished"] > 0
+        assert not (Path(seg["run_dir"]) / "history.jsonl").exists(), "a passed checkpoint's history is retired"
+        assert not (Path(seg["run_dir"]) / "queue.sqlite").exists()
+    assert soak["totals"]["finished"] == sum(s["finished"] for s in segs)
+    assert sum(s["faults"]["kills"] for s in segs) > 0, "faults were injected"
+
+    with (root / "resources.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) >= 10
+    assert all(float(r["coordinator_rss_mb"]) > 0 for r in rows)
+    assert any(int(r["workers"]) >= 2 and float(r["workers_rss_mb"]) > 0 for r in rows), "workers were sampled"
+    assert any(float(r["service_rss_mb"]) > 0 for r in rows), "the service was sampled"
+    assert any(float(r["history_mb"]) > 0 and float(r["queue_mb"]) > 0 for r in rows), "files were sampled"
+    assert {r["segment"] for r in rows} >= {"seg-0001", "seg-0002"}
+    assert soak["resources"]["samples"] == len(rows)
+
+    suite = ET.parse(root / "junit.xml").getroot()
+    names = [c.get("name") for c in suite.iter("testcase")]
+    assert "seg-0001 seed 1" in names and "resources bounded" in names
+    assert suite.get("failures") == "0"
+    assert "data:image/png;base64," in (root / "report.html").read_text()
+    assert (root / "resources.png").stat().st_size > 1000
+    for seg in _segments(root):
+        assert wait_no_stragglers(seg) == []
+
+
+@pytest.mark.timeout(150)
+def test_violation_is_banked_then_replayed(tmp_path):
+    bank = tmp_path / "bank.json"
+    first = tmp_path / "first"
+    try:
+        proc = takeover("soak", "--minutes", "0.07", "--checkpoint", "4", "--sample", "1", "--profile", "smoke",
+                        "--queue", PLANTED, "--out", str(first), "--seed-bank", str(bank), timeout=120)
+    finally:
+        for seg in _segments(first) if first.exists() else []:
+            reap_stragglers(seg)
+    assert proc.returncode == 1, proc.stderr
+    soak = _soak_json(first)
+    seg = soak["segments"][0]
+    assert seg["verdict"] == "invalid" and "lease_exclusive" in seg["violations"]
+    assert (Path(seg["run_dir"]) / "history.jsonl").exists(), "a failed checkpoint keeps its evidence"
+    entries = json.loads(bank.read_text())["entries"]
+    assert len(entries) == 1
+    assert entries[0]["seed"] == seg["seed"] and entries[0]["config"]["queue"] == PLANTED
+    assert "banked seed" in proc.stdout
+
+    replay = tmp_path / "replay"
+    try:
+        proc = takeover("soak", "--minutes", "0", "--sample", "1", "--out", str(replay), "--seed-bank", str(bank),
+                        timeout=120)
+    finally:
+        for seg in _segments(replay) if replay.exists() else []:
+            reap_stragglers(seg)
+    assert proc.returncode == 1, proc.stderr
+    soak = _soak_json(replay)
+    assert soak["segments"] == []
+    assert [r["name"] for r in soak["replays"]] == ["replay-01"]
+    rep = soak["replays"][0]
+    assert rep["seed"] == entries[0]["seed"] and rep["queue"] == PLANTED
+    assert rep["verdict"] == "invalid", "the banked bug fires again on replay"
+    assert json.loads((replay / "replay-01" / "config.json").read_text())["queue"] == PLANTED
+    assert len(json.loads(bank.read_text())["entries"]) == 1, "a replay does not bank its seed twice"
+    suite = ET.parse(replay / "junit.xml").getroot()
+    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert failed == [f"replay-01 seed {rep['seed']}"]
+
+
+@pytest.mark.parametrize("args, env, words", [
+    (["--minutes", "-1"], {}, "--minutes"),
+    (["--checkpoint", "0", "--minutes", "1"], {}, "--checkpoint"),
+    ([], {"SOAK_MINUTES": "an hour"}, "SOAK_MINUTES"),
+])  # fmt: skip
+def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, env, words):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    proc = takeover("soak", *args, "--out", str(tmp_path / "x"), "--seed-bank", str(tmp_path / "bank.json"))
+    assert proc.returncode == 2
+    assert words in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x").exists(), "nothing is created for bad input"
+
+
+def test_broken_seed_bank_is_bad_input(tmp_path):
+    bank = tmp_path / "bank.json"
+    bank.write_text('{"entries": [{"config": {"workers": 0}}]}')
+    proc = takeover("soak", "--minutes", "1", "--out", str(tmp_path / "x"), "--seed-bank", str(bank))
+    assert proc.returncode == 2 and "seed bank" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _rows(values: list[float], runs: int = 4) -> list[dict]:
+    per = len(values) // runs
+    return [{"elapsed": float(i), "segment": f"seg-{1 + min(i // per, runs - 1):04d}", "workers": 1.0,
+             **{c: 10.0 for c in ("coordinator_fds", "workers_rss_mb", "workers_fds", "service_rss_mb",
+                                  "service_fds", "soak_dir_mb", "queue_mb", "wal_mb", "ledger_mb", "history_mb")},
+             "coordinator_rss_mb": v} for i, v in enumerate(values)]  # fmt: skip
+
+
+def test_trend_warns_on_steady_growth_only():
+    leak = [100.0 + 2.0 * i for i in range(40)]  # +2 MB per sample, steadily
+    assert any(w.startswith("coordinator_rss_mb") for w in growth_warnings(_rows(leak)))
+    flat = [100.0 + (3.0 if i % 2 else -3.0) for i in range(40)]  # noise around a level
+    assert growth_warnings(_rows(flat)) == []
+    warmup = [30.0] * 5 + [230.0] * 35  # the checker's one-time import in the first run
+    assert growth_warnings(_rows(warmup)) == []
+
+
+def test_nightly_workflow_runs_make_soak_and_publishes_even_on_failure():
+    doc = yaml.safe_load((REPO / ".github" / "workflows" / "nightly-soak.yml").read_text())
+    on = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` key as true
+    assert on["schedule"][0]["cron"].split()[0].isdigit()
+    steps = doc["jobs"]["soak"]["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    assert any(u.startswith("actions/checkout@") for u in uses)
+    soak = [s for s in steps if "make soak" in s.get("run", "")]
+    assert len(soak) == 1
+    junit = [s for s in steps if "junit" in s.get("uses", "")]
+    assert junit and "junit.xml" in junit[0]["with"]["report_paths"] and junit[0]["if"] == "always()"
+    upload = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload and upload[0]["if"] == "always()" and "steps.folder.outputs.dir" in upload[0]["with"]["path"]
+    assert steps.index(soak[0]) < steps.index(upload[0])
