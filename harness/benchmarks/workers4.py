@@ -87,6 +87,37 @@ def steady_rate(history: Path, tasks: int) -> tuple[float, int, float]:
     return n / (end - start), n, end - start
 
 
+def time_split(history: Path) -> dict[str, float]:
+    """Mean milliseconds a worker spends per operation (invoke to completion) and between operations.
+
+    Why: when the ratio misses, this says where a worker's cycle goes (the queue's claim and finish,
+    the round trip to the external service, or the harness between calls), from the run's own record.
+    """
+    started: dict[tuple[int, str], float] = {}
+    last_end: dict[int, float] = {}
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    with history.open("rb") as fh:
+        for raw in fh:
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                continue
+            p, f, t = rec.get("process", 0), rec.get("f"), rec.get("time", 0.0)
+            if p <= 0 or f not in ("claim", "action", "finish"):
+                continue
+            if rec.get("type") == "invoke":
+                if p in last_end:
+                    total["between"] = total.get("between", 0.0) + t - last_end[p]
+                    count["between"] = count.get("between", 0) + 1
+                started[(p, f)] = t
+            elif (p, f) in started:
+                total[f] = total.get(f, 0.0) + t - started.pop((p, f))
+                count[f] = count.get(f, 0) + 1
+                last_end[p] = t
+    return {k: round(1000 * total[k] / count[k], 3) for k in ("claim", "action", "finish", "between") if count.get(k)}
+
+
 def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, float]:
     """One real stress run (coordinator, 4 workers, service), quietly; its steady-state rate."""
     from harness.coordinator import Coordinator
@@ -106,7 +137,8 @@ def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, fl
     with contextlib.redirect_stdout(io.StringIO()):
         coordinator.run()
     pairs_per_s, counted, window = steady_rate(run_dir / HISTORY_FILE, tasks)
-    return {"rate": pairs_per_s, "counted": counted, "window": window}
+    split = time_split(run_dir / HISTORY_FILE)
+    return {"rate": pairs_per_s, "counted": counted, "window": window, "split": split}
 
 
 def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -> dict[str, float]:
@@ -150,6 +182,8 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -
         "raw_pairs_per_s": raw,
         "workers4_window_s": statistics.median(r["window"] for r in runs),
         "workers4_vs_raw_spread": max(spread_w, spread_r),
+        # from the median run: where a worker's claim -> action -> finish cycle goes, in ms
+        "workers4_split_ms": sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]["split"],
     }
 
 
