@@ -35,6 +35,9 @@ def generate(folder: Path, events: int, seed: int) -> int:
     """Write a run folder whose history has about ``events`` records; returns the exact count."""
     rng = random.Random(f"check_1m:{seed}")
     folder.mkdir(parents=True, exist_ok=True)
+    for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "summary.json"):
+        # A reused --dir must not add this run's actions to the last one's ledger.
+        (folder / name).unlink(missing_ok=True)
     n_tasks = max(10, int(events / 8.07))
     workers = 16
     t = 1_700_000_000.0

@@ -19,9 +19,8 @@ FAULTS = ("kill", "pause", "slow", "lose_reply")
 INDETERMINATE = ("info", "open")
 
 # Columns every operation frame carries (invoke side, then completion side).
-_INVOKE_COLS = ("time", "process", "worker", "pid", "task", "gen", "now", "lease", "outcome", "value",
-                "target", "phase")
-_COMPLETE_COLS = ("time", "type", "task", "gen", "lease_until", "value", "error", "outcome")
+_INVOKE_COLS = ("time", "process", "worker", "task", "gen", "now", "outcome", "value", "target", "phase")
+_COMPLETE_COLS = ("time", "type", "task", "gen", "lease_until", "value", "outcome")
 
 
 @dataclass
@@ -91,13 +90,19 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     unpaired = int((~is_inv & ~completed_mask).sum())
     inv_rows = sel[order[inv_pos]]
     comp_rows = np.where(comp_pos >= 0, sel[order[np.maximum(comp_pos, 0)]], -1)
-    ops = _assemble(h, inv_rows, comp_rows)
-    ops_f = np.asarray(cats, dtype=object)[f_codes[inv_rows]] if len(inv_rows) else np.zeros(0, dtype=object)
-    ops["f"] = ops_f
-    ops = ops.sort_values("i", kind="stable").reset_index(drop=True)
+    # File order (= real-time order) without sorting an assembled frame: sort the row numbers.
+    by_time = np.argsort(inv_rows, kind="stable")
+    inv_rows, comp_rows = inv_rows[by_time], comp_rows[by_time]
+    inv_f = f_codes[inv_rows]
+    del order, s_proc, s_f, s_key, is_inv, same_next, paired, inv_pos, comp_pos, completed_mask, by_time
 
-    def part(name: str) -> pd.DataFrame:
-        return ops[ops["f"] == name].reset_index(drop=True)
+    def part(*names: str) -> pd.DataFrame:
+        """Each kind assembled straight from the history rows: no all-operations frame to split."""
+        codes = [cats.index(x) for x in names if x in cats]
+        mask = np.isin(inv_f, codes)
+        frame = _assemble(h, inv_rows[mask], comp_rows[mask])
+        frame["f"] = pd.Series(np.asarray(cats, dtype=object)[inv_f[mask]], dtype=object)
+        return frame
 
     claims = part("claim")
     claims["task"] = claims["task_c"]
@@ -122,7 +127,7 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     extends["gen"] = extends["gen"].fillna(extends["gen_c"])
     registers = part("register")
     registers["task"] = registers["task"].fillna(registers["task_c"])
-    faults = ops[ops["f"].isin(FAULTS)].reset_index(drop=True)
+    faults = part(*FAULTS)
     faults["task"] = faults["task"].fillna(faults["task_c"])
     faults["gen"] = faults["gen"].fillna(faults["gen_c"])
 
@@ -135,14 +140,14 @@ def pair_operations(h: pd.DataFrame) -> Ops:
                run_events.reset_index(drop=True), unpaired, t0, t1)
 
 
-def _take(col: pd.Series, rows: np.ndarray) -> pd.Series:
-    """``col`` at ``rows`` as a plain column: categorical text becomes object (None for missing),
-    converting only the categories and taking by code, so 1M-row columns are never materialised."""
+def _take(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``col`` at ``rows`` as a fresh, writable array: categorical text becomes object (None for
+    missing), converting only the categories and taking by code, so 1M-row columns are never
+    materialised."""
     if isinstance(col.dtype, pd.CategoricalDtype):
         cats = np.append(np.asarray(col.cat.categories, dtype=object), None)
-        return pd.Series(cats[col.cat.codes.to_numpy()[rows]], dtype=object)
-    values = col.to_numpy()
-    return pd.Series(values[rows], dtype=values.dtype)
+        return cats[col.cat.codes.to_numpy()[rows]]
+    return col.to_numpy()[rows]
 
 
 def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray) -> pd.DataFrame:
@@ -155,12 +160,17 @@ def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray) -> p
     for col in _COMPLETE_COLS:
         vals = _take(h[col], safe)
         if vals.dtype == object:
-            vals = vals.where(has, None)
+            vals[~has] = None
         else:
-            vals = vals.astype("float64").where(has)
+            vals = vals.astype("float64")  # a fresh array: NaN can be written in place
+            vals[~has] = np.nan
         out[{"time": "t_comp", "type": "status"}.get(col, f"{col}_c")] = vals
-    frame = pd.DataFrame(out)
-    frame["status"] = frame["status"].fillna("open").astype(object)
-    frame["t_comp"] = frame["t_comp"].astype("float64")
-    frame["indeterminate"] = frame["status"].isin(INDETERMINATE).to_numpy(dtype=bool)
-    return frame
+    status = out["status"]
+    status[~has] = "open"  # type: ignore[index]
+    out["indeterminate"] = np.isin(status, INDETERMINATE)  # type: ignore[arg-type]
+    # Text stays object: pandas 3 would otherwise infer its arrow-backed string dtype, whose
+    # conversions and comparisons cost more than the whole pairing. copy=False: the columns
+    # above are fresh arrays, owned by nobody else.
+    cols = {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v  # type: ignore[union-attr]
+            for k, v in out.items()}
+    return pd.DataFrame(cols, copy=False)

@@ -24,11 +24,14 @@ def resolves(fx: Facts) -> pd.DataFrame:
     if cached is not None:
         return cached
     h = fx.run.history
-    if not len(h) or "resolve" not in set(h["f"].astype(str).unique()):
+    f = h["f"]
+    # Compare codes, not text: the history's ``f`` is categorical, and 1M strings cost seconds.
+    is_resolve = (f == "resolve").to_numpy(dtype=bool) if len(h) else np.zeros(0, dtype=bool)
+    if not is_resolve.any():
         out = pd.DataFrame({c: pd.Series(dtype="float64" if c in ("task", "gen", "t_inv", "t_comp") else object)
                             for c in _COLS})
     else:
-        r = h[h["f"].astype(str) == "resolve"]
+        r = h[is_resolve]
         rows: list[dict] = []
         pending: dict[tuple, list[int]] = {}
         for rec in r.itertuples(index=False):
