@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,15 +64,21 @@ def load_run(run_dir: str | Path) -> RunData:
     if missing:
         raise UsageError(f"{str(path)!r} is not a run folder: missing {' and '.join(missing)}")
     config = _load_config(config_path)
-    try:
-        history, stats = read_history(history_path, HISTORY_COLUMNS)
-    except OSError as exc:
-        raise UsageError(f"cannot read {history_path}: {exc.strerror or exc}") from None
-    except Exception as exc:  # noqa: BLE001 - an unreadable history is bad input, in one line
-        raise UsageError(f"{history_path} is not a readable history: {type(exc).__name__}: {exc}") from None
-    notes: list[str] = []
-    snapshot, snap_time, snap_error = _load_snapshot(path / SNAPSHOT_FILE, notes)
-    ledger = _load_ledger(path / LEDGER_FILE, notes)
+    snap_notes: list[str] = []
+    ledger_notes: list[str] = []
+    # The snapshot and the ledger load on a second thread while pyarrow parses the history: the
+    # parser holds no GIL and SQLite's stepping releases it, so this hides most of their cost.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="takeover-load") as pool:
+        side = pool.submit(lambda: (_load_snapshot(path / SNAPSHOT_FILE, snap_notes),
+                                    _load_ledger(path / LEDGER_FILE, ledger_notes)))
+        try:
+            history, stats = read_history(history_path, HISTORY_COLUMNS)
+        except OSError as exc:
+            raise UsageError(f"cannot read {history_path}: {exc.strerror or exc}") from None
+        except Exception as exc:  # noqa: BLE001 - an unreadable history is bad input, in one line
+            raise UsageError(f"{history_path} is not a readable history: {type(exc).__name__}: {exc}") from None
+        (snapshot, snap_time, snap_error), ledger = side.result()
+    notes = snap_notes + ledger_notes
     return RunData(path, history, stats, config, snapshot, snap_time, snap_error, ledger, notes)
 
 
