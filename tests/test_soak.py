@@ -138,6 +138,7 @@ def test_violation_is_banked_then_replayed(tmp_path):
     (["--minutes", "-1"], {}, "--minutes"),
     (["--checkpoint", "0", "--minutes", "1"], {}, "--checkpoint"),
     ([], {"SOAK_MINUTES": "an hour"}, "SOAK_MINUTES"),
+    (["--duration", "5"], {}, "--checkpoint"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, env, words):
     for k, v in env.items():

@@ -38,13 +38,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", type=float, default=300.0,
                         help="seconds between checkpoints: each segment runs this long, then is checked (default 300)")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between resource samples (default 5)")
-    parser.add_argument("--seed-bank", help="the bank of failing seeds (default $TAKEOVER_SEED_BANK or "
-                                            "workloads/seed-bank.json)")  # fmt: skip
+    parser.add_argument("--seed-bank", help="the bank of failing seeds, replayed first and where new ones go "
+                                            "(default $TAKEOVER_SEED_BANK, replayed together with "
+                                            "workloads/seed-bank.json, or that file alone)")  # fmt: skip
     parser.add_argument("--no-replay", action="store_true", help="do not replay the banked seeds first")
     parser.add_argument("--keep", choices=("failed", "all"), default="failed",
                         help="which checked segments keep their history, queue and ledger (default failed)")
     stress.configure(parser)
     parser.set_defaults(profile="stress")
+    for flag in NOT_FOR_SOAK:  # the stress run's options that a soak decides itself: hidden, refused
+        action = parser._option_string_actions.get(flag)  # noqa: SLF001 - argparse has no public way
+        if action is not None:
+            action.help = argparse.SUPPRESS
+
+
+NOT_FOR_SOAK = {
+    "--duration": "a soak's segments last --checkpoint seconds, for --minutes in all",
+    "--reconcile": "a soak checks each segment as it ran",
+}
 
 
 def resolve_minutes(given: float | None) -> float:
@@ -71,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
     from harness.soak.display import SoakDisplay
     from harness.soak.driver import Soak, SoakOptions
 
+    for flag, why in NOT_FOR_SOAK.items():
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        if value not in (None, False):
+            raise UsageError(f"{flag} does not apply to takeover soak: {why}")
     minutes = resolve_minutes(args.minutes)
     if not args.checkpoint > 0:
         raise UsageError(f"--checkpoint must be a positive number of seconds, got {args.checkpoint!r}")
@@ -81,14 +96,18 @@ def run(args: argparse.Namespace) -> int:
         base = dataclasses.replace(base, arrival_rate=DEFAULT_ARRIVAL)
     stress.check_queue(base.queue)
     bank = seedbank.bank_path(args.seed_bank)
+    # --seed-bank names exactly one bank; otherwise the committed bank is replayed too, so a bank kept
+    # elsewhere ($TAKEOVER_SEED_BANK, e.g. a CI cache) adds to it rather than hiding it.
+    replay_from = (bank,) if args.seed_bank else (seedbank.DEFAULT_BANK, bank)
     if not args.no_replay:
-        seedbank.load_all([seedbank.DEFAULT_BANK, bank])  # a broken bank is bad input: say so before starting
+        seedbank.load_all(list(replay_from))  # a broken bank is bad input: say so before starting
     rundir.check_out(args.out)
     root = rundir.create(args.out)
     command = " ".join(shlex.quote(a) for a in ["takeover", "soak", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
     opts = SoakOptions(
         base=base, out=root, minutes=minutes, checkpoint=args.checkpoint, sample=args.sample, bank=bank,
-        replay=not args.no_replay, keep=args.keep, fail_on_duplicates=args.fail_on_duplicates, command=command,
+        replay_from=replay_from, replay=not args.no_replay, keep=args.keep,
+        fail_on_duplicates=args.fail_on_duplicates, command=command,
     )  # fmt: skip
     print(f"takeover soak: {minutes:g} min in checkpoints of {args.checkpoint:g} s, folder {root}", flush=True)
     print(f"segments: {base.command()} (seed +1 per segment, --duration = the checkpoint)", flush=True)

@@ -56,7 +56,8 @@ class SoakOptions:
     minutes: float
     checkpoint: float = 300.0
     sample: float = 5.0
-    bank: Path = seedbank.DEFAULT_BANK
+    bank: Path = seedbank.DEFAULT_BANK  # where new failures are banked
+    replay_from: tuple[Path, ...] = (seedbank.DEFAULT_BANK,)  # banks whose entries are replayed first
     replay: bool = True
     keep: str = "failed"  # failed | all: which segments keep their bulky files
     keep_failed: int = 5
@@ -89,7 +90,7 @@ class Soak:
             self.write_summary()
             with ResourceWatch(self.root, self._targets, self.o.sample) as self.watch:
                 if self.o.replay:
-                    entries = seedbank.load_all([seedbank.DEFAULT_BANK, self.o.bank])
+                    entries = seedbank.load_all(list(self.o.replay_from))
                     for i, entry in enumerate(entries, 1):
                         if self.stopping:
                             break
