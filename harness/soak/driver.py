@@ -101,6 +101,7 @@ class Soak:
             for s, h in old.items():
                 signal.signal(s, h)
             self.status = "interrupted" if self.stopping else "finished"
+            self._show(self.status, force=True)
             self.write_summary()
             self.write_reports()
         return self.exit_code()
@@ -148,6 +149,7 @@ class Soak:
         self.write_summary()
         self.display.note(self.checkpoint_line(seg))
         self.segment_name, self.segment_dir = "between segments", None
+        self._show("checked")  # the live panel shows the new totals at once
         return seg
 
     def check(self, run_dir: Path) -> tuple[int, dict[str, Any] | None]:
