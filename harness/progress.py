@@ -25,22 +25,28 @@ def _line(p: Progress) -> str:
     )
 
 
-class ProgressDisplay:
-    """Use as a context manager; pass :meth:`update` as the coordinator's ``on_progress``."""
+class LiveDisplay:
+    """A rich ``Live`` panel when writing to a terminal, nothing live otherwise.
+
+    Subclasses decide what to show and when to print a plain line; this class owns the one thing
+    they share: entering and leaving the live panel, and printing lines that must stay in the log.
+    """
+
+    refresh_per_second = 4
 
     def __init__(self, stream: TextIO | None = None, *, live: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self.live_mode = self.stream.isatty() if live is None else live
         self._live: Any = None
-        self._last_plain = 0.0
-        self._last_stage = ""
 
-    def __enter__(self) -> ProgressDisplay:
+    def __enter__(self):
         if self.live_mode:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(console=Console(file=self.stream), refresh_per_second=4, transient=False)
+            self._live = Live(
+                console=Console(file=self.stream), refresh_per_second=self.refresh_per_second, transient=False
+            )
             self._live.__enter__()
         return self
 
@@ -48,6 +54,22 @@ class ProgressDisplay:
         if self._live is not None:
             self._live.__exit__(*exc)
             self._live = None
+
+    def note(self, text: str) -> None:
+        """A line that must stay in the log (a verdict), printed above the live panel if there is one."""
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=self.stream, flush=True)
+
+
+class ProgressDisplay(LiveDisplay):
+    """Use as a context manager; pass :meth:`update` as the coordinator's ``on_progress``."""
+
+    def __init__(self, stream: TextIO | None = None, *, live: bool | None = None) -> None:
+        super().__init__(stream, live=live)
+        self._last_plain = 0.0
+        self._last_stage = ""
 
     def update(self, p: Progress) -> None:
         if self._live is not None:

@@ -7,10 +7,11 @@ remaining), which a single run's panel does not know about.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
+
+from harness.progress import LiveDisplay
 
 PLAIN_EVERY = 10.0
 
@@ -52,34 +53,13 @@ def clock(seconds: float) -> str:
     return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-class SoakDisplay:
+class SoakDisplay(LiveDisplay):
+    refresh_per_second = 2
+
     def __init__(self, stream: TextIO | None = None, *, live: bool | None = None, every: float = PLAIN_EVERY) -> None:
-        self.stream = stream or sys.stderr
-        self.live_mode = self.stream.isatty() if live is None else live
+        super().__init__(stream, live=live)
         self.every = every
-        self._live: Any = None
         self._last = 0.0
-
-    def __enter__(self) -> SoakDisplay:
-        if self.live_mode:
-            from rich.console import Console
-            from rich.live import Live
-
-            self._live = Live(console=Console(file=self.stream), refresh_per_second=2, transient=False)
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._live is not None:
-            self._live.__exit__(*exc)
-            self._live = None
-
-    def note(self, text: str) -> None:
-        """A line that must stay in the log (a checkpoint's verdict), above the live panel."""
-        if self._live is not None:
-            self._live.console.print(text, markup=False, highlight=False)
-        else:
-            print(text, file=self.stream, flush=True)
 
     def update(self, t: Totals, *, elapsed: float, total: float, segment: str, stage: str, force: bool = False) -> None:
         if self._live is not None:
