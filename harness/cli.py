@@ -25,7 +25,9 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse prints a usage block before its error; the error contract wants one line."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        # "takeover: error: " is printed by main(); name the subcommand only when there is one.
+        sub = self.prog.partition(" ")[2]
+        raise UsageError(f"{sub}: {message}" if sub else message)
 
 
 def build_parser() -> argparse.ArgumentParser:
