@@ -26,7 +26,7 @@ def test_every_command_is_offered() -> None:
     [
         (["bogus"], "takeover: error: argument COMMAND: invalid choice: 'bogus'"),
         (["stress", "--lease"], "takeover: error: stress: argument --lease: expected one argument"),
-        (["stress", "--no-such-option"], "takeover: error: stress: unrecognized arguments: --no-such-option"),
+        (["stress", "--no-such-option"], "takeover: error: unrecognized arguments: --no-such-option"),
         (["check"], "takeover: error: check: the following arguments are required"),
     ],
 )
