@@ -23,7 +23,12 @@ from harness.contract import REFERENCE_QUEUE
 from harness.errors import UsageError
 
 HELP = "run planted-bug queues and the reference queue under short stress runs: is every bug caught?"
-QUICK = ("FinishIgnoresGeneration", "StealsLiveLeases")
+# The quick set holds bugs that any takeover exposes, wherever the displaced holder's late call
+# falls: NoBumpOnTakeover repeats a generation on every takeover, StealsLiveLeases hands out a
+# lease that every slow or paused holder still has. FinishIgnoresGeneration is caught only when
+# the stale holder's finish lands inside the new holder's lease, a window of a few tens of ms
+# that a loaded machine often misses in a 3 s run; the full selftest keeps it (with more tries).
+QUICK = ("NoBumpOnTakeover", "StealsLiveLeases")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
