@@ -10,6 +10,10 @@ thread) is inherited from the coordinator, so a child can never corrupt the coor
 connection and vice versa. Children die with the coordinator (harness.lifeline) and carry
 ``TAKEOVER_RUN_DIR`` in their environment.
 
+The coordinator's own calls into the queue (open, register, snapshot, close) go through
+:mod:`harness.queue_caller`: each has a deadline (the drain timeout) and gives way to Ctrl-C, so a
+queue that blocks can neither hang the run nor make it deaf to signals.
+
 Order of the end (docs/history.md): ``run faults_stop`` (paused workers resumed), the drain until
 every task is terminal or no task became terminal for the drain timeout, ``run drain_end``, the
 workers stopped and reaped (``exit`` records), then ``snapshot.json`` — so the snapshot comes
@@ -36,6 +40,7 @@ from harness.ledger import LEDGER_FILE
 from harness.lifeline import RUN_ENV
 from harness.nemesis import Nemesis, Pause, Tally
 from harness.phases import COUNTERS, PhaseBoard, SlotView, task_id
+from harness.queue_caller import QueueCaller, QueueHung
 from harness.rundir import QUEUE_FILE, write_snapshot
 from harness.service import ServiceSpec, listen, service_main
 
@@ -91,10 +96,17 @@ class Progress:
     workers: int = 0
 
 
-def register_tasks(queue: Any, hist: HistoryWriter, ids: list[str], now: float) -> int:
+def _direct(_name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
+
+
+def register_tasks(
+    queue: Any, hist: HistoryWriter, ids: list[str], now: float, call: Callable[..., Any] = _direct
+) -> int:
     """Register tasks with an invoke/completion pair each; one transaction when the queue allows.
 
-    Kept apart from the run so a soak can register continuously at a rate.
+    Kept apart from the run so a soak can register continuously at a rate. ``call(name, fn, *args)``
+    makes the queue call (the coordinator passes one with a deadline: a hung register is ``info``).
     """
     if not ids:
         return 0
@@ -102,7 +114,7 @@ def register_tasks(queue: Any, hist: HistoryWriter, ids: list[str], now: float) 
         hist.write("invoke", "register", task=tid, now=now)
     if has_extension(queue, "register_many"):
         try:
-            queue.register_many(ids, now)
+            call("register_many", queue.register_many, ids, now)
         except Exception as exc:  # noqa: BLE001 - unknown outcome, recorded as such
             for tid in ids:
                 hist.write("info", "register", task=tid, error=_one_line(exc))
@@ -113,7 +125,11 @@ def register_tasks(queue: Any, hist: HistoryWriter, ids: list[str], now: float) 
     count = 0
     for tid in ids:
         try:
-            queue.register(tid, now)
+            call("register", queue.register, tid, now)
+        except QueueHung as exc:  # the queue is wedged: the rest would only wait behind it
+            for rest in ids[ids.index(tid) :]:
+                hist.write("info", "register", task=rest, error=_one_line(exc))
+            break
         except Exception as exc:  # noqa: BLE001
             hist.write("info", "register", task=tid, error=_one_line(exc))
             continue
@@ -143,6 +159,7 @@ class Coordinator:
         self.progress = Progress(duration=cfg.duration, workers=cfg.workers)
         self.signals = 0
         self.queue: Any = None
+        self.caller = QueueCaller()
         self.service: Any = None
         self.listener: socket.socket | None = None
         self.port = 0
@@ -172,9 +189,12 @@ class Coordinator:
         faults_stopped = False
         try:
             (self.run_dir / CONFIG_FILE).write_text(self.cfg.to_json())
-            self.queue = open_queue(self.cfg.queue, str(self.run_dir / QUEUE_FILE))
+            try:
+                self.queue = self._queue_call("open", open_queue, self.cfg.queue, str(self.run_dir / QUEUE_FILE))
+            except QueueHung:
+                return self.result  # interrupted or wedged while opening: the finally still records and reaps
             self.result.registered = register_tasks(
-                self.queue, self.hist, [task_id(i) for i in range(self.cfg.tasks)], time.time()
+                self.queue, self.hist, [task_id(i) for i in range(self.cfg.tasks)], time.time(), self._queue_call
             )
             self._start_service()
             for slot in range(self.cfg.workers):
@@ -200,9 +220,10 @@ class Coordinator:
             self._stop_service()
             if self.queue is not None:
                 try:
-                    self.queue.close()
-                except Exception:  # noqa: BLE001
+                    self._queue_call("close", self.queue.close, interruptible_from=2)
+                except Exception:  # noqa: BLE001 - nothing left to protect; a hung close is left behind
                     pass
+            self.caller.stop()
             self.hist.close()
             self._restore_signals(old_handlers)
             if old_env is None:
@@ -214,6 +235,13 @@ class Coordinator:
             self.result.elapsed = time.time() - t0
             self._report_progress("finished", force=True)
         return self.result
+
+    def _queue_call(self, name: str, fn: Callable[..., Any], *args: Any, interruptible_from: int = 1) -> Any:
+        """A coordinator call into the queue: given up after the drain timeout (a call that makes no
+        progress for that long is stuck), or as soon as ``interruptible_from`` signals arrived, so a
+        hung queue can neither hang the run nor deafen it to Ctrl-C. Raises QueueHung then."""
+        return self.caller.call(name, fn, *args, timeout=self.cfg.effective_drain_timeout,
+                                abandon=lambda: self.signals >= interruptible_from)  # fmt: skip
 
     # -- signals ------------------------------------------------------------------------------------
     def _install_signals(self) -> dict[int, Any]:
@@ -364,7 +392,7 @@ class Coordinator:
                 if due > 0:
                     first = cfg.tasks + arrival_registered
                     ids = [task_id(i) for i in range(first, first + due)]
-                    self.result.registered += register_tasks(self.queue, self.hist, ids, now)
+                    self.result.registered += register_tasks(self.queue, self.hist, ids, now, self._queue_call)
                     arrival_registered += due
             wait = self.nemesis.tick(time.time())
             self._report_progress("faults", elapsed=now - start)
@@ -386,7 +414,10 @@ class Coordinator:
             self._reap(now, respawn=True)
             if now >= next_look:
                 next_look = now + SNAPSHOT_EVERY
-                terminal = self._count_terminal()
+                try:
+                    terminal = self._count_terminal()
+                except QueueHung:
+                    break
                 if terminal is not None:
                     self.progress.terminal = terminal
                     if terminal > best:
@@ -402,7 +433,10 @@ class Coordinator:
 
     def _count_terminal(self) -> int | None:
         try:
-            rows = self.queue.snapshot()
+            rows = self._queue_call("snapshot", self.queue.snapshot)
+        except QueueHung:
+            self.result.drain_timed_out = True  # a queue that cannot answer will not drain either
+            raise
         except Exception:  # noqa: BLE001 - a locked or broken queue: look again later
             return None
         return sum(1 for r in rows if r[1] in TERMINAL_STATES)
@@ -443,8 +477,8 @@ class Coordinator:
         if self.queue is None:
             error = "the queue was never opened"
         else:
-            try:
-                rows = self.queue.snapshot()
+            try:  # after a first Ctrl-C the snapshot is still wanted; a second one gives up on it
+                rows = self._queue_call("snapshot", self.queue.snapshot, interruptible_from=2)
             except Exception as exc:  # noqa: BLE001
                 error = _one_line(exc)
         write_snapshot(self.run_dir, rows, error)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 
 from harness.queues.sqlite_lease import SQLiteLeaseQueue
 
@@ -44,3 +45,13 @@ class NoFinishQueue:
         self.claim = self._inner.claim
         self.snapshot = self._inner.snapshot
         self.close = self._inner.close
+
+
+class HangingSnapshotQueue(SQLiteLeaseQueue):
+    """snapshot() never returns inside a run (it works on the scratch file ``stress`` checks first):
+    the coordinator must give up on it after the drain timeout, and Ctrl-C must still stop the run."""
+
+    def snapshot(self):
+        if os.environ.get("TAKEOVER_RUN_DIR"):
+            time.sleep(10**6)
+        return super().snapshot()

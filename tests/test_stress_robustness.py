@@ -158,3 +158,40 @@ def test_queue_errors_are_recorded_and_the_run_goes_on(tmp_path):
     assert set(exits) <= {"0", "-9"}, "no worker crashed on a queue error"
     snap = json.loads((run_dir / "snapshot.json").read_text())
     assert {row[1] for row in snap["tasks"]} <= {"done", "uncertain"}
+
+
+def test_a_queue_hung_in_snapshot_ends_the_run_at_the_drain_timeout(tmp_path):
+    run_dir = tmp_path / "run"
+    try:
+        proc = takeover("stress", "--profile", "smoke", "--queue", "flaky_queue:HangingSnapshotQueue",
+                        "--duration", "1", "--drain-timeout", "1", "--out", str(run_dir), timeout=60)  # fmt: skip
+        left = wait_no_stragglers(run_dir, timeout=15)
+    finally:
+        reap_stragglers(run_dir)
+    assert not left
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # inconclusive: no snapshot to judge
+    assert "Traceback" not in proc.stderr
+    snap = json.loads((run_dir / "snapshot.json").read_text())
+    assert "snapshot()" in snap["error"] and "tasks" not in snap
+    assert [r["value"] for r in records(run_dir) if r["f"] == "run"] == ["start", "faults_stop", "drain_end"]
+
+
+def test_ctrl_c_stops_a_run_whose_queue_hangs_in_snapshot(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = start_takeover("stress", "--profile", "smoke", "--queue", "flaky_queue:HangingSnapshotQueue",
+                          "--duration", "1", "--drain-timeout", "600", "--out", str(run_dir))  # fmt: skip
+    try:
+        assert wait_for_record(run_dir, lambda r: r["f"] == "run" and r["value"] == "faults_stop")
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)  # before: hung in snapshot() for good
+        left = wait_no_stragglers(run_dir, timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reap_stragglers(run_dir)
+    assert not left
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err
+    assert "snapshot()" in json.loads((run_dir / "snapshot.json").read_text())["error"]
+    assert [r["value"] for r in records(run_dir) if r["f"] == "run"] == ["start", "faults_stop", "interrupted"]
