@@ -58,22 +58,25 @@ class Facts:
 
 
 def _encode_tasks(run: RunData) -> pd.Index:
-    """Replace task ids by float codes (NaN = none) in the history, snapshot and ledger, in place."""
+    """Replace task ids by float codes (NaN = none) in the history, snapshot and ledger, in place.
+
+    The history's categories become the first codes (its category codes are then the task codes,
+    no lookup per row); ids only the snapshot or ledger know are appended after them."""
     h = run.history
     col = h["task"] if isinstance(h["task"].dtype, pd.CategoricalDtype) else h["task"].astype("category")
-    cats = col.cat.categories
-    pieces = [np.asarray(cats, dtype=object)]
-    if run.snapshot is not None:
-        pieces.append(run.snapshot["task"].to_numpy(dtype=object))
-    if run.ledger is not None:
-        pieces.append(run.ledger["task"].to_numpy(dtype=object))
-    names = pd.Index(pd.unique(np.concatenate(pieces))) if pieces else pd.Index([])
-    mapping = np.append(names.get_indexer(cats).astype("float64"), np.nan)  # code -1 -> NaN
-    h["task"] = mapping[col.cat.codes.to_numpy()]
-    if run.snapshot is not None:
-        run.snapshot["task"] = names.get_indexer(run.snapshot["task"]).astype("float64")
-    if run.ledger is not None:
-        run.ledger["task"] = names.get_indexer(run.ledger["task"]).astype("float64")
+    names = pd.Index(np.asarray(col.cat.categories, dtype=object), dtype=object)
+    others = [f for f in (run.snapshot, run.ledger) if f is not None]
+    values = [f["task"].to_numpy(dtype=object) for f in others]
+    codes = [names.get_indexer(v) for v in values]
+    unknown = [v[c < 0] for v, c in zip(values, codes, strict=True)]
+    if any(len(u) for u in unknown):
+        names = names.append(pd.Index(pd.unique(np.concatenate(unknown)), dtype=object))
+        codes = [names.get_indexer(v) if len(u) else c for v, c, u in zip(values, codes, unknown, strict=True)]
+    task_codes = col.cat.codes.to_numpy().astype("float64")
+    task_codes[task_codes < 0] = np.nan
+    h["task"] = task_codes
+    for frame, c in zip(others, codes, strict=True):
+        frame["task"] = c.astype("float64")
     return names
 
 
