@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-PHASES = ("idle", "claiming", "working", "acting", "acted", "finishing", "stopped")
+# ``finishing`` is exactly the finish call; ``finished`` is after it returned, before its completion
+# is recorded (so a kill there is not counted as during_finish).
+PHASES = ("idle", "claiming", "working", "acting", "acted", "finishing", "finished", "stopped")
 PHASE_CODE = {name: i for i, name in enumerate(PHASES)}
 HOLDING = ("working", "acting", "acted", "finishing")
 

@@ -145,3 +145,35 @@ def test_history_records_are_well_formed(smoke):
     assert all(r["outcome"] == "uncertain" for r in after_loss)
     acked = {(r["process"], r["task"], r["gen"]) for r in recs if r["f"] == "action" and r["type"] == "ok"}
     assert all(r["outcome"] == "done" for r in finishes if (r["process"], r["task"], r["gen"]) in acked)
+
+
+def _last_ops_at_kills(recs: list[dict]) -> list[tuple[str, tuple[str, str] | None]]:
+    """(phase at death, the victim's last recorded queue/service operation) for every kill."""
+    last: dict[int, tuple[str, str]] = {}
+    found = []
+    for r in recs:
+        if r["process"] > 0 and r["f"] in ("claim", "action", "finish", "extend"):
+            last[r["process"]] = (r["type"], r["f"])
+        if r["f"] == "kill" and r["type"] == "ok":
+            found.append((r["phase"], last.get(r["target"])))
+    return found
+
+
+def test_a_kill_counted_during_finish_landed_inside_the_finish_call(tmp_path):
+    """``finishing`` on the board means: the finish invoke is written and its completion is not."""
+    run_dir = tmp_path / "run"
+    only = ("--kill-rate", "0", "--kill-before-action-rate", "0", "--kill-after-action-rate", "0",
+            "--pause-rate", "0", "--lose-reply-rate", "0", "--slow-rate", "0")  # fmt: skip
+    try:
+        proc = takeover("stress", "--profile", "smoke", *only, "--kill-during-finish-rate", "10", "--workers", "4",
+                        "--duration", "3", "--out", str(run_dir), timeout=120)  # fmt: skip
+    finally:
+        reap_stragglers(run_dir)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    at_kills = _last_ops_at_kills(records(run_dir))
+    assert any(phase == "finishing" for phase, _ in at_kills), at_kills
+    for phase, last in at_kills:
+        if phase == "finishing":
+            assert last == ("invoke", "finish"), (phase, last)
+        elif phase == "acted":  # after the action's completion; at most the finish invoke, never its completion
+            assert last in {(t, "action") for t in ("ok", "fail", "info")} | {("invoke", "finish")}, (phase, last)

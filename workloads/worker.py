@@ -246,14 +246,18 @@ class Worker:
         return "uncertain"
 
     def finish(self, task: str, gen: int, outcome: str, lease_until: float) -> None:
-        self.publish("finishing", task, gen, lease_until)
+        """``finishing`` is published only around the call itself (after the invoke is written,
+        before the completion is), so a kill that lands in ``finishing`` really hit the call."""
         now = time.time()
         self.hist.write("invoke", "finish", task=task, gen=gen, outcome=outcome, now=now)
+        self.publish("finishing", task, gen, lease_until)
         try:
             accepted = self.queue.finish(task, gen, outcome, now)
         except Exception as exc:  # noqa: BLE001
+            self.publish("finished", task, gen, lease_until)
             self.hist.write("info", "finish", task=task, gen=gen, outcome=outcome, error=_one_line(exc))
             return
+        self.publish("finished", task, gen, lease_until)
         if accepted:
             self.hist.write("ok", "finish", task=task, gen=gen, outcome=outcome, value="true")
             self.board.count(self.slot, DONE)
