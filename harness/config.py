@@ -269,6 +269,9 @@ def load_profile(name: str) -> RunConfig:
         raise UsageError(f"profile {str(path)!r}: [task_time] takes dist, mean, spread, max")
     if not isinstance(faults, dict) or set(faults) - set(FAULT_KINDS):
         raise UsageError(f"profile {str(path)!r}: [faults] takes {', '.join(FAULT_KINDS)}")
+    for kind, rate in faults.items():  # float() would take True and "0.5", and crash on "a" or [1]
+        if not _is_number(rate):
+            raise UsageError(f"profile {str(path)!r}: [faults] {kind} must be a number, got {rate!r}")
     task_time = {k: (float(v) if k != "dist" and _is_number(v) else v) for k, v in task_time.items()}
     floats = {"duration", "lease", "heartbeat", "arrival_rate", "local_step", "poll", "client_timeout",
               "drain_timeout"}  # fmt: skip

@@ -101,3 +101,11 @@ def test_a_bad_profile_file_is_a_usage_error(tmp_path):
     faults.write_text("[faults]\nmeteor = 1\n")
     with pytest.raises(UsageError, match=r"\[faults\]"):
         load_profile(str(faults))
+
+
+@pytest.mark.parametrize("value", ['"a"', "[1]", "true", '"0.5"', "nan"])
+def test_a_fault_rate_that_is_not_a_number_is_a_usage_error(tmp_path, value):
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"[faults]\nkill = {value}\n")
+    with pytest.raises(UsageError, match="kill"):
+        stress.resolve(parse("--profile", str(profile)))

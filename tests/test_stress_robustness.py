@@ -195,3 +195,13 @@ def test_ctrl_c_stops_a_run_whose_queue_hangs_in_snapshot(tmp_path):
     assert "Traceback" not in err
     assert "snapshot()" in json.loads((run_dir / "snapshot.json").read_text())["error"]
     assert [r["value"] for r in records(run_dir) if r["f"] == "run"] == ["start", "faults_stop", "interrupted"]
+
+
+def test_a_profile_with_a_fault_rate_that_is_not_a_number_exits_2(tmp_path):
+    profile = tmp_path / "p.toml"
+    profile.write_text('[faults]\nkill = "a"\n')
+    proc = takeover("stress", "--profile", str(profile), "--out", str(tmp_path / "run"), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "kill" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "run").exists()
