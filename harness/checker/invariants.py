@@ -265,13 +265,25 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     max_gen = fx.claims_ok.groupby("task", sort=False)["gen"].max().rename("max_gen")
     s = s.merge(max_gen, left_on="task", right_index=True, how="left")
     s["max_gen"] = s["max_gen"].fillna(0.0)
-    problems = pd.Series("", index=s.index, dtype=object)
+    # Problems as small integer codes (0 = none), texts at the end: one comparison of 125k
+    # strings per rule would cost more than all the rules.
+    texts: list[str] = [""]
+    prob = np.zeros(len(s), dtype=np.int16)
 
     def flag(mask: Any, text: str) -> None:
-        mask = pd.Series(np.asarray(mask, dtype=bool), index=s.index) & problems.eq("")
-        problems[mask] = text
+        if text not in texts:
+            texts.append(text)
+        hit = np.asarray(mask, dtype=bool) & (prob == 0)
+        prob[hit] = texts.index(text)
 
-    flag(~s["state"].isin(["pending", "running", *TERMINAL]), "unknown state")
+    states = pd.Categorical(s["state"].to_numpy(dtype=object))
+    state_codes = states.codes
+
+    def state_is(*names: str) -> np.ndarray:
+        return np.isin(state_codes, states.categories.get_indexer(list(names)))
+
+    s_state = states.astype(object)
+    flag(~state_is("pending", "running", *TERMINAL), "unknown state")
     flag(s["gen"].isna(), "no generation")
     flag(s["gen"] < s["max_gen"], "generation lower than one a claim returned")
     # Generations above the last one observed need indeterminate claims, one each (any time).
@@ -287,19 +299,20 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     ind = fx.fin_ind[["task", "gen", "outcome"]].assign(accepted=False)
     has_acc = s["task"].isin(acc["task"].to_numpy())
     explains = pd.concat([acc, ind]).drop_duplicates(key + ["outcome"])
-    m = s[["task", "gen", "state"]].reset_index().merge(explains, on=key)
-    explained = set(m.loc[m["state"] == m["outcome"], "index"])
-    terminal = s["state"].isin(TERMINAL)
-    flag(terminal & ~s.index.isin(explained),
-         "terminal state no finish of that generation and outcome explains")
-    flag(s["state"].isin(["pending", "running"]) & has_acc, "not terminal although a finish was accepted")
-    flag((s["state"] == "pending") & (s["gen"] > 0), "pending with a generation above 0")
-    flag((s["state"] == "running") & (s["gen"] < 1), "running with generation 0")
+    m = s[["task", "gen"]].assign(state=s_state).reset_index().merge(explains, on=key)
+    explained = np.zeros(len(s), dtype=bool)
+    explained[m.loc[(m["state"] == m["outcome"]).to_numpy(dtype=bool), "index"].to_numpy(dtype=np.int64)] = True
+    terminal = state_is(*TERMINAL)
+    flag(terminal & ~explained, "terminal state no finish of that generation and outcome explains")
+    flag(state_is("pending", "running") & has_acc.to_numpy(dtype=bool), "not terminal although a finish was accepted")
+    gen = s["gen"].to_numpy(dtype="float64")
+    flag(state_is("pending") & (gen > 0), "pending with a generation above 0")
+    flag(state_is("running") & (gen < 1), "running with generation 0")
     # A running task's lease is the one its last claim set, unless a heartbeat moved it.
     lease = fx.claims_ok.groupby(key, sort=False)["lease_until"].max().rename("claim_lease")
     s = s.merge(lease, left_on=key, right_index=True, how="left")
     extended = s["task"].isin(fx.ops.extends["task"].dropna().to_numpy())
-    flag((s["state"] == "running") & s["claim_lease"].notna() & ~extended
+    flag(state_is("running") & s["claim_lease"].notna().to_numpy(dtype=bool) & ~extended.to_numpy(dtype=bool)
          & ~np.isclose(s["lease_until"].fillna(-1), s["claim_lease"], rtol=0, atol=1e-6),
          "lease_until differs from the one its claim returned")
     # Tasks whose last word is a resolve: the snapshot must show that resolution at its generation.
@@ -308,10 +321,12 @@ def state_matches_history(fx: Facts) -> InvariantResult:
         r = s[["task", "gen", "state"]].reset_index().merge(lw, on="task", suffixes=("", "_r"))
         fits = (r["gen"] == r["gen_r"]) & ((r["state"] == r["resolution"])
                                            | (~r["certain"].astype(bool) & (r["state"] == "uncertain")))
-        problems[r.loc[fits, "index"].to_numpy()] = ""
-        problems[r.loc[~fits, "index"].to_numpy()] = "state or generation differs from its last resolve"
-    s["problem"] = problems
-    bad = s[s["problem"] != ""]
+        prob[r.loc[fits, "index"].to_numpy(dtype=np.int64)] = 0
+        prob[r.loc[~fits, "index"].to_numpy(dtype=np.int64)] = 0
+        flag(np.isin(np.arange(len(s)), r.loc[~fits, "index"].to_numpy(dtype=np.int64)),
+             "state or generation differs from its last resolve")
+    bad = s[prob != 0].copy()
+    bad["problem"] = pd.Series(np.asarray(texts, dtype=object)[prob[prob != 0]], index=bad.index, dtype=object)
     # Tasks the history knows but the snapshot lost (or invented).
     registered, _ = _registered(fx)
     seen = np.union1d(fx.claims_ok["task"].to_numpy(dtype="float64"),
