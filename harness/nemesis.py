@@ -105,7 +105,10 @@ class Nemesis:
         self._pause = pause
         self._resume = resume
         self.rngs = {k: random.Random(stream_seed(cfg.seed, k)) for k in NEMESIS_FAULTS}
-        self.pick = random.Random(stream_seed(cfg.seed, "targets"))
+        self.pick = random.Random(stream_seed(cfg.seed, "targets"))  # hunts: draws vary with the interleaving
+        # Random kills choose from their own stream, one fixed-size draw per arrival, so which slot the
+        # n-th random kill prefers depends on --seed alone, never on how many probes the hunts made.
+        self.pick_random = random.Random(stream_seed(cfg.seed, "random_targets"))
         self.next_at: dict[str, float] = {}
         self._slot_no: dict[str, int] = {}
         self._t0 = 0.0
@@ -166,9 +169,10 @@ class Nemesis:
 
     def _arrive(self, kind: str, now: float) -> None:
         if kind == "kill":
-            slots = self._candidates()
-            self.pick.shuffle(slots)
-            for slot in slots:
+            order = list(range(self.board.slots))
+            self.pick_random.shuffle(order)
+            candidates = set(self._candidates())
+            for slot in (s for s in order if s in candidates):
                 view = self._probe(slot)
                 if view is not None:
                     self._do_kill(slot, "random", view)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import AIM_PHASES, RunConfig
+from harness.config import AIM_PHASES, FAULT_KINDS, RunConfig
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helpers importable
 from stress_helpers import reap_stragglers, records, takeover, wait_no_stragglers  # noqa: E402
@@ -177,3 +177,40 @@ def test_a_kill_counted_during_finish_landed_inside_the_finish_call(tmp_path):
             assert last == ("invoke", "finish"), (phase, last)
         elif phase == "acted":  # after the action's completion; at most the finish invoke, never its completion
             assert last in {(t, "action") for t in ("ok", "fail", "info")} | {("invoke", "finish")}, (phase, last)
+
+
+def _random_kill_targets(busy_hunts: bool) -> list[int]:
+    """Drive a real Nemesis over a real phase board for 6 simulated seconds; with ``busy_hunts`` the
+    during_finish hunts see targets that move on at every probe (misses), as on a loaded machine."""
+    import dataclasses as dc
+    import multiprocessing
+
+    from harness.nemesis import Nemesis
+    from harness.phases import PhaseBoard
+
+    faults = {k: 0.0 for k in FAULT_KINDS} | {"kill": 2.0, "kill_during_finish": 5.0}
+    cfg = RunConfig(workers=4, seed=11, faults=faults)
+    board = PhaseBoard.create(multiprocessing.get_context("spawn"), cfg.workers)
+    for slot in range(cfg.workers):
+        board.set_owner(slot, slot + 1, 0)
+        board.publish(slot, "finishing" if busy_hunts else "idle", 0.0)
+    killed: list[int] = []
+
+    def kill(slot, aim, view):
+        if aim == "random":
+            killed.append(slot)
+        return view.phase
+
+    nemesis = Nemesis(cfg, board, live_slots=lambda: list(range(cfg.workers)),
+                      probe=lambda s: dc.replace(board.read(s), phase="idle"), release=lambda s: None,
+                      kill=kill, pause=lambda s, p: None, resume=lambda p: None)  # fmt: skip
+    nemesis.start(1000.0)
+    for step in range(600):
+        nemesis.tick(1000.0 + step * 0.01)
+    return killed
+
+
+def test_random_kill_targets_depend_on_the_seed_not_on_the_hunts():
+    quiet, busy = _random_kill_targets(False), _random_kill_targets(True)
+    assert len(quiet) >= 10 and len(set(quiet)) > 1
+    assert busy == quiet
