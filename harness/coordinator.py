@@ -67,6 +67,7 @@ class RunResult:
     snapshot_error: str | None = None
     interrupted: bool = False
     drain_timed_out: bool = False
+    drain_started: bool = False  # with ``interrupted``: stopped during the drain rather than before it
     drain_seconds: float = 0.0
     tally: Tally = field(default_factory=Tally)
     counters: dict[str, int] = field(default_factory=dict)
@@ -405,6 +406,7 @@ class Coordinator:
         return True
 
     def _drain(self) -> None:
+        self.result.drain_started = True
         start = last_progress = time.time()
         timeout = self.cfg.effective_drain_timeout
         best = -1

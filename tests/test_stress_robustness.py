@@ -120,6 +120,10 @@ def test_interrupt_stops_faults_resumes_paused_and_leaves_nothing(tmp_path, sig)
     snap = json.loads((run_dir / "snapshot.json").read_text())
     assert "tasks" in snap and snap["tasks"]
     assert (run_dir / "config.json").exists() and "reproduce with:" in out
+    # the summary says what happened: stopped before the drain, so unfinished tasks and faults that
+    # had no time to happen are no alarm
+    assert "drain: interrupted before the drain" in out, out
+    assert "NOT TERMINAL after the drain" not in out and "never injected" not in out, out
 
 
 def test_sigkill_of_the_coordinator_leaves_no_process_behind(tmp_path):
@@ -194,6 +198,7 @@ def test_ctrl_c_stops_a_run_whose_queue_hangs_in_snapshot(tmp_path):
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err
     assert "snapshot()" in json.loads((run_dir / "snapshot.json").read_text())["error"]
+    assert "drain: interrupted during the drain after" in out, out
     assert [r["value"] for r in records(run_dir) if r["f"] == "run"] == ["start", "faults_stop", "interrupted"]
 
 

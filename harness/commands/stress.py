@@ -190,12 +190,22 @@ def print_run_summary(result: Any, out: Any) -> None:
     print(f"tasks: {result.registered} registered; final states: {states}", file=out)
     if result.snapshot_error:
         print(f"  snapshot failed: {result.snapshot_error}", file=out)
+    # An interrupted run never finished its drain: unfinished tasks and missing faults are expected
+    # there, and saying otherwise would send the user after a bug that is not there.
+    interrupted = getattr(result, "interrupted", False)
+    drained = getattr(result, "drain_started", False)
+    when = "during the drain" if drained else "before the drain"
     if result.not_terminal:
         shown = ", ".join(result.not_terminal[:5])
-        print(f"  NOT TERMINAL after the drain: {len(result.not_terminal)} ({shown}"
+        where = f"not terminal when the run was interrupted {when}" if interrupted else "NOT TERMINAL after the drain"
+        print(f"  {where}: {len(result.not_terminal)} ({shown}"
               f"{', ...' if len(result.not_terminal) > 5 else ''})", file=out)  # fmt: skip
-    drain = "timed out" if result.drain_timed_out else "complete"
-    print(f"drain: {result.drain_seconds:.1f}s, {drain}", file=out)
+    if interrupted:
+        after = f" after {result.drain_seconds:.1f}s" if drained else ""
+        print(f"drain: interrupted {when}{after}", file=out)
+    else:
+        drain = "timed out" if result.drain_timed_out else "complete"
+        print(f"drain: {result.drain_seconds:.1f}s, {drain}", file=out)
     kills = ", ".join(f"{aim} {n} (hit {t.kill_hits[aim]})" for aim, n in sorted(t.kills.items())) or "none"
     pauses = ", ".join(f"{k} {n}" for k, n in sorted(t.pauses.items())) or "none"
     c = result.counters
@@ -205,7 +215,7 @@ def print_run_summary(result: Any, out: Any) -> None:
     if t.hunts_expired:
         expired = ", ".join(f"{k} {n}" for k, n in sorted(t.hunts_expired.items()))
         print(f"        found no target in time: {expired}", file=out)
-    for kind in NEMESIS_FAULTS + ("lose_reply", "slow"):
+    for kind in () if interrupted else NEMESIS_FAULTS + ("lose_reply", "slow"):
         if cfg.faults.get(kind, 0) > 0 and _injected(kind, t, c) == 0:
             print(f"  warning: {kind} was requested but never injected", file=out)
     ledger = ledger_counts(result.run_dir)
