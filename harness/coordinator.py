@@ -252,7 +252,9 @@ class Coordinator:
                 self._kill_everything()
 
         old = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # SIGHUP (the terminal went away, an ssh session dropped) is a stop request like SIGTERM: by
+        # default it would kill the coordinator outright, with no snapshot and no interrupted mark.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             try:
                 old[sig] = signal.signal(sig, handler)
             except ValueError:
@@ -531,11 +533,12 @@ def _signal(pid: int | None, sig: int) -> None:
 
 
 def _start_shielded(proc: Any) -> None:
-    """Start a child with SIGINT blocked: the mask is inherited across fork and exec, so a Ctrl-C
-    that reaches the whole process group while the child is still importing cannot kill it with a
-    KeyboardInterrupt traceback; the child then ignores SIGINT for good (Ctrl-C is the
-    coordinator's to handle). A Ctrl-C for the coordinator is only held back until start returns."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    """Start a child with SIGINT and SIGHUP blocked: the mask is inherited across fork and exec, so a
+    Ctrl-C (or a hangup) that reaches the whole process group while the child is still importing
+    cannot kill it with a KeyboardInterrupt traceback; the child keeps them blocked or ignored for
+    good (stopping is the coordinator's to handle). A signal for the coordinator is only held back
+    until start returns."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
     try:
         proc.start()
     finally:

@@ -104,7 +104,7 @@ def _interrupted_run(tmp_path: Path, sig: int):
     return run_dir, proc.returncode, out, err, left
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_interrupt_stops_faults_resumes_paused_and_leaves_nothing(tmp_path, sig):
     run_dir, code, out, err, left = _interrupted_run(tmp_path, sig)
     assert not left, [p.cmdline() for p in left]
@@ -117,6 +117,7 @@ def test_interrupt_stops_faults_resumes_paused_and_leaves_nothing(tmp_path, sig)
     assert len([r for r in pauses if r["type"] == "invoke"]) == len([r for r in pauses if r["type"] == "ok"])
     spawned = {r["target"] for r in recs if r["f"] == "spawn"}
     assert spawned == {r["target"] for r in recs if r["f"] == "exit"}
+    assert {r["value"] for r in recs if r["f"] == "exit"} <= {"0", "-9", "-15"}, "no worker died of the signal"
     snap = json.loads((run_dir / "snapshot.json").read_text())
     assert "tasks" in snap and snap["tasks"]
     assert (run_dir / "config.json").exists() and "reproduce with:" in out

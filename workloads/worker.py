@@ -67,6 +67,7 @@ def worker_main(spec: WorkerSpec, board: PhaseBoard) -> None:
     """Entry point of a worker process (multiprocessing target)."""
     die_with_parent(spec.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # so is a hangup of the terminal
     Worker(spec, board).run()
 
 
