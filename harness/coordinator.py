@@ -47,6 +47,11 @@ from harness.service import ServiceSpec, listen, service_main
 STOP_GRACE = 2.0  # seconds a worker gets to leave on its own before SIGTERM, then SIGKILL
 SNAPSHOT_EVERY = 0.25  # drain: how often the queue is asked whether everything is terminal
 RESPAWN_BACKOFF = 0.2  # a worker that exits by itself (a crash) is restarted after this
+# Starting a process takes milliseconds (more on a loaded machine): no respawn begins when a paused
+# worker is due to be resumed within this window, so the pause ends when planned; but no respawn
+# waits longer than RESPAWN_DEFER_MAX for that.
+SPAWN_QUIET = 0.05
+RESPAWN_DEFER_MAX = 1.0
 
 
 @dataclass
@@ -324,6 +329,9 @@ class Coordinator:
                     self.respawn_at[slot] = now + RESPAWN_BACKOFF
         for slot, at in list(self.respawn_at.items()):
             if respawn and now >= at:
+                due = self.nemesis.next_resume()
+                if due is not None and due - time.time() < SPAWN_QUIET and now - at < RESPAWN_DEFER_MAX:
+                    continue  # after the resume: the loop comes back within milliseconds
                 del self.respawn_at[slot]
                 self._spawn(slot)
         if self.service is not None and self.service.exitcode is not None and respawn:
@@ -345,7 +353,7 @@ class Coordinator:
         self.hist.write("ok", "kill", target=h.process, worker=f"w{slot}", value=aim, phase=after.phase, **fields)
         del self.handles[slot]
         if self.signals == 0:
-            self._spawn(slot)
+            self.respawn_at[slot] = time.time()  # by the loop, not here: a paused worker may be due first
         return after.phase
 
     def _probe(self, slot: int) -> SlotView | None:
@@ -376,8 +384,9 @@ class Coordinator:
         h = self.handles.get(pause.slot)
         if h is not None and h.process == pause.process:
             _signal(h.proc.pid, signal.SIGCONT)
+        actual = time.time() - pause.started
         self.hist.write("ok", "pause", target=pause.process, worker=f"w{pause.slot}",
-                        value=f"{time.time() - pause.started:.4f}", detail=pause.klass,
+                        value=f"{actual:.4f}", detail=pause.klass, late=round(actual - pause.planned, 4),
                         lease_until=pause.view.lease_until, **_held(pause.view))  # fmt: skip
 
     # -- stages ------------------------------------------------------------------------------------

@@ -148,21 +148,32 @@ class Nemesis:
     # -- the loop ---------------------------------------------------------------------------------
     def tick(self, now: float) -> float:
         """Do what is due; return how long the caller may sleep before the next tick."""
-        for slot, pause in list(self.paused.items()):
-            if now >= pause.resume_at:
-                del self.paused[slot]
-                self._resume(pause)
+        self.resume_due(now)
         if not self.active:
             return self._until_resume(now)
         for kind, due in list(self.next_at.items()):
             if now >= due:
                 self.next_at[kind] = self._plan(kind)
                 self._arrive(kind, now)
+                self.resume_due(time.time())  # a kill or a probe took time: a pause may be due by now
         self.hunts = [h for h in self.hunts if not self._hunt(h, now)]
         if self.hunts:
             return HUNT_POLL
         wait = min([t - now for t in self.next_at.values()] + [self._until_resume(now)])
         return max(0.0, wait)
+
+    def resume_due(self, now: float) -> None:
+        """Resume every pause whose time has come. Called between any two pieces of work that take
+        time, because a pause resumed late is a pause of the wrong class (just_after_expiry is 2-20 ms
+        past the lease: a few ms of delay make it long_after_expiry in effect)."""
+        for slot, pause in list(self.paused.items()):
+            if now >= pause.resume_at:
+                del self.paused[slot]
+                self._resume(pause)
+
+    def next_resume(self) -> float | None:
+        """When the next paused worker is due to be resumed, if any."""
+        return min((p.resume_at for p in self.paused.values()), default=None)
 
     def _until_resume(self, now: float) -> float:
         return min([p.resume_at - now for p in self.paused.values()] + [0.05])
@@ -202,6 +213,7 @@ class Nemesis:
             view = self._probe(slot)
             if view is None:
                 continue
+            self.resume_due(time.time())
             if view.phase in hunt.phases and (hunt.kind != "pause" or view.lease_until > time.time() + 0.005):
                 if hunt.kind == "pause":
                     self._do_pause(slot, view, now)

@@ -65,6 +65,12 @@ def test_pauses_lost_replies_and_slow_tasks_happened(smoke):
     starts = [r for r in pauses if r["type"] == "invoke"]
     ends = [r for r in pauses if r["type"] == "ok"]
     assert starts and len(starts) == len(ends)
+    planned: dict[int, float] = {}
+    for r in pauses:  # how late the resume came is recorded, so a pause's real class can be judged
+        if r["type"] == "invoke":
+            planned[r["target"]] = float(r["value"])  # one pause of an incarnation at a time
+        else:
+            assert abs(r["late"] - (float(r["value"]) - planned.pop(r["target"]))) < 0.001, r
     assert {r["detail"] for r in starts} == {"before_expiry", "just_after_expiry", "long_after_expiry"}
     for r in ends:  # a pause planned past the lease is never resumed early
         if r["detail"] != "before_expiry":
