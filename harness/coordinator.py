@@ -336,8 +336,12 @@ class Coordinator:
                 self._spawn(slot)
         if self.service is not None and self.service.exitcode is not None and respawn:
             self.service.join(0)
+            old_pid, code = self.service.pid, self.service.exitcode
             self.result.service_restarts += 1
             self._start_service()
+            # In the history too: actions that failed meanwhile ("connection refused") are explained
+            self.hist.write("info", "service", value="restart", pid=self.service.pid,
+                            error=f"the service (pid {old_pid}) exited with {code}")  # fmt: skip
 
     def _kill(self, slot: int, aim: str, view: SlotView) -> str:
         """SIGKILL, reap, and read the phase the dead process left on the board: the truth."""

@@ -211,3 +211,28 @@ def test_a_profile_with_a_fault_rate_that_is_not_a_number_exits_2(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "kill" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_service_that_dies_is_restarted_and_the_restart_is_recorded(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = start_takeover("stress", "--profile", "smoke", "--no-faults", "--duration", "3", "--out", str(run_dir))
+    try:
+        assert wait_for_record(run_dir, lambda r: r["f"] == "run" and r["value"] == "start")
+        listening = [c for c in psutil.Process(proc.pid).children()
+                     if any(k.status == psutil.CONN_LISTEN for k in c.net_connections())]  # fmt: skip
+        assert len(listening) == 1, "the service is the one child that listens"
+        listening[0].send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=90)
+        left = wait_no_stragglers(run_dir, timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reap_stragglers(run_dir)
+    assert not left
+    assert proc.returncode in (0, 1), out + err
+    restarts = [r for r in records(run_dir) if r["f"] == "service"]
+    assert len(restarts) == 1 and restarts[0]["value"] == "restart", restarts
+    assert str(listening[0].pid) in restarts[0]["error"] and "-9" in restarts[0]["error"]
+    assert restarts[0]["pid"] != listening[0].pid
+    assert "1 service restarts" in out, out
