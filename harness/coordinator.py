@@ -164,6 +164,7 @@ class Coordinator:
         self.result = RunResult(self.run_dir, cfg)
         self.progress = Progress(duration=cfg.duration, workers=cfg.workers)
         self.signals = 0
+        self.killed_all = False  # a second signal SIGKILLed every child
         self.queue: Any = None
         self.caller = QueueCaller()
         self.service: Any = None
@@ -272,6 +273,7 @@ class Coordinator:
 
     def _kill_everything(self) -> None:
         """Second Ctrl-C: no more courtesy. Children are reaped by the normal shutdown path."""
+        self.killed_all = True
         for h in list(self.handles.values()):
             _signal(h.proc.pid, signal.SIGKILL)
         if self.service is not None:
@@ -310,9 +312,10 @@ class Coordinator:
         self.result.spawned += 1
         self.hist.write("ok", "spawn", target=process, worker=f"w{slot}", pid=proc.pid)
 
-    def _record_exit(self, h: Handle) -> None:
+    def _record_exit(self, h: Handle, detail: str | None = None) -> None:
+        extra = {"detail": detail} if detail else {}
         self.hist.write("ok", "exit", target=h.process, worker=f"w{h.slot}", pid=h.proc.pid,
-                        value=str(h.proc.exitcode))  # fmt: skip
+                        value=str(h.proc.exitcode), **extra)  # fmt: skip
 
     def _live_slots(self) -> list[int]:
         return [s for s, h in self.handles.items() if h.proc.exitcode is None]
@@ -322,7 +325,7 @@ class Coordinator:
         for slot, h in list(self.handles.items()):
             if h.proc.exitcode is not None:
                 h.proc.join(0)
-                self._record_exit(h)
+                self._record_exit(h, "unexpected")
                 del self.handles[slot]
                 self.result.crashes += 1
                 if respawn:
@@ -352,7 +355,7 @@ class Coordinator:
         _signal(h.proc.pid, signal.SIGKILL)
         h.proc.join(5.0)
         after = self.board.read(slot)
-        self._record_exit(h)
+        self._record_exit(h, "nemesis")
         fields = _held(after)
         self.hist.write("ok", "kill", target=h.process, worker=f"w{slot}", value=aim, phase=after.phase, **fields)
         del self.handles[slot]
@@ -386,8 +389,13 @@ class Coordinator:
 
     def _resume(self, pause: Pause) -> None:
         h = self.handles.get(pause.slot)
-        if h is not None and h.process == pause.process:
-            _signal(h.proc.pid, signal.SIGCONT)
+        alive = h is not None and h.process == pause.process and h.proc.exitcode is None and not self.killed_all
+        if not alive:  # killed while frozen (a second Ctrl-C, someone else's SIGKILL): no end to report
+            self.hist.write("info", "pause", target=pause.process, worker=f"w{pause.slot}", detail=pause.klass,
+                            error="the paused worker died before it could be resumed",
+                            lease_until=pause.view.lease_until, **_held(pause.view))  # fmt: skip
+            return
+        _signal(h.proc.pid, signal.SIGCONT)
         actual = time.time() - pause.started
         self.hist.write("ok", "pause", target=pause.process, worker=f"w{pause.slot}",
                         value=f"{actual:.4f}", detail=pause.klass, late=round(actual - pause.planned, 4),
@@ -476,7 +484,8 @@ class Coordinator:
                 time.sleep(0.01)
         for h in list(self.handles.values()):
             h.proc.join(1.0)
-            self._record_exit(h)
+            # -9 alone means the nemesis (docs/history.md): say when the harness itself killed it
+            self._record_exit(h, "second_signal" if self.killed_all else "stopped")
         self.handles.clear()
 
     def _stop_service(self) -> None:

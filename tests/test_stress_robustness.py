@@ -16,6 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.config import FAULT_KINDS
+
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helpers importable
 from stress_helpers import (  # noqa: E402
     reap_stragglers,
@@ -236,3 +238,60 @@ def test_a_service_that_dies_is_restarted_and_the_restart_is_recorded(tmp_path):
     assert str(listening[0].pid) in restarts[0]["error"] and "-9" in restarts[0]["error"]
     assert restarts[0]["pid"] != listening[0].pid
     assert "1 service restarts" in out, out
+
+
+def _only_fault(kind: str, rate: str) -> list[str]:
+    """Options that switch every fault kind off but one (``--no-faults`` would win over it)."""
+    argv = []
+    for k in FAULT_KINDS:
+        argv += [f"--{k.replace('_', '-')}-rate", rate if k == kind else "0"]
+    return argv
+
+
+def test_a_second_ctrl_c_kills_at_once_and_says_so_in_the_exit_records(tmp_path):
+    run_dir = tmp_path / "run"
+    only_slow = _only_fault("slow", "1")
+    # every task outlives a 2 s lease, so after the first Ctrl-C the workers are still busy for a while
+    proc = start_takeover("stress", "--profile", "smoke", *only_slow, "--lease", "2", "--duration", "60",
+                          "--out", str(run_dir))  # fmt: skip
+    try:
+        assert wait_for_record(run_dir, lambda r: r["f"] == "slow" and r["type"] == "invoke")
+        os.killpg(proc.pid, signal.SIGINT)
+        assert wait_for_record(run_dir, lambda r: r["f"] == "run" and r["value"] == "interrupted")
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        left = wait_no_stragglers(run_dir, timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reap_stragglers(run_dir)
+    assert not left
+    assert proc.returncode == 130, out + err
+    exits = [r for r in records(run_dir) if r["f"] == "exit"]
+    killed = [r for r in exits if r["value"] == "-9"]
+    assert killed, exits
+    assert all(r["detail"] == "second_signal" for r in killed), killed
+
+
+def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
+    run_dir = tmp_path / "run"
+    only_pause = _only_fault("pause", "3")
+    proc = start_takeover("stress", "--profile", "smoke", *only_pause, "--lease", "3", "--duration", "60",
+                          "--out", str(run_dir))  # fmt: skip
+    try:  # a long_after_expiry pause lasts more than a lease (3 s): time enough to kill its worker
+        assert wait_for_record(run_dir, lambda r: r["f"] == "pause" and r.get("detail") == "long_after_expiry")
+        victim = next(r for r in records(run_dir) if r["f"] == "pause" and r.get("detail") == "long_after_expiry")
+        os.kill(victim["pid"], signal.SIGKILL)
+        assert wait_for_record(run_dir, lambda r: r["f"] == "pause" and r["type"] != "invoke"
+                               and r["target"] == victim["target"], timeout=30)  # fmt: skip
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reap_stragglers(run_dir)
+    end = next(r for r in records(run_dir) if r["f"] == "pause" and r["type"] != "invoke"
+               and r["target"] == victim["target"])  # fmt: skip
+    assert end["type"] == "info" and "died" in end["error"] and "value" not in end, end
