@@ -76,15 +76,17 @@ def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str) -> tuple[pd
     ``before_col``, and whether an indeterminate extend may have moved it."""
     ext_max = pd.Series(np.nan, index=rows["rid"])
     maybe = pd.Series(False, index=rows["rid"])
+    # The row side is renamed to ``before``: callers pass "t_inv" or "t_comp", which the extend
+    # side also carries, and a merge would suffix both (review finding 1: a KeyError on every
+    # run with an indeterminate heartbeat).
+    left = rows[["rid", "task", "gen", before_col]].rename(columns={before_col: "before"})
     if len(fx.ext_ok):
-        m = rows[["rid", "task", "gen", before_col]].merge(
-            fx.ext_ok[["task", "gen", "t_comp", "lease_until_c"]], on=["task", "gen"])
-        m = m[m["t_comp"] < m[before_col]]
+        m = left.merge(fx.ext_ok[["task", "gen", "t_comp", "lease_until_c"]], on=["task", "gen"])
+        m = m[m["t_comp"] < m["before"]]
         ext_max = ext_max.combine_first(m.groupby("rid")["lease_until_c"].max()).reindex(rows["rid"])
     if len(fx.ext_ind):
-        m = rows[["rid", "task", "gen", before_col]].merge(fx.ext_ind[["task", "gen", "t_inv"]],
-                                                           on=["task", "gen"])
-        hit = m.loc[m["t_inv"] < m[before_col], "rid"].unique()
+        m = left.merge(fx.ext_ind[["task", "gen", "t_inv"]], on=["task", "gen"])
+        hit = m.loc[m["t_inv"] < m["before"], "rid"].unique()
         maybe = pd.Series(rows["rid"].isin(hit).to_numpy(), index=rows["rid"])
     return ext_max, maybe
 

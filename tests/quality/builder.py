@@ -70,6 +70,16 @@ class Run:
     def run_event(self, t: float, value: str) -> None:
         self.rec(t, 0, "info", "run", value=value)
 
+    def resolve(self, t: float, task: str, gen: int, value: str, *, status: str = "ok") -> None:
+        """Reconciliation after the drain: ``status`` ok / rejected / info / open."""
+        self.rec(t, 0, "invoke", "resolve", task=task, gen=gen, value=value, now=t)
+        if status == "ok":
+            self.rec(t + 0.01, 0, "ok", "resolve", task=task, gen=gen, value=value)
+        elif status == "rejected":
+            self.rec(t + 0.01, 0, "fail", "resolve", task=task, gen=gen, value=value, error="rejected")
+        elif status == "info":
+            self.rec(t + 0.01, 0, "info", "resolve", task=task, gen=gen, value=value, error="database is locked")
+
     # -- workers -----------------------------------------------------------------------------
     def claim(self, p: int, t: float, task: str | None, gen: int | None = None, *, done: float | None = None,
               lease: float = LEASE, status: str = "ok", worker: str | None = None) -> None:
@@ -106,6 +116,18 @@ class Run:
             self.rec(end, p, "fail", "finish", task=task, gen=gen, outcome=outcome, error="rejected")
         elif status == "info":
             self.rec(end, p, "info", "finish", error="database is locked")
+
+    def extend(self, p: int, t: float, task: str, gen: int, *, status: str = "ok", lease: float = LEASE,
+               done: float | None = None) -> None:
+        """A heartbeat at ``t``; ``status`` ok (lease now t + lease) / lost / info / open."""
+        self.rec(t, p, "invoke", "extend", task=task, gen=gen, now=t, lease=lease)
+        end = t + 0.01 if done is None else done
+        if status == "ok":
+            self.rec(end, p, "ok", "extend", task=task, gen=gen, lease_until=t + lease)
+        elif status == "lost":
+            self.rec(end, p, "fail", "extend", task=task, gen=gen, error="lost")
+        elif status == "info":
+            self.rec(end, p, "info", "extend", error="database is locked")
 
     def work(self, p: int, t: float, task: str, gen: int, outcome: str = "done", **finish_kw: Any) -> None:
         """The common path: claim at t, act at t+1, finish at t+2 (all within a 5 s lease)."""

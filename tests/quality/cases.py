@@ -156,6 +156,34 @@ def heartbeat_extends_the_lease() -> Run:
 
 
 @case()
+def killed_mid_extend_then_taken_over() -> Run:
+    """Review finding 1 (history M): w1 dies inside a heartbeat; its lease (maybe extended to 7) runs
+    out and w2 takes over at 8. A correct queue under SIGKILL: nothing to flag."""
+    r = _two_workers()
+    r.spawn(3, "w3")
+    r.claim(1, 0, "a", 1)
+    r.extend(1, 2, "a", 1, status="open")
+    r.kill(1, 2.001, task="a", gen=1)
+    r.work(2, 8, "a", 2)
+    r.work(3, 0, "b", 1)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def info_extend_then_finish_in_the_extended_lease() -> Run:
+    """A heartbeat that raised (info) may have moved the lease to 8: a finish at now=6 is then legal."""
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.extend(1, 3, "a", 1, status="info")
+    r.action(1, 4, "a", 1)
+    r.finish(1, 6, "a", 1)
+    r.work(2, 0, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
 def info_claim_then_running_at_the_end_is_lost_only() -> Run:
     """A database-is-locked claim (info) may have claimed b; b still running at the end is a lost task,
     but nothing else: its generation and state are explained."""
