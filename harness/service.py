@@ -20,6 +20,7 @@ import os
 import selectors
 import signal
 import socket
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -150,7 +151,14 @@ class _Loop:
 
     def answer(self, batch: list[tuple[_Conn, bytes]]) -> None:
         """Perform the batch (one commit), then reply to each request in order."""
-        replies = _handle_batch(batch, self.ledger)
+        try:
+            replies = _handle_batch(batch, self.ledger)
+        except sqlite3.Error:
+            # Nothing of the batch was committed (rolled back): hang up on its senders, whose
+            # workers record the outcome as unknown, and keep serving the others.
+            for conn in {id(c): c for c, _ in batch}.values():
+                self._drop(conn)
+            return
         for (conn, _), reply in zip(batch, replies, strict=True):
             if reply is not None and not conn.closing:
                 conn.outbuf += reply
