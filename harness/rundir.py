@@ -36,7 +36,9 @@ def check_out(out: str | None) -> None:
     parent = target.absolute().parent
     while not parent.exists():
         parent = parent.parent
-    if not parent.is_dir() or not _can_create_in(parent):
+    if not parent.is_dir():  # e.g. --out afile/run: no permission would help
+        raise UsageError(f"cannot create --out {str(target)!r}: {str(parent)!r} is not a directory")
+    if not _can_create_in(parent):
         raise UsageError(f"cannot create --out {str(target)!r}: {str(parent)!r} is not writable")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from harness.config import FAULT_KINDS
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helpers importable
 from stress_helpers import (  # noqa: E402
+    REPO,
     reap_stragglers,
     records,
     start_takeover,
@@ -28,6 +30,7 @@ from stress_helpers import (  # noqa: E402
     wait_for_record,
     wait_no_stragglers,
 )
+from stress_helpers import test_env as child_env  # noqa: E402 - renamed: pytest would collect test_env
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -87,6 +90,8 @@ def test_out_that_is_a_file_or_a_used_folder_exits_2(tmp_path):
     afile.write_text("x")
     proc = takeover("stress", "--out", str(afile), timeout=60)
     assert proc.returncode == 2 and "not a directory" in proc.stderr
+    proc = takeover("stress", "--out", str(afile / "sub"), timeout=60)  # not a permission problem
+    assert proc.returncode == 2 and "not a directory" in proc.stderr and "writable" not in proc.stderr, proc.stderr
 
 
 def _interrupted_run(tmp_path: Path, sig: int):
@@ -295,3 +300,25 @@ def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
     end = next(r for r in records(run_dir) if r["f"] == "pause" and r["type"] != "invoke"
                and r["target"] == victim["target"])  # fmt: skip
     assert end["type"] == "info" and "died" in end["error"] and "value" not in end, end
+
+
+def test_ctrl_c_during_the_check_keeps_the_run_and_says_how_to_check_it(tmp_path):
+    run_dir = tmp_path / "run"
+    env = child_env() | {"PYTHONUNBUFFERED": "1"}  # see the summary line the moment it is printed
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "stress", "--profile", "smoke", "--duration", "1",
+                             "--out", str(run_dir)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        for line in proc.stdout:
+            if line.startswith("ledger:"):  # the run's own summary is out: the checker (pandas) loads next
+                os.killpg(proc.pid, signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reap_stragglers(run_dir)
+    assert proc.returncode == 130, err
+    assert f"takeover check {run_dir}" in err and "Traceback" not in err, err
+    assert (run_dir / "snapshot.json").exists() and "tasks" in json.loads((run_dir / "snapshot.json").read_text())

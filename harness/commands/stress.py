@@ -142,6 +142,15 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
     """Hand the run to the checker when it is installed; otherwise summarise our own counts."""
     print_run_summary(result, out)
     try:
+        return _check(result, fail_on_duplicates=fail_on_duplicates, out=out)
+    except KeyboardInterrupt:  # the run is complete and kept: only the verdict is missing
+        print(f"takeover stress: the check was interrupted; the run is kept, check it with: "
+              f"takeover check {result.run_dir}", file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
+
+
+def _check(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
+    try:
         from harness.checker import check_run_dir
     except ImportError:
         check_run_dir = None
