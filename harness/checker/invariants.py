@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.checker.facts import Facts
-from harness.checker.resolves import last_word, reopen_epoch, reopened_between
+from harness.checker.resolves import last_word, reopen_epoch, reopened_at_end, reopened_between
 
 TERMINAL = ("done", "uncertain")
 EXAMPLES = 5
@@ -299,7 +299,11 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     key = ["task", "gen"]
     acc = fx.fin_acc[["task", "gen", "outcome"]].assign(accepted=True)
     ind = fx.fin_ind[["task", "gen", "outcome"]].assign(accepted=False)
-    has_acc = s["task"].isin(acc["task"].to_numpy())
+    # Only finishes after the task's last reopening count: a resolve back to pending undoes the
+    # uncertain finish before it (review finding 2), as in single_finish.
+    epochs = reopen_epoch(fx, fx.fin_acc)
+    last_epoch = reopen_epoch(fx, fx.fin_acc.assign(t_inv=np.inf))
+    has_acc = s["task"].isin(fx.fin_acc.loc[epochs == last_epoch, "task"].to_numpy())
     explains = pd.concat([acc, ind]).drop_duplicates(key + ["outcome"])
     m = s[["task", "gen"]].assign(state=s_state).reset_index().merge(explains, on=key)
     explained = np.zeros(len(s), dtype=bool)
@@ -323,6 +327,9 @@ def state_matches_history(fx: Facts) -> InvariantResult:
         r = s[["task", "gen", "state"]].reset_index().merge(lw, on="task", suffixes=("", "_r"))
         fits = (r["gen"] == r["gen_r"]) & ((r["state"] == r["resolution"])
                                            | (~r["certain"].astype(bool) & (r["state"] == "uncertain")))
+        # A retry whose claim was killed mid-call may hold the task (review finding 3).
+        retry = (r["state"] == "running") & (r["gen"] > r["gen_r"]) & (r["gen"] <= r["gen_r"] + r["maybe_claims"])
+        fits = fits | retry
         prob[r.loc[fits, "index"].to_numpy(dtype=np.int64)] = 0
         prob[r.loc[~fits, "index"].to_numpy(dtype=np.int64)] = 0
         flag(np.isin(np.arange(len(s)), r.loc[~fits, "index"].to_numpy(dtype=np.int64)),
@@ -375,8 +382,7 @@ def no_lost_task(fx: Facts) -> InvariantResult:
                        np.where(~reg["state"].isin(TERMINAL), "not terminal after the drain",
                                 np.where(~reg["task"].isin(attempted),
                                          "terminal but its action was never attempted", "")))
-    lw = last_word(fx)
-    retry = reg["task"].isin(lw.loc[lw["resolution"] == "pending", "task"].to_numpy()).to_numpy()
+    retry = reg["task"].isin(reopened_at_end(fx)).to_numpy()
     awaiting = int((retry & (problem == "not terminal after the drain")).sum())
     problem = np.where(retry & (problem == "not terminal after the drain"), "", problem)
     if awaiting:

@@ -84,16 +84,30 @@ def reopen_epoch(fx: Facts, frame: pd.DataFrame, t_col: str = "t_inv") -> np.nda
 
 
 def last_word(fx: Facts) -> pd.DataFrame:
-    """Tasks whose last operation is an effective resolve (no claim invoked after it).
+    """Tasks whose last operation is an effective resolve (no claim of theirs returned after it).
 
-    Columns: task, gen, resolution, certain (the resolve returned ok). For these the snapshot must
-    show the resolution at the resolve's generation (or, if uncertain, possibly still ``uncertain``).
+    Columns: task, gen, resolution, certain (the resolve returned ok), maybe_claims. For these the
+    snapshot must show the resolution at the resolve's generation (or, if uncertain, possibly still
+    ``uncertain``); after a resolve to ``pending``, each indeterminate claim invoked later (killed
+    mid-call, or ``info``: its record names no task) may have taken the retry, so ``running`` at up to
+    ``gen + maybe_claims`` also fits (review finding 3).
     """
     r = effective(fx).sort_values("t_inv", kind="stable").drop_duplicates("task", keep="last")
     if not len(r):
-        return pd.DataFrame(columns=["task", "gen", "resolution", "certain"])
+        return pd.DataFrame(columns=["task", "gen", "resolution", "certain", "maybe_claims"])
     last_claim = fx.ops.claims.groupby("task")["t_inv"].max()
     later = r["task"].map(last_claim).fillna(-np.inf) > r["t_inv"]
     r = r[~later.to_numpy(dtype=bool)]
+    ind = fx.ind_claim_times
+    maybe = len(ind) - np.searchsorted(ind, r["t_inv"].to_numpy(dtype="float64"), side="right")
+    maybe = np.where((r["resolution"] == "pending").to_numpy(dtype=bool), maybe, 0)
     return pd.DataFrame({"task": r["task"].to_numpy(), "gen": r["gen"].to_numpy(),
-                         "resolution": r["resolution"].to_numpy(), "certain": (r["status"] == "ok").to_numpy()})
+                         "resolution": r["resolution"].to_numpy(), "certain": (r["status"] == "ok").to_numpy(),
+                         "maybe_claims": maybe})
+
+
+def reopened_at_end(fx: Facts) -> np.ndarray:
+    """Task codes whose last effective resolve sent them back to ``pending``: whatever a retry did
+    after it (claimed, killed, finished) happened after the drain, so the task awaits its retry."""
+    r = effective(fx).sort_values("t_inv", kind="stable").drop_duplicates("task", keep="last")
+    return r.loc[r["resolution"] == "pending", "task"].to_numpy(dtype="float64")

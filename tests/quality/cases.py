@@ -183,6 +183,70 @@ def info_extend_then_finish_in_the_extended_lease() -> Run:
     return r
 
 
+def _uncertain_then_resolved_pending() -> Run:
+    """a's action timed out, its finish recorded uncertain; after the drain, reconcile found the
+    action never happened and resolved a back to pending for a retry."""
+    r = Run()
+    r.register("a")
+    r.spawn(1, "w1")
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1, status="info", performed=False)
+    r.finish(1, 2, "a", 1, "uncertain")
+    r.run_event(3, "drain_end")
+    r.resolve(4, "a", 1, "pending")
+    r.spawn(3, "w3", t=5)
+    return r
+
+
+@case()
+def retry_after_resolve_killed_while_running() -> Run:
+    """Review finding 2 (A1): the retry claimed generation 2 and was killed. The uncertain finish
+    belongs to the epoch before the reopening: running at 2 is what the history says."""
+    r = _uncertain_then_resolved_pending()
+    r.claim(3, 5, "a", 2)
+    r.kill(3, 5.5, task="a", gen=2)
+    r.snap(("a", "running", 2, 10.0))
+    return r
+
+
+@case()
+def retry_after_resolve_claim_killed_mid_call() -> Run:
+    """Review finding 3 (A2): the retry's claim was killed mid-call but took effect: running at 2."""
+    r = _uncertain_then_resolved_pending()
+    r.claim(3, 5, None, status="open")
+    r.kill(3, 5.005, phase="claiming")
+    r.snap(("a", "running", 2, 10.0))
+    return r
+
+
+@case()
+def retry_after_resolve_claim_killed_mid_call_no_effect() -> Run:
+    """The same kill, but the claim had not taken effect: a is still pending at 1."""
+    r = _uncertain_then_resolved_pending()
+    r.claim(3, 5, None, status="open")
+    r.kill(3, 5.005, phase="claiming")
+    r.snap(("a", "pending", 1, None))
+    return r
+
+
+@case()
+def retry_after_resolve_done() -> Run:
+    r = _uncertain_then_resolved_pending()
+    r.work(3, 5, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@case("state_matches_history")
+def retry_after_resolve_skips_generations() -> Run:
+    """One killed claim after the reopening explains generation 2, not 3."""
+    r = _uncertain_then_resolved_pending()
+    r.claim(3, 5, None, status="open")
+    r.kill(3, 5.005, phase="claiming")
+    r.snap(("a", "running", 3, 10.0))
+    return r
+
+
 @case()
 def info_claim_then_running_at_the_end_is_lost_only() -> Run:
     """A database-is-locked claim (info) may have claimed b; b still running at the end is a lost task,
