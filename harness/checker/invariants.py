@@ -195,22 +195,33 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
     c = _claims_by_gen(fx)
     prev = c.shift()
     same = c["task"].eq(prev["task"])
-    step = c["gen"] - prev["gen"]
     pairs = pd.DataFrame({
         "task": c["task"], "gen": c["gen"], "now": c["now"], "t_inv": c["t_inv"], "t_comp": c["t_comp"],
         "process": c["process"], "lease_until": c["lease_until"],
         "p_gen": prev["gen"], "p_now": prev["now"], "p_lease": prev["lease_until"], "p_t_inv": prev["t_inv"],
         "p_t_comp": prev["t_comp"], "p_process": prev["process"], "rid": prev["i"],
-    })[same & step.isin([0.0, 1.0])]
+    })[same]
+    # Every step counts, not only 0 and 1: a gap left by an indeterminate claim does not excuse a
+    # grant inside the older lease (review finding 5).
     if len(pairs) == 0:
         return _result("lease_exclusive", pairs, [])
     # The previous lease, as extended by heartbeats surely done before this claim started.
     ext = _extended_leases(fx, pairs.assign(task=pairs["task"], gen=pairs["p_gen"]), "t_inv")[0]
     p_eff = np.fmax(pairs["p_lease"].to_numpy(dtype="float64"), ext.to_numpy(dtype="float64"))
-    # A lease ends early when its holder's finish took (or may have taken) effect.
-    fin = pd.concat([fx.fin_acc[["task", "gen", "t_inv"]], fx.fin_ind[["task", "gen", "t_inv"]]])
-    m = pairs[["rid", "task", "p_gen", "t_comp"]].merge(fin, left_on=["task", "p_gen"], right_on=["task", "gen"])
-    released = m.loc[m["t_inv"] < m["t_comp"], "rid"].to_numpy()
+    # A lease ends early when its holder's finish surely returned before this claim started (a
+    # claim then is no_reclaim_after_terminal's to judge), or when a resolve back to pending came
+    # between a finish and this claim. A finish that may have taken effect (info, killed, or still
+    # in flight when the claim started) does not: if it did, the claim reclaimed a terminal task,
+    # if not, it was granted inside the lease; a violation either way (review finding 4).
+    fin = pd.concat([fx.fin_acc[["task", "gen", "t_inv", "t_comp"]].assign(acc=True),
+                     fx.fin_ind[["task", "gen", "t_inv"]].assign(t_comp=np.nan, acc=False)])
+    m = pairs[["rid", "task", "p_gen", "t_inv", "t_comp"]].merge(
+        fin.rename(columns={"t_inv": "f_inv", "t_comp": "f_comp"}), left_on=["task", "p_gen"],
+        right_on=["task", "gen"])
+    m = m[m["f_inv"] < m["t_comp"]]
+    done_before = (m["acc"] & (m["f_comp"] < m["t_inv"])).to_numpy(dtype=bool)
+    reopened = reopened_between(fx, m, "f_inv", "t_comp")
+    released = m.loc[done_before | reopened, "rid"].to_numpy()
     not_released = ~pairs["rid"].isin(released).to_numpy()
     now = pairs["now"].to_numpy(dtype="float64")
     p_now = pairs["p_now"].to_numpy(dtype="float64")

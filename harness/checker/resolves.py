@@ -61,10 +61,12 @@ def reopened_between(fx: Facts, frame: pd.DataFrame, t_from: str, t_to: str) -> 
     back = effective(fx, "pending")
     if not len(back) or not len(frame):
         return np.zeros(len(frame), dtype=bool)
-    f = frame[["task", t_from, t_to]].reset_index(drop=True).reset_index(names="row")
+    # Fixed names on the frame side: callers' "t_inv"/"t_comp" would collide with the resolve's.
+    f = frame[["task", t_from, t_to]].set_axis(["task", "t_from", "t_to"], axis=1)
+    f = f.reset_index(drop=True).reset_index(names="row")
     m = f.merge(back[["task", "t_inv", "t_comp"]], on="task")
     t_end = m["t_comp"].fillna(np.inf)
-    hit = m.loc[(t_end > m[t_from]) & (m["t_inv"] < m[t_to]), "row"].unique()
+    hit = m.loc[(t_end > m["t_from"]) & (m["t_inv"] < m["t_to"]), "row"].unique()
     out = np.zeros(len(frame), dtype=bool)
     out[hit] = True
     return out

@@ -237,6 +237,15 @@ def retry_after_resolve_done() -> Run:
     return r
 
 
+@case()
+def retry_claimed_within_the_old_lease_after_reopening() -> Run:
+    """The resolve back to pending cleared the lease: a retry at now=4.5 (< 5) is legal."""
+    r = _uncertain_then_resolved_pending()
+    r.work(3, 4.5, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
 @case("state_matches_history")
 def retry_after_resolve_skips_generations() -> Run:
     """One killed claim after the reopening explains generation 2, not 3."""
@@ -385,6 +394,55 @@ def lease_granted_twice() -> Run:
     r.finish(2, 3, "a", 2)
     r.work(2, 4, "b", 1)
     r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+def _one_task() -> Run:
+    r = Run()
+    r.register("a")
+    r.spawn(1, "w1")
+    r.spawn(2, "w2")
+    return r
+
+
+@case("lease_exclusive")
+def lease_granted_after_an_info_finish() -> Run:
+    """Review finding 4 (C): w1's finish raised at 2; w2 is granted a at now=2.5. If the finish took
+    effect a was reclaimed after it was done, if not its lease (until 5) was granted twice."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.finish(1, 2, "a", 1, status="info")
+    r.work(2, 2.5, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@case("lease_exclusive")
+def lease_granted_after_a_killed_finish() -> Run:
+    """Finding 4 (C2): the same with w1 killed inside its finish."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.finish(1, 2, "a", 1, status="open")
+    r.kill(1, 2.001, phase="finishing", aim="during_finish", task="a", gen=1)
+    r.work(2, 2.5, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@case("lease_exclusive")
+def lease_granted_across_an_info_claim() -> Run:
+    """Review finding 5 (K): an info claim may have taken generation 2, so generation 3 at now=2 is
+    no gap; but w1's generation 1 lease ran until 5."""
+    r = _one_task()
+    r.spawn(3, "w3")
+    r.claim(1, 0, "a", 1)
+    r.claim(2, 1, None, status="info")
+    r.work(3, 2, "a", 3)
+    r.action(1, 3.5, "a", 1)
+    r.finish(1, 4, "a", 1, status="rejected")
+    r.snap(("a", "done", 3, None))
     return r
 
 
