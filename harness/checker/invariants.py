@@ -71,6 +71,42 @@ def no_stale_commit(fx: Facts) -> InvariantResult:
     return _result("no_stale_commit", bad, ex)
 
 
+def _plausible_ind_extends(fx: Facts) -> pd.DataFrame:
+    """The indeterminate extends that may have moved a lease: those invoked (judged at their
+    ``now``) before the lease they would extend had run out. A correct queue answers ``lost`` to a
+    later one, so it cannot excuse a late finish (review finding 6a). The lease an extend sees is
+    at most its claim's, any successful extend's invoked before it, and ``now + lease`` of each
+    earlier plausible indeterminate one; only those few extends are walked one by one."""
+    cached = getattr(fx, "_plausible_ext", None)
+    if cached is not None:
+        return cached
+    e = fx.ext_ind[["task", "gen", "now", "t_inv"]].reset_index(drop=True)
+    if len(e):
+        e = e.reset_index(names="row")
+        lease = fx.claims_ok.groupby(["task", "gen"], sort=False)["lease_until"].max().rename("claim_lease")
+        upper = e.merge(lease, left_on=["task", "gen"], right_index=True, how="left")["claim_lease"]
+        upper = upper.to_numpy(dtype="float64").copy()
+        if len(fx.ext_ok):
+            m = e.merge(fx.ext_ok[["task", "gen", "t_inv", "lease_until_c"]].rename(columns={"t_inv": "o_inv"}),
+                        on=["task", "gen"])
+            m = m[m["o_inv"] < m["t_inv"]].groupby("row")["lease_until_c"].max()
+            upper[m.index.to_numpy()] = np.fmax(upper[m.index.to_numpy()], m.to_numpy(dtype="float64"))
+        step = fx.lease if fx.lease is not None else np.inf
+        extra: dict[tuple[float, float], float] = {}
+        keep = np.zeros(len(e), dtype=bool)
+        for row in np.argsort(e["t_inv"].to_numpy(dtype="float64"), kind="stable"):
+            key = (float(e.at[row, "task"]), float(e.at[row, "gen"]))
+            now = float(e.at[row, "now"])
+            up = max(upper[row], extra.get(key, -np.inf))
+            # No lease known (no claim returned it): leave it to the other checks, never flag on it.
+            if np.isnan(upper[row]) or np.isnan(now) or now < up:
+                keep[row] = True
+                extra[key] = max(extra.get(key, -np.inf), now + step)
+        e = e[keep].drop(columns="row")
+    fx._plausible_ext = e  # type: ignore[attr-defined]
+    return e
+
+
 def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str) -> tuple[pd.Series, pd.Series]:
     """For each row (task, gen, key ``rid``): the latest lease an ``extend`` surely set before
     ``before_col``, and whether an indeterminate extend may have moved it."""
@@ -84,8 +120,9 @@ def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str) -> tuple[pd
         m = left.merge(fx.ext_ok[["task", "gen", "t_comp", "lease_until_c"]], on=["task", "gen"])
         m = m[m["t_comp"] < m["before"]]
         ext_max = ext_max.combine_first(m.groupby("rid")["lease_until_c"].max()).reindex(rows["rid"])
-    if len(fx.ext_ind):
-        m = left.merge(fx.ext_ind[["task", "gen", "t_inv"]], on=["task", "gen"])
+    ind = _plausible_ind_extends(fx)
+    if len(ind):
+        m = left.merge(ind[["task", "gen", "t_inv"]], on=["task", "gen"])
         hit = m.loc[m["t_inv"] < m["before"], "rid"].unique()
         maybe = pd.Series(rows["rid"].isin(hit).to_numpy(), index=rows["rid"])
     return ext_max, maybe
@@ -100,14 +137,21 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
     eff = np.fmax(fa["claim_lease"].to_numpy(dtype="float64"), ext_max.to_numpy(dtype="float64"))
     fa["eff"] = eff
     known = ~np.isnan(eff) & ~maybe.to_numpy(dtype=bool)
-    bad = fa[known & (fa["now"].to_numpy(dtype="float64") >= eff)].sort_values("t_inv")
-    unmatched = int(np.isnan(eff).sum())
+    late = known & (fa["now"].to_numpy(dtype="float64") >= eff)
+    # A worker finishes only a generation one of its own claims returned (it writes the claim's ok
+    # record before it can call finish; a claim cut by SIGKILL left a dead process that finishes
+    # nothing). An accepted finish of any other generation held no lease at all (review finding 6b).
+    own = fx.claims_ok[["task", "gen", "process"]].drop_duplicates().assign(own=True)
+    held = fa[["task", "gen", "process"]].merge(own, on=["task", "gen", "process"], how="left")["own"]
+    unheld = held.isna().to_numpy(dtype=bool)
+    fa["problem"] = np.where(unheld, "no claim of this process returned that generation",
+                             "finished after its lease")
+    bad = fa[late | unheld].sort_values("t_inv")
     ex = [{"task": fx.name(r.task), "gen": _g(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
-           "now": fx.rel(r.now), "lease_until": fx.rel(r.eff), "late_by": round(float(r.now - r.eff), 3)}
+           "problem": r.problem, "now": fx.rel(r.now), "lease_until": fx.rel(r.eff),
+           "late_by": None if np.isnan(r.eff) else round(float(r.now - r.eff), 3)}
           for r in bad.head(EXAMPLES).itertuples()]
-    note = (f"{unmatched} accepted finish(es) name a generation no successful claim returned"
-            if unmatched else "")
-    return _result("finish_within_lease", bad, ex, note)
+    return _result("finish_within_lease", bad, ex)
 
 
 def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:

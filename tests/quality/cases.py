@@ -257,6 +257,20 @@ def retry_after_resolve_skips_generations() -> Run:
 
 
 @case()
+def chained_info_extends_excuse_a_late_finish() -> Run:
+    """Two heartbeats that raised: the first (at 4) may have moved the lease to 9, so the second
+    (at 8) may have moved it to 13; a finish at now=12 is then legal."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.extend(1, 4, "a", 1, status="info")
+    r.extend(1, 8, "a", 1, status="info")
+    r.action(1, 11, "a", 1)
+    r.finish(1, 12, "a", 1)
+    r.snap(("a", "done", 1, None))
+    return r
+
+
+@case()
 def info_claim_then_running_at_the_end_is_lost_only() -> Run:
     """A database-is-locked claim (info) may have claimed b; b still running at the end is a lost task,
     but nothing else: its generation and state are explained."""
@@ -443,6 +457,36 @@ def lease_granted_across_an_info_claim() -> Run:
     r.action(1, 3.5, "a", 1)
     r.finish(1, 4, "a", 1, status="rejected")
     r.snap(("a", "done", 3, None))
+    return r
+
+
+@case("finish_within_lease")
+def late_info_extend_does_not_excuse_a_late_finish() -> Run:
+    """Review finding 6a (L): a heartbeat invoked at 5.5, after the lease ended at 5, cannot have
+    extended it (a correct queue answers lost); the finish accepted at now=6 is late."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.extend(1, 5.5, "a", 1, status="info")
+    r.action(1, 5.6, "a", 1)
+    r.finish(1, 6, "a", 1)
+    r.snap(("a", "done", 1, None))
+    return r
+
+
+@case("finish_within_lease")
+def finish_of_a_generation_nobody_was_given() -> Run:
+    """Review finding 6b (E2): w1 was given generation 1 but generation 7 is accepted. Six claims
+    killed mid-call explain the snapshot's generation, but a killed process finishes nothing: no
+    claim of w1 returned 7."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.finish(1, 8, "a", 7)
+    for k in range(6):
+        r.spawn(10 + k, f"w{10 + k}", t=9 + k)
+        r.claim(10 + k, 9 + k, None, status="open")
+        r.kill(10 + k, 9.005 + k, phase="claiming")
+    r.snap(("a", "done", 7, None))
     return r
 
 
