@@ -59,11 +59,17 @@ def _g(x: Any) -> int | None:
 
 
 def no_stale_commit(fx: Facts) -> InvariantResult:
-    """An accepted finish whose generation is below one definitely claimed before it started."""
-    fa = _sfx(fx.fin_acc[["i", "task", "gen", "t_inv", "process", "outcome"]], "_f")
-    c = _sfx(fx.claims_ok[["task", "gen", "t_comp", "process"]], "_c")
+    """An accepted finish whose generation is below one claimed before it returned.
+
+    A higher generation surely claimed before the finish started is the plain case. One still in
+    flight with the finish counts too (review finding 6c): if the finish took effect first, a done
+    task was handed out again, if the claim did, the finish was stale; a correct queue refuses
+    one of the two. Only a resolve back to pending between them excuses it."""
+    fa = _sfx(fx.fin_acc[["i", "task", "gen", "t_inv", "t_comp", "process", "outcome"]], "_f")
+    c = _sfx(fx.claims_ok[["task", "gen", "t_inv", "t_comp", "process"]], "_c")
     m = fa.merge(c, on="task")
-    bad = m[(m["gen_c"] > m["gen_f"]) & (m["t_comp_c"] < m["t_inv_f"])]
+    m = m[(m["gen_c"] > m["gen_f"]) & (m["t_inv_c"] < m["t_comp_f"])]
+    bad = m[~reopened_between(fx, m, "t_inv_f", "t_comp_c")]
     bad = bad.sort_values("gen_c").drop_duplicates("i_f", keep="last").sort_values("t_inv_f")
     ex = [{"task": fx.name(r.task), "finish_gen": _g(r.gen_f), "outcome": r.outcome_f, "finish_by": _p(r.process_f),
            "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _g(r.gen_c), "claimed_by": _p(r.process_c),
@@ -225,7 +231,8 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     ex = [{"task": fx.name(r.task), "problem": r.kind, "gen": _g(r.gen), "previous_gen": _g(r.prev_gen),
            "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
            "previous_at": fx.rel(r.prev_t)} for r in bad.head(EXAMPLES).itertuples()]
-    violations = int(dup.sum() + inverted.sum()) + unexplained_total
+    # A claim both duplicate and inverted is one bad claim (review finding 6d).
+    violations = int((dup | inverted).sum()) + unexplained_total
     res = _result("generation_monotonic", bad, ex,
                   f"{unexplained_total} generation(s) skipped beyond what {len(fx.ind_claim_times)} "
                   f"indeterminate claim(s) can explain" if unexplained_total else "")

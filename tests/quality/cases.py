@@ -490,6 +490,23 @@ def finish_of_a_generation_nobody_was_given() -> Run:
     return r
 
 
+@case("no_stale_commit", "state_matches_history")
+def stale_finish_overlapping_the_takeover() -> Run:
+    """Review finding 6c: w1's finish of generation 1 (within its lease) is still in flight when w2's
+    claim returns generation 2 at now=5; both succeed. Finish first: a done task was reclaimed;
+    claim first: a stale commit. A correct queue refuses one of them."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.rec(4.9, 1, "invoke", "finish", task="a", gen=1, outcome="done", now=4.9)
+    r.claim(2, 5.0, "a", 2, done=5.1)
+    r.rec(5.3, 1, "ok", "finish", task="a", gen=1, outcome="done", value="true")
+    r.action(2, 5.5, "a", 2)
+    r.finish(2, 6, "a", 2, status="rejected")
+    r.snap(("a", "done", 2, None))
+    return r
+
+
 @case("single_finish")
 def finish_accepted_twice() -> Run:
     r = _two_workers()
