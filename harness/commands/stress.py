@@ -124,13 +124,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"reproduce with: {cfg.command()}", file=out, flush=True)
     with ProgressDisplay(sys.stderr) as display:
         result = Coordinator(cfg, run_dir, on_progress=display.update).run()
-    if getattr(args, "reconcile", False) and not result.interrupted:
-        from harness.reconcile import describe, reconcile_run
+    try:
+        if getattr(args, "reconcile", False) and not result.interrupted:
+            from harness.reconcile import describe, reconcile_run
 
-        out.write(describe(reconcile_run(run_dir)))
-    code = finish_run(result, fail_on_duplicates=args.fail_on_duplicates, out=out)
-    print(f"run folder: {run_dir}", file=out)
-    print(f"reproduce with: {cfg.command()}", file=out, flush=True)
+            out.write(describe(reconcile_run(run_dir)))
+        code = finish_run(result, fail_on_duplicates=args.fail_on_duplicates, out=out)
+        print(f"run folder: {run_dir}", file=out)
+        print(f"reproduce with: {cfg.command()}", file=out, flush=True)
+    except KeyboardInterrupt:  # the run is complete and kept: only the verdict (or its printing) is missing
+        print(f"takeover stress: interrupted after the run; the run is kept, check it with: "
+              f"takeover check {run_dir}", file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
     if result.interrupted:
         # The verdict above covers what was recorded; the run itself did not complete.
         print("takeover stress: interrupted; what was recorded is kept and was checked", file=sys.stderr)
@@ -141,15 +146,6 @@ def run(args: argparse.Namespace) -> int:
 def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
     """Hand the run to the checker when it is installed; otherwise summarise our own counts."""
     print_run_summary(result, out)
-    try:
-        return _check(result, fail_on_duplicates=fail_on_duplicates, out=out)
-    except KeyboardInterrupt:  # the run is complete and kept: only the verdict is missing
-        print(f"takeover stress: the check was interrupted; the run is kept, check it with: "
-              f"takeover check {result.run_dir}", file=sys.stderr)  # fmt: skip
-        return EXIT_INTERRUPTED
-
-
-def _check(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
     try:
         from harness.checker import check_run_dir
     except ImportError:
