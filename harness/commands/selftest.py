@@ -115,8 +115,11 @@ def run(args: argparse.Namespace) -> int:
         results.append(row)
         if not args.json:
             if row["caught"]:
-                out.write(f"caught  {name:<24} seed {row['seed']}, run {row['seconds']} s, first violation at "
-                          f"t={row['first_violation_at']} s; violated: {', '.join(row['violated'])}\n")
+                at = row["first_violation_at"]
+                # Violations seen only in the final snapshot (or over the whole run) have no moment.
+                when = f"first violation at t={at} s" if at is not None else "caught at the final check"
+                out.write(f"caught  {name:<24} seed {row['seed']}, run {row['seconds']} s, {when}; "
+                          f"violated: {', '.join(row['violated'])}\n")
             else:
                 out.write(f"MISSED  {name:<24} after {row['tries']} run(s); expected {', '.join(expected)}\n")
             out.flush()
