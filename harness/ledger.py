@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.sqlite_util import connect, open_wal
+from harness.sqlite_util import connect, open_wal, write_transaction
 
 LEDGER_FILE = "ledger.sqlite"
 REMEDIES = ("none", "idempotency-key", "fencing")
@@ -128,21 +128,17 @@ class Ledger:
         """
         if not requests:
             return []
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            (version,) = conn.execute("PRAGMA data_version").fetchone()
-            if version != self._data_version or len(self._counts) > MEMO_LIMIT or len(self._highest) > MEMO_LIMIT:
-                self._counts.clear()
-                self._highest.clear()
-                self._data_version = version
-            results = [self._act_in_transaction(conn, r) for r in requests]
-            conn.execute("COMMIT")
+            with write_transaction(self._conn) as conn:
+                (version,) = conn.execute("PRAGMA data_version").fetchone()
+                if version != self._data_version or len(self._counts) > MEMO_LIMIT or len(self._highest) > MEMO_LIMIT:
+                    self._counts.clear()
+                    self._highest.clear()
+                    self._data_version = version
+                results = [self._act_in_transaction(conn, r) for r in requests]
         except BaseException:
             self._counts.clear()  # the memo may hold rows that were rolled back
             self._highest.clear()
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             raise
         return results
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from harness.contract import OUTCOMES, Claim, SnapshotRow
-from harness.sqlite_util import open_wal
+from harness.sqlite_util import open_wal, write_transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -88,34 +88,22 @@ class SQLiteLeaseQueue:
     def register(self, task_id: str, now: float) -> None:
         _check_task_id(task_id)
         _check_time("now", now)
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self._conn) as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO tasks (task_id, state, generation, registered) VALUES (?, 'pending', 0, ?)",
                 (task_id, now),
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
 
     def register_many(self, task_ids: list[str], now: float) -> None:
         """Optional extension: one transaction for a batch, so set-up of 10k tasks takes milliseconds."""
         for task_id in task_ids:
             _check_task_id(task_id)
         _check_time("now", now)
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self._conn) as conn:
             conn.executemany(
                 "INSERT OR IGNORE INTO tasks (task_id, state, generation, registered) VALUES (?, 'pending', 0, ?)",
                 [(task_id, now) for task_id in task_ids],
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
 
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
         _check_time("now", now)
@@ -123,19 +111,12 @@ class SQLiteLeaseQueue:
         if lease <= 0:
             # A lease that has run out when granted could never be finished (now < lease_until).
             raise ValueError(f"lease must be positive, got {lease!r}")
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self._conn) as conn:
             row = conn.execute(_PICK_EXPIRED, (now,)).fetchone() or conn.execute(_PICK_PENDING).fetchone()
             if row is None:
-                conn.execute("COMMIT")
                 return None
             task_id = row[0]
             generation, lease_until = conn.execute(_TAKE, (now + lease, worker, task_id)).fetchone()
-            conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
         # RETURNING yields the bound value before the column's REAL affinity applies; snapshot()
         # reads the stored REAL. Return the same float both ways.
         return task_id, int(generation), float(lease_until)
@@ -144,14 +125,8 @@ class SQLiteLeaseQueue:
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
         _check_time("now", now)
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self._conn) as conn:
             accepted = conn.execute(_FINISH, (outcome, task_id, generation, now)).rowcount == 1
-            conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
         return accepted
 
     def extend(self, task_id: str, generation: int, now: float, lease: float) -> float | None:
@@ -166,14 +141,8 @@ class SQLiteLeaseQueue:
         _check_time("lease", lease)
         if lease <= 0:
             raise ValueError(f"lease must be positive, got {lease!r}")
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self._conn) as conn:
             row = conn.execute(_EXTEND, (now + lease, task_id, generation, now)).fetchone()
-            conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
         return None if row is None else float(row[0])
 
     def resolve(self, task_id: str, generation: int, resolution: str, now: float) -> bool:
@@ -186,14 +155,8 @@ class SQLiteLeaseQueue:
             raise ValueError(f"resolution must be one of {RESOLUTIONS}, got {resolution!r}")
         _check_task_id(task_id)
         _check_time("now", now)
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(self._conn) as conn:
             changed = conn.execute(_RESOLVE[resolution], (task_id, generation)).rowcount == 1
-            conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
         return changed
 
     def snapshot(self) -> list[SnapshotRow]:
@@ -206,5 +169,6 @@ class SQLiteLeaseQueue:
         self._conn.close()
 
     def _rollback(self) -> None:
+        """Kept for subclasses (harness/queues/planted.py) that manage their own transactions."""
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
