@@ -20,7 +20,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.sweep.recommend import cell_means, frame, recommendations  # noqa: E402
+from harness.sweep.recommend import cell_means, frame, recommend_from_means  # noqa: E402
+from harness.sweep.recommend import warnings as rec_warnings  # noqa: E402
+from harness.sweep.wilson import tasks_needed  # noqa: E402
 
 CAUSES = (("lost_lease_per_1000", "lost_lease (outlived lease)", "#e76f51"),
           ("s5_per_1000", "s5 (killed after acting)", "#264653"),
@@ -40,15 +42,23 @@ def _axes(n: int, title: str) -> tuple[Any, list[Any]]:
     return fig, list(axes[0])
 
 
-def fig_duplicates(means: pd.DataFrame) -> bytes:
-    """Duplicates per 1000 tasks against lease / p99 task time, by cause, model beside observation."""
+def fig_duplicates(means: pd.DataFrame, target: float | None = None) -> bytes:
+    """Duplicates per 1000 tasks against lease / p99 task time, by cause, model beside observation;
+    error bars are the 95% Wilson intervals, so a reader sees which differences are noise."""
     fixed = means[(means["heartbeat_fraction"] == 0) & (means["remedy"] == "none")]
     dists = list(dict.fromkeys(means["distribution"]))
     fig, axes = _axes(len(dists), "Duplicate side effects per 1000 tasks (remedy none, fixed lease)")
     for ax, dist in zip(axes, dists, strict=True):
         sub = fixed[fixed["distribution"] == dist].sort_values("lease_over_p99")
         for col, label, colour in CAUSES:
-            ax.plot(sub["lease_over_p99"], sub[col], "o-", label=label, color=colour)
+            if f"{col}_hi" in sub:  # 95% Wilson interval of the pooled rate, as error bars
+                err = [(sub[col] - sub[f"{col}_lo"]).clip(lower=0), (sub[f"{col}_hi"] - sub[col]).clip(lower=0)]
+                ax.errorbar(sub["lease_over_p99"], sub[col], yerr=err, fmt="o-", label=f"{label} (95% CI)",
+                            color=colour, capsize=3, elinewidth=1, alpha=0.9)
+            else:
+                ax.plot(sub["lease_over_p99"], sub[col], "o-", label=label, color=colour)
+        if target is not None:
+            ax.axhline(target, color="#2a9d8f", lw=1, ls="-.", label=f"target {target:g}")
         ax.plot(sub["lease_over_p99"], 1000 * sub["p_outlives_model"], "k--", label="model: 1000 x P(task > lease)")
         ax.plot(sub["lease_over_p99"], 1000 * sub["outlived_observed"], "x:", color="#e76f51",
                 label="observed: attempts that lost their lease")
@@ -123,20 +133,32 @@ FIGURES = (("duplicates", "Duplicates against lease / p99 task time", fig_duplic
 REC_COLUMNS = {
     "distribution": "distribution", "p99_task_s": "p99 task (s)",
     "fixed_lease_s": "shortest fixed lease (s)", "fixed_recovery_p99_s": "its recovery p99 (s)",
-    "fixed_dup_per_1000": "its dup/1000",
+    "fixed_dup_per_1000": "its lost_lease/1000", "fixed_dup_hi_per_1000": "95% upper",
     "heartbeat_lease_s": "shortest lease w/ heartbeat (s)", "heartbeat_every_s": "heartbeat every (s)",
-    "heartbeat_recovery_p99_s": "its recovery p99 (s)", "heartbeat_dup_per_1000": "its dup/1000",
+    "heartbeat_recovery_p99_s": "its recovery p99 (s)", "heartbeat_dup_per_1000": "its lost_lease/1000",
+    "heartbeat_dup_hi_per_1000": "95% upper",
     "remedies_at_lease_s": "remedies compared at lease (s)",
 }
+
+
+def _rec_cell(r: dict[str, Any], k: str) -> str:
+    if k in ("fixed_lease_s", "heartbeat_lease_s") and r.get(k) is None:
+        prefix = k.removesuffix("_lease_s")
+        return r.get(f"{prefix}_verdict") or "no such mode in the grid"
+    return "-" if r.get(k) is None else str(r.get(k))
 
 
 def _rec_table(recs: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     extra = sorted({k for r in recs for k in r if k.startswith("left_")})
     keys = list(REC_COLUMNS) + extra
-    head = [REC_COLUMNS.get(k, f"dup/1000 left by {k.removeprefix('left_')}") for k in keys]
-    body = [["none under target" if r.get(k) is None and k in ("fixed_lease_s", "heartbeat_lease_s")
-             else ("-" if r.get(k) is None else str(r.get(k))) for k in keys] for r in recs]
+    head = [REC_COLUMNS.get(k, f"dup/1000 left by {k.removeprefix('left_')} (95% upper)") for k in keys]
+    body = [[_rec_cell(r, k) for k in keys] for r in recs]
     return head, body
+
+
+def _needed(target: float) -> str:
+    n = tasks_needed(float(target) / 1000)
+    return "infinitely many" if n is None else f">= {n}"
 
 
 def render_markdown(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.DataFrame,
@@ -152,15 +174,22 @@ def render_markdown(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.
     if meta.get("no_heartbeat"):
         lines += [f"Note: {meta['no_heartbeat']}", ""]
     lines += ["## Recommendation", "",
-              "Shortest lease whose lease-caused (`lost_lease`) duplicates stay under the target, with a fixed "
-              "lease and with heartbeats; S5 duplicates (a kill after the action) happen at every lease, so the "
-              "last columns show what each remedy leaves over (all causes) at the recommended fixed lease.", ""]
+              "Shortest lease whose lease-caused (`lost_lease`) duplicates are shown under the target: the 95% "
+              "upper bound (Wilson score interval, seeds pooled) is at most the target at that lease and at every "
+              "longer lease of the grid, with a fixed lease and with heartbeats. The point estimate is beside its "
+              f"bound. With 0 duplicates observed a cell needs {_needed(meta['target'])} tasks to show the "
+              "target at all; a grid with fewer says *not resolvable* instead of recommending. S5 duplicates (a "
+              "kill after the action) happen at every lease, so the last columns show what each remedy leaves "
+              "over (all causes) at the recommended fixed lease.", ""]
     head, body = _rec_table(recs)
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
-    lines += ["", "## Cells (means over seeds and fault scales)", ""]
-    cols = ["distribution", "lease", "remedy", "heartbeat_fraction", "runs", "violations", "dup_per_1000",
-            "lost_lease_per_1000", "s5_per_1000", "p_outlives_model", "outlived_observed", "recovery_p50",
+    for w in rec_warnings(recs):
+        lines += ["", f"**Warning:** {w}"]
+    lines += ["", "## Cells (means over seeds and fault scales; rates pooled, with 95% bounds)", ""]
+    cols = ["distribution", "lease", "remedy", "heartbeat_fraction", "runs", "n_tasks", "violations",
+            "dup_per_1000", "dup_per_1000_hi", "lost_lease_per_1000", "lost_lease_per_1000_lo",
+            "lost_lease_per_1000_hi", "s5_per_1000", "p_outlives_model", "outlived_observed", "recovery_p50",
             "recovery_p99", "throughput_per_s", "wasted_attempts_pct", "deduplicated", "refused"]
     cols = [c for c in cols if c in means]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -194,6 +223,9 @@ def render_html(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.Data
     parts.append("<h2>Recommendation</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
                  + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in body)
                  + "</table>")
+    parts.append(f"<p>Judged by the 95% upper bound (Wilson, seeds pooled) at that lease and every longer one; "
+                 f"a cell needs {e(_needed(meta['target']))} tasks to show the target with 0 observed.</p>")
+    parts += [f"<p class='bad'><b>Warning:</b> {e(w)}</p>" for w in rec_warnings(recs)]
     for key, title, _ in FIGURES:
         if figs.get(key):
             parts.append(f"<h2>{e(title)}</h2><img alt='{e(key)}' "
@@ -213,9 +245,9 @@ def write_sweep_report(out: Path, rows: list[dict[str, Any]], meta: dict[str, An
         (out / "sweep.html").write_text("<!doctype html><html><body><p>No run finished.</p></body></html>")
         return ["sweep.md", "sweep.html"]
     means = cell_means(df)
-    recs = recommendations(df, float(meta["target"]))
+    recs = recommend_from_means(means, float(meta["target"]))
     meta = {**meta, "cells": len(means), "runs": len(df)}
-    figs = {key: fn(means) for key, _, fn in FIGURES}
+    figs = {key: (fn(means, float(meta["target"])) if key == "duplicates" else fn(means)) for key, _, fn in FIGURES}
     (out / "sweep.md").write_text(render_markdown(meta, recs, means, violations))
     (out / "sweep.html").write_text(render_html(meta, recs, means, violations, figs))
     return ["sweep.md", "sweep.html"]

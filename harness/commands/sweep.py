@@ -105,6 +105,8 @@ def _heartbeat_note(grid, queue: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from harness.commands.stress import check_queue
+    from harness.sweep.recommend import frame, recommendations
+    from harness.sweep.recommend import warnings as rec_warnings
     from harness.sweep.runner import CSV_FILE, run_sweep
     from reports.sweep import write_sweep_report
 
@@ -135,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
               + "; ".join(f"{v['cell']} seed {v['seed']} ({v['violated']})" for v in result.violations[:5]),
               file=sys.stderr)
     _print_recs(out)
+    for line in rec_warnings(recommendations(frame(result.rows), grid.target)) if result.rows else []:
+        print(f"warning: {line}", file=sys.stderr)
     if result.interrupted:
         print("takeover sweep: interrupted; finished cells are kept and reported", file=sys.stderr)
         return 130

@@ -17,6 +17,7 @@ from harness.checker.check import SUMMARY_FILE, _json_default, analyse
 from harness.config import RunConfig
 from harness.sweep.grid import Cell
 from harness.sweep.model import p_outlives, quantile
+from harness.sweep.wilson import wilson
 
 ACTION_OVERHEAD = 0.005  # the action's round trip on 127.0.0.1, about, on top of the local step
 
@@ -29,7 +30,13 @@ COLUMNS = [
     "recovery_p99", "expiry_to_takeover_p99", "throughput_per_s", "claims",
     "wasted_attempts_pct", "wasted_work_s", "work_s",
     "takeovers", "uncertain", "elapsed_s", "run_dir",
+    # 95% Wilson bounds of the three rates, per 1000 tasks, from this run's counts alone (the report pools
+    # the seeds of a cell from dup_extra / dup_lost_lease / dup_s5 and tasks).
+    "dup_per_1000_lo", "dup_per_1000_hi", "lost_lease_per_1000_lo", "lost_lease_per_1000_hi",
+    "s5_per_1000_lo", "s5_per_1000_hi",
 ]
+
+RATE_COUNTS = {"dup_per_1000": "dup_extra", "lost_lease_per_1000": "dup_lost_lease", "s5_per_1000": "dup_s5"}
 
 
 def _r(x: Any, nd: int = 4) -> Any:
@@ -89,7 +96,7 @@ def cell_row(cell: Cell, cfg: RunConfig, run_dir: Path, elapsed: float) -> dict[
     overhead = cfg.local_step + ACTION_OVERHEAD
     model_outlives = 0.0 if cfg.heartbeat else p_outlives(tt, cell.lease, overhead)
     n_claims = max(len(m), 1)
-    return {
+    row = {
         "cell": cell.cell_id, "distribution": cell.distribution.name, "dist": tt.dist, "mean": tt.mean,
         "spread": tt.spread, "max": tt.max, "lease": cell.lease, "fault_scale": cell.fault_scale,
         "remedy": cell.mode.remedy, "heartbeat_fraction": cell.mode.heartbeat, "heartbeat_s": cfg.heartbeat,
@@ -116,3 +123,7 @@ def cell_row(cell: Cell, cfg: RunConfig, run_dir: Path, elapsed: float) -> dict[
         "takeovers": c.get("takeovers"), "uncertain": c.get("uncertain"), "elapsed_s": round(elapsed, 2),
         "run_dir": str(run_dir),
     }
+    for rate, count in RATE_COUNTS.items():
+        lo, hi = wilson(row[count], tasks)
+        row[f"{rate}_lo"], row[f"{rate}_hi"] = _r(1000 * lo, 2), _r(1000 * hi, 2)
+    return row
