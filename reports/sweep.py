@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -63,6 +64,8 @@ def fig_duplicates(means: pd.DataFrame, target: float | None = None) -> bytes:
         ax.plot(sub["lease_over_p99"], 1000 * sub["outlived_observed"], "x:", color="#e76f51",
                 label="observed: attempts that lost their lease")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # minor labels overlap on a short axis
+        ax.set_xticks(list(sub["lease_over_p99"]), [f"{v:.2g}" for v in sub["lease_over_p99"]])
         ax.set_xlabel("lease / p99 task time")
         ax.set_ylabel("per 1000 tasks")
         ax.set_title(dist)
