@@ -75,26 +75,41 @@ class HistoryWriter:
     in meaning to ``json.dumps``; strings go through the C string escaper of the json module.
     """
 
-    __slots__ = ("_fd", "process", "_prefix", "_time")
+    __slots__ = ("_fd", "process", "_heads")
 
     def __init__(self, path: str | os.PathLike[str], process: int) -> None:
         self._fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.process = process
-        self._prefix = f',"process":{int(process)},"type":'
-        self._time = time.time
+        # '","process":P,"type":"T","f":"F"' for each (type, f) pair seen, built once per writer.
+        self._heads: dict[tuple[str, str], str] = {}
 
     def write(self, type_: str, f: str, **fields: Any) -> None:
         """One record, one write: the line is complete on disk or not there at all."""
-        parts = ['{"time":', _number(self._time()), self._prefix, _text(type_), ',"f":', _text(f)]
+        head = self._heads.get((type_, f))
+        if head is None:
+            head = self._heads[(type_, f)] = f',"process":{int(self.process)},"type":{_text(type_)},"f":{_text(f)}'
+        # The record's own timestamp at microsecond precision (what the clock resolves at this
+        # magnitude anyway): "%.6f" costs half of the shortest-round-trip repr. Values handed to
+        # or returned by the queue (now, lease_until) keep their exact repr below.
+        parts = ['{"time":', "%.6f" % _clock(), head]  # noqa: UP031 - the fastest float format here
+        append = parts.append
         for key, value in fields.items():
             if value is None:
                 continue
-            parts.append(f',"{key}":')
-            if key == "value" and not isinstance(value, str):
-                # ``value`` is always text so that the columnar reader sees one type.
-                value = json.dumps(value, separators=(",", ":"), default=str)
-            parts.append(_encode(value))
-        parts.append("}\n")
+            kind = type(value)
+            if kind is str:
+                append(_KEY.get(key) or f',"{key}":')
+                append(_text(value))
+            elif kind is float and key != "value":
+                append(_KEY.get(key) or f',"{key}":')
+                append(float.__repr__(value) if value - value == 0 else "null")
+            elif kind is int and key != "value":
+                append(_KEY.get(key) or f',"{key}":')
+                append(int.__repr__(value))
+            else:
+                append(f',"{key}":')
+                append(_encode_other(key, value))
+        append("}\n")
         os.write(self._fd, "".join(parts).encode())
 
     def close(self) -> None:
@@ -106,21 +121,27 @@ class HistoryWriter:
 _text = json.encoder.encode_basestring_ascii  # the C escaper json.dumps itself uses
 
 
+_clock = time.time
+
+# ',"key":' for every column, so the hot path does not format a key per field.
+_KEY = {name: f',"{name}":' for name in COLUMNS}
+
+
 def _number(value: float) -> str:
     """Finite floats as ``repr`` (shortest round-trip, what json.dumps writes); NaN/inf as null."""
     return float.__repr__(value) if value - value == 0 else "null"
 
 
-def _encode(value: Any) -> str:
-    kind = type(value)
-    if kind is str:
-        return _text(value)
-    if kind is float:
-        return _number(value)
-    if kind is bool:
+def _encode_other(key: str, value: Any) -> str:
+    """The rare cases: bools, numbers or structures in ``value`` (always text), odd types elsewhere."""
+    if key == "value":
+        return _text(value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str))
+    if value is True or value is False:
         return "true" if value else "false"
-    if kind is int:
-        return int.__repr__(value)
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, int):
+        return int.__repr__(int(value))
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
