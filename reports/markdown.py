@@ -83,8 +83,12 @@ def render(summary: dict[str, Any]) -> str:
     c = s["counts"]
     lines += ["", "## Counts", "", "| what | value |", "|---|---|"]
     rows = [
-        ("tasks registered", c["tasks"]), ("attempted (action requested)", c["attempted"]),
-        ("acknowledged (finished done)", c["acknowledged"]), ("uncertain", c["uncertain"]),
+        ("tasks registered", c["tasks"]),
+        ("final states (the queue's snapshot)",
+         ", ".join(f"{k} {v}" for k, v in (c.get("final_states") or {}).items()) or "no snapshot"),
+        ("attempted (action requested)", c["attempted"]),
+        ("acknowledged (a finish done returned True)", c["acknowledged"]),
+        ("uncertain (a finish uncertain returned True)", c["uncertain"]),
         ("recovered (uncertain, yet the ledger shows it happened)", c["recovered"]),
         ("lost (done, but no action in the ledger)", c["lost"]),
         ("claims ok / empty / unknown", f"{c['claims']['ok']} / {c['claims']['empty']} / "

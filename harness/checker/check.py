@@ -110,8 +110,10 @@ def short_summary(summary: dict[str, Any], written: list[str]) -> str:
     lines.append(f"  invariants: {ok}/{len(summary['invariants'])} hold")
     c, d = summary["counts"], summary["duplicates"]
     by = ", ".join(f"{k} {v}" for k, v in d.get("by_cause", {}).items())
-    lines.append(f"  tasks {c['tasks']}: acknowledged {c['acknowledged']}, uncertain {c['uncertain']} "
-                 f"(recovered {c['recovered']}), lost {c['lost']}; takeovers {c['takeovers']}, "
+    final = c.get("final_states")
+    final_text = f" final {', '.join(f'{k} {v}' for k, v in final.items())};" if final else ""
+    lines.append(f"  tasks {c['tasks']}:{final_text} acknowledged done {c['acknowledged']}, uncertain "
+                 f"{c['uncertain']} (recovered {c['recovered']}), lost {c['lost']}; takeovers {c['takeovers']}, "
                  f"stale finishes refused {c['finishes']['rejected_stale']}")
     lines.append(f"  duplicate side effects: {d.get('tasks')} task(s), {d.get('extra_actions')} extra "
                  f"action(s)" + (f" ({by})" if by else ""))

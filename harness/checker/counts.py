@@ -130,8 +130,16 @@ def counts(fx: Facts) -> dict[str, Any]:
         done_ = frame[frame["status"].isin(["ok", "fail"])]
         if len(done_):
             lat[name] = _pct((done_["t_comp"] - done_["t_inv"]).to_numpy(dtype="float64"), 1000.0)
+    snapshot = fx.run.snapshot
+    # Final states from the queue's own snapshot. They may exceed the acknowledged counts: a finish
+    # whose worker was killed mid-call took effect without ever being acknowledged.
+    final_states = (
+        {str(k): int(v) for k, v in snapshot["state"].astype(str).value_counts().sort_index().items()}
+        if snapshot is not None else None
+    )
     return {
         "tasks": len(registered),
+        "final_states": final_states,
         "attempted": len(attempted),
         "acknowledged": len(done_tasks),
         "uncertain": len(uncertain_tasks),
