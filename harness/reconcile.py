@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -69,8 +70,31 @@ def ledger_lookup(path: Path) -> tuple[Lookup, Callable[[], None]]:
     """Answer from ``ledger.sqlite``: the service's committed record."""
     if not path.is_file():
         raise UsageError(f"{path}: no ledger (ledger.sqlite) in the run folder; nothing to reconcile against")
-    ledger = Ledger(str(path))
+    _check_ledger(path)
+    try:
+        ledger = Ledger(str(path))
+    except sqlite3.Error as exc:
+        raise UsageError(f"{path}: cannot open the ledger ({exc})") from None
     return ledger.lookup, ledger.close
+
+
+def _check_ledger(path: Path) -> None:
+    """Refuse a file that is not a service ledger, read-only, before anything is resolved.
+
+    Why: ``Ledger`` creates its schema when it is missing, so an empty or foreign SQLite file would
+    answer "never happened" for every key and send every uncertain task back to ``pending`` -- a
+    retry that repeats actions which did happen. A ledger with no ``actions`` table cannot answer.
+    """
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'actions'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise UsageError(f"{path}: not a readable ledger ({exc})") from None
+    if found is None:
+        raise UsageError(f"{path}: not a service ledger (no actions table); nothing to reconcile against")
 
 
 def service_lookup(port: int, timeout: float = 2.0) -> tuple[Lookup, Callable[[], None]]:
@@ -104,11 +128,14 @@ def _load_config(run_dir: Path) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
     try:
-        return json.loads(path.read_text())
+        config = json.loads(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"{run_dir}: not a run folder (no {CONFIG_FILE})") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path}: not a run config (a JSON object expected, got {type(config).__name__})")
+    return config
 
 
 def reconcile_run(run_dir: str | Path, *, port: int | None = None) -> ReconcileResult:
@@ -139,7 +166,10 @@ def _reconcile(run_dir: Path, queue: Any, spec: str, lookup: Lookup, source: str
     result = ReconcileResult(str(run_dir), source, has_extension(queue, "resolve"), uncertain=len(uncertain))
     if not result.supported:
         result.tasks = [Resolved(t, g, None, None, None, "the queue has no resolve()") for t, g in uncertain]
-        write_json(run_dir / RECONCILE_FILE, result.to_json())
+        _write_record(run_dir, result)
+        return result
+    if not uncertain:  # nothing to resolve: the history, snapshot and earlier record stay as they are
+        _write_record(run_dir, result)
         return result
     hist = HistoryWriter(run_dir / HISTORY_FILE, RECONCILER_PROCESS)
     try:
@@ -162,8 +192,43 @@ def _reconcile(run_dir: Path, queue: Any, spec: str, lookup: Lookup, source: str
         write_snapshot(run_dir, validate_snapshot(queue.snapshot(), spec))
     except Exception as exc:  # noqa: BLE001 - keep the record honest: say the snapshot failed
         write_snapshot(run_dir, None, f"{type(exc).__name__}: {exc}")
-    write_json(run_dir / RECONCILE_FILE, result.to_json())
+    _write_record(run_dir, result)
     return result
+
+
+COUNTS = ("uncertain", "done", "pending", "rejected", "errors")
+
+
+def _write_record(run_dir: Path, result: ReconcileResult) -> None:
+    """Add this pass to ``reconcile.json``, which keeps every pass's record.
+
+    Why cumulative: reconciling twice is normal (again after a retry left tasks uncertain, or by
+    mistake); overwriting would replace "2 resolved to done" with "nothing to do" and lose what was
+    resolved, while the history still holds those resolves. The top-level counts and ``tasks`` are
+    the sum of all passes; ``passes`` lists each one.
+    """
+    path = run_dir / RECONCILE_FILE
+    passes: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
+    try:
+        old = json.loads(path.read_text())
+        if isinstance(old, dict):
+            passes = [p for p in old.get("passes") or [_pass_of(old)] if isinstance(p, dict)]
+            tasks = [t for t in old.get("tasks") or [] if isinstance(t, dict)]
+    except (OSError, ValueError):
+        pass  # no (or an unreadable) earlier record: this pass starts it
+    this = result.to_json()
+    passes.append(_pass_of(this) | {"time": time.time()})
+    record = {"run_dir": this["run_dir"], "source": this["source"], "supported": this["supported"]}
+    for name in COUNTS:
+        record[name] = sum(int(p.get(name) or 0) for p in passes)
+    record["tasks"] = tasks + this["tasks"]
+    record["passes"] = passes
+    write_json(path, record)
+
+
+def _pass_of(data: dict[str, Any]) -> dict[str, Any]:
+    return {"source": data.get("source"), **{name: data.get(name, 0) for name in COUNTS}}
 
 
 def _resolve_one(queue: Any, hist: HistoryWriter, lookup: Lookup, task: str, gen: int) -> Resolved:
@@ -192,6 +257,9 @@ def describe(result: ReconcileResult) -> str:
     if not result.supported:
         return (f"reconcile: {result.uncertain} uncertain task(s) left as they are: the queue has no optional "
                 f"resolve() method\n")
+    if not result.uncertain:
+        return (f"reconcile: no uncertain task in {result.run_dir}; nothing resolved "
+                f"(earlier passes: {RECONCILE_FILE})\n")
     lines = [f"reconcile: {result.uncertain} uncertain task(s) asked of {result.source}: "
              f"{result.done} -> done (action happened), {result.pending} -> pending (never happened; retry), "
              f"{result.rejected} rejected by the queue, {result.errors} unanswered"]

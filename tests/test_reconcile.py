@@ -111,9 +111,18 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
     assert (summary["reconcile"]["done"], summary["reconcile"]["pending"]) == (done, pending)
     assert "await a retry" in summary["invariants"]["no_lost_task"].get("note", "")
     assert f"reconciled: {done} uncertain -> done, {pending} -> pending" in (run_dir / "report.md").read_text()
-    # Nothing left to do the second time.
-    again = reconcile_run(run_dir)
-    assert again.uncertain == 0
+    # Nothing left to do the second time: nothing resolved again, the history untouched, and the
+    # record of the first pass kept (not overwritten by "0 uncertain").
+    history_before = (run_dir / "history.jsonl").read_bytes()
+    second = takeover("reconcile", str(run_dir))
+    assert second.returncode == 0 and "no uncertain task" in second.stdout, second.stdout + second.stderr
+    assert (run_dir / "history.jsonl").read_bytes() == history_before
+    rec = json.loads((run_dir / "reconcile.json").read_text())
+    assert (rec["uncertain"], rec["done"], rec["pending"]) == (len(before), done, pending)
+    assert [p["uncertain"] for p in rec["passes"]] == [len(before), 0]
+    assert len(rec["tasks"]) == len(before)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["reconcile"]["done"], summary["reconcile"]["pending"]) == (done, pending)
 
     # A retry claims the pending tasks with a higher generation and finishes them: still valid.
     q = SQLiteLeaseQueue(str(run_dir / "queue.sqlite"))
@@ -190,6 +199,38 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         proc = takeover(*args)
         assert proc.returncode == 2
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("damage", ["garbage-ledger", "empty-ledger", "foreign-ledger", "config-list"])
+def test_a_damaged_run_folder_is_refused_and_nothing_resolved(lossy, tmp_path, damage):
+    """An empty or foreign ledger would answer "never happened" for every key and send every
+    uncertain task back to pending (a retry repeats actions that did happen): refuse it instead."""
+    import sqlite3
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(lossy, run_dir)
+    before = _uncertain(run_dir)
+    ledger = run_dir / "ledger.sqlite"
+    for extra in ("-wal", "-shm"):
+        Path(f"{ledger}{extra}").unlink(missing_ok=True)
+    if damage == "garbage-ledger":
+        ledger.write_bytes(b"not a database at all" * 100)
+    elif damage == "empty-ledger":
+        ledger.write_bytes(b"")
+    elif damage == "foreign-ledger":
+        ledger.unlink()
+        conn = sqlite3.connect(ledger)
+        conn.execute("CREATE TABLE other (a)")
+        conn.commit()
+        conn.close()
+    else:
+        (run_dir / "config.json").write_text("[1, 2]")
+    history = (run_dir / "history.jsonl").read_bytes()
+    proc = takeover("reconcile", str(run_dir))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert _uncertain(run_dir) == before
+    assert (run_dir / "history.jsonl").read_bytes() == history
 
 
 def test_resolve_only_moves_an_uncertain_task_of_that_generation(tmp_path):
