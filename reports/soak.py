@@ -57,6 +57,8 @@ def markdown(soak: dict[str, Any]) -> str:
         lines += [f"| {k} | {v:g} | {res['last'].get(k, 0):g} |" for k, v in res["peak"].items()]
     for b in soak["banked"]:
         lines.append(f"\nBanked: seed {b['seed']} of {b['segment']} in `{b['bank']}`")
+    for e in soak.get("skipped_replays") or []:
+        lines.append(f"\nNot replayed (banked for another queue): seed {e['seed']} of `{e['queue']}`")
     return "\n".join(lines) + "\n"
 
 

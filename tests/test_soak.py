@@ -113,10 +113,20 @@ def test_violation_is_banked_then_replayed(tmp_path):
     assert entries[0]["seed"] == seg["seed"] and entries[0]["config"]["queue"] == PLANTED
     assert "banked seed" in proc.stdout
 
+    # A soak of another queue (the reference queue) does not replay the planted queue's seed: its
+    # verdict is about its own queue. It says so, and with nothing else to run, nothing was tested.
+    other = tmp_path / "other"
+    proc = takeover("soak", "--minutes", "0", "--sample", "1", "--out", str(other), "--seed-bank", str(bank),
+                    timeout=120)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    soak = _soak_json(other)
+    assert soak["replays"] == [] and [e["queue"] for e in soak["skipped_replays"]] == [PLANTED]
+    assert "of other queues not replayed" in proc.stdout
+
     replay = tmp_path / "replay"
     try:
         proc = takeover("soak", "--minutes", "0", "--sample", "1", "--out", str(replay), "--seed-bank", str(bank),
-                        timeout=120)
+                        "--queue", PLANTED, timeout=120)
     finally:
         for seg in _segments(replay) if replay.exists() else []:
             reap_stragglers(seg)
@@ -154,6 +164,24 @@ def test_broken_seed_bank_is_bad_input(tmp_path):
     bank.write_text('{"entries": [{"config": {"workers": 0}}]}')
     proc = takeover("soak", "--minutes", "1", "--out", str(tmp_path / "x"), "--seed-bank", str(bank))
     assert proc.returncode == 2 and "seed bank" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("make_bank", ["garbage", "folder", "unreachable"])
+def test_unusable_seed_bank_is_refused_before_anything_runs(tmp_path, make_bank):
+    """A bank that cannot be read or written would lose the night's found seed hours later."""
+    bank = tmp_path / "bank.json"
+    if make_bank == "garbage":
+        bank.write_text("{not json")
+    elif make_bank == "folder":
+        bank.mkdir()
+    else:
+        (tmp_path / "file").write_text("")
+        bank = tmp_path / "file" / "bank.json"  # its folder is a file: it can never be created
+    for extra in ([], ["--no-replay"]):
+        proc = takeover("soak", "--minutes", "1", *extra, "--out", str(tmp_path / "x"), "--seed-bank", str(bank))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "seed bank" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()
 
 
 def _rows(values: list[float], runs: int = 4) -> list[dict]:

@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     replay_from = (bank,) if args.seed_bank else (seedbank.DEFAULT_BANK, bank)
     if not args.no_replay:
         seedbank.load_all(list(replay_from))  # a broken bank is bad input: say so before starting
+    seedbank.load(bank)  # new failures are added to it: it must be readable and writable
+    seedbank.check_writable(bank)
     rundir.check_out(args.out)
     root = rundir.create(args.out)
     command = " ".join(shlex.quote(a) for a in ["takeover", "soak", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
@@ -123,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
           f"violations, {t.get('duplicate_tasks', 0)} task(s) with duplicates")  # fmt: skip
     for w in soak.get("resources", {}).get("warnings", []):
         print(f"  warning: {w}")
+    if soak.get("skipped_replays"):
+        print(f"  {len(soak['skipped_replays'])} banked seed(s) of other queues not replayed (see soak.json)")
     for b in soak.get("banked", []):
         print(f"  banked seed {b['seed']} ({b['segment']}) in {b['bank']}")
     print(f"reports: {root}/report.html, {root}/junit.xml, {root}/soak.json, {root}/resources.csv")

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig
+from harness.errors import UsageError
 from harness.rundir import write_json
 from harness.soak import seedbank
 from harness.soak.display import SoakDisplay, Totals
@@ -74,6 +75,7 @@ class Soak:
         self.segments: list[dict[str, Any]] = []
         self.replays: list[dict[str, Any]] = []
         self.banked: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, Any]] = []  # banked seeds of other queues, not replayed
         self.coordinator: Any = None
         self.segment_name = "starting"
         self.segment_dir: Path | None = None
@@ -90,7 +92,7 @@ class Soak:
             self.write_summary()
             with ResourceWatch(self.root, self._targets, self.o.sample) as self.watch:
                 if self.o.replay:
-                    entries = seedbank.load_all(list(self.o.replay_from))
+                    entries = self.replayable(seedbank.load_all(list(self.o.replay_from)))
                     for i, entry in enumerate(entries, 1):
                         if self.stopping:
                             break
@@ -105,6 +107,27 @@ class Soak:
             self.write_summary()
             self.write_reports()
         return self.exit_code()
+
+    def replayable(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The banked failures of the queue this soak is about; the others are listed, not run.
+
+        Why: a soak's verdict is about its ``--queue``. A bank shared between queues (a CI cache, a
+        selftest of a planted bug) would otherwise turn every night of the reference queue red for a
+        bug of another queue, and a fix of the queue under test could never make the night green.
+        """
+        mine = []
+        for entry in entries:
+            queue = entry["config"].get("queue")
+            if queue == self.o.base.queue:
+                mine.append(entry)
+            else:
+                self.skipped.append({"seed": entry["config"].get("seed"), "queue": queue,
+                                     "violated": entry.get("violated", [])})  # fmt: skip
+        if self.skipped:
+            self.display.note(f"[soak] {len(self.skipped)} banked seed(s) of other queues not replayed "
+                              f"(this soak is of {self.o.base.queue}): "
+                              + ", ".join(f"seed {e['seed']} of {e['queue']}" for e in self.skipped[:5]))
+        return mine
 
     def run_segments(self) -> None:
         self.budget_start = time.time()
@@ -138,8 +161,13 @@ class Soak:
         # An interrupted segment is not banked: its run was cut short at an arbitrary instant, so its
         # seed does not reproduce it; the verdict still stands and the folder is kept.
         if kind == "segment" and seg["verdict"] == "invalid" and not result.interrupted:
-            added = seedbank.bank(self.o.bank, json.loads((run_dir / "config.json").read_text()),
-                                  violated=sorted(seg["violations"]), run_dir=str(run_dir))  # fmt: skip
+            try:
+                added = seedbank.bank(self.o.bank, json.loads((run_dir / "config.json").read_text()),
+                                      violated=sorted(seg["violations"]), run_dir=str(run_dir))  # fmt: skip
+            except (OSError, ValueError, UsageError) as exc:  # the verdict must survive a bank gone bad
+                added = False
+                seg["bank_error"] = f"{type(exc).__name__}: {exc}"
+                self.display.note(f"[soak] could not bank seed {cfg.seed} in {self.o.bank}: {seg['bank_error']}")
             seg["banked"] = added
             if added:
                 self.banked.append({"segment": name, "seed": cfg.seed, "bank": str(self.o.bank)})
@@ -249,6 +277,7 @@ class Soak:
             "segments": self.segments,
             "replays": self.replays,
             "banked": self.banked,
+            "skipped_replays": self.skipped,
             "resources": {"samples": len(rows), "warnings": growth_warnings(rows),
                           "peak": {c: max(float(r[c]) for r in rows) for c in cols},
                           "last": {c: float(rows[-1][c]) for c in cols} if rows else {}},

@@ -51,6 +51,25 @@ def load(path: Path) -> list[dict[str, Any]]:
     return list(entries)
 
 
+def check_writable(path: Path) -> None:
+    """Refuse, before the soak starts, a bank that a found failure could not be written to.
+
+    Why up front: a failure is found minutes or hours into a soak; a bank that cannot take it then
+    (a read-only cache, a typo'd folder) would lose the one seed the night was for.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.probe")
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a folder")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text("")
+        tmp.unlink()
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as exc:
+        raise UsageError(f"seed bank {str(path)!r} cannot be written: {exc.strerror or exc}") from None
+
+
 def load_all(paths: list[Path]) -> list[dict[str, Any]]:
     """Entries of several banks (the repo's committed one and a CI cache), each failure once."""
     seen: set[str] = set()
