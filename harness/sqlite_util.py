@@ -37,7 +37,7 @@ class write_transaction:  # noqa: N801 - used like a function: ``with write_tran
         self.conn = conn
 
     def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
+        begin_immediate(self.conn)
         return self.conn
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -52,6 +52,57 @@ class write_transaction:  # noqa: N801 - used like a function: ``with write_tran
                 raise
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+
+
+def begin_immediate(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, waiting for the write lock (see :func:`_begin_when_free`)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if not _is_busy(exc):
+            raise
+        _begin_when_free(conn)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _begin_when_free(conn: sqlite3.Connection) -> None:
+    """Wait for the write lock in short steps, for connections opened with ``spin_for_lock``.
+
+    Why not SQLite's own busy handler: it sleeps 1, 2, 5, 10 ... ms between attempts, while the lock
+    is held for ~50 us at a time. With several processes and a pause between claim and finish (the
+    external action), most finishes then wait a whole millisecond for a lock that was free after
+    50 us: measured, finish latency 0.45 ms instead of ~0.1 ms with 4 processes, and half the
+    throughput. Steps from 50 us, doubling to 1 ms, bounded by the same total as the busy timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.00005
+    while True:
+        time.sleep(delay)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() > deadline:
+                raise
+        delay = min(delay * 2, 0.001)
+
+
+def retry_busy(fn, *, timeout: float = BUSY_TIMEOUT_MS / 1000):
+    """Run ``fn()`` (a read on a ``spin_for_lock`` connection), retrying while the file is busy."""
+    deadline = time.monotonic() + timeout
+    delay = 0.00005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.001)
 
 
 def _retry_locked(fn, deadline: float) -> None:
@@ -69,8 +120,15 @@ def _retry_locked(fn, deadline: float) -> None:
             delay = min(delay * 2, 0.05)
 
 
-def open_wal(path: str, schema: str, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
-    """Open ``path`` in WAL mode with ``schema`` (idempotent DDL) applied, safely under concurrency."""
+def open_wal(
+    path: str, schema: str, *, synchronous: str = "NORMAL", spin_for_lock: bool = False
+) -> sqlite3.Connection:
+    """Open ``path`` in WAL mode with ``schema`` (idempotent DDL) applied, safely under concurrency.
+
+    ``spin_for_lock``: for files many processes write in short transactions (the queue), wait for
+    the write lock in short steps of our own instead of SQLite's millisecond sleeps (see
+    :func:`_begin_when_free`). Reads on such a connection go through :func:`retry_busy`.
+    """
     conn = connect(path)
     deadline = time.monotonic() + SETUP_DEADLINE_S
 
@@ -92,4 +150,6 @@ def open_wal(path: str, schema: str, *, synchronous: str = "NORMAL") -> sqlite3.
     _retry_locked(set_wal, deadline)
     conn.execute(f"PRAGMA synchronous={synchronous}")
     _retry_locked(create, deadline)
+    if spin_for_lock:
+        conn.execute("PRAGMA busy_timeout=0")
     return conn

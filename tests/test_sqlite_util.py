@@ -51,3 +51,28 @@ def test_a_constraint_error_inside_leaves_no_open_transaction(tmp_path) -> None:
 def test_an_in_memory_database_is_refused_at_once() -> None:
     with pytest.raises(ValueError, match="in-memory"):
         open_wal(":memory:", SCHEMA)
+
+
+def test_a_spinning_writer_waits_for_the_lock_and_gives_up_at_the_busy_timeout(tmp_path, monkeypatch) -> None:
+    import threading
+    import time
+
+    import harness.sqlite_util as su
+
+    path = str(tmp_path / "x.sqlite")
+    holder = open_wal(path, SCHEMA)
+    waiter = open_wal(path, SCHEMA, spin_for_lock=True)
+    holder.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.15, lambda: holder.execute("COMMIT")).start()
+    start = time.monotonic()
+    with write_transaction(waiter) as c:  # blocked until the holder commits, then proceeds
+        c.execute("INSERT INTO t VALUES ('w', 1)")
+    assert time.monotonic() - start >= 0.1
+    monkeypatch.setattr(su, "BUSY_TIMEOUT_MS", 200)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"), write_transaction(waiter):
+            pass
+    finally:
+        holder.execute("ROLLBACK")
+    assert not waiter.in_transaction

@@ -15,6 +15,7 @@ import zlib
 
 from harness.contract import OUTCOMES, Claim, SnapshotRow
 from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from harness.sqlite_util import begin_immediate
 
 
 class _Planted(SQLiteLeaseQueue):
@@ -37,7 +38,7 @@ class _Planted(SQLiteLeaseQueue):
 
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        begin_immediate(conn)
         try:
             row = self._pick(now, lease)
             if row is None:
@@ -54,7 +55,7 @@ class _Planted(SQLiteLeaseQueue):
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        begin_immediate(conn)
         try:
             accepted = conn.execute(self.FINISH, self._finish_params(task_id, generation, outcome, now)).rowcount
             accepted = self._after_finish(task_id, accepted == 1)

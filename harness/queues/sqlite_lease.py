@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from harness.contract import OUTCOMES, Claim, SnapshotRow
-from harness.sqlite_util import open_wal, write_transaction
+from harness.sqlite_util import open_wal, retry_busy, write_transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -83,7 +83,7 @@ class SQLiteLeaseQueue:
 
     def __init__(self, db_path: str) -> None:
         self.db_path = db_path
-        self._conn = open_wal(db_path, SCHEMA)
+        self._conn = open_wal(db_path, SCHEMA, spin_for_lock=True)
 
     def register(self, task_id: str, now: float) -> None:
         _check_task_id(task_id)
@@ -160,9 +160,8 @@ class SQLiteLeaseQueue:
         return changed
 
     def snapshot(self) -> list[SnapshotRow]:
-        rows = self._conn.execute(
-            "SELECT task_id, state, generation, lease_until FROM tasks ORDER BY rowid"
-        ).fetchall()
+        query = "SELECT task_id, state, generation, lease_until FROM tasks ORDER BY rowid"
+        rows = retry_busy(lambda: self._conn.execute(query).fetchall())
         return [(r[0], r[1], int(r[2]), r[3]) for r in rows]
 
     def close(self) -> None:
