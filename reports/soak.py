@@ -29,6 +29,20 @@ def write(root: Path, soak: dict[str, Any]) -> list[str]:
     return ["report.md", "report.html", "junit.xml"] + (["resources.png"] if png else [])
 
 
+def write_interim(root: Path, soak: dict[str, Any]) -> list[str]:
+    """report.md and junit.xml as of the last checkpoint, atomically, without the figure.
+
+    Why at every checkpoint: a soak SIGKILLed by a CI timeout never reaches its final report, yet
+    the night's JUnit check and Markdown verdict must still show every checkpoint done so far.
+    The figure (matplotlib) is drawn once, at the end.
+    """
+    for name, data in (("report.md", markdown(soak).encode()), ("junit.xml", junit(soak))):
+        tmp = root / f".{name}.tmp"
+        tmp.write_bytes(data)
+        tmp.replace(root / name)
+    return ["report.md", "junit.xml"]
+
+
 def _runs(soak: dict[str, Any]) -> list[dict[str, Any]]:
     return soak["replays"] + soak["segments"]
 
@@ -39,7 +53,10 @@ def _violations(seg: dict[str, Any]) -> str:
 
 def markdown(soak: dict[str, Any]) -> str:
     t = soak["totals"]
-    lines = [f"# takeover soak: {soak['verdict'].upper()} ({soak['status']})", "",
+    status = soak["status"]
+    if status == "running":  # written at a checkpoint: the soak went on, or was killed after it
+        status = f"as of the last checkpoint; running, or killed if pid {soak.get('pid', '?')} is gone"
+    lines = [f"# takeover soak: {soak['verdict'].upper()} ({status})", "",
              f"`{soak['command']}`", "",
              f"{t['segments']} checkpoints and {t['replays']} replayed seeds in {soak['elapsed']:.0f} s; "
              f"{t['finished']} tasks finished; faults: {t['kills']} kills, {t['pauses']} pauses, "

@@ -94,6 +94,39 @@ def test_soak_checkpoints_resources_and_interruption(tmp_path):
 
 
 @pytest.mark.timeout(150)
+def test_sigkill_leaves_the_verdict_junit_and_no_process(tmp_path):
+    """A CI timeout may SIGKILL the soak: what was checked is still published, nothing is left running."""
+    root = tmp_path / "soak"
+    proc = start_takeover("soak", "--minutes", "2", "--checkpoint", "3", "--sample", "0.5", "--profile", "smoke",
+                          "--no-replay", "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"))
+    try:
+        deadline = time.monotonic() + 110
+        while time.monotonic() < deadline:
+            if (root / "soak.json").exists() and len(_soak_json(root)["segments"]) >= 1 \
+                    and any(p.name == "seg-0002" for p in root.iterdir()):
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.kill()  # SIGKILL: no handler, no final report
+        proc.communicate(timeout=30)
+        for seg in _segments(root):
+            assert wait_no_stragglers(seg) == [], f"{seg.name}: processes left after SIGKILL"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for seg in _segments(root) if root.exists() else []:
+            reap_stragglers(seg)
+    soak = _soak_json(root)
+    assert soak["status"] == "running" and soak["pid"] == proc.pid
+    assert soak["verdict"] == "valid" and len(soak["segments"]) >= 1
+    suite = ET.parse(root / "junit.xml").getroot()
+    names = [c.get("name") for c in suite.iter("testcase")]
+    assert [f"{s['name']} seed {s['seed']}" for s in soak["segments"]] == names[:-1]
+    assert "as of the last checkpoint" in (root / "report.md").read_text()
+
+
+@pytest.mark.timeout(150)
 def test_violation_is_banked_then_replayed(tmp_path):
     bank = tmp_path / "bank.json"
     first = tmp_path / "first"

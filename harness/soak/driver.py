@@ -30,6 +30,7 @@ import dataclasses
 import gzip
 import io
 import json
+import os
 import shutil
 import signal
 import time
@@ -175,6 +176,7 @@ class Soak:
         (self.replays if kind == "replay" else self.segments).append(seg)
         self.totals.add_segment(seg)
         self.write_summary()
+        self.write_reports(interim=True)
         self.display.note(self.checkpoint_line(seg))
         self.segment_name, self.segment_dir = "between segments", None
         self._show("checked")  # the live panel shows the new totals at once
@@ -261,6 +263,7 @@ class Soak:
         t = self.totals
         return {
             "status": self.status,
+            "pid": os.getpid(),  # "running" with this pid gone = the soak was killed
             "verdict": self.verdict(),
             "exit_code": self.exit_code() if self.status != "running" else None,
             "started": self.started,
@@ -286,11 +289,12 @@ class Soak:
     def write_summary(self) -> None:
         write_json(self.root / SOAK_FILE, self.summary())
 
-    def write_reports(self) -> None:
+    def write_reports(self, interim: bool = False) -> None:
         from reports import soak as soak_report
 
         try:
-            soak_report.write(self.root, json.loads((self.root / SOAK_FILE).read_text()))
+            summary = json.loads((self.root / SOAK_FILE).read_text())
+            (soak_report.write_interim if interim else soak_report.write)(self.root, summary)
         except Exception as exc:  # noqa: BLE001 - soak.json already holds the verdict
             self.display.note(f"[soak] could not write the soak report: {type(exc).__name__}: {exc}")
 
