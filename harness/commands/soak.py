@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
         fail_on_duplicates=args.fail_on_duplicates, command=command,
     )  # fmt: skip
     print(f"takeover soak: {minutes:g} min in checkpoints of {args.checkpoint:g} s, folder {root}", flush=True)
-    print(f"segments: {base.command()} (seed +1 per segment, --duration = the checkpoint)", flush=True)
+    first = dataclasses.replace(base, duration=args.checkpoint).command()  # what seg-0001 runs, exactly
+    print(f"segments: {first} (seed +1 per segment)", flush=True)
     with SoakDisplay(sys.stderr) as display:
         code = Soak(opts, display).run()
     summary = Path(root) / "soak.json"
