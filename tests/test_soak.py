@@ -127,6 +127,43 @@ def test_sigkill_leaves_the_verdict_junit_and_no_process(tmp_path):
 
 
 @pytest.mark.timeout(150)
+def test_ctrl_c_twice_at_the_checkpoint_keeps_the_segment_on_record(tmp_path):
+    """Two Ctrl-C at a checkpoint: no traceback, the segment that ran is on record, reports written.
+
+    Before, the second one raised wherever the soak was (even inside the checker's first import), so
+    the segment vanished from soak.json and a half-imported matplotlib broke every report. Whether
+    the signals land inside the check or just after it, the outcome below must hold.
+    """
+    root = tmp_path / "soak"
+    proc = start_takeover("soak", "--minutes", "2", "--checkpoint", "3", "--sample", "0.5", "--profile", "smoke",
+                          "--no-replay", "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"))
+    try:
+        for line in proc.stderr:  # plain lines (not a terminal); "checking" is printed at once
+            if "seg-0001 checking" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)  # two signals sent at once are merged into one by the kernel
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for seg in _segments(root) if root.exists() else []:
+            reap_stragglers(seg)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "could not write" not in err, err
+    soak = _soak_json(root)
+    assert soak["status"] == "interrupted"
+    assert [s["name"] for s in soak["segments"]] == ["seg-0001"]
+    assert soak["segments"][0]["verdict"] in ("valid", "inconclusive")
+    names = [c.get("name") for c in ET.parse(root / "junit.xml").getroot().iter("testcase")]
+    assert names == ["seg-0001 seed 1", "resources bounded"]
+    assert (root / "report.html").exists() and (root / "resources.png").exists()
+    assert wait_no_stragglers(root / "seg-0001") == []
+
+
+@pytest.mark.timeout(150)
 def test_violation_is_banked_then_replayed(tmp_path):
     bank = tmp_path / "bank.json"
     first = tmp_path / "first"

@@ -81,6 +81,7 @@ class Soak:
         self.segment_name = "starting"
         self.segment_dir: Path | None = None
         self.stopping = 0
+        self.in_check = False
         self.started = time.time()
         self.status = "running"
         self.kept_failed = 0
@@ -88,6 +89,13 @@ class Soak:
 
     # -- the whole soak ---------------------------------------------------------------------------
     def run(self) -> int:
+        # Load the checker and the reports (pandas, matplotlib: seconds, ~200 MB) before anything
+        # runs: a second Ctrl-C landing inside their first import, at the first checkpoint, left
+        # matplotlib half-imported and every later report failed; and the memory series then starts
+        # at its level instead of jumping at the first checkpoint.
+        import harness.checker  # noqa: F401
+        import reports.soak  # noqa: F401
+
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             self.write_summary()
@@ -183,17 +191,24 @@ class Soak:
         return seg
 
     def check(self, run_dir: Path) -> tuple[int, dict[str, Any] | None]:
-        from harness.checker import check_run_dir
-
+        self.in_check = True  # only here does a second Ctrl-C cut things short (see _on_signal)
         try:
+            if self.stopping >= 2:
+                raise KeyboardInterrupt
+            from harness.checker import check_run_dir  # first time: pandas loads, seconds
+
             code = int(check_run_dir(run_dir, fail_on_duplicates=self.o.fail_on_duplicates, out=io.StringIO()))
             return code, json.loads((run_dir / "summary.json").read_text())
         except KeyboardInterrupt:
-            self.stopping += 1
+            self.stopping = max(self.stopping, 2)
+            self.display.note(f"[soak] the check of {run_dir.name} was cut short; re-check with: "
+                              f"takeover check {run_dir}")  # fmt: skip
             return 130, None
         except Exception as exc:  # noqa: BLE001 - the segment's files are kept for a re-check
             self.display.note(f"[soak] the checker failed on {run_dir}: {type(exc).__name__}: {exc}")
             return 3, None
+        finally:
+            self.in_check = False
 
     def record(self, name: str, kind: str, cfg: RunConfig, result: Any, code: int,
                summary: dict[str, Any] | None) -> dict[str, Any]:
@@ -290,9 +305,9 @@ class Soak:
         write_json(self.root / SOAK_FILE, self.summary())
 
     def write_reports(self, interim: bool = False) -> None:
-        from reports import soak as soak_report
-
         try:
+            from reports import soak as soak_report
+
             summary = json.loads((self.root / SOAK_FILE).read_text())
             (soak_report.write_interim if interim else soak_report.write)(self.root, summary)
         except Exception as exc:  # noqa: BLE001 - soak.json already holds the verdict
@@ -306,8 +321,12 @@ class Soak:
 
     # -- callbacks -----------------------------------------------------------------------------------
     def _on_signal(self, signum: int, _frame: Any) -> None:
+        # The first signal stops after the current segment's check; a second one cuts the check
+        # short. It raises only inside the check: raised anywhere else (recording a segment,
+        # writing soak.json) it would drop a segment that already ran from the soak's record.
+        # While a segment runs, the coordinator's own handler takes the signals.
         self.stopping += 1
-        if self.stopping >= 2:
+        if self.stopping >= 2 and self.in_check:
             raise KeyboardInterrupt
 
     def _on_progress(self, p: Any) -> None:
