@@ -98,27 +98,45 @@ def _check_ledger(path: Path) -> None:
 
 
 def service_lookup(port: int, timeout: float = 2.0) -> tuple[Lookup, Callable[[], None]]:
-    """Answer from the running service over its line protocol."""
-    try:
-        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    except OSError as exc:
-        raise UsageError(f"cannot reach the service on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-    sock.settimeout(timeout)
-    reader = sock.makefile("rb")
+    """Answer from the running service over its line protocol.
 
-    def lookup(key: str) -> bool:
-        sock.sendall((json.dumps({"op": "lookup", "key": key}) + "\n").encode())
-        line = reader.readline()
-        if not line:
-            raise ConnectionError("service closed the connection")
-        reply = json.loads(line)
-        if reply.get("reply") != "ok" or not isinstance(reply.get("performed"), bool):
-            raise ConnectionError(f"service cannot answer lookups: {reply}")
-        return reply["performed"]
+    The protocol's replies do not name their key, so a connection on which one lookup failed (a
+    timeout, a garbled line) is dropped: its late reply would otherwise be read as the answer to
+    the next task's question and resolve that task the wrong way. The next lookup reconnects.
+    """
+
+    def connect() -> tuple[socket.socket, Any]:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        except OSError as exc:
+            raise UsageError(f"cannot reach the service on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+        sock.settimeout(timeout)
+        return sock, sock.makefile("rb")
+
+    conn: list[tuple[socket.socket, Any]] = [connect()]  # fails fast: a wrong port is bad input
 
     def close() -> None:
-        reader.close()
-        sock.close()
+        while conn:
+            sock, reader = conn.pop()
+            reader.close()
+            sock.close()
+
+    def lookup(key: str) -> bool:
+        if not conn:
+            conn.append(connect())
+        sock, reader = conn[0]
+        try:
+            sock.sendall((json.dumps({"op": "lookup", "key": key}) + "\n").encode())
+            line = reader.readline()
+            if not line:
+                raise ConnectionError("service closed the connection")
+            reply = json.loads(line)
+            if reply.get("reply") != "ok" or not isinstance(reply.get("performed"), bool):
+                raise ConnectionError(f"service cannot answer lookups: {reply}")
+            return reply["performed"]
+        except BaseException:
+            close()  # never read another task's answer from this stream
+            raise
 
     return lookup, close
 

@@ -246,3 +246,47 @@ def test_resolve_only_moves_an_uncertain_task_of_that_generation(tmp_path):
     with pytest.raises(ValueError):
         q.resolve("a", gen, "running", 1.7)
     q.close()
+
+
+def test_a_late_reply_is_never_read_as_the_next_tasks_answer(lossy, tmp_path):
+    """The first lookup's reply comes after the client's timeout; the protocol's replies do not name
+    their key, so reading on from that connection would give the next task the first one's answer."""
+    import socket
+    import threading
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(lossy, run_dir)
+    before = _uncertain(run_dir)
+    assert len(before) >= 2
+    server = socket.create_server(("127.0.0.1", 0))
+    first = threading.Event()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn, conn.makefile("rb") as reader:
+                for line in reader:
+                    json.loads(line)
+                    if not first.is_set():
+                        first.set()
+                        time.sleep(2.5)  # past the client's 2 s timeout, then "performed"
+                        answer = True
+                    else:
+                        answer = False
+                    try:
+                        conn.sendall((json.dumps({"reply": "ok", "performed": answer}) + "\n").encode())
+                    except OSError:
+                        break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        result = reconcile_run(run_dir, port=server.getsockname()[1])
+    finally:
+        server.close()
+    assert result.errors == 1 and result.tasks[0].error and result.tasks[0].accepted is None
+    assert [t.resolution for t in result.tasks[1:]] == ["pending"] * (len(before) - 1)
+    assert result.done == 0
