@@ -217,6 +217,8 @@ def test_violation_is_banked_then_replayed(tmp_path):
 @pytest.mark.parametrize("args, env, words", [
     (["--minutes", "-1"], {}, "--minutes"),
     (["--checkpoint", "0", "--minutes", "1"], {}, "--checkpoint"),
+    (["--checkpoint", "0.5", "--minutes", "1"], {}, "--checkpoint"),
+    (["--minutes", "0.001"], {}, "shorter than one segment"),
     ([], {"SOAK_MINUTES": "an hour"}, "SOAK_MINUTES"),
     (["--duration", "5"], {}, "--checkpoint"),
 ])  # fmt: skip

@@ -87,8 +87,14 @@ def run(args: argparse.Namespace) -> int:
         if value not in (None, False):
             raise UsageError(f"{flag} does not apply to takeover soak: {why}")
     minutes = resolve_minutes(args.minutes)
-    if not args.checkpoint > 0:
-        raise UsageError(f"--checkpoint must be a positive number of seconds, got {args.checkpoint!r}")
+    from harness.soak.driver import MIN_SEGMENT
+
+    if not args.checkpoint >= MIN_SEGMENT:  # a shorter segment would never run: the soak did nothing
+        raise UsageError(f"--checkpoint must be at least {MIN_SEGMENT:g} s (a segment's length), "
+                         f"got {args.checkpoint!r}")  # fmt: skip
+    if 0 < minutes * 60.0 < MIN_SEGMENT:
+        raise UsageError(f"--minutes {minutes:g} is shorter than one segment ({MIN_SEGMENT:g} s); "
+                         f"use 0 to replay the banked seeds only")  # fmt: skip
     if not args.sample > 0:
         raise UsageError(f"--sample must be a positive number of seconds, got {args.sample!r}")
     base = stress.resolve(args)
