@@ -74,8 +74,9 @@ class SoakDisplay(LiveDisplay):
     def line(t: Totals, elapsed: float, total: float, segment: str, stage: str) -> str:
         return (f"[soak] {clock(elapsed)} of {clock(total)} ({clock(total - elapsed)} left) {segment} {stage} | "
                 f"finished {t.shown('finished')} | faults: kills {t.shown('kills')}, pauses {t.shown('pauses')}, "
-                f"lost replies {t.shown('lost_replies')}, slow {t.shown('slow')} | duplicates {t.duplicate_tasks} "
-                f"task(s) | violations {t.violations} ({t.checkpoints} checkpoints, {t.invalid} invalid)")  # fmt: skip
+                f"lost replies {t.shown('lost_replies')}, slow {t.shown('slow')} | checked so far: duplicates "
+                f"{t.duplicate_tasks} task(s), violations {t.violations} ({t.checkpoints} checkpoints, "
+                f"{t.invalid} invalid)")  # fmt: skip
 
     @staticmethod
     def _panel(t: Totals, elapsed: float, total: float, segment: str, stage: str) -> Any:
