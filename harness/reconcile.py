@@ -237,11 +237,17 @@ def _write_record(run_dir: Path, result: ReconcileResult) -> None:
         pass  # no (or an unreadable) earlier record: this pass starts it
     this = result.to_json()
     passes.append(_pass_of(this) | {"time": time.time()})
-    record = {"run_dir": this["run_dir"], "source": this["source"], "supported": this["supported"]}
-    for name in COUNTS:
-        record[name] = sum(int(p.get(name) or 0) for p in passes)
-    record["tasks"] = tasks + this["tasks"]
-    record["passes"] = passes
+    # A task left uncertain (no resolve(), an unanswered lookup) is asked again by the next pass:
+    # it counts once, with its latest outcome. done / pending / rejected happen once per task.
+    by_task = {(t.get("task"), t.get("gen")): t for t in tasks + this["tasks"]}
+    latest = list(by_task.values())
+    record = {"run_dir": this["run_dir"], "source": this["source"], "supported": this["supported"],
+              "uncertain": len(latest),
+              "done": sum(1 for t in latest if t.get("accepted") and t.get("resolution") == "done"),
+              "pending": sum(1 for t in latest if t.get("accepted") and t.get("resolution") == "pending"),
+              "rejected": sum(1 for t in latest if t.get("accepted") is False),
+              "errors": sum(1 for t in latest if t.get("accepted") is None),
+              "tasks": latest, "passes": passes}  # fmt: skip
     write_json(path, record)
 
 
