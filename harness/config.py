@@ -252,16 +252,22 @@ _TOP_KEYS = {
 }  # fmt: skip
 
 
-def load_profile(name: str) -> RunConfig:
-    """Read ``workloads/<name>.toml`` into a RunConfig (not yet validated: overrides come next)."""
-    path = profile_path(name)
+def read_toml(path: Path, what: str, known: set[str]) -> dict[str, Any]:
+    """A profile or grid file as a dict; unreadable, malformed or unknown keys are one-line errors."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"profile {str(path)!r} is not valid TOML: {exc}") from None
-    unknown = set(data) - _TOP_KEYS
+        raise UsageError(f"{what} {str(path)!r} is not valid TOML: {exc}") from None
+    unknown = set(data) - known
     if unknown:
-        raise UsageError(f"profile {str(path)!r}: unknown key(s) {sorted(unknown)}")
+        raise UsageError(f"{what} {str(path)!r}: unknown key(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
+    return data
+
+
+def load_profile(name: str) -> RunConfig:
+    """Read ``workloads/<name>.toml`` into a RunConfig (not yet validated: overrides come next)."""
+    path = profile_path(name)
+    data = read_toml(path, "profile", _TOP_KEYS)
     data.pop("description", None)
     task_time = data.pop("task_time", {})
     faults = data.pop("faults", {})

@@ -34,12 +34,20 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config import FAULT_KINDS, GRID_PREFIX, PROFILE_DIR, RunConfig, TaskTime, load_profile, with_overrides
+from harness.config import (
+    FAULT_KINDS,
+    GRID_PREFIX,
+    PROFILE_DIR,
+    RunConfig,
+    TaskTime,
+    load_profile,
+    read_toml,
+    with_overrides,
+)
 from harness.errors import UsageError
 from harness.ledger import REMEDIES
 
@@ -149,13 +157,7 @@ def _num_list(path: Path, key: str, value: Any, *, positive: bool = True) -> lis
 
 def load_grid(spec: str) -> Grid:
     path = grid_path(spec)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"grid {str(path)!r} is not valid TOML: {exc}") from None
-    unknown = set(data) - _TOP
-    if unknown:
-        raise UsageError(f"grid {str(path)!r}: unknown key(s) {sorted(unknown)}; known: {', '.join(sorted(_TOP))}")
+    data = read_toml(path, "grid", _TOP)
     grid = Grid(name=path.stem, description=str(data.get("description", "")))
     if "base" in data:
         grid.base = str(data["base"])
