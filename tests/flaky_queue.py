@@ -15,23 +15,26 @@ from harness.queues.sqlite_lease import SQLiteLeaseQueue
 
 
 class FlakyQueue(SQLiteLeaseQueue):
+    # One counter per method: with a shared counter, an even period and alternating claim/finish
+    # calls could land every failure on the same method, so a run might never see a failing finish.
+    CLAIM_EVERY = 5
+    FINISH_EVERY = 4
+
     def __init__(self, db_path: str) -> None:
         super().__init__(db_path)
-        self._calls = 0
-        self._every = 5 + os.getpid() % 3
-
-    def _maybe_fail(self) -> bool:
-        self._calls += 1
-        return self._calls % self._every == 0
+        self._claims = 0
+        self._finishes = 0
 
     def claim(self, worker, now, lease):
-        if self._maybe_fail():
+        self._claims += 1
+        if self._claims % self.CLAIM_EVERY == 0:
             raise sqlite3.OperationalError("database is locked")
         return super().claim(worker, now, lease)
 
     def finish(self, task_id, generation, outcome, now):
         accepted = super().finish(task_id, generation, outcome, now)
-        if self._maybe_fail():  # committed, but the caller never learns it: indeterminate
+        self._finishes += 1
+        if self._finishes % self.FINISH_EVERY == 0:  # committed, but the caller never learns it: indeterminate
             raise sqlite3.OperationalError("database is locked")
         return accepted
 
