@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
+from harness.benchmarks.queue_raw import FreshQueues
 from harness.benchmarks.timing import compare
 from harness.history import HistoryWriter
 from harness.queues.sqlite_lease import SQLiteLeaseQueue
@@ -51,19 +49,17 @@ def bare_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
 
 def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
     """Return the ratio (recorded / bare) with its absolute figures, medians of ``repetitions``."""
-    root = Path(tempfile.mkdtemp(prefix="takeover-histbench-"))
+    fresh = FreshQueues(pairs + 10)
     opened: list = []
-    counter = iter(range(10**9))
 
     def fresh_queue() -> SQLiteLeaseQueue:
-        queue = SQLiteLeaseQueue(str(root / f"q{next(counter)}.sqlite"))
-        queue.register_many([f"t{i:06d}" for i in range(pairs + 10)], 0.0)
+        queue = SQLiteLeaseQueue(fresh.path())
         opened.append(queue)
         return queue
 
     def prepare_recorded():
         queue = fresh_queue()
-        hist = HistoryWriter(root / f"h{next(counter)}.jsonl", 1)
+        hist = HistoryWriter(fresh.dir / f"h{fresh.n}.jsonl", 1)
         opened.append(hist)
         return lambda: recorded_pairs(queue, hist, pairs)
 
@@ -76,7 +72,7 @@ def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
     finally:
         for handle in opened:
             handle.close()
-        shutil.rmtree(root, ignore_errors=True)
+        fresh.cleanup()
     return {
         "history_overhead": cand.median / base.median,
         "recorded_pairs_per_s": cand.median,

@@ -20,7 +20,7 @@ from harness.sqlite_util import open_wal
 LEASE = 30.0
 
 
-class _Fresh:
+class FreshQueues:
     """A new queue file with ``tasks`` pending tasks for every repetition (no warm rows left over)."""
 
     def __init__(self, tasks: int) -> None:
@@ -68,7 +68,7 @@ def raw_pairs(conn, pairs: int) -> int:
 
 def measure(pairs: int = 5000, repetitions: int = 5) -> dict[str, float]:
     """Return the ratio and its absolute figures (pairs per second, medians)."""
-    fresh = _Fresh(pairs + 10)
+    fresh = FreshQueues(pairs + 10)
     opened: list = []
 
     def prepare_queue():

@@ -25,7 +25,9 @@ import json
 import shutil
 import statistics
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from harness.benchmarks import queue_raw
 from harness.benchmarks.timing import rate
@@ -57,24 +59,29 @@ def bench_config(tasks: int, seconds: float, out: Path, workers: int = WORKERS) 
     ).validate()
 
 
+def _records(history: Path) -> Iterator[dict[str, Any]]:
+    """The run's history records, skipping a torn last line (workers are stopped mid-write)."""
+    with history.open("rb") as fh:
+        for raw in fh:
+            try:
+                yield json.loads(raw)
+            except ValueError:
+                continue
+
+
 def steady_rate(history: Path, tasks: int) -> tuple[float, int, float]:
     """Accepted finishes per second in the steady state; returns (rate, finishes counted, window s)."""
     first_claim: dict[int, float] = {}
     finishes: list[float] = []
     stop = None
-    with history.open("rb") as fh:
-        for raw in fh:
-            try:
-                rec = json.loads(raw)
-            except ValueError:
-                continue
-            f, typ = rec.get("f"), rec.get("type")
-            if f == "finish" and typ == "ok":
-                finishes.append(rec["time"])
-            elif f == "claim" and typ == "ok":
-                first_claim.setdefault(rec["process"], rec["time"])
-            elif f == "run" and rec.get("value") == "faults_stop":
-                stop = rec["time"]
+    for rec in _records(history):
+        f, typ = rec.get("f"), rec.get("type")
+        if f == "finish" and typ == "ok":
+            finishes.append(rec["time"])
+        elif f == "claim" and typ == "ok":
+            first_claim.setdefault(rec["process"], rec["time"])
+        elif f == "run" and rec.get("value") == "faults_stop":
+            stop = rec["time"]
     if len(first_claim) < 1 or len(finishes) < 10:
         raise RuntimeError(f"workers4: the run completed only {len(finishes)} tasks; nothing to measure")
     start = max(first_claim.values()) + WARMUP_AFTER_FIRST_CLAIMS
@@ -97,24 +104,19 @@ def time_split(history: Path) -> dict[str, float]:
     last_end: dict[int, float] = {}
     total: dict[str, float] = {}
     count: dict[str, int] = {}
-    with history.open("rb") as fh:
-        for raw in fh:
-            try:
-                rec = json.loads(raw)
-            except ValueError:
-                continue
-            p, f, t = rec.get("process", 0), rec.get("f"), rec.get("time", 0.0)
-            if p <= 0 or f not in ("claim", "action", "finish"):
-                continue
-            if rec.get("type") == "invoke":
-                if p in last_end:
-                    total["between"] = total.get("between", 0.0) + t - last_end[p]
-                    count["between"] = count.get("between", 0) + 1
-                started[(p, f)] = t
-            elif (p, f) in started:
-                total[f] = total.get(f, 0.0) + t - started.pop((p, f))
-                count[f] = count.get(f, 0) + 1
-                last_end[p] = t
+    for rec in _records(history):
+        p, f, t = rec.get("process", 0), rec.get("f"), rec.get("time", 0.0)
+        if p <= 0 or f not in ("claim", "action", "finish"):
+            continue
+        if rec.get("type") == "invoke":
+            if p in last_end:
+                total["between"] = total.get("between", 0.0) + t - last_end[p]
+                count["between"] = count.get("between", 0) + 1
+            started[(p, f)] = t
+        elif (p, f) in started:
+            total[f] = total.get(f, 0.0) + t - started.pop((p, f))
+            count[f] = count.get(f, 0) + 1
+            last_end[p] = t
     return {k: round(1000 * total[k] / count[k], 3) for k in ("claim", "action", "finish", "between") if count.get(k)}
 
 
