@@ -146,7 +146,7 @@ def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, fl
 def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -> dict[str, float]:
     """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions``."""
     root = Path(tempfile.mkdtemp(prefix="takeover-bench-w4-"))
-    fresh = queue_raw._Fresh(raw_pairs + 10)
+    fresh = queue_raw.FreshQueues(raw_pairs + 10)
     opened: list = []
 
     def prepare_raw():
