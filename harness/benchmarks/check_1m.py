@@ -63,6 +63,18 @@ def generate(folder: Path, events: int, seed: int) -> int:
     pending.reverse()
     retry: list[tuple[float, str]] = []  # (lease expiry, task): claimable again after a kill or pause
     slot_names = list(slots)
+
+    def kill_and_respawn(t: float, p: int, w: str, task: str, gen: int, aim: str, phase: str) -> int:
+        """SIGKILL of incarnation ``p`` in ``phase``, its exit, and the slot's next incarnation."""
+        nonlocal next_process
+        add(f'{{"time":{t},"process":0,"type":"invoke","f":"kill","target":{p},"worker":"{w}",'
+            f'"value":"{aim}","phase":"{phase}","task":"{task}","gen":{gen}}}')
+        add(f'{{"time":{t},"process":0,"type":"ok","f":"exit","target":{p},"worker":"{w}","value":"-9"}}')
+        slots[w] = new = next_process
+        next_process += 1
+        add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{new},"worker":"{w}","pid":{1000 + new}}}')
+        return new
+
     k = 0
     while pending or retry:
         t += 0.0004
@@ -86,13 +98,8 @@ def generate(folder: Path, events: int, seed: int) -> int:
         roll = rng.random()
         t += 0.0005
         if roll < 0.004:  # killed before acting
-            add(f'{{"time":{t},"process":0,"type":"invoke","f":"kill","target":{p},"worker":"{w}",'
-                f'"value":"before_action","phase":"working","task":"{task}","gen":{gen}}}')
-            add(f'{{"time":{t},"process":0,"type":"ok","f":"exit","target":{p},"worker":"{w}","value":"-9"}}')
             heapq.heappush(retry, (lease_until, task))
-            slots[w] = p = next_process
-            next_process += 1
-            add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{p},"worker":"{w}","pid":{1000 + p}}}')
+            p = kill_and_respawn(t, p, w, task, gen, "before_action", "working")
             continue
         lost = roll > 0.995
         add(f'{{"time":{t},"process":{p},"type":"invoke","f":"action","task":"{task}","gen":{gen},"now":{t}}}')
@@ -103,13 +110,8 @@ def generate(folder: Path, events: int, seed: int) -> int:
         else:
             add(f'{{"time":{t},"process":{p},"type":"ok","f":"action","task":"{task}","gen":{gen},"value":"ok"}}')
         if 0.004 <= roll < 0.008:  # killed after acting, before finishing: S5
-            add(f'{{"time":{t},"process":0,"type":"invoke","f":"kill","target":{p},"worker":"{w}",'
-                f'"value":"after_action","phase":"acted","task":"{task}","gen":{gen}}}')
-            add(f'{{"time":{t},"process":0,"type":"ok","f":"exit","target":{p},"worker":"{w}","value":"-9"}}')
             heapq.heappush(retry, (lease_until, task))
-            slots[w] = p = next_process
-            next_process += 1
-            add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{p},"worker":"{w}","pid":{1000 + p}}}')
+            p = kill_and_respawn(t, p, w, task, gen, "after_action", "acted")
             continue
         outcome = "uncertain" if lost else "done"
         if 0.008 <= roll < 0.010 and not lost:  # paused past the lease: its late finish is refused
@@ -127,16 +129,11 @@ def generate(folder: Path, events: int, seed: int) -> int:
             took = rng.random() < 0.5
             add(f'{{"time":{t},"process":{p},"type":"invoke","f":"finish","task":"{task}","gen":{gen},'
                 f'"outcome":"{outcome}","now":{t}}}')
-            add(f'{{"time":{t},"process":0,"type":"invoke","f":"kill","target":{p},"worker":"{w}",'
-                f'"value":"during_finish","phase":"finishing","task":"{task}","gen":{gen}}}')
-            add(f'{{"time":{t},"process":0,"type":"ok","f":"exit","target":{p},"worker":"{w}","value":"-9"}}')
             if took:
                 state[task] = (outcome, gen)
             else:
                 heapq.heappush(retry, (lease_until, task))
-            slots[w] = p = next_process
-            next_process += 1
-            add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{p},"worker":"{w}","pid":{1000 + p}}}')
+            p = kill_and_respawn(t, p, w, task, gen, "during_finish", "finishing")
             continue
         add(f'{{"time":{t},"process":{p},"type":"invoke","f":"finish","task":"{task}","gen":{gen},'
             f'"outcome":"{outcome}","now":{t}}}')
