@@ -82,26 +82,26 @@ def load_run(run_dir: str | Path) -> RunData:
     return RunData(path, history, stats, config, snapshot, snap_time, snap_error, ledger, notes)
 
 
-def _load_config(path: Path) -> dict[str, Any]:
+def _read_json_object(path: Path, what: str = "a JSON object") -> dict[str, Any]:
+    """A run-folder JSON file that must be an object; anything else is a one-line usage error."""
     try:
-        config = json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"{path} must hold a JSON object")
-    return config
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} must hold {what}")
+    return data
+
+
+def _load_config(path: Path) -> dict[str, Any]:
+    return _read_json_object(path)
 
 
 def _load_snapshot(path: Path, notes: list[str]) -> tuple[pd.DataFrame | None, float | None, str | None]:
     if not path.is_file():
         notes.append("snapshot.json is missing: the final state cannot be compared with the history")
         return None, None, "snapshot.json missing"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path} must hold a JSON object with 'tasks' or 'error'")
+    data = _read_json_object(path, "a JSON object with 'tasks' or 'error'")
     snap_time = data.get("time")
     if "error" in data and "tasks" not in data:
         notes.append(f"the queue could not produce a snapshot: {data['error']}")
