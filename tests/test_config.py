@@ -46,6 +46,13 @@ def test_options_override_the_profile():
     assert set(none.faults.values()) == {0.0}
 
 
+def test_an_explicit_rate_beside_no_faults_still_counts():
+    only_kills = stress.resolve(parse("--profile", "smoke", "--no-faults", "--kill-rate", "1.5"))
+    assert only_kills.faults["kill"] == 1.5
+    assert {k: v for k, v in only_kills.faults.items() if k != "kill"} == dict.fromkeys(
+        (k for k in only_kills.faults if k != "kill"), 0.0)
+
+
 def test_json_round_trip_and_pinned_keys():
     cfg = dataclasses.replace(load_profile("stress"), seed=42, out="runs/x", remedy="fencing", heartbeat=0.25)
     data = cfg.to_dict()

@@ -91,10 +91,12 @@ def resolve(args: argparse.Namespace) -> RunConfig:
     """Profile + options -> a validated RunConfig. Raises UsageError; creates nothing."""
     base = load_profile(args.profile)
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in _OVERRIDES}
+    # --no-faults zeroes the profile's rates; a rate given explicitly beside it still counts
+    # (e.g. `--no-faults --kill-rate 1` is a run with kills only).
+    quiet = 0.0 if getattr(args, "no_faults", False) else None
     for kind in FAULT_KINDS:
-        overrides[f"{kind}_rate"] = getattr(args, f"{kind}_rate", None)
-    if getattr(args, "no_faults", False):
-        overrides.update({f"{kind}_rate": 0.0 for kind in FAULT_KINDS})
+        explicit = getattr(args, f"{kind}_rate", None)
+        overrides[f"{kind}_rate"] = explicit if explicit is not None else quiet
     return with_overrides(base, overrides).validate()
 
 
