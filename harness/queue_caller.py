@@ -64,13 +64,18 @@ class QueueCaller:
         self._jobs.put((fn, args, box, done))
         started = time.time()
         deadline = time.monotonic() + timeout
-        while not done.wait(STEP):
-            if abandon():
+        try:
+            while not done.wait(STEP):
+                if abandon():
+                    raise QueueHung(f"{name}() abandoned after {time.time() - started:.1f}s: the run was interrupted")
+                if time.monotonic() >= deadline:
+                    raise QueueHung(f"{name}() did not return within {timeout:g}s")
+        except BaseException:
+            # Also a KeyboardInterrupt raised while we waited: the call is still running, so a
+            # clean-up call (close) must fail at once instead of queueing behind it until the deadline.
+            if not done.is_set():
                 self._mark_busy(name, started, done)
-                raise QueueHung(f"{name}() abandoned after {time.time() - started:.1f}s: the run was interrupted")
-            if time.monotonic() >= deadline:
-                self._mark_busy(name, started, done)
-                raise QueueHung(f"{name}() did not return within {timeout:g}s")
+            raise
         ok, value = box[0]
         if ok:
             return value

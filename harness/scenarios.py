@@ -12,11 +12,22 @@ have the spec folder.
 
 A queue that raises inside a step does not stop the replay: the step is a mismatch that carries
 the exception in one line, and the next steps still run, so one run shows every departure.
+
+A queue that *hangs* inside a step (a deadlock, a lock never released, an infinite loop) must not
+hang the replay: in CI that is a job killed at its global timeout with no verdict at all. So every
+call into the queue — the opening included — is made by a :class:`~harness.queue_caller.QueueCaller`
+(the same deadlined helper thread the stress coordinator uses; one per scenario, because a queue may
+only work on the thread that opened it) and given ``step_timeout`` seconds. A call that does not
+return fails its step ("claim() did not return within 10 s") and ends that scenario: the call may
+still be running, so the queue's state is unknown and the remaining steps are reported as not run
+rather than judged. The other scenarios still run, each on its own fresh queue, file and thread.
+The stuck thread is a daemon: it cannot keep the process from exiting with its verdict.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -35,6 +46,7 @@ from harness.contract import (
 )
 from harness.errors import UsageError
 from harness.ledger import Ledger
+from harness.queue_caller import QueueCaller, QueueHung
 
 TASK_ID = "task"
 LANGS = ("en", "zh")
@@ -42,6 +54,9 @@ LANGS = ("en", "zh")
 ACTION_KEYS = ("outcome", "with_generation", "response_lost")
 # What is compared, in the order mismatches are reported.
 OBSERVED_KEYS = ("returns", "state", "generation", "lease_until", "ledger_actions")
+# Generous: a healthy queue answers one call on a tiny file in milliseconds, even on a loaded CI box.
+DEFAULT_STEP_TIMEOUT = 10.0
+OPEN = "open"  # the name under which building the queue (ATTR(db_path)) is deadlined and reported
 
 
 def load_spec() -> dict[str, Any]:
@@ -59,6 +74,23 @@ def one_line(exc: BaseException) -> str:
     """An exception as one line: the transcript and --json must never carry a traceback."""
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class StepHung(Exception):
+    """A queue call that did not return within the step timeout. Its outcome is unknown and it may
+    still be running, so nothing after it in the scenario can be judged."""
+
+    def __init__(self, call: str, timeout: float, queue_spec: str) -> None:
+        self.call, self.timeout = call, timeout
+        what = f"opening the queue ({queue_spec})" if call == OPEN else f"{call}()"
+        super().__init__(f"{what} did not return within {timeout:g} s")
+
+
+def check_step_timeout(value: float) -> float:
+    """Shared by the option parser and the library entry point: a deadline must be a real one."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise UsageError(f"--step-timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def same(expected: Any, got: Any) -> bool:
@@ -79,10 +111,12 @@ class StepResult:
     observed: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # one line each: exceptions, contract breaches
     mismatches: list[str] = field(default_factory=list)  # keys of OBSERVED_KEYS that differ
+    hung: bool = False  # a queue call in this step did not return in time (the error says which)
+    skipped: bool = False  # not run: an earlier step hung, so the queue's state is unknown
 
     @property
     def ok(self) -> bool:
-        return not self.errors and not self.mismatches
+        return not self.skipped and not self.hung and not self.errors and not self.mismatches
 
     def expected(self) -> dict[str, Any]:
         return {k: self.spec[k] for k in OBSERVED_KEYS if k in self.spec}
@@ -102,12 +136,32 @@ class StepResult:
             if key in self.spec:
                 out[key] = self.observed.get(key)
         out["ok"] = self.ok
+        if self.skipped:
+            out["skipped"] = True
+            out["expected"] = self.expected()
+            return out
         if not self.ok:
             out["expected"] = self.expected()
             out["mismatch"] = list(self.mismatches)
+        if self.hung:
+            out["hung"] = True
         if self.errors:
             out["error"] = "; ".join(self.errors)
         return out
+
+
+@dataclass
+class Hang:
+    """Where a scenario stopped: the call that did not return, and in which step (None: opening the
+    queue before the first step)."""
+
+    call: str
+    step: int | None
+    timeout: float
+    error: str  # the one-line message, as on the step
+
+    def to_json(self) -> dict[str, Any]:
+        return {"call": self.call, "step": self.step, "step_timeout": self.timeout, "error": self.error}
 
 
 @dataclass
@@ -117,22 +171,32 @@ class ScenarioResult:
     steps: list[StepResult]
     final_ledger_actions: int | None = None
     ledger_error: str | None = None
+    hung: Hang | None = None  # the scenario stopped at a call that did not return
 
     @property
     def ledger_ok(self) -> bool:
+        """The final ledger count, judged only for a scenario that ran to its end."""
+        if self.hung is not None:
+            return True
         want = self.spec.get("final_ledger_actions")
         return self.ledger_error is None and (want is None or want == self.final_ledger_actions)
 
     @property
     def ok(self) -> bool:
-        return self.ledger_ok and all(s.ok for s in self.steps)
+        return self.hung is None and self.ledger_ok and all(s.ok for s in self.steps)
 
     def failed_steps(self) -> list[StepResult]:
-        return [s for s in self.steps if not s.ok]
+        """Steps that ran and differ (a hung step included); steps not run are not departures."""
+        return [s for s in self.steps if not s.ok and not s.skipped]
+
+    def skipped_steps(self) -> list[StepResult]:
+        return [s for s in self.steps if s.skipped]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "title": self.spec["title"], "ok": self.ok}
-        if "final_ledger_actions" in self.spec:
+        if self.hung is not None:
+            out["hung"] = self.hung.to_json()
+        elif "final_ledger_actions" in self.spec:
             out["final_ledger_actions"] = self.final_ledger_actions
             if not self.ledger_ok:
                 out["expected_final_ledger_actions"] = self.spec["final_ledger_actions"]
@@ -145,54 +209,87 @@ class ScenarioResult:
 class _Replay:
     """The state of one scenario's replay: its files, the open queue, what each actor holds."""
 
-    def __init__(self, queue_spec: str, factory: QueueFactory, workdir: Path, lease: float) -> None:
+    def __init__(
+        self,
+        queue_spec: str,
+        factory: QueueFactory,
+        workdir: Path,
+        lease: float,
+        caller: QueueCaller,
+        step_timeout: float,
+    ) -> None:
         self.queue_spec = queue_spec
         self.factory = factory
         self.db_path = str(workdir / "queue.sqlite")
         self.lease = lease
+        self.caller = caller
+        self.step_timeout = step_timeout
+        self.queue: LeaseQueue | None = None
         self.ledger = Ledger(str(workdir / "ledger.sqlite"), remedy="none")
-        # The first open is outside any step: a queue that cannot even be built is bad input
-        # (ContractError, exit 2), not a departure from the spec.
-        try:
-            self.queue: LeaseQueue | None = open_queue(queue_spec, self.db_path, factory)
-        except BaseException:
-            self.ledger.close()
-            raise
         self.held: dict[str, int] = {}  # actor -> generation of its latest claim
 
+    def open(self) -> None:
+        """The first open is outside any step: a queue that cannot even be built is bad input
+        (ContractError, exit 2), not a departure from the spec; one that hangs raises StepHung."""
+        self.queue = self._call(OPEN, open_queue, self.queue_spec, self.db_path, self.factory)
+
+    def _call(self, name: str, fn: Any, *args: Any) -> Any:
+        """Every call into the user's queue goes through here: on the caller's thread, deadlined."""
+        try:
+            return self.caller.call(name, fn, *args, timeout=self.step_timeout)
+        except QueueHung:
+            raise StepHung(name, self.step_timeout, self.queue_spec) from None
+
     def close(self) -> None:
-        for closer in (getattr(self.queue, "close", None), self.ledger.close):
-            if closer is None:
-                continue
+        """Best effort, never blocking: after a hang the caller refuses at once (the stuck call
+        still owns the thread), and a close() that itself hangs is given up at the deadline."""
+        queue, self.queue = self.queue, None
+        if queue is not None:
             try:
-                closer()
+                self._call("close", queue.close)
             except Exception:  # noqa: BLE001 - cleanup of a possibly broken user queue
                 pass
-        self.queue = None
+        try:
+            self.ledger.close()
+        except Exception:  # noqa: BLE001
+            pass
 
     def _queue(self) -> LeaseQueue:
         if self.queue is None:
             raise RuntimeError("queue is not open (an earlier reopen failed)")
         return self.queue
 
-    def run_step(self, result: StepResult) -> None:
-        """Perform one step, then observe; any exception becomes a one-line error on the step."""
+    def run_step(self, result: StepResult) -> StepHung | None:
+        """Perform one step, then observe; any exception becomes a one-line error on the step.
+
+        A call that hangs (in the action or in the observing snapshot) fails the step and is
+        returned: nothing more can be asked of this queue, so the caller stops the scenario."""
         st = result.spec
         try:
-            result.observed["returns"] = self._act(st, result)
-        except Exception as exc:  # noqa: BLE001 - a raising queue is a finding, not a crash
-            result.errors.append(one_line(exc))
-            result.observed["returns"] = None
-        self._observe(result)
+            try:
+                result.observed["returns"] = self._act(st, result)
+            except StepHung:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a raising queue is a finding, not a crash
+                result.errors.append(one_line(exc))
+                result.observed["returns"] = None
+            self._observe(result)
+        except StepHung as hung:
+            result.hung = True
+            result.errors.append(str(hung))
+            for key in ("returns", "state", "generation", "lease_until"):  # what came back, if anything
+                result.observed.setdefault(key, None)
+            return hung
         result.compare()
+        return None
 
     def _act(self, st: dict[str, Any], result: StepResult) -> Any:
         kind, t, actor = st["step"], st["t"], st["actor"]
         if kind == "register":
-            self._queue().register(TASK_ID, t)
+            self._call("register", self._queue().register, TASK_ID, t)
             return None
         if kind == "claim":
-            got = validate_claim_result(self._queue().claim(actor, t, self.lease), self.queue_spec)
+            got = validate_claim_result(self._call("claim", self._queue().claim, actor, t, self.lease), self.queue_spec)
             if got is None:
                 return None
             task_id, generation, lease_until = got
@@ -203,16 +300,18 @@ class _Replay:
                 result.errors.append(f"claim returned lease_until {lease_until!r}, expected {t + self.lease:g}")
             return generation
         if kind == "finish":
-            accepted = self._queue().finish(TASK_ID, st["with_generation"], st["outcome"], t)
+            accepted = self._call("finish", self._queue().finish, TASK_ID, st["with_generation"], st["outcome"], t)
             return validate_finish_result(accepted, self.queue_spec)
         if kind == "exit_and_reopen":
             queue, self.queue = self.queue, None
             if queue is not None:
                 try:
-                    queue.close()
+                    self._call("close", queue.close)
+                except StepHung:
+                    raise  # the thread is stuck in close(): no reopen can run on it
                 except Exception as exc:  # noqa: BLE001 - report it, and still reopen
                     result.errors.append(f"close() raised {one_line(exc)}")
-            self.queue = open_queue(self.queue_spec, self.db_path, self.factory)
+            self.queue = self._call(OPEN, open_queue, self.queue_spec, self.db_path, self.factory)
             return None
         if kind == "external_action":
             generation = self.held.get(actor, st["generation"])
@@ -226,7 +325,9 @@ class _Replay:
         if "ledger_actions" in result.spec:
             obs["ledger_actions"] = self.ledger.performed_count(TASK_ID)
         try:
-            rows = validate_snapshot(self._queue().snapshot(), self.queue_spec)
+            rows = validate_snapshot(self._call("snapshot", self._queue().snapshot), self.queue_spec)
+        except StepHung:
+            raise
         except Exception as exc:  # noqa: BLE001
             result.errors.append(f"snapshot: {one_line(exc)}")
             return
@@ -242,36 +343,54 @@ class _Replay:
 
 
 def run_scenario(
-    scenario: dict[str, Any], queue_spec: str, factory: QueueFactory, lease: float
+    scenario: dict[str, Any],
+    queue_spec: str,
+    factory: QueueFactory,
+    lease: float,
+    step_timeout: float = DEFAULT_STEP_TIMEOUT,
 ) -> ScenarioResult:
-    """Replay one scenario in its own temporary folder, removed afterwards whatever happens."""
+    """Replay one scenario in its own temporary folder, removed afterwards whatever happens
+    (Ctrl-C included: a KeyboardInterrupt while a call hangs leaves through the same finally)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"takeover-{scenario['id']}-"))
+    caller = QueueCaller()  # a fresh thread: the previous scenario's may still be stuck in a call
     try:
-        replay = _Replay(queue_spec, factory, workdir, lease)
+        replay = _Replay(queue_spec, factory, workdir, lease, caller, step_timeout)
         try:
-            steps = []
-            for i, st in enumerate(scenario["steps"], start=1):
-                step = StepResult(index=i, spec=st)
-                replay.run_step(step)
-                steps.append(step)
+            steps = [StepResult(index=i, spec=st) for i, st in enumerate(scenario["steps"], start=1)]
             result = ScenarioResult(id=scenario["id"], spec=scenario, steps=steps)
             try:
-                result.final_ledger_actions = replay.ledger.performed_count(TASK_ID)
-            except Exception as exc:  # noqa: BLE001
-                result.ledger_error = one_line(exc)
+                replay.open()
+            except StepHung as hung:
+                result.hung = Hang(hung.call, None, step_timeout, str(hung))
+            for step in steps:
+                if result.hung is not None:
+                    step.skipped = True
+                    continue
+                hung = replay.run_step(step)
+                if hung is not None:
+                    result.hung = Hang(hung.call, step.index, step_timeout, str(hung))
+            if result.hung is None:
+                try:
+                    result.final_ledger_actions = replay.ledger.performed_count(TASK_ID)
+                except Exception as exc:  # noqa: BLE001
+                    result.ledger_error = one_line(exc)
             return result
         finally:
             replay.close()
     finally:
+        caller.stop()  # a stuck thread is a daemon, left to die with the process
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def run_scenarios(queue_spec: str, only: list[str] | None = None) -> list[ScenarioResult]:
+def run_scenarios(
+    queue_spec: str, only: list[str] | None = None, step_timeout: float = DEFAULT_STEP_TIMEOUT
+) -> list[ScenarioResult]:
     """Replay the chosen scenarios (all by default) against ``queue_spec`` (``MODULE:ATTR``).
 
     Raises :class:`UsageError` (exit 2) for a queue that cannot be loaded, built or does not offer
-    the contract, and for an unknown scenario id.
+    the contract, for an unknown scenario id and for a step timeout that is not a positive number.
     """
+    step_timeout = check_step_timeout(step_timeout)
     spec = load_spec()
     known = scenario_ids(spec)
     wanted = [s.upper() for s in only] if only else known
@@ -281,15 +400,20 @@ def run_scenarios(queue_spec: str, only: list[str] | None = None) -> list[Scenar
     factory = load_queue_factory(queue_spec)
     lease = float(spec["lease_seconds"])
     return [
-        run_scenario(sc, queue_spec, factory, lease) for sc in spec["scenarios"] if sc["id"] in wanted
+        run_scenario(sc, queue_spec, factory, lease, step_timeout)
+        for sc in spec["scenarios"]
+        if sc["id"] in wanted
     ]
 
 
-def results_to_json(results: list[ScenarioResult], queue_spec: str) -> dict[str, Any]:
+def results_to_json(
+    results: list[ScenarioResult], queue_spec: str, step_timeout: float = DEFAULT_STEP_TIMEOUT
+) -> dict[str, Any]:
     spec = load_spec()
     return {
         "queue": queue_spec,
         "lease_seconds": spec["lease_seconds"],
+        "step_timeout": step_timeout,
         "ok": all(r.ok for r in results),
         "scenarios": [r.to_json() for r in results],
     }

@@ -4,12 +4,18 @@ Why a transcript and not just a verdict: the scenarios are how people learn the 
 (takeover at the boundary, stale generations, uncertain). Each step is printed with what it
 returned, the state the queue's own snapshot shows, and the spec's reason, in English or in the
 original document's language; a step that differs says what was expected and what came back.
+
+Why ``--step-timeout``: the queue is the user's code and may deadlock. Every queue call gets that
+many seconds; one that does not return fails its step, the rest of that scenario is shown as not
+run (the queue's state is unknown), the other scenarios still run, and the command exits 1 with
+its verdict instead of hanging until CI kills the job. Ctrl-C during a hung call exits 130 at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Any
@@ -22,7 +28,15 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.contract import REFERENCE_QUEUE
-from harness.scenarios import LANGS, ScenarioResult, StepResult, load_spec, results_to_json, run_scenarios
+from harness.scenarios import (
+    DEFAULT_STEP_TIMEOUT,
+    LANGS,
+    ScenarioResult,
+    StepResult,
+    load_spec,
+    results_to_json,
+    run_scenarios,
+)
 
 HELP = "replay the spec's five reference scenarios (S1-S5) against a queue and check every step"
 
@@ -33,7 +47,7 @@ TABLE_MIN_WIDTH = 120
 WORDS: dict[str, dict[str, str]] = {
     "en": {
         "queue": "queue: {queue} · ",
-        "clock": "lease {lease:g} s, logical clock, a fresh SQLite file per scenario",
+        "clock": "lease {lease:g} s, logical clock, a fresh SQLite file per scenario, {timeout:g} s per queue call",
         "col_t": "t",
         "col_actor": "actor",
         "col_step": "step",
@@ -43,6 +57,13 @@ WORDS: dict[str, dict[str, str]] = {
         "col_check": "check",
         "pass": "ok",
         "fail": "FAIL",
+        "skipped": "skip",
+        "hung_at": "{id} stopped at step {n}: {error}",
+        "not_run": "; steps {first}-{last} not run (the queue's state is unknown)",
+        "not_run_one": "; step {first} not run (the queue's state is unknown)",
+        "hung_open": "{id} did not start: {error}; none of its {n} steps ran",
+        "hung_summary": "{n} scenario(s) stopped at a queue call that did not return within {timeout:g} s "
+        "({ids}); {skipped} step(s) not run.",
         "expected": "expected",
         "got": "got",
         "step_n": "step {n}",
@@ -60,7 +81,7 @@ WORDS: dict[str, dict[str, str]] = {
     },
     "zh": {
         "queue": "队列：{queue} · ",
-        "clock": "租约 {lease:g} 秒，逻辑时钟，每个场景一个新的 SQLite 文件",
+        "clock": "租约 {lease:g} 秒，逻辑时钟，每个场景一个新的 SQLite 文件，每次队列调用限时 {timeout:g} 秒",
         "col_t": "t",
         "col_actor": "角色",
         "col_step": "步骤",
@@ -70,6 +91,12 @@ WORDS: dict[str, dict[str, str]] = {
         "col_check": "检查",
         "pass": "通过",
         "fail": "不符",
+        "skipped": "跳过",
+        "hung_at": "{id} 停在第 {n} 步：{error}",
+        "not_run": "；第 {first}–{last} 步未运行（队列状态未知）",
+        "not_run_one": "；第 {first} 步未运行（队列状态未知）",
+        "hung_open": "{id} 未能开始：{error}；其 {n} 个步骤均未运行",
+        "hung_summary": "{n} 个场景停在 {timeout:g} 秒内未返回的队列调用上（{ids}）；{skipped} 步未运行。",
         "expected": "期望",
         "got": "实际",
         "step_n": "第 {n} 步",
@@ -91,8 +118,10 @@ WORDS: dict[str, dict[str, str]] = {
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Each scenario runs on a fresh temporary SQLite file (removed afterwards); 'worker exits' "
-        "closes the queue and calls ATTR(db_path) again. Exit 0: every step matches the spec; "
-        "1: a step differs (listed under Mismatches); 2: bad input."
+        "closes the queue and calls ATTR(db_path) again. A queue call that does not return within "
+        "--step-timeout fails its step and stops that scenario (the others still run). Exit 0: every "
+        "step matches the spec; 1: a step differs or hung (listed under Mismatches); 2: bad input; "
+        "130: interrupted."
     )
     parser.add_argument(
         "--queue",
@@ -110,17 +139,37 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="replay only this scenario (S1..S5); repeat the option for several",
     )
+    parser.add_argument(
+        "--step-timeout",
+        type=_seconds,
+        default=DEFAULT_STEP_TIMEOUT,
+        metavar="SECONDS",
+        help="give each queue call this long before its step fails as hung "
+        f"(default: {DEFAULT_STEP_TIMEOUT:g})",
+    )
+
+
+def _seconds(text: str) -> float:
+    """argparse turns the ArgumentTypeError into one line naming --step-timeout (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
-    results = run_scenarios(args.queue, args.scenario)
+    results = run_scenarios(args.queue, args.scenario, args.step_timeout)
     ok = all(r.ok for r in results)
     if args.json:
-        json.dump(results_to_json(results, args.queue), sys.stdout, ensure_ascii=False, indent=1)
+        doc = results_to_json(results, args.queue, args.step_timeout)
+        json.dump(doc, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
         sys.stdout.flush()
     else:
-        print_transcript(results, args.queue, args.lang)
+        print_transcript(results, args.queue, args.lang, args.step_timeout)
     return 0 if ok else 1
 
 
@@ -159,7 +208,10 @@ def _console() -> Console:
 def _cells(step: StepResult, words: dict[str, str]) -> tuple[Text, Text, Text]:
     """(check, returns, state) for one step, each showing the expected value when it differs."""
     spec, obs = step.spec, step.observed
-    returns = "—" if step.errors and obs.get("returns") is None and spec["returns"] is not None else None
+    if step.skipped:
+        return Text(words["skipped"], style="yellow"), Text("—", style="dim"), Text("—", style="dim")
+    no_answer = step.hung or (step.errors and spec["returns"] is not None)
+    returns = "—" if no_answer and obs.get("returns") is None else None
     returns_cell = _cell(step, ("returns",), returns or fmt(obs.get("returns")), fmt(spec["returns"]), words)
     expected_state = f"{spec['state']} / {spec['generation']}"
     state_cell = _cell(step, ("state", "generation"), _state(obs), expected_state, words)
@@ -203,7 +255,7 @@ def _table(result: ScenarioResult, words: dict[str, str], lang: str) -> Table:
             returns_cell,
             state_cell,
             spec["why"][lang],
-            style=None if step.ok else "red",
+            style=None if step.ok else "dim" if step.skipped else "red",
         )
     return table
 
@@ -239,13 +291,31 @@ def _describe(step: StepResult, result: ScenarioResult, words: dict[str, str], l
     return f"  ✗ {where}: " + sep.join(parts)
 
 
-def print_transcript(results: list[ScenarioResult], queue: str, lang: str) -> None:
+def _hang_line(result: ScenarioResult, words: dict[str, str]) -> str:
+    """Where a scenario stopped, and which of its steps were therefore not run."""
+    hung = result.hung
+    assert hung is not None
+    if hung.step is None:
+        return words["hung_open"].format(id=result.id, error=hung.error, n=len(result.steps))
+    line = words["hung_at"].format(id=result.id, n=hung.step, error=hung.error)
+    skipped = result.skipped_steps()
+    if skipped:
+        first, last = skipped[0].index, skipped[-1].index
+        line += words["not_run" if first != last else "not_run_one"].format(first=first, last=last)
+    return line
+
+
+def print_transcript(
+    results: list[ScenarioResult], queue: str, lang: str, step_timeout: float = DEFAULT_STEP_TIMEOUT
+) -> None:
     words = WORDS[lang]
     spec = load_spec()
     console = _console()
     sep = "；" if lang == "zh" else "; "
     console.print(Text(spec["title"][lang], style="bold"))
-    console.print(words["queue"].format(queue=queue) + words["clock"].format(lease=spec["lease_seconds"]))
+    console.print(
+        words["queue"].format(queue=queue) + words["clock"].format(lease=spec["lease_seconds"], timeout=step_timeout)
+    )
     for result in results:
         console.print()
         console.print(Text(f"{result.id} — {result.spec['heading'][lang]}", style="bold"))
@@ -254,7 +324,9 @@ def print_transcript(results: list[ScenarioResult], queue: str, lang: str) -> No
         else:
             for line in _lines(result, words, lang):
                 console.print(line)
-        if "final_ledger_actions" in result.spec:
+        if result.hung is not None:
+            console.print(Text("  " + _hang_line(result, words), style="bold red"), soft_wrap=True)
+        elif "final_ledger_actions" in result.spec:
             if result.ledger_error:
                 line = words["ledger_error"].format(error=result.ledger_error)
             else:
@@ -262,14 +334,25 @@ def print_transcript(results: list[ScenarioResult], queue: str, lang: str) -> No
             console.print(Text("  " + line, style=None if result.ledger_ok else "bold red"))
     steps = sum(len(r.steps) for r in results)
     failed = [(r, s) for r in results for s in r.failed_steps()]
+    hung = [r for r in results if r.hung is not None]
     console.print()
     if all(r.ok for r in results):
         console.print(Text(words["all_ok"].format(n=len(results), steps=steps, queue=queue), style="bold green"))
         return
     console.print(Text(words["mismatches"], style="bold red"))
-    for result, step in failed:
-        console.print(Text(_describe(step, result, words, lang, sep), style="red"), soft_wrap=True)
+    for result in results:
+        if result.hung is not None and result.hung.step is None:
+            console.print(Text(f"  ✗ {_hang_line(result, words)}", style="red"), soft_wrap=True)
+        for step in result.failed_steps():
+            console.print(Text(_describe(step, result, words, lang, sep), style="red"), soft_wrap=True)
     ids = ", ".join(r.id for r in results if not r.ok)
-    console.print(
-        Text(words["some_fail"].format(bad=len(failed), steps=steps, ids=ids, queue=queue), style="bold red")
-    )
+    if failed or not hung:
+        console.print(
+            Text(words["some_fail"].format(bad=len(failed), steps=steps, ids=ids, queue=queue), style="bold red")
+        )
+    if hung:
+        skipped = sum(len(r.skipped_steps()) for r in hung)
+        line = words["hung_summary"].format(
+            n=len(hung), timeout=step_timeout, ids=", ".join(r.id for r in hung), skipped=skipped
+        )
+        console.print(Text(line, style="bold red"), soft_wrap=True)
