@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from harness.checker.check import verdict_word
-from reports.markdown import MEANING
+from reports.markdown import CAUSE_MEANING, MEANING
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#212529}
@@ -90,7 +90,8 @@ def render(summary: dict[str, Any], figures: dict[str, tuple[bytes | None, str]]
         parts.append(f"<p>Not counted: {_e(d.get('note', 'no ledger'))}</p>")
     else:
         parts.append(f"<p>{d['tasks']} task(s), {d['extra_actions']} extra action(s).</p>")
-        parts.append(_table([{"cause": k, "extra actions": v} for k, v in d["by_cause"].items()]))
+        parts.append(_table([{"cause": k, "extra actions": v, "meaning": CAUSE_MEANING.get(k, "")}
+                             for k, v in d["by_cause"].items()]))
         parts.append(_table(d.get("examples", [])))
     c = s["counts"]
     flat = {k: v for k, v in c.items() if not isinstance(v, dict)}

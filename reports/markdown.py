@@ -18,6 +18,19 @@ MEANING = {
     "no_lost_task": "after the drain every task is terminal, and none terminal without an attempted action",
 }
 
+# What each duplicate cause means (``duplicates.by_cause`` in summary.json; see
+# harness/checker/counts.py:duplicates for the exact rule). The earlier holder is the older of the
+# two generations behind an extra action and the action before it.
+CAUSE_MEANING = {
+    "s5": "the earlier holder was killed after acting, before its finish took effect; its lease ran out and "
+          "the task was taken over (S5: only an idempotent service avoids it)",
+    "lost_lease": "the earlier holder outlived its lease (paused or slow) and acted anyway, after its lease had "
+                  "run out and the task was taken over (a longer lease or heartbeats avoid it)",
+    "other": "the earlier holder's lease was still valid when the task was handed to another worker (a double "
+             "lease: a queue bug, see lease_exclusive), whichever way that holder ended; or the task was "
+             "handed out again after a finish took effect, or one generation acted twice",
+}
+
 
 def _cell(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, str) else value
@@ -68,14 +81,12 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(f"{d['tasks']} task(s) had their side effect performed more than once: "
                      f"{d['extra_actions']} extra action(s).")
         lines += ["", "| cause | extra actions | meaning |", "|---|---|---|",
-                  f"| s5 | {d['by_cause'].get('s5', 0)} | the earlier holder was killed after acting, "
-                  "before its finish took effect |",
-                  f"| lost_lease | {d['by_cause'].get('lost_lease', 0)} | the earlier holder lived on but had "
-                  "lost its lease (paused or slow) |",
-                  f"| other | {d['by_cause'].get('other', 0)} | anything else (same generation twice, a "
-                  "double lease) |"]
+                  *[f"| {c} | {d['by_cause'].get(c, 0)} | {text} |" for c, text in CAUSE_MEANING.items()]]
         if d.get("examples"):
-            lines += ["", *_table(d["examples"])]
+            lines += ["", "Each extra action against the performed action before it on the same task; "
+                      "`older_lease_until` is the lease the older of the two generations held (claim or "
+                      "heartbeat) when the task was taken over from it at `taken_over_at` (the next "
+                      "claim's `now`): a later lease means a double lease.", "", *_table(d["examples"])]
     if s.get("remedy"):
         from harness.checker.remedies import describe as describe_features
 

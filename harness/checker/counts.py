@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness.checker.facts import Facts
+from harness.checker.invariants import _extended_leases
 
 EXAMPLES = 5
 FAULT_KINDS = ("kill", "pause", "lose_reply", "slow")
@@ -40,12 +41,25 @@ def _killed_at(fx: Facts) -> pd.Series:
 def duplicates(fx: Facts) -> dict[str, Any]:
     """Tasks with more than one performed action, and each extra action's cause.
 
-    For an extra action, look at the holder behind the action before it (or at this action's own
-    holder, when it acts with an older generation than the action before it: it outlived its lease,
-    ``lost_lease``): ``s5`` when that holder
-    was SIGKILLed after acting and its finish never took effect; ``lost_lease`` when it lived on
-    but its finish was refused or never accepted (it was paused or slow past its lease); ``other``
-    otherwise (the same generation acting twice, or a queue that handed out a live lease).
+    Each extra action is paired with the performed action before it; of the two generations, the
+    lower one is the *earlier holder* and the claim that took the task over from it is the next
+    generation granted. The cause, first match wins:
+
+    - ``other`` when both actions carry the same generation, or when the earlier holder's lease
+      (its claim's ``lease_until``, or a later one set by an ``extend`` that surely returned before
+      the takeover claim started) was still valid at the takeover claim's ``now``: a double lease,
+      a queue bug (``lease_exclusive`` flags it too), whichever way the earlier holder ended;
+    - ``lost_lease`` when the action comes from the older generation after the newer one acted:
+      its holder outlived its lease (paused or slow) and acted anyway;
+    - ``other`` when the earlier holder's finish was accepted (the task was handed out again after
+      a finish took effect);
+    - ``s5`` when the earlier holder was SIGKILLed after acting, so its finish never took effect;
+    - ``lost_lease`` otherwise: it lived on past its lease and its finish was refused or never
+      accepted.
+
+    Why the lease test comes first: a holder whose lease was stolen has its finish refused and
+    may act after the thief did, which looks exactly like a holder that outlived its lease; only
+    the lease at the takeover tells the queue's bug from the worker's pause.
     """
     ledger = fx.run.ledger
     if ledger is None:
@@ -73,18 +87,56 @@ def duplicates(fx: Facts) -> dict[str, Any]:
     extra = extra.merge(killed, left_on="p_process", right_index=True, how="left")
     killed_after = extra["kill_t"].notna() & (extra["kill_t"] >= extra["p_t"] - 1e-3)
     same_gen = extra["gen"].eq(extra["p_gen"])
+    held, taken = _lease_at_takeover(fx, extra["task"], np.fmin(extra["gen"], extra["p_gen"]))
+    extra["held_until"] = held
+    extra["taken_at"] = taken
+    double_lease = held > taken  # NaN (no lease or no takeover known) compares False
     # A holder that acts *after* a newer generation acted had lost its lease and lived on.
     late_stale = extra["gen"] < extra["p_gen"]
-    cause = np.where(same_gen, "other", np.where(late_stale, "lost_lease", np.where(
+    cause = np.where(same_gen | double_lease, "other", np.where(late_stale, "lost_lease", np.where(
         extra["fin"], "other", np.where(killed_after, "s5", "lost_lease"))))
     extra["cause"] = cause
     by_cause = {c: int((cause == c).sum()) for c in ("s5", "lost_lease", "other")}
     ex = [{"task": fx.name(r.task), "cause": r.cause, "gen": _i(r.gen), "by": _i(r.process), "at": fx.rel(r.t),
-           "earlier_gen": _i(r.p_gen), "earlier_by": _i(r.p_process), "earlier_at": fx.rel(r.p_t)}
+           "earlier_gen": _i(r.p_gen), "earlier_by": _i(r.p_process), "earlier_at": fx.rel(r.p_t),
+           "older_lease_until": fx.rel(r.held_until), "taken_over_at": fx.rel(r.taken_at)}
           for r in extra.sort_values("t").head(EXAMPLES).itertuples()]
     tasks = np.unique(extra["task"].to_numpy(dtype="float64")).tolist()
     return {"tasks": len(tasks), "extra_actions": int(len(extra)), "by_cause": by_cause, "examples": ex,
             "task_list": tasks}
+
+
+def _lease_at_takeover(fx: Facts, task: pd.Series, gen: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """For each (task, gen): the lease that generation held when the task was taken over from it,
+    and the ``now`` of the claim that took it over (the next higher generation granted).
+
+    The held lease is the claim's ``lease_until`` or a later one set by an ``extend`` that surely
+    returned before the takeover claim started, the rule ``lease_exclusive`` uses, so an extra
+    action called a double lease here is one that invariant can point at. Only the duplicated
+    tasks' claims are sorted: a 1M-event run has a few hundred of them among 100k+ claims.
+    """
+    n = len(task)
+    held = np.full(n, np.nan)
+    taken = np.full(n, np.nan)
+    c = fx.claims_ok
+    c = c.loc[c["task"].isin(task.unique()), ["task", "gen", "now", "lease_until", "t_inv"]]
+    if not len(c):
+        return held, taken
+    c = c.sort_values(["task", "gen", "t_inv"], kind="stable")
+    lease = c.groupby(["task", "gen"], sort=False)["lease_until"].max()
+    c = c.drop_duplicates(["task", "gen"]).reset_index(drop=True)
+    c["lease_until"] = lease.to_numpy(dtype="float64")
+    nxt = c.shift(-1)
+    follows = c["task"].eq(nxt["task"])
+    c["taken_at"] = nxt["now"].where(follows)
+    c["taken_inv"] = nxt["t_inv"].where(follows)
+    rows = pd.DataFrame({"task": task.to_numpy(dtype="float64"), "gen": gen.to_numpy(dtype="float64")})
+    rows = rows.merge(c, on=["task", "gen"], how="left")
+    rows["rid"] = np.arange(n)
+    ext = _extended_leases(fx, rows, "taken_inv")[0].to_numpy(dtype="float64")
+    held = np.fmax(rows["lease_until"].to_numpy(dtype="float64"), ext)
+    taken = rows["taken_at"].to_numpy(dtype="float64")
+    return held, taken
 
 
 def _i(x: Any) -> int | None:

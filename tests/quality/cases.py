@@ -581,3 +581,122 @@ def done_without_action() -> Run:
     r.finish(2, 1, "b", 1)
     r.snap(("a", "done", 1, None), ("b", "done", 1, None))
     return r
+
+
+# ---- duplicate side effects by cause (tests/quality/test_duplicate_causes.py) -----------------
+# Each case below has exactly one extra action; DUPLICATE_CAUSES names its expected cause. The
+# invariant verdicts are checked like every other case: a double lease is lease_exclusive's too.
+DUPLICATE_CAUSES: dict[str, str] = {}
+
+
+def dup_cause(cause: str, *violated: str):
+    def wrap(fn: Callable[[], Run]) -> Callable[[], Run]:
+        DUPLICATE_CAUSES[fn.__name__] = cause
+        return case(*violated)(fn)
+    return wrap
+
+
+@dup_cause("other", "lease_exclusive")
+def double_lease_holder_acted_first() -> Run:
+    """w1 acts inside its lease (until 5); the queue grants a to w2 at now=2 anyway, w2 acts and
+    finishes, w1's finish is refused. Not lost_lease: w1 never outlived its lease."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.claim(2, 2, "a", 2)
+    r.action(2, 2.5, "a", 2)
+    r.finish(2, 3, "a", 2)
+    r.finish(1, 3.5, "a", 1, status="rejected")
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@dup_cause("other", "lease_exclusive")
+def double_lease_holder_acted_after_the_thief() -> Run:
+    """The same steal, but w1 acts after w2 did, still inside its own lease (until 5): an older
+    generation acting after a newer one, which only the lease at the takeover tells from a pause."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.claim(2, 1, "a", 2)
+    r.action(2, 1.5, "a", 2)
+    r.finish(2, 2, "a", 2)
+    r.action(1, 3, "a", 1)
+    r.finish(1, 3.5, "a", 1, status="rejected")
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@dup_cause("other", "lease_exclusive")
+def double_lease_holder_killed_after_acting() -> Run:
+    """w1 acts and is SIGKILLed, but w2 is granted a at now=2, inside w1's lease (until 5): a double
+    lease, whichever way the earlier holder ended (s5 needs the lease to have run out first)."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.kill(1, 1.5, phase="acted", aim="after_action", task="a", gen=1)
+    r.work(2, 2, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@dup_cause("lost_lease")
+def paused_holder_acts_before_the_new_holder() -> Run:
+    """S2: w1 is frozen from 1 to 8, past its lease (until 5); w2 takes a over at 6; w1 resumes and
+    acts at 8.1, before w2 does at 8.5. The earlier action is the stale one, the extra is w2's."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.pause_start(1, 1, 7, task="a", gen=1, phase="working")
+    r.claim(2, 6, "a", 2)
+    r.pause_end(1, 8)
+    r.action(1, 8.1, "a", 1)
+    r.finish(1, 8.2, "a", 1, status="rejected")
+    r.action(2, 8.5, "a", 2)
+    r.finish(2, 9, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@dup_cause("s5")
+def killed_after_acting_taken_over_at_expiry() -> Run:
+    """S5: w1 acts and is SIGKILLed; w2 takes a over at now=5, the very instant w1's lease ends
+    (lease_until <= now is expired, as in the reference queue): not a double lease."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.kill(1, 1.5, phase="acted", aim="after_action", task="a", gen=1)
+    r.work(2, 5, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@dup_cause("other", "lease_exclusive")
+def double_lease_inside_an_extended_lease() -> Run:
+    """w1's heartbeat at 3 moved its lease from 5 to 8; the queue grants a to w2 at now=6 anyway.
+    Judged on the claim's lease alone this would read as lost_lease."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.extend(1, 3, "a", 1)
+    r.action(1, 4, "a", 1)
+    r.claim(2, 6, "a", 2)
+    r.action(2, 6.5, "a", 2)
+    r.finish(2, 7, "a", 2)
+    r.finish(1, 7.5, "a", 1, status="rejected")
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@dup_cause("lost_lease")
+def slow_holder_outlives_its_extended_lease() -> Run:
+    """w1's heartbeat at 3 moved its lease to 8, then it went slow: w2 takes a over at 9, after the
+    extended lease ran out, and w1 acts late at 9.5. An extension does not make every takeover a
+    double lease."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.extend(1, 3, "a", 1)
+    r.claim(2, 9, "a", 2)
+    r.action(2, 9.2, "a", 2)
+    r.finish(2, 9.3, "a", 2)
+    r.action(1, 9.5, "a", 1)
+    r.finish(1, 9.6, "a", 1, status="rejected")
+    r.snap(("a", "done", 2, None))
+    return r
