@@ -23,9 +23,9 @@ MEANING = {
 # two generations behind an extra action and the action before it.
 CAUSE_MEANING = {
     "s5": "the earlier holder was killed after acting, before its finish took effect; its lease ran out and "
-          "the task was taken over (S5: only an idempotent service avoids it)",
+          "the task was taken over (S5: an idempotent service, --remedy idempotency-key, avoids it)",
     "lost_lease": "the earlier holder outlived its lease (paused or slow) and acted anyway, after its lease had "
-                  "run out and the task was taken over (a longer lease or heartbeats avoid it)",
+                  "run out and the task was taken over (a longer lease or heartbeats make it rarer)",
     "other": "the earlier holder's lease was still valid when the task was handed to another worker (a double "
              "lease: a queue bug, see lease_exclusive), whichever way that holder ended; or the task was "
              "handed out again after a finish took effect, or one generation acted twice",
