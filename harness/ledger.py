@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from harness.sqlite_util import connect, open_wal, write_transaction
 
@@ -32,7 +32,7 @@ REPLIES = ("ok", "lost", "error")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
-    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq        INTEGER PRIMARY KEY,
     task_id    TEXT NOT NULL,
     generation INTEGER NOT NULL,
     worker     TEXT,
@@ -49,9 +49,12 @@ CREATE INDEX IF NOT EXISTS actions_by_key ON actions (key)
 """
 
 
-@dataclass(frozen=True)
-class ActionRequest:
-    """One action request as the service received it (the arguments of :meth:`Ledger.act`)."""
+class ActionRequest(NamedTuple):
+    """One action request as the service received it (the arguments of :meth:`Ledger.act`).
+
+    A NamedTuple rather than a frozen dataclass: one is built per action on the service's hot
+    path, and a frozen dataclass's ``__init__`` costs several times more.
+    """
 
     task_id: str
     generation: int
@@ -62,8 +65,7 @@ class ActionRequest:
     t: float | None = None
 
 
-@dataclass(frozen=True)
-class ActionResult:
+class ActionResult(NamedTuple):
     """What the service did with one request. ``reply`` is what it *intends* to send back."""
 
     seq: int
@@ -92,6 +94,13 @@ class Ledger:
     data_version`` (checked inside each write transaction) changes when another connection
     commits, and then the memo is dropped. A fresh Ledger (a restarted service) starts empty and
     fills it from the file on demand, so it never trusts what it did not read.
+
+    The memo is *complete* (a task missing from it has no rows at all, so a miss needs no query)
+    when this Ledger found the file empty and nobody else has written since: the usual case for a
+    run's service, which then reads nothing per action. Every task is new once, so without this a
+    ``COUNT(*)`` per action remained. ``seq`` is a plain ``INTEGER PRIMARY KEY`` (rows are never
+    deleted, so it still grows by one per row) rather than AUTOINCREMENT, whose bookkeeping table
+    is one more page written per commit.
     """
 
     def __init__(self, path: str, remedy: str = "none") -> None:
@@ -103,6 +112,7 @@ class Ledger:
         self._counts: dict[str, int] = {}
         self._highest: dict[str, int] = {}
         self._data_version: int | None = None
+        self._complete = False  # see the class docstring
 
     def act(
         self,
@@ -131,14 +141,18 @@ class Ledger:
         try:
             with write_transaction(self._conn) as conn:
                 (version,) = conn.execute("PRAGMA data_version").fetchone()
-                if version != self._data_version or len(self._counts) > MEMO_LIMIT or len(self._highest) > MEMO_LIMIT:
+                if self._data_version is None:
+                    self._complete = conn.execute("SELECT 1 FROM actions LIMIT 1").fetchone() is None
+                elif version != self._data_version or len(self._counts) > MEMO_LIMIT or len(self._highest) > MEMO_LIMIT:
                     self._counts.clear()
                     self._highest.clear()
-                    self._data_version = version
+                    self._complete = False
+                self._data_version = version
                 results = [self._act_in_transaction(conn, r) for r in requests]
         except BaseException:
             self._counts.clear()  # the memo may hold rows that were rolled back
             self._highest.clear()
+            self._complete = False
             raise
         return results
 
@@ -152,7 +166,7 @@ class Ledger:
                 result = "deduplicated"
         elif self.remedy == "fencing":
             highest = self._highest.get(task_id)
-            if highest is None:
+            if highest is None and not self._complete:
                 (highest,) = conn.execute(
                     "SELECT MAX(generation) FROM actions WHERE task_id = ?", (task_id,)
                 ).fetchone()
@@ -163,7 +177,7 @@ class Ledger:
         reply = "lost" if req.lose_reply else ("error" if result == "refused" else "ok")
         count = self._counts.get(task_id)
         if count is None:
-            count = self._count_in_file(conn, task_id)  # before our INSERT: add ours below
+            count = 0 if self._complete else self._count_in_file(conn, task_id)  # before our INSERT: add ours below
         seq = conn.execute(
             _INSERT,
             (task_id, generation, req.worker, req.process, t, reply, int(performed), result, key, self.remedy),
