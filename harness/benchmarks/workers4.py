@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.benchmarks import queue_raw
+from harness.benchmarks.queue4 import queue4_rate
 from harness.benchmarks.timing import rate
 from harness.config import FAULT_KINDS, RunConfig, TaskTime
 from harness.history import HISTORY_FILE
@@ -120,7 +121,7 @@ def time_split(history: Path) -> dict[str, float]:
     return {k: round(1000 * total[k] / count[k], 3) for k in ("claim", "action", "finish", "between") if count.get(k)}
 
 
-def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, float]:
+def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, Any]:
     """One real stress run (coordinator, 4 workers, service), quietly; its steady-state rate."""
     from harness.coordinator import Coordinator
 
@@ -143,8 +144,12 @@ def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, fl
     return {"rate": pairs_per_s, "counted": counted, "window": window, "split": split}
 
 
-def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -> dict[str, float]:
-    """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions``."""
+def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -> dict[str, Any]:
+    """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions``.
+
+    Beside it, the queue alone in 4 processes (:mod:`harness.benchmarks.queue4`), measured in the
+    same rotation: the most the 4 workers could reach if takeover cost nothing.
+    """
     root = Path(tempfile.mkdtemp(prefix="takeover-bench-w4-"))
     fresh = queue_raw.FreshQueues(raw_pairs + 10)
     opened: list = []
@@ -155,20 +160,27 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -
         return lambda: queue_raw.raw_pairs(conn, raw_pairs)
 
     raws: list[float] = []
-    runs: list[dict[str, float]] = []
+    alone: list[float] = []
+    runs: list[dict[str, Any]] = []
     try:
         rate(prepare_raw)  # warm-up
-        guess = rate(prepare_raw)  # the first run is sized as if it could match the raw loop; then the last
-        for i in range(repetitions):
-            # Enough tasks that the workers never run dry inside the window (the leftovers are not drained).
-            tasks = int(guess * 1.3 * seconds) + 500
-            if i % 2 == 0:
-                raws.append(rate(prepare_raw))
-                runs.append(run_once(tasks, seconds, root, i))
-            else:
-                runs.append(run_once(tasks, seconds, root, i))
-                raws.append(rate(prepare_raw))
-            guess = runs[-1]["rate"]
+        guess = rate(prepare_raw)  # sizes the task lists as if 4 processes could match the raw loop
+        # Enough tasks that nobody runs dry inside the window (the leftovers are not drained).
+        tasks = int(guess * 1.3 * seconds) + 500
+        fresh4 = queue_raw.FreshQueues(tasks)
+        try:
+            steps = {
+                "raw": lambda: raws.append(rate(prepare_raw)),
+                "queue4": lambda: alone.append(queue4_rate(fresh4.path(), seconds)),
+                "workers4": lambda: runs.append(run_once(tasks, seconds, root, len(runs))),
+            }
+            order = list(steps)
+            for i in range(repetitions):
+                # Rotate the order so that no measurement always runs first (on a cooler machine).
+                for name in order[i % 3:] + order[: i % 3]:
+                    steps[name]()
+        finally:
+            fresh4.cleanup()
     finally:
         for handle in opened:
             handle.close()
@@ -176,17 +188,26 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -
         shutil.rmtree(root, ignore_errors=True)
     w4 = statistics.median(r["rate"] for r in runs)
     raw = statistics.median(raws)
-    spread_w = (max(r["rate"] for r in runs) - min(r["rate"] for r in runs)) / w4 if w4 else 0.0
-    spread_r = (max(raws) - min(raws)) / raw if raw else 0.0
+    q4 = statistics.median(alone)
+    spreads = [_spread([r["rate"] for r in runs]), _spread(raws), _spread(alone)]
     return {
         "workers4_vs_raw": w4 / raw,
         "workers4_pairs_per_s": w4,
         "raw_pairs_per_s": raw,
+        "queue4_pairs_per_s": q4,
+        "queue4_vs_raw": q4 / raw,  # SQLite's multi-process ceiling here, with nothing of takeover's
+        "workers4_vs_queue4": w4 / q4,  # takeover's own cost on top of that ceiling
         "workers4_window_s": statistics.median(r["window"] for r in runs),
-        "workers4_vs_raw_spread": max(spread_w, spread_r),
+        "workers4_vs_raw_spread": max(spreads),
         # from the median run: where a worker's claim -> action -> finish cycle goes, in ms
         "workers4_split_ms": sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]["split"],
     }
+
+
+def _spread(rates: list[float]) -> float:
+    """(max - min) / median of repeated rates: how far to trust the median."""
+    mid = statistics.median(rates)
+    return (max(rates) - min(rates)) / mid if mid else 0.0
 
 
 def main() -> None:

@@ -135,8 +135,12 @@ def absolute(name: str, fig: dict[str, Any]) -> str:
         return f"queue {fig['queue_pairs_per_s']:.0f} vs raw {fig['raw_pairs_per_s']:.0f} pairs/s"
     if name == "workers4_vs_raw":
         split = ", ".join(f"{k} {v:.2f}" for k, v in fig.get("workers4_split_ms", {}).items())
+        ceiling = ""
+        if "queue4_pairs_per_s" in fig:  # bench.json files written before the ceiling was measured lack it
+            ceiling = (f"; the queue alone in 4 processes {fig['queue4_pairs_per_s']:.0f} (queue4_vs_raw "
+                       f"{fig['queue4_vs_raw']:.2f}, workers4_vs_queue4 {fig['workers4_vs_queue4']:.2f})")
         return (f"4 workers {fig['workers4_pairs_per_s']:.0f} vs raw {fig['raw_pairs_per_s']:.0f} pairs/s "
-                f"(steady {fig['workers4_window_s']:.1f}s); per task, ms: {split}")  # fmt: skip
+                f"(steady {fig['workers4_window_s']:.1f}s){ceiling}; per task, ms: {split}")  # fmt: skip
     if name == "history_overhead":
         return f"recorded {fig['recorded_pairs_per_s']:.0f} vs bare {fig['bare_pairs_per_s']:.0f} pairs/s"
     if name == "check_1m_vs_read":
