@@ -33,6 +33,27 @@ def test_records_are_json_with_exact_queue_values(tmp_path) -> None:
     assert all(abs(r["time"] - recs[0]["time"]) < 5 for r in recs)
 
 
+def test_what_the_fast_encoder_refuses_is_still_written_whole(tmp_path) -> None:
+    """orjson refuses lone surrogates, ints beyond 64 bits and unknown types: the slow path writes them."""
+    from pathlib import PurePosixPath
+
+    path = tmp_path / "h.jsonl"
+    w = HistoryWriter(path, 3)
+    w.write("ok", "claim", task="t\ud800x", gen=1, now=1.5)  # a lone surrogate: not valid UTF-8
+    w.write("ok", "claim", task="t2", gen=2**70, now=2.5)  # beyond 64 bits
+    w.write("info", "open", error=PurePosixPath("/q.sqlite"), lease_until=math.inf, phase=None)
+    w.write("ok", "claim", task="t3", gen=3, now=3.5)  # and the fast path goes on after them
+    w.close()
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(recs) == 4 and [r["process"] for r in recs] == [3] * 4
+    assert recs[0]["task"] == "t\ud800x" and recs[1]["gen"] == 2**70
+    assert recs[2]["error"] == "/q.sqlite" and recs[2]["lease_until"] is None and "phase" not in recs[2]
+    frame, stats = read_history(path)  # pyarrow refuses the surrogate: the line-by-line path keeps it
+    assert stats.lines == 4 and stats.corrupt_lines == 0
+    tasks = frame["task"].astype(object)
+    assert tasks[0] == "t\\ud800x" and tasks[1] == "t2" and tasks.isna()[2] and tasks[3] == "t3"
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     task=st.text(min_size=1, max_size=12),
