@@ -25,6 +25,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+import orjson
+
 from harness.ledger import ActionRequest, Ledger
 from harness.lifeline import die_with_parent, parent_alive
 
@@ -208,7 +210,7 @@ def _handle_batch(batch: list[tuple[_Conn, bytes]], ledger: Ledger) -> list[byte
     now = time.time()
     for i, (_, line) in enumerate(batch):
         try:
-            req = json.loads(line)
+            req = orjson.loads(line)
             if isinstance(req, dict) and req.get("op") == "lookup":  # reconciliation (harness/reconcile.py)
                 lookups.append((i, str(req["key"])))
                 continue
@@ -270,12 +272,12 @@ class ServiceClient:
         """Send one request; raises TimeoutError when no reply comes within the timeout."""
         sock = self._sock or self._connect()
         try:
-            sock.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            sock.sendall(orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE))
             line = self._read_line(sock)
         except BaseException:
             self.reset()
             raise
-        return json.loads(line)
+        return orjson.loads(line)
 
     def _read_line(self, sock: socket.socket) -> bytes:
         """The next reply line; the whole wait is bounded by ``timeout``, however the bytes arrive."""
