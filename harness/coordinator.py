@@ -489,7 +489,9 @@ class Coordinator:
         self.handles.clear()
 
     def _stop_service(self) -> None:
-        if self.service is not None:
+        # pid is None when start() itself failed: there is nothing to stop, and joining an
+        # unstarted process would raise over the error that explains the failure.
+        if self.service is not None and self.service.pid is not None:
             _signal(self.service.pid, signal.SIGTERM)
             self.service.join(3.0)
             if self.service.exitcode is None:
