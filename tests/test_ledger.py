@@ -9,8 +9,9 @@ every answer against a COUNT over the file itself.
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
+import subprocess
+import sys
 
 from harness.ledger import Ledger
 
@@ -45,20 +46,12 @@ def test_a_second_writer_makes_the_memo_read_the_file_again(tmp_path) -> None:
     assert _performed(path, "t1") == 3 and _performed(path, "t9") == 2
 
 
-def _act_elsewhere(path: str, task: str, gen: int, remedy: str) -> None:
-    ledger = Ledger(path, remedy)
-    ledger.act(task, gen)
-    ledger.close()
-
-
 def test_fencing_sees_a_higher_generation_written_by_another_process(tmp_path) -> None:
     path = str(tmp_path / "ledger.sqlite")
     ledger = Ledger(path, "fencing")
     assert ledger.act("t1", 1).result == "performed"
-    proc = multiprocessing.get_context("spawn").Process(target=_act_elsewhere, args=(path, "t1", 5, "fencing"))
-    proc.start()
-    proc.join(60)
-    assert proc.exitcode == 0
+    code = "import sys; from harness.ledger import Ledger; led = Ledger(sys.argv[1], 'fencing'); led.act('t1', 5)"
+    subprocess.run([sys.executable, "-c", code, path], check=True, timeout=60)
     refused = ledger.act("t1", 3)
     assert refused.result == "refused" and not refused.performed
     assert ledger.act("t2", 1).result == "performed"  # a task nobody wrote is still new
