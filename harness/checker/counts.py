@@ -222,7 +222,7 @@ def coverage(fx: Facts) -> dict[str, Any]:
     out["kills"] = {"total": int(len(kills)),
                     "by_phase": {str(k): int(v) for k, v in kills["phase"].fillna("unknown").value_counts().items()},
                     "by_aim": {str(k): int(v) for k, v in kills["value"].fillna("random").value_counts().items()}}
-    lease_of = fx.claims_ok.groupby(["task", "gen"], sort=False)["lease_until"].max().rename("held_until")
+    lease_of = fx.claim_lease().rename("held_until")
     for kind in ("pause", "slow"):
         rows = faults[faults["f"] == kind].merge(lease_of, left_on=["task", "gen"], right_index=True, how="left")
         length = (rows["t_comp"] - rows["t_inv"]).to_numpy(dtype="float64")

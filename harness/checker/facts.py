@@ -50,6 +50,15 @@ class Facts:
         got = self.names.get_indexer([name])[0]
         return float(got) if got >= 0 else -1.0
 
+    def claim_lease(self) -> pd.Series:
+        """The lease each (task, gen) got from its claims (the latest, if claimed twice), indexed
+        by (task, gen). Four checks need it: grouping 100k+ claims once instead of four times."""
+        cached = getattr(self, "_claim_lease", None)
+        if cached is None:
+            cached = self.claims_ok.groupby(["task", "gen"], sort=False)["lease_until"].max()
+            self._claim_lease = cached
+        return cached
+
     def rel(self, t: float) -> float | None:
         """Seconds since the run's first record: what examples and reports show."""
         if t is None or (isinstance(t, float) and np.isnan(t)):
@@ -67,7 +76,10 @@ def _encode_tasks(run: RunData) -> pd.Index:
     names = pd.Index(np.asarray(col.cat.categories, dtype=object), dtype=object)
     others = [f for f in (run.snapshot, run.ledger) if f is not None]
     values = [f["task"].to_numpy(dtype=object) for f in others]
-    codes = [names.get_indexer(v) for v in values]
+    # One lookup over both (the snapshot and the ledger name the same ~100k ids): the hash table
+    # of ``names`` is built once, not once per frame.
+    joined = names.get_indexer(np.concatenate(values)) if values else np.zeros(0, dtype=np.intp)
+    codes = np.split(joined, np.cumsum([len(v) for v in values])[:-1]) if values else []
     unknown = [v[c < 0] for v, c in zip(values, codes, strict=True)]
     if any(len(u) for u in unknown):
         names = names.append(pd.Index(pd.unique(np.concatenate(unknown)), dtype=object))

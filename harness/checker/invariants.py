@@ -89,7 +89,7 @@ def _plausible_ind_extends(fx: Facts) -> pd.DataFrame:
     e = fx.ext_ind[["task", "gen", "now", "t_inv"]].reset_index(drop=True)
     if len(e):
         e = e.reset_index(names="row")
-        lease = fx.claims_ok.groupby(["task", "gen"], sort=False)["lease_until"].max().rename("claim_lease")
+        lease = fx.claim_lease().rename("claim_lease")
         upper = e.merge(lease, left_on=["task", "gen"], right_index=True, how="left")["claim_lease"]
         upper = upper.to_numpy(dtype="float64").copy()
         if len(fx.ext_ok):
@@ -137,7 +137,7 @@ def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str) -> tuple[pd
 def finish_within_lease(fx: Facts) -> InvariantResult:
     """An accepted finish called with ``now >= lease_until`` of its own claim (extends included)."""
     fa = fx.fin_acc[["i", "task", "gen", "now", "t_inv", "process", "outcome"]].rename(columns={"i": "rid"})
-    lease = fx.claims_ok.groupby(["task", "gen"], sort=False)["lease_until"].max().rename("claim_lease")
+    lease = fx.claim_lease().rename("claim_lease")
     fa = fa.merge(lease, left_on=["task", "gen"], right_index=True, how="left")
     ext_max, maybe = _extended_leases(fx, fa, "t_inv")
     eff = np.fmax(fa["claim_lease"].to_numpy(dtype="float64"), ext_max.to_numpy(dtype="float64"))
@@ -194,11 +194,17 @@ def unexplained(deadlines: np.ndarray, missing: np.ndarray, ind_times: np.ndarra
 
 
 def _claims_by_gen(fx: Facts) -> pd.DataFrame:
-    c = fx.claims_ok[["i", "task", "gen", "now", "lease_until", "t_inv", "t_comp", "process"]]
-    c = c.sort_values(["task", "gen", "t_inv"], kind="stable").reset_index(drop=True)
-    same = c["task"].eq(c["task"].shift())
-    c["prev_gen"] = c["gen"].shift().where(same, 0.0)
-    return c
+    """Successful claims sorted by (task, gen, t_inv), with the previous claim's gen: sorted once,
+    shared by generation_monotonic and lease_exclusive (a shallow copy each, so the columns one
+    adds never reach the other)."""
+    cached = getattr(fx, "_claims_by_gen", None)
+    if cached is None:
+        c = fx.claims_ok[["i", "task", "gen", "now", "lease_until", "t_inv", "t_comp", "process"]]
+        c = c.sort_values(["task", "gen", "t_inv"], kind="stable").reset_index(drop=True)
+        same = c["task"].eq(c["task"].shift())
+        c["prev_gen"] = c["gen"].shift().where(same, 0.0)
+        cached = fx._claims_by_gen = c  # type: ignore[attr-defined]
+    return cached.copy(deep=False)
 
 
 def generation_monotonic(fx: Facts) -> InvariantResult:
@@ -377,7 +383,7 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     flag(state_is("pending") & (gen > 0), "pending with a generation above 0")
     flag(state_is("running") & (gen < 1), "running with generation 0")
     # A running task's lease is the one its last claim set, unless a heartbeat moved it.
-    lease = fx.claims_ok.groupby(key, sort=False)["lease_until"].max().rename("claim_lease")
+    lease = fx.claim_lease().rename("claim_lease")
     s = s.merge(lease, left_on=key, right_index=True, how="left")
     extended = s["task"].isin(fx.ops.extends["task"].dropna().to_numpy())
     flag(state_is("running") & s["claim_lease"].notna().to_numpy(dtype=bool) & ~extended.to_numpy(dtype=bool)
