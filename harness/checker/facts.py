@@ -77,8 +77,9 @@ def _encode_tasks(run: RunData) -> pd.Index:
     others = [f for f in (run.snapshot, run.ledger) if f is not None]
     values = [f["task"].to_numpy(dtype=object) for f in others]
     # One lookup over both (the snapshot and the ledger name the same ~100k ids): the hash table
-    # of ``names`` is built once, not once per frame.
-    joined = names.get_indexer(np.concatenate(values)) if values else np.zeros(0, dtype=np.intp)
+    # of ``names`` is built once, not once per frame; as an object Index, since pandas would
+    # otherwise first convert 250k ids to its arrow string dtype.
+    joined = names.get_indexer(pd.Index(np.concatenate(values), dtype=object)) if values else np.zeros(0, dtype=np.intp)
     codes = np.split(joined, np.cumsum([len(v) for v in values])[:-1]) if values else []
     unknown = [v[c < 0] for v, c in zip(values, codes, strict=True)]
     if any(len(u) for u in unknown):

@@ -150,9 +150,12 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
     own = fx.claims_ok[["task", "gen", "process"]].drop_duplicates().assign(own=True)
     held = fa[["task", "gen", "process"]].merge(own, on=["task", "gen", "process"], how="left")["own"]
     unheld = held.isna().to_numpy(dtype=bool)
-    fa["problem"] = np.where(unheld, "no claim of this process returned that generation",
-                             "finished after its lease")
-    bad = fa[late | unheld].sort_values("t_inv")
+    # The problem text only on the (few) bad rows: 100k+ strings would be converted for nothing.
+    keep = late | unheld
+    bad = fa[keep]
+    bad = bad.assign(problem=pd.Series(np.where(unheld[keep], "no claim of this process returned that generation",
+                                                "finished after its lease"), index=bad.index, dtype=object))
+    bad = bad.sort_values("t_inv")
     ex = [{"task": fx.name(r.task), "gen": _g(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
            "problem": r.problem, "now": fx.rel(r.now), "lease_until": fx.rel(r.eff),
            "late_by": None if np.isnan(r.eff) else round(float(r.now - r.eff), 3)}
@@ -230,10 +233,10 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     unexplained_total = int(deficit.max()) if len(deficit) else 0
     kinds = np.where(dup, "duplicate generation", np.where(inverted, "generation went back in time",
                                                               np.where(gap_bad, "unexplained gap", "")))
-    c["kind"] = kinds
+    c["kind"] = pd.Series(kinds, index=c.index, dtype=object)  # object: no arrow string conversion
     c["prev_process"] = prev["process"].where(same)
     c["prev_t"] = prev["t_comp"].where(same)
-    bad = c[c["kind"] != ""].sort_values("t_inv")
+    bad = c[kinds != ""].sort_values("t_inv")
     ex = [{"task": fx.name(r.task), "problem": r.kind, "gen": _g(r.gen), "previous_gen": _g(r.prev_gen),
            "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
            "previous_at": fx.rel(r.prev_t)} for r in bad.head(EXAMPLES).itertuples()]
@@ -463,8 +466,8 @@ def no_lost_task(fx: Facts) -> InvariantResult:
         note = (note + "; " if note else "") + (
             f"the run was interrupted before its drain: {unfinished} task(s) not terminal, which proves "
             "nothing without a drain")
-    reg["problem"] = problem
-    bad = reg[reg["problem"] != ""]
+    reg["problem"] = pd.Series(problem, index=reg.index, dtype=object)  # object: no arrow string conversion
+    bad = reg[problem != ""]
     expected = fx.config.get("tasks")
     short = isinstance(expected, int) and not len(fx.ops.registers) and len(snap) < expected
     ex = [{"task": fx.name(r.task), "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
