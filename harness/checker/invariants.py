@@ -375,7 +375,8 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     epochs = reopen_epoch(fx, fx.fin_acc)
     last_epoch = reopen_epoch(fx, fx.fin_acc.assign(t_inv=np.inf))
     has_acc = s["task"].isin(fx.fin_acc.loc[epochs == last_epoch, "task"].to_numpy())
-    explains = pd.concat([acc, ind]).drop_duplicates(key + ["outcome"])
+    # No drop_duplicates: a task is explained when any row matches, however many do.
+    explains = pd.concat([acc, ind])
     m = s[["task", "gen"]].assign(state=s_state).reset_index().merge(explains, on=key)
     explained = np.zeros(len(s), dtype=bool)
     explained[m.loc[(m["state"] == m["outcome"]).to_numpy(dtype=bool), "index"].to_numpy(dtype=np.int64)] = True
