@@ -16,17 +16,26 @@ imports are not counted) and count the pairs they complete in the same window.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import time
 from typing import Any
 
+from harness.lifeline import die_with_parent
 from harness.queues.sqlite_lease import SQLiteLeaseQueue
 
 LEASE = 60.0
 _BARRIER_TIMEOUT = 60.0  # generous: spawning 4 interpreters on a loaded 2-core machine
 
 
-def _pairs_for(path: str, seconds: float, barrier: Any, results: Any) -> None:
-    """One process: open the queue, wait for the others, then claim+finish for ``seconds``."""
+def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid: int) -> None:
+    """One process: open the queue, wait for the others, then claim+finish for ``seconds``.
+
+    It dies with its parent (a SIGKILLed bench runs no clean-up, and these would otherwise go on
+    claiming for the whole window or wait a minute at the barrier) and leaves Ctrl-C to it.
+    """
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     queue = SQLiteLeaseQueue(path)
     pairs = 0
     try:
@@ -52,18 +61,22 @@ def queue4_rate(path: str, seconds: float, processes: int = 4) -> float:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(processes)
     results = ctx.Queue()
-    procs = [ctx.Process(target=_pairs_for, args=(path, seconds, barrier, results), daemon=True)
+    procs = [ctx.Process(target=_pairs_for, args=(path, seconds, barrier, results, os.getpid()), daemon=True)
              for _ in range(processes)]  # fmt: skip
+    got: list[tuple[int, float]] = []
     try:
         for p in procs:
             p.start()
         got = [results.get(timeout=_BARRIER_TIMEOUT + seconds + 30) for _ in procs]
     finally:
         for p in procs:
-            p.join(5.0)
+            if p.pid is None:
+                continue  # never started (start() of an earlier one raised): join() would mask why
+            if len(got) == len(procs):
+                p.join(5.0)  # they all reported: let them close their queues
             if p.is_alive():
-                p.kill()
-                p.join()
+                p.kill()  # interrupted or failed: no reason to wait out their window
+            p.join()
     pairs = sum(n for n, _ in got)
     window = max(elapsed for _, elapsed in got)
     return pairs / window if window > 0 else float("inf")
