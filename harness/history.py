@@ -89,7 +89,8 @@ class HistoryWriter:
         """One record, one write: the line is complete on disk or not there at all."""
         value = fields.get("value")
         if value is not None and type(value) is not str:
-            fields["value"] = _value_text(value)  # ``value`` is always text (a string column)
+            # ``value`` is always text (a string column); a str subclass (an enum) is its text.
+            fields["value"] = str.__str__(value) if isinstance(value, str) else _value_text(value)
         record = {"time": _clock(), "process": self.process, "type": type_, "f": f, **fields}
         if None in fields.values():
             record = {k: v for k, v in record.items() if v is not None}  # absent means null
