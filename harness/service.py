@@ -216,6 +216,10 @@ def _handle_batch(batch: list[tuple[_Conn, bytes]], ledger: Ledger) -> list[byte
                 continue
             task, gen = str(req["task"]), int(req["gen"])
             worker, process, key = req.get("worker"), req.get("process"), req.get("key")
+            if gen.bit_length() > 63 or (type(process) is int and process.bit_length() > 63):
+                # SQLite's integers are 64-bit: the INSERT would raise OverflowError (not an
+                # sqlite3.Error) and take the whole service down with every worker's batch.
+                raise ValueError("beyond 64 bits")
         except (ValueError, KeyError, TypeError, AttributeError):
             replies[i] = _MALFORMED
             continue

@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -250,3 +251,33 @@ def test_a_worker_frozen_mid_wait_gets_its_own_replies_in_order(tmp_path) -> Non
             service.kill()
             service.join()
     assert not [p for p in psutil.Process().children(recursive=True) if p.pid in (child.pid, service.pid)]
+
+
+def test_a_generation_beyond_64_bits_is_refused_without_killing_the_service(tmp_path) -> None:
+    """SQLite integers are 64-bit: such a request is malformed, the service keeps serving the rest."""
+    ctx = multiprocessing.get_context("spawn")
+    sock = listen()
+    port = sock.getsockname()[1]
+    ledger = tmp_path / "ledger.sqlite"
+    service = ctx.Process(target=service_main, args=(ServiceSpec(str(ledger), "none", os.getpid()), sock))
+    service.start()
+    sock.close()
+    client = ServiceClient(port, timeout=30.0)
+    try:
+        assert client.call({"task": "a", "gen": 1})["reply"] == "ok"
+        assert client.call({"task": "a", "gen": 2**63}) == {"reply": "error", "result": "malformed"}
+        assert client.call({"task": "a", "gen": 2, "process": 2**64 - 1})["result"] == "malformed"
+        assert client.call({"task": "b", "gen": 1}) == {"reply": "ok", "result": "performed", "count": 1}
+        assert service.is_alive()
+    finally:
+        client.close()
+        service.terminate()
+        service.join(10)
+        if service.is_alive():
+            service.kill()
+            service.join()
+    conn = sqlite3.connect(ledger)
+    try:
+        assert conn.execute("SELECT task_id, generation FROM actions ORDER BY seq").fetchall() == [("a", 1), ("b", 1)]
+    finally:
+        conn.close()
