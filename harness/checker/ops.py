@@ -112,13 +112,15 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     finishes["task"] = finishes["task"].fillna(finishes["task_c"])
     finishes["gen"] = finishes["gen"].fillna(finishes["gen_c"])
     finishes["outcome"] = finishes["outcome"].fillna(finishes["outcome_c"])
-    accepted = (finishes["status"] == "ok") & ~finishes["value_c"].fillna("true").str.lower().isin(
-        ["false", "0", "null"]
-    )
-    finishes["accepted"] = accepted.to_numpy(dtype=bool)
-    finishes["rejected"] = (finishes["status"] == "fail").to_numpy(dtype=bool) | (
-        (finishes["status"] == "ok").to_numpy(dtype=bool) & ~finishes["accepted"].to_numpy(dtype=bool)
-    )
+    # A reply saying false refuses the finish. Judged once per distinct reply (a handful), not
+    # lower-cased 100k times: text is lower-cased, anything else (missing, a number) accepts.
+    status = finishes["status"].to_numpy(dtype=object)
+    is_ok = status == "ok"
+    reply_codes, replies = pd.factorize(finishes["value_c"].to_numpy(dtype=object))
+    refusing = np.array([isinstance(v, str) and v.lower() in ("false", "0", "null") for v in replies] + [False])
+    accepted = is_ok & ~refusing[reply_codes]  # code -1 (missing) takes the trailing False
+    finishes["accepted"] = accepted
+    finishes["rejected"] = (status == "fail") | (is_ok & ~accepted)
     actions = part("action")
     actions["task"] = actions["task"].fillna(actions["task_c"])
     actions["gen"] = actions["gen"].fillna(actions["gen_c"])
