@@ -349,13 +349,14 @@ def state_matches_history(fx: Facts) -> InvariantResult:
         hit = np.asarray(mask, dtype=bool) & (prob == 0)
         prob[hit] = texts.index(text)
 
-    states = pd.Categorical(s["state"].to_numpy(dtype=object))
-    state_codes = states.codes
+    # Factorized as object, not a Categorical: that would convert its categories (and on the way
+    # all 125k states) to pandas' arrow string dtype first.
+    state_codes, state_names = pd.factorize(s["state"].to_numpy(dtype=object))
+    state_index = pd.Index(state_names, dtype=object)
 
     def state_is(*names: str) -> np.ndarray:
-        return np.isin(state_codes, states.categories.get_indexer(list(names)))
+        return np.isin(state_codes, state_index.get_indexer(list(names)))
 
-    s_state = states.astype(object)
     flag(~state_is("pending", "running", *TERMINAL), "unknown state")
     flag(s["gen"].isna(), "no generation")
     flag(s["gen"] < s["max_gen"], "generation lower than one a claim returned")
@@ -377,7 +378,12 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     has_acc = s["task"].isin(fx.fin_acc.loc[epochs == last_epoch, "task"].to_numpy())
     # No drop_duplicates: a task is explained when any row matches, however many do.
     explains = pd.concat([acc, ind])
-    m = s[["task", "gen"]].assign(state=s_state).reset_index().merge(explains, on=key)
+    # State and outcome compared as codes of the snapshot's states: as text, pandas would first
+    # convert 125k strings on each side to its arrow string dtype. A missing state (-1) or an
+    # outcome no state spells (-2) matches nothing, as None and NaN never equal anything.
+    outcome_codes = state_index.get_indexer(pd.Index(explains["outcome"].to_numpy(dtype=object), dtype=object))
+    explains = explains.assign(outcome=np.where(outcome_codes < 0, -2, outcome_codes))
+    m = s[["task", "gen"]].assign(state=state_codes).reset_index().merge(explains, on=key)
     explained = np.zeros(len(s), dtype=bool)
     explained[m.loc[(m["state"] == m["outcome"]).to_numpy(dtype=bool), "index"].to_numpy(dtype=np.int64)] = True
     terminal = state_is(*TERMINAL)
