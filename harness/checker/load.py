@@ -171,10 +171,28 @@ def _ledger_frame(rows: list[tuple], wanted: list[str]) -> pd.DataFrame:
         if name == "task_id":
             out[name] = _text(values)
         elif name in _LEDGER_TEXT:
-            out[name] = pd.Categorical(values)
+            out[name] = _categorical(values)
         else:
             out[name] = _numbers(values)
     return pd.DataFrame(out)
+
+
+def _categorical(values: np.ndarray) -> pd.Categorical:
+    """What ``pd.Categorical(values)`` gives (categories sorted, missing as -1), factorized as
+    object: pandas 3 would first convert all 125k replies to its arrow string dtype to find the
+    two or three distinct ones. Anything that does not sort (mixed types) takes the plain way."""
+    codes, uniques = pd.factorize(values)
+    try:
+        categories = pd.Index(sorted(uniques))
+    except TypeError:
+        return pd.Categorical(values)
+    if not categories.is_unique or len(categories) != len(uniques):
+        return pd.Categorical(values)
+    remap = categories.get_indexer(pd.Index(uniques, dtype=object))
+    if (remap < 0).any():
+        return pd.Categorical(values)
+    mapped = np.where(codes < 0, -1, remap[np.maximum(codes, 0)]) if len(uniques) else codes
+    return pd.Categorical.from_codes(mapped, dtype=pd.CategoricalDtype(categories))
 
 
 def _text(values: np.ndarray) -> pd.Series:
