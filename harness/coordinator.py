@@ -316,6 +316,13 @@ class Coordinator:
         extra = {"detail": detail} if detail else {}
         self.hist.write("ok", "exit", target=h.process, worker=f"w{h.slot}", pid=h.proc.pid,
                         value=str(h.proc.exitcode), **extra)  # fmt: skip
+        if h.proc.exitcode is not None:
+            # Faults the worker recorded itself (slow, lose_reply) and could not close: their end is
+            # unknown, as an operation's whose process died. Written under the worker's process
+            # number so the checker pairs them with their invoke (docs/history.md).
+            for kind in self.board.open_faults(h.slot):
+                self.hist.write("info", kind, process=h.process, target=h.process, worker=f"w{h.slot}",
+                                error="process died")  # fmt: skip
 
     def _live_slots(self) -> list[int]:
         return [s for s, h in self.handles.items() if h.proc.exitcode is None]

@@ -30,7 +30,11 @@ SEQ, PHASE, TASK, GEN, LEASE_UNTIL, PROCESS, PID, SINCE = range(8)
 # Counters summed over all incarnations of a slot (progress display, fallback summary).
 DONE, ACTIONS, LOST, SLOWED = range(8, 12)
 COUNTERS = {"done": DONE, "actions": ACTIONS, "lose_reply": LOST, "slow": SLOWED}
-SLOT_WIDTH = 12
+# Faults the worker itself records (invoke ... ok) and has not closed yet, as bits: when the
+# worker dies in between, the coordinator closes them with ``info`` (docs/history.md).
+OPEN_FAULTS = 12
+FAULT_BITS = {"slow": 1, "lose_reply": 2}
+SLOT_WIDTH = 13
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,31 @@ class PhaseBoard:
         a[b + PID] = pid
         a[b + PHASE] = PHASE_CODE["idle"]
         a[b + TASK] = -1
+        a[b + OPEN_FAULTS] = 0.0
 
     def count(self, slot: int, counter: int) -> None:
         """Only the slot's live worker increments its counters: no lost updates without a lock."""
         self.array[self._base(slot) + counter] += 1.0
+
+    def open_fault(self, slot: int, kind: str) -> None:
+        """The slot's worker has written the fault's invoke (call this after it, never before)."""
+        i = self._base(slot) + OPEN_FAULTS
+        self.array[i] = float(int(self.array[i]) | FAULT_BITS[kind])
+
+    def close_fault(self, slot: int, kind: str) -> None:
+        """The worker is about to write the fault's completion (call this before it, never after).
+
+        Why this order: a death between the two steps then leaves the fault open, as it would be
+        without the board, and never makes the coordinator write a completion twice or for a fault
+        that has no invoke.
+        """
+        i = self._base(slot) + OPEN_FAULTS
+        self.array[i] = float(int(self.array[i]) & ~FAULT_BITS[kind])
+
+    def open_faults(self, slot: int) -> list[str]:
+        """The faults a (dead) incarnation left open, in FAULT_BITS order."""
+        bits = int(self.array[self._base(slot) + OPEN_FAULTS])
+        return [kind for kind, bit in FAULT_BITS.items() if bits & bit]
 
     def phase(self, slot: int) -> str:
         """The one value the nemesis polls at high rate: no seqlock needed for a single store."""

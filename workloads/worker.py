@@ -178,6 +178,7 @@ class Worker:
             seconds = max(seconds, remaining + self.rng.uniform(0.2, 1.0) * cfg.lease)
             self.hist.write("invoke", "slow", task=task, gen=gen, target=self.spec.process,
                             value=f"{seconds:.3f}", lease_until=lease_until)  # fmt: skip
+            self.board.open_fault(self.slot, "slow")
             self.board.count(self.slot, SLOWED)
         end = time.monotonic() + seconds
         beat = cfg.heartbeat if cfg.heartbeat > 0 and has_extension(self.queue, "extend") else 0.0
@@ -192,6 +193,7 @@ class Worker:
                     break
                 self.publish("working", task, gen, lease_until)
         if slow:
+            self.board.close_fault(self.slot, "slow")
             self.hist.write("ok", "slow", task=task, gen=gen, target=self.spec.process, value=f"{seconds:.3f}")
         return lease_until
 
@@ -217,6 +219,7 @@ class Worker:
         self.hist.write("invoke", "action", task=task, gen=gen, now=now)
         if lose:
             self.hist.write("invoke", "lose_reply", task=task, gen=gen, target=self.spec.process)
+            self.board.open_fault(self.slot, "lose_reply")
             self.board.count(self.slot, LOST)
         request = {"task": task, "gen": gen, "worker": self.name, "process": self.spec.process,
                    "key": task, "lose": lose}  # fmt: skip
@@ -226,14 +229,17 @@ class Worker:
         except TimeoutError:
             self.hist.write("info", "action", task=task, gen=gen, error="timeout")
             if lose:
+                self.board.close_fault(self.slot, "lose_reply")
                 self.hist.write("ok", "lose_reply", task=task, gen=gen, target=self.spec.process)
             return "uncertain"
         except Exception as exc:  # noqa: BLE001 - connection trouble: the outcome is unknown
             self.hist.write("info", "action", task=task, gen=gen, error=_one_line(exc))
             if lose:
+                self.board.close_fault(self.slot, "lose_reply")
                 self.hist.write("info", "lose_reply", task=task, gen=gen, target=self.spec.process)
             return "uncertain"
         if lose:  # the service answered although asked not to: record it, never hide it
+            self.board.close_fault(self.slot, "lose_reply")
             self.hist.write("info", "lose_reply", task=task, gen=gen, target=self.spec.process,
                             error="answered")  # fmt: skip
         if reply.get("reply") == "ok":
