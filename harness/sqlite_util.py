@@ -55,13 +55,23 @@ class write_transaction:  # noqa: N801 - used like a function: ``with write_tran
 
 
 def begin_immediate(conn: sqlite3.Connection) -> None:
-    """``BEGIN IMMEDIATE``, waiting for the write lock (see :func:`_begin_when_free`)."""
+    """``BEGIN IMMEDIATE``, waiting for the write lock in short steps when it is taken.
+
+    Why not SQLite's own busy handler (for connections opened with ``spin_for_lock``): it sleeps
+    1, 2, 5, 10 ... ms between attempts, while the lock is held for ~50 us at a time. With several
+    processes and a pause between claim and finish (the external action), most finishes then wait
+    a whole millisecond for a lock that was free after 50 us: measured, finish latency 0.45 ms
+    instead of ~0.1 ms with 4 processes, and half the throughput. Steps from 50 us, doubling to
+    1 ms, bounded by the same total as the busy timeout (see :func:`retry_busy`).
+    """
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if not _is_busy(exc):
             raise
-        _begin_when_free(conn)
+        time.sleep(_SPIN_FIRST)  # the lock was taken an instant ago: no point asking again at once
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        _retry_while_busy(lambda: conn.execute("BEGIN IMMEDIATE"), deadline, 2 * _SPIN_FIRST, _SPIN_MAX)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -69,32 +79,16 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _begin_when_free(conn: sqlite3.Connection) -> None:
-    """Wait for the write lock in short steps, for connections opened with ``spin_for_lock``.
-
-    Why not SQLite's own busy handler: it sleeps 1, 2, 5, 10 ... ms between attempts, while the lock
-    is held for ~50 us at a time. With several processes and a pause between claim and finish (the
-    external action), most finishes then wait a whole millisecond for a lock that was free after
-    50 us: measured, finish latency 0.45 ms instead of ~0.1 ms with 4 processes, and half the
-    throughput. Steps from 50 us, doubling to 1 ms, bounded by the same total as the busy timeout.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    delay = 0.00005
-    while True:
-        time.sleep(delay)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or time.monotonic() > deadline:
-                raise
-        delay = min(delay * 2, 0.001)
+_SPIN_FIRST, _SPIN_MAX = 0.00005, 0.001  # the spin's first and longest sleep (see begin_immediate)
 
 
 def retry_busy(fn, *, timeout: float = BUSY_TIMEOUT_MS / 1000):
     """Run ``fn()`` (a read on a ``spin_for_lock`` connection), retrying while the file is busy."""
-    deadline = time.monotonic() + timeout
-    delay = 0.00005
+    return _retry_while_busy(fn, time.monotonic() + timeout, _SPIN_FIRST, _SPIN_MAX)
+
+
+def _retry_while_busy(fn, deadline: float, delay: float, longest: float):
+    """``fn()``, retried with doubling sleeps from ``delay`` to ``longest`` while "locked"/"busy"."""
     while True:
         try:
             return fn()
@@ -102,22 +96,12 @@ def retry_busy(fn, *, timeout: float = BUSY_TIMEOUT_MS / 1000):
             if not _is_busy(exc) or time.monotonic() > deadline:
                 raise
         time.sleep(delay)
-        delay = min(delay * 2, 0.001)
+        delay = min(delay * 2, longest)
 
 
 def _retry_locked(fn, deadline: float) -> None:
-    delay = 0.001
-    while True:
-        try:
-            fn()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+    """Set-up steps (WAL switch, DDL) fail at once when they race: retry them in coarser steps."""
+    _retry_while_busy(fn, deadline, 0.001, 0.05)
 
 
 def open_wal(
@@ -127,7 +111,7 @@ def open_wal(
 
     ``spin_for_lock``: for files many processes write in short transactions (the queue), wait for
     the write lock in short steps of our own instead of SQLite's millisecond sleeps (see
-    :func:`_begin_when_free`). Reads on such a connection go through :func:`retry_busy`.
+    :func:`begin_immediate`). Reads on such a connection go through :func:`retry_busy`.
     """
     conn = connect(path)
     deadline = time.monotonic() + SETUP_DEADLINE_S
