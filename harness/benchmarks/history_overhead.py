@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 
 from harness.benchmarks.queue_raw import FreshQueues
 from harness.benchmarks.timing import compare
@@ -49,30 +50,16 @@ def bare_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
 
 def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
     """Return the ratio (recorded / bare) with its absolute figures, medians of ``repetitions``."""
-    fresh = FreshQueues(pairs + 10)
-    opened: list = []
+    with FreshQueues(pairs + 10) as fresh:
 
-    def fresh_queue() -> SQLiteLeaseQueue:
-        queue = SQLiteLeaseQueue(fresh.path())
-        opened.append(queue)
-        return queue
+        def prepare_recorded():
+            queue = fresh.queue()
+            hist = fresh.track(HistoryWriter(fresh.dir / f"h{fresh.n}.jsonl", 1))
+            return partial(recorded_pairs, queue, hist, pairs)
 
-    def prepare_recorded():
-        queue = fresh_queue()
-        hist = HistoryWriter(fresh.dir / f"h{fresh.n}.jsonl", 1)
-        opened.append(hist)
-        return lambda: recorded_pairs(queue, hist, pairs)
-
-    def prepare_bare():
-        queue = fresh_queue()
-        return lambda: bare_pairs(queue, pairs)
-
-    try:
-        cand, base = compare(prepare_recorded, prepare_bare, repetitions=repetitions)
-    finally:
-        for handle in opened:
-            handle.close()
-        fresh.cleanup()
+        cand, base = compare(
+            prepare_recorded, lambda: partial(bare_pairs, fresh.queue(), pairs), repetitions=repetitions
+        )
     return {
         "history_overhead": cand.median / base.median,
         "recorded_pairs_per_s": cand.median,

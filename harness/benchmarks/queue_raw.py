@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from harness.benchmarks.timing import compare
@@ -21,12 +22,17 @@ LEASE = 30.0
 
 
 class FreshQueues:
-    """A new queue file with ``tasks`` pending tasks for every repetition (no warm rows left over)."""
+    """A new queue file with ``tasks`` pending tasks for every repetition (no warm rows left over).
+
+    It also owns what the benchmark opens on those files (queues, raw connections, history
+    writers), so one ``with`` closes them all and removes the folder, whatever went wrong.
+    """
 
     def __init__(self, tasks: int) -> None:
         self.tasks = tasks
         self.dir = Path(tempfile.mkdtemp(prefix="takeover-bench-"))
         self.n = 0
+        self._opened: list = []
 
     def path(self) -> str:
         self.n += 1
@@ -36,8 +42,30 @@ class FreshQueues:
         queue.close()
         return path
 
+    def track(self, handle):
+        """Close ``handle`` (anything with ``close()``) at clean-up; returns it."""
+        self._opened.append(handle)
+        return handle
+
+    def queue(self) -> SQLiteLeaseQueue:
+        """The reference queue on a fresh file."""
+        return self.track(SQLiteLeaseQueue(self.path()))
+
+    def raw(self):
+        """A bare connection on a fresh file, set up as the queue sets up its own."""
+        return self.track(open_wal(self.path(), sqlite_lease.SCHEMA))
+
     def cleanup(self) -> None:
+        for handle in self._opened:
+            handle.close()
+        self._opened.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> FreshQueues:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()
 
 
 def queue_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
@@ -68,25 +96,12 @@ def raw_pairs(conn, pairs: int) -> int:
 
 def measure(pairs: int = 5000, repetitions: int = 5) -> dict[str, float]:
     """Return the ratio and its absolute figures (pairs per second, medians)."""
-    fresh = FreshQueues(pairs + 10)
-    opened: list = []
-
-    def prepare_queue():
-        queue = SQLiteLeaseQueue(fresh.path())
-        opened.append(queue)
-        return lambda: queue_pairs(queue, pairs)
-
-    def prepare_raw():
-        conn = open_wal(fresh.path(), sqlite_lease.SCHEMA)
-        opened.append(conn)
-        return lambda: raw_pairs(conn, pairs)
-
-    try:
-        cand, base = compare(prepare_queue, prepare_raw, repetitions=repetitions)
-    finally:
-        for handle in opened:
-            handle.close()
-        fresh.cleanup()
+    with FreshQueues(pairs + 10) as fresh:
+        cand, base = compare(
+            lambda: partial(queue_pairs, fresh.queue(), pairs),
+            lambda: partial(raw_pairs, fresh.raw(), pairs),
+            repetitions=repetitions,
+        )
     return {
         "queue_vs_raw": cand.median / base.median,
         "queue_pairs_per_s": cand.median,

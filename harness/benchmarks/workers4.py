@@ -22,20 +22,18 @@ import argparse
 import contextlib
 import io
 import json
-import shutil
 import statistics
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from harness.benchmarks import queue_raw
 from harness.benchmarks.queue4 import queue4_rate
-from harness.benchmarks.timing import rate
+from harness.benchmarks.timing import Sample, rate
 from harness.config import FAULT_KINDS, RunConfig, TaskTime
 from harness.history import HISTORY_FILE
-from harness.queues import sqlite_lease
-from harness.sqlite_util import open_wal
 
 WORKERS = 4
 WARMUP_AFTER_FIRST_CLAIMS = 0.3  # seconds after the last worker's first claim before counting
@@ -150,64 +148,42 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -
     Beside it, the queue alone in 4 processes (:mod:`harness.benchmarks.queue4`), measured in the
     same rotation: the most the 4 workers could reach if takeover cost nothing.
     """
-    root = Path(tempfile.mkdtemp(prefix="takeover-bench-w4-"))
-    fresh = queue_raw.FreshQueues(raw_pairs + 10)
-    opened: list = []
-
-    def prepare_raw():
-        conn = open_wal(fresh.path(), sqlite_lease.SCHEMA)
-        opened.append(conn)
-        return lambda: queue_raw.raw_pairs(conn, raw_pairs)
-
     raws: list[float] = []
     alone: list[float] = []
     runs: list[dict[str, Any]] = []
-    try:
+    with queue_raw.FreshQueues(raw_pairs + 10) as fresh, tempfile.TemporaryDirectory(prefix="takeover-bench-w4-") as d:
+
+        def prepare_raw():
+            return partial(queue_raw.raw_pairs, fresh.raw(), raw_pairs)
+
         rate(prepare_raw)  # warm-up
         guess = rate(prepare_raw)  # sizes the task lists as if 4 processes could match the raw loop
         # Enough tasks that nobody runs dry inside the window (the leftovers are not drained).
         tasks = int(guess * 1.3 * seconds) + 500
-        fresh4 = queue_raw.FreshQueues(tasks)
-        try:
+        with queue_raw.FreshQueues(tasks) as fresh4:
             steps = {
                 "raw": lambda: raws.append(rate(prepare_raw)),
                 "queue4": lambda: alone.append(queue4_rate(fresh4.path(), seconds)),
-                "workers4": lambda: runs.append(run_once(tasks, seconds, root, len(runs))),
+                "workers4": lambda: runs.append(run_once(tasks, seconds, Path(d), len(runs))),
             }
             order = list(steps)
             for i in range(repetitions):
                 # Rotate the order so that no measurement always runs first (on a cooler machine).
                 for name in order[i % 3:] + order[: i % 3]:
                     steps[name]()
-        finally:
-            fresh4.cleanup()
-    finally:
-        for handle in opened:
-            handle.close()
-        fresh.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
-    w4 = statistics.median(r["rate"] for r in runs)
-    raw = statistics.median(raws)
-    q4 = statistics.median(alone)
-    spreads = [_spread([r["rate"] for r in runs]), _spread(raws), _spread(alone)]
+    w4, raw, q4 = Sample(tuple(r["rate"] for r in runs)), Sample(tuple(raws)), Sample(tuple(alone))
     return {
-        "workers4_vs_raw": w4 / raw,
-        "workers4_pairs_per_s": w4,
-        "raw_pairs_per_s": raw,
-        "queue4_pairs_per_s": q4,
-        "queue4_vs_raw": q4 / raw,  # SQLite's multi-process ceiling here, with nothing of takeover's
-        "workers4_vs_queue4": w4 / q4,  # takeover's own cost on top of that ceiling
+        "workers4_vs_raw": w4.median / raw.median,
+        "workers4_pairs_per_s": w4.median,
+        "raw_pairs_per_s": raw.median,
+        "queue4_pairs_per_s": q4.median,
+        "queue4_vs_raw": q4.median / raw.median,  # SQLite's multi-process ceiling here, with nothing of takeover's
+        "workers4_vs_queue4": w4.median / q4.median,  # takeover's own cost on top of that ceiling
+        "workers4_vs_raw_spread": max(w4.spread, raw.spread, q4.spread),
         "workers4_window_s": statistics.median(r["window"] for r in runs),
-        "workers4_vs_raw_spread": max(spreads),
         # from the median run: where a worker's claim -> action -> finish cycle goes, in ms
         "workers4_split_ms": sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]["split"],
     }
-
-
-def _spread(rates: list[float]) -> float:
-    """(max - min) / median of repeated rates: how far to trust the median."""
-    mid = statistics.median(rates)
-    return (max(rates) - min(rates)) / mid if mid else 0.0
 
 
 def main() -> None:
