@@ -70,9 +70,9 @@ class Mode:
     heartbeat: float = 0.0  # fraction of the lease; 0 = fixed lease
 
     @property
-    def label(self) -> str:
-        hb = f"hb{self.heartbeat:g}" if self.heartbeat else "fixed"
-        return f"{self.remedy}/{hb}"
+    def tag(self) -> str:
+        """``fixed`` or ``hb0.3``: the heartbeat part of a cell's id."""
+        return f"hb{self.heartbeat:g}" if self.heartbeat else "fixed"
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,8 @@ class Cell:
 
     @property
     def cell_id(self) -> str:
-        hb = f"hb{self.mode.heartbeat:g}" if self.mode.heartbeat else "fixed"
         name = re.sub(r"[^A-Za-z0-9.]+", "_", self.distribution.name).strip("_")
-        return f"{name}-l{self.lease:g}-f{self.fault_scale:g}-{self.mode.remedy}-{hb}"
+        return f"{name}-l{self.lease:g}-f{self.fault_scale:g}-{self.mode.remedy}-{self.mode.tag}"
 
 
 @dataclass
