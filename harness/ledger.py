@@ -83,6 +83,8 @@ _INSERT = (
     "INSERT INTO actions (task_id, generation, worker, process, t, reply, performed, result, key, remedy)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# Was an action with this idempotency key performed? (the remedy, and reconciliation's lookup)
+_PERFORMED_KEY = "SELECT 1 FROM actions WHERE key = ? AND performed = 1 LIMIT 1"
 
 
 class Ledger:
@@ -144,25 +146,26 @@ class Ledger:
                 if self._data_version is None:
                     self._complete = conn.execute("SELECT 1 FROM actions LIMIT 1").fetchone() is None
                 elif version != self._data_version or len(self._counts) > MEMO_LIMIT or len(self._highest) > MEMO_LIMIT:
-                    self._counts.clear()
-                    self._highest.clear()
-                    self._complete = False
+                    self._forget()
                 self._data_version = version
                 results = [self._act_in_transaction(conn, r) for r in requests]
         except BaseException:
-            self._counts.clear()  # the memo may hold rows that were rolled back
-            self._highest.clear()
-            self._complete = False
+            self._forget()  # the memo may hold rows that were rolled back
             raise
         return results
+
+    def _forget(self) -> None:
+        """Drop the memo: from now on it is filled from the file again (see the class docstring)."""
+        self._counts.clear()
+        self._highest.clear()
+        self._complete = False
 
     def _act_in_transaction(self, conn: sqlite3.Connection, req: ActionRequest) -> ActionResult:
         task_id, generation, key = req.task_id, req.generation, req.key
         t = time.time() if req.t is None else req.t
         result = "performed"
         if self.remedy == "idempotency-key" and key is not None:
-            seen = conn.execute("SELECT 1 FROM actions WHERE key = ? AND performed = 1 LIMIT 1", (key,)).fetchone()
-            if seen:
+            if conn.execute(_PERFORMED_KEY, (key,)).fetchone():
                 result = "deduplicated"
         elif self.remedy == "fencing":
             highest = self._highest.get(task_id)
@@ -207,17 +210,11 @@ class Ledger:
         return thread
 
     def performed_count(self, task_id: str) -> int:
-        (count,) = self._conn.execute(
-            "SELECT COUNT(*) FROM actions WHERE task_id = ? AND performed = 1", (task_id,)
-        ).fetchone()
-        return count
+        return self._count_in_file(self._conn, task_id)
 
     def lookup(self, key: str) -> bool:
         """Did an action with this idempotency key happen? (reconciliation of ``uncertain``)."""
-        return (
-            self._conn.execute("SELECT 1 FROM actions WHERE key = ? AND performed = 1 LIMIT 1", (key,)).fetchone()
-            is not None
-        )
+        return self._conn.execute(_PERFORMED_KEY, (key,)).fetchone() is not None
 
     def close(self) -> None:
         self._conn.close()
