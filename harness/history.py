@@ -112,8 +112,6 @@ _NEWLINE = orjson.OPT_APPEND_NEWLINE
 
 def _value_text(value: Any) -> str:
     """A non-string ``value`` as the JSON text of it (``True`` -> ``"true"``): the column is text."""
-    if value is True or value is False:
-        return "true" if value else "false"
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
@@ -130,7 +128,7 @@ def _slow_line(record: dict[str, Any]) -> bytes:
         elif kind is int:
             parts.append(int.__repr__(value))
         else:
-            parts.append(_encode_other(key, value))
+            parts.append(_encode_other(value))
     parts.append("}\n")
     return "".join(parts).encode()
 
@@ -145,10 +143,8 @@ def _number(value: float) -> str:
     return float.__repr__(value) if value - value == 0 else "null"
 
 
-def _encode_other(key: str, value: Any) -> str:
-    """The rare cases: bools, numbers or structures in ``value`` (always text), odd types elsewhere."""
-    if key == "value":
-        return _text(value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str))
+def _encode_other(value: Any) -> str:
+    """The rare cases: bools, number subclasses, odd types (``value`` is already text: see write)."""
     if value is True or value is False:
         return "true" if value else "false"
     if isinstance(value, float):
