@@ -105,7 +105,6 @@ class ResourceWatch:
         self.every = every
         self.path = self.root / RESOURCES_FILE
         self.started = time.time()
-        self.rows = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="takeover-resource-watch", daemon=True)
 
@@ -135,7 +134,6 @@ class ResourceWatch:
             return
         self._writer.writerow(row)
         self._fh.flush()
-        self.rows += 1
 
     def _loop(self) -> None:
         while not self._stop.is_set():
