@@ -15,7 +15,7 @@ import zlib
 
 from harness.contract import OUTCOMES, Claim, SnapshotRow
 from harness.queues.sqlite_lease import SQLiteLeaseQueue
-from harness.sqlite_util import begin_immediate
+from harness.sqlite_util import begin_immediate, write_transaction
 
 
 class _Planted(SQLiteLeaseQueue):
@@ -37,18 +37,11 @@ class _Planted(SQLiteLeaseQueue):
         return (outcome, task_id, generation, now)
 
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
-        conn = self._conn
-        begin_immediate(conn)
-        try:
+        with write_transaction(self._conn) as conn:
             row = self._pick(now, lease)
             if row is None:
-                conn.execute("COMMIT")
                 return None
             generation, lease_until = conn.execute(self.TAKE, (now + lease, worker, row[0])).fetchone()
-            conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
         return row[0], generation, lease_until
 
     def finish(self, task_id: str, generation: int, outcome: str, now: float) -> bool:
