@@ -407,11 +407,13 @@ def state_matches_history(fx: Facts) -> InvariantResult:
                                            | (~r["certain"].astype(bool) & (r["state"] == "uncertain")))
         # A retry whose claim was killed mid-call may hold the task (review finding 3).
         retry = (r["state"] == "running") & (r["gen"] > r["gen_r"]) & (r["gen"] <= r["gen_r"] + r["maybe_claims"])
-        fits = fits | retry
-        prob[r.loc[fits, "index"].to_numpy(dtype=np.int64)] = 0
-        prob[r.loc[~fits, "index"].to_numpy(dtype=np.int64)] = 0
-        flag(np.isin(np.arange(len(s)), r.loc[~fits, "index"].to_numpy(dtype=np.int64)),
-             "state or generation differs from its last resolve")
+        fits = (fits | retry).to_numpy(dtype=bool)
+        # The resolve is the last word: it replaces whatever the finish-based rules above said.
+        rows = r["index"].to_numpy(dtype=np.int64)
+        prob[rows] = 0
+        mask = np.zeros(len(s), dtype=bool)
+        mask[rows[~fits]] = True
+        flag(mask, "state or generation differs from its last resolve")
     bad = s[prob != 0].copy()
     bad["problem"] = pd.Series(np.asarray(texts, dtype=object)[prob[prob != 0]], index=bad.index, dtype=object)
     # Tasks the history knows but the snapshot lost (or invented).
