@@ -240,17 +240,18 @@ def render_html(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.Data
 
 
 def write_sweep_report(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any],
-                       violations: list[dict[str, Any]]) -> list[str]:
-    """Write sweep.md and sweep.html into ``out``; returns the file names."""
+                       violations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Write sweep.md and sweep.html into ``out``; returns the recommendations they show (none when no
+    run finished), so the command can print their warnings without computing them again."""
     df = frame(rows)
     if df.empty:
         (out / "sweep.md").write_text(f"# takeover sweep: {meta['grid']}\n\nNo run finished.\n")
         (out / "sweep.html").write_text("<!doctype html><html><body><p>No run finished.</p></body></html>")
-        return ["sweep.md", "sweep.html"]
+        return []
     means = cell_means(df)
     recs = recommend_from_means(means, float(meta["target"]))
     meta = {**meta, "cells": len(means), "runs": len(df)}
     figs = {key: (fn(means, float(meta["target"])) if key == "duplicates" else fn(means)) for key, _, fn in FIGURES}
     (out / "sweep.md").write_text(render_markdown(meta, recs, means, violations))
     (out / "sweep.html").write_text(render_html(meta, recs, means, violations, figs))
-    return ["sweep.md", "sweep.html"]
+    return recs

@@ -105,7 +105,6 @@ def _heartbeat_note(grid, queue: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from harness.commands.stress import check_queue
-    from harness.sweep.recommend import frame, recommendations
     from harness.sweep.recommend import warnings as rec_warnings
     from harness.sweep.runner import CSV_FILE, run_sweep
     from reports.sweep import write_sweep_report
@@ -130,14 +129,14 @@ def run(args: argparse.Namespace) -> int:
     result = run_sweep(grid, out)
     meta = {"grid": grid.name, "planned": result.planned, "queue": first.queue, "target": grid.target,
             "interrupted": result.interrupted, "no_heartbeat": note}
-    written = write_sweep_report(out, result.rows, meta, result.violations)
-    print(f"wrote {CSV_FILE}, {', '.join(written)} in {out}")
+    recs = write_sweep_report(out, result.rows, meta, result.violations)
+    print(f"wrote {CSV_FILE}, sweep.md, sweep.html in {out}")
     if result.violations:
         print(f"INVARIANTS VIOLATED in {len(result.violations)} run(s): "
               + "; ".join(f"{v['cell']} seed {v['seed']} ({v['violated']})" for v in result.violations[:5]),
               file=sys.stderr)
     _print_recs(out)
-    for line in rec_warnings(recommendations(frame(result.rows), grid.target)) if result.rows else []:
+    for line in rec_warnings(recs):
         print(f"warning: {line}", file=sys.stderr)
     if result.interrupted:
         print("takeover sweep: interrupted; finished cells are kept and reported", file=sys.stderr)
