@@ -96,6 +96,15 @@ def wait_no_stragglers(run_dir: Path, timeout: float = 15.0) -> list[psutil.Proc
         time.sleep(0.1)
 
 
+def stop_and_reap(proc: subprocess.Popen, *run_dirs: Path) -> None:
+    """A test's ``finally``: kill the command if it is still running, then anything of its runs."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for run_dir in run_dirs:
+        reap_stragglers(run_dir)
+
+
 def reap_stragglers(run_dir: Path) -> None:
     """Never leave a test's processes behind, whatever the test found."""
     for proc in stragglers(run_dir):

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from harness.soak.resources import growth_warnings
-from tests.stress_helpers import REPO, reap_stragglers, start_takeover, takeover, wait_no_stragglers
+from tests.stress_helpers import REPO, reap_stragglers, start_takeover, stop_and_reap, takeover, wait_no_stragglers
 
 PLANTED = "harness.queues.planted:StealsLiveLeases"  # lease_exclusive breaks within seconds under load
 
@@ -28,6 +28,9 @@ def _soak_json(root: Path) -> dict:
 
 
 def _segments(root: Path) -> list[Path]:
+    """The soak's segment and replay folders (none when the soak never made its folder)."""
+    if not root.exists():
+        return []
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(("seg-", "replay-")))
 
 
@@ -50,11 +53,7 @@ def test_soak_checkpoints_resources_and_interruption(tmp_path):
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for seg in _segments(root) if root.exists() else []:
-            reap_stragglers(seg)
+        stop_and_reap(proc, *_segments(root))
     assert proc.returncode == 130, err
     soak = _soak_json(root)
     assert soak["status"] == "interrupted"
@@ -112,11 +111,7 @@ def test_sigkill_leaves_the_verdict_junit_and_no_process(tmp_path):
         for seg in _segments(root):
             assert wait_no_stragglers(seg) == [], f"{seg.name}: processes left after SIGKILL"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for seg in _segments(root) if root.exists() else []:
-            reap_stragglers(seg)
+        stop_and_reap(proc, *_segments(root))
     soak = _soak_json(root)
     assert soak["status"] == "running" and soak["pid"] == proc.pid
     assert soak["verdict"] == "valid" and len(soak["segments"]) >= 1
@@ -146,11 +141,7 @@ def test_ctrl_c_twice_at_the_checkpoint_keeps_the_segment_on_record(tmp_path):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for seg in _segments(root) if root.exists() else []:
-            reap_stragglers(seg)
+        stop_and_reap(proc, *_segments(root))
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "could not write" not in err, err
     soak = _soak_json(root)
@@ -171,7 +162,7 @@ def test_violation_is_banked_then_replayed(tmp_path):
         proc = takeover("soak", "--minutes", "0.07", "--checkpoint", "4", "--sample", "1", "--profile", "smoke",
                         "--queue", PLANTED, "--out", str(first), "--seed-bank", str(bank), timeout=120)
     finally:
-        for seg in _segments(first) if first.exists() else []:
+        for seg in _segments(first):
             reap_stragglers(seg)
     assert proc.returncode == 1, proc.stderr
     soak = _soak_json(first)
@@ -198,7 +189,7 @@ def test_violation_is_banked_then_replayed(tmp_path):
         proc = takeover("soak", "--minutes", "0", "--sample", "1", "--out", str(replay), "--seed-bank", str(bank),
                         "--queue", PLANTED, timeout=120)
     finally:
-        for seg in _segments(replay) if replay.exists() else []:
+        for seg in _segments(replay):
             reap_stragglers(seg)
     assert proc.returncode == 1, proc.stderr
     soak = _soak_json(replay)

@@ -25,6 +25,7 @@ from stress_helpers import (  # noqa: E402
     reap_stragglers,
     records,
     start_takeover,
+    stop_and_reap,
     stragglers,
     takeover,
     wait_for_record,
@@ -104,10 +105,7 @@ def _interrupted_run(tmp_path: Path, sig: int):
         out, err = proc.communicate(timeout=60)
         left = wait_no_stragglers(run_dir, timeout=15)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reap_stragglers(run_dir)
+        stop_and_reap(proc, run_dir)
     return run_dir, proc.returncode, out, err, left
 
 
@@ -148,10 +146,7 @@ def test_sigkill_of_the_coordinator_leaves_no_process_behind(tmp_path):
         assert not left, [(p.pid, p.status(), p.cmdline()) for p in left]
         assert not any(psutil.pid_exists(c.pid) and c.status() != psutil.STATUS_ZOMBIE for c in children)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reap_stragglers(run_dir)
+        stop_and_reap(proc, run_dir)
 
 
 def test_queue_errors_are_recorded_and_the_run_goes_on(tmp_path):
@@ -198,10 +193,7 @@ def test_ctrl_c_stops_a_run_whose_queue_hangs_in_snapshot(tmp_path):
         out, err = proc.communicate(timeout=30)  # before: hung in snapshot() for good
         left = wait_no_stragglers(run_dir, timeout=15)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reap_stragglers(run_dir)
+        stop_and_reap(proc, run_dir)
     assert not left
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err
@@ -232,10 +224,7 @@ def test_a_service_that_dies_is_restarted_and_the_restart_is_recorded(tmp_path):
         out, err = proc.communicate(timeout=90)
         left = wait_no_stragglers(run_dir, timeout=15)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reap_stragglers(run_dir)
+        stop_and_reap(proc, run_dir)
     assert not left
     assert proc.returncode in (0, 1), out + err
     restarts = [r for r in records(run_dir) if r["f"] == "service"]
@@ -267,10 +256,7 @@ def test_a_second_ctrl_c_kills_at_once_and_says_so_in_the_exit_records(tmp_path)
         out, err = proc.communicate(timeout=30)
         left = wait_no_stragglers(run_dir, timeout=15)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reap_stragglers(run_dir)
+        stop_and_reap(proc, run_dir)
     assert not left
     assert proc.returncode == 130, out + err
     exits = [r for r in records(run_dir) if r["f"] == "exit"]
@@ -293,10 +279,7 @@ def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reap_stragglers(run_dir)
+        stop_and_reap(proc, run_dir)
     end = next(r for r in records(run_dir) if r["f"] == "pause" and r["type"] != "invoke"
                and r["target"] == victim["target"])  # fmt: skip
     assert end["type"] == "info" and "died" in end["error"] and "value" not in end, end
@@ -315,10 +298,7 @@ def test_ctrl_c_during_the_check_keeps_the_run_and_says_how_to_check_it(tmp_path
                 break
         out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reap_stragglers(run_dir)
+        stop_and_reap(proc, run_dir)
     assert proc.returncode == 130, err
     assert f"takeover check {run_dir}" in err and "Traceback" not in err, err
     assert (run_dir / "snapshot.json").exists() and "tasks" in json.loads((run_dir / "snapshot.json").read_text())
