@@ -87,7 +87,8 @@ class StepHung(Exception):
 
 
 def check_step_timeout(value: float) -> float:
-    """Shared by the option parser and the library entry point: a deadline must be a real one."""
+    """The library entry point's check: a deadline must be a real one. (The option parser checks the
+    text itself, so that argparse names the option in its one-line error.)"""
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise UsageError(f"--step-timeout must be a positive number of seconds, got {value!r}")
     return float(value)
