@@ -49,11 +49,9 @@ def _queue_has(spec: str, method: str) -> bool | None:
 def heartbeat_summary(fx: Facts) -> dict[str, Any]:
     """Whether heartbeats were in effect, and how the extends went."""
     interval = float(fx.config.get("heartbeat") or 0.0)
-    e = fx.ops.extends
-    status = e["status"].astype(str) if len(e) else e.get("status")
-    extends = {"ok": int((status == "ok").sum()) if len(e) else 0,
-               "lost": int((status == "fail").sum()) if len(e) else 0,
-               "indeterminate": int(e["indeterminate"].sum()) if len(e) else 0}
+    e = fx.ops.extends  # always carries its columns (ops._assemble), so an empty frame counts 0
+    extends = {"ok": int((e["status"] == "ok").sum()), "lost": int((e["status"] == "fail").sum()),
+               "indeterminate": int(e["indeterminate"].sum())}
     out: dict[str, Any] = {"interval": interval, "extends": extends}
     if interval <= 0:
         out["in_effect"] = False
