@@ -56,6 +56,11 @@ def effective(fx: Facts, resolution: str | None = None) -> pd.DataFrame:
     return r if resolution is None else r[r["resolution"] == resolution]
 
 
+def _last_effective(fx: Facts) -> pd.DataFrame:
+    """Each task's last effective resolve (by invoke time)."""
+    return effective(fx).sort_values("t_inv", kind="stable").drop_duplicates("task", keep="last")
+
+
 def reopened_between(fx: Facts, frame: pd.DataFrame, t_from: str, t_to: str) -> np.ndarray:
     """Per row of ``frame`` (a ``task`` column): did a resolve to pending fall between the two times?"""
     back = effective(fx, "pending")
@@ -94,7 +99,7 @@ def last_word(fx: Facts) -> pd.DataFrame:
     mid-call, or ``info``: its record names no task) may have taken the retry, so ``running`` at up to
     ``gen + maybe_claims`` also fits (review finding 3).
     """
-    r = effective(fx).sort_values("t_inv", kind="stable").drop_duplicates("task", keep="last")
+    r = _last_effective(fx)
     if not len(r):
         return pd.DataFrame(columns=["task", "gen", "resolution", "certain", "maybe_claims"])
     last_claim = fx.ops.claims.groupby("task")["t_inv"].max()
@@ -111,5 +116,5 @@ def last_word(fx: Facts) -> pd.DataFrame:
 def reopened_at_end(fx: Facts) -> np.ndarray:
     """Task codes whose last effective resolve sent them back to ``pending``: whatever a retry did
     after it (claimed, killed, finished) happened after the drain, so the task awaits its retry."""
-    r = effective(fx).sort_values("t_inv", kind="stable").drop_duplicates("task", keep="last")
+    r = _last_effective(fx)
     return r.loc[r["resolution"] == "pending", "task"].to_numpy(dtype="float64")
