@@ -165,9 +165,15 @@ def test_one_timeout_bounds_a_reply_that_trickles_forever(serve) -> None:
     assert time.monotonic() - started < 20  # a per-recv timeout would never fire at all
 
 
-def test_a_service_that_hangs_up_is_a_connection_error_and_the_next_call_reconnects(serve) -> None:
+@pytest.mark.parametrize(
+    "sent_first", [b"", b'{"reply":"ok","res'], ids=["nothing", "half_a_line"]
+)
+def test_a_hang_up_is_a_connection_error_and_the_next_call_reconnects_clean(serve, sent_first) -> None:
+    """Hung up before the reply, or after half of it: never a half line, and no leftover next time."""
+
     def script(conn, line, index):
         if index == 0:
+            conn.sendall(sent_first)
             conn.shutdown(socket.SHUT_RDWR)
             raise OSError("hung up")
         _answer(conn, line)
@@ -177,28 +183,10 @@ def test_a_service_that_hangs_up_is_a_connection_error_and_the_next_call_reconne
     try:
         with pytest.raises(ConnectionError):
             client.call({"task": "a", "gen": 1})
-        assert client.call({"task": "a", "gen": 5})["count"] == 5
+        assert client.call({"task": "a", "gen": 6})["count"] == 6
     finally:
         client.close()
     assert server.connections == 2
-
-
-def test_a_partial_reply_then_hang_up_is_a_connection_error_not_a_half_line(serve) -> None:
-    def script(conn, line, index):
-        if index == 0:
-            conn.sendall(b'{"reply":"ok","res')
-            conn.shutdown(socket.SHUT_RDWR)
-            raise OSError("hung up")
-        _answer(conn, line)
-
-    server = serve(script)
-    client = ServiceClient(server.port, timeout=10.0)
-    try:
-        with pytest.raises(ConnectionError):
-            client.call({"task": "a", "gen": 1})
-        assert client.call({"task": "a", "gen": 6})["count"] == 6  # no leftover of the half line
-    finally:
-        client.close()
 
 
 _FROZEN_CHILD = r"""
