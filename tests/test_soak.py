@@ -34,19 +34,27 @@ def _segments(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(("seg-", "replay-")))
 
 
+def _start_short_soak(root: Path, bank: Path):
+    """Two minutes of 3-second segments on the smoke profile, no replays: checkpoints come fast."""
+    return start_takeover("soak", "--minutes", "2", "--checkpoint", "3", "--sample", "0.5", "--profile", "smoke",
+                          "--no-replay", "--out", str(root), "--seed-bank", str(bank))  # fmt: skip
+
+
+def _wait_while_running(proc, ready, timeout: float = 110.0) -> None:
+    """Poll ``ready()`` until it holds; the soak must not end meanwhile (its output then says why)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not ready():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+
+
 @pytest.mark.timeout(150)
 def test_soak_checkpoints_resources_and_interruption(tmp_path):
     """Checkpoints are written while the soak runs; SIGTERM still leaves a final verdict."""
     root = tmp_path / "soak"
-    proc = start_takeover("soak", "--minutes", "2", "--checkpoint", "3", "--sample", "0.5", "--profile", "smoke",
-                          "--no-replay", "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"))
+    proc = _start_short_soak(root, tmp_path / "bank.json")
     try:
-        deadline = time.monotonic() + 110
-        while time.monotonic() < deadline:
-            if (root / "soak.json").exists() and len(_soak_json(root)["segments"]) >= 2:
-                break
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.3)
+        _wait_while_running(proc, lambda: (root / "soak.json").exists() and len(_soak_json(root)["segments"]) >= 2)
         interim = _soak_json(root)
         assert interim["status"] == "running"
         assert len(interim["segments"]) >= 2, "two checkpoints were written while the soak ran"
@@ -96,16 +104,10 @@ def test_soak_checkpoints_resources_and_interruption(tmp_path):
 def test_sigkill_leaves_the_verdict_junit_and_no_process(tmp_path):
     """A CI timeout may SIGKILL the soak: what was checked is still published, nothing is left running."""
     root = tmp_path / "soak"
-    proc = start_takeover("soak", "--minutes", "2", "--checkpoint", "3", "--sample", "0.5", "--profile", "smoke",
-                          "--no-replay", "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"))
+    proc = _start_short_soak(root, tmp_path / "bank.json")
     try:
-        deadline = time.monotonic() + 110
-        while time.monotonic() < deadline:
-            if (root / "soak.json").exists() and len(_soak_json(root)["segments"]) >= 1 \
-                    and any(p.name == "seg-0002" for p in root.iterdir()):
-                break
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        _wait_while_running(proc, lambda: (root / "soak.json").exists() and len(_soak_json(root)["segments"]) >= 1
+                            and (root / "seg-0002").is_dir())  # fmt: skip
         proc.kill()  # SIGKILL: no handler, no final report
         proc.communicate(timeout=30)
         for seg in _segments(root):
@@ -130,8 +132,7 @@ def test_ctrl_c_twice_at_the_checkpoint_keeps_the_segment_on_record(tmp_path):
     the signals land inside the check or just after it, the outcome below must hold.
     """
     root = tmp_path / "soak"
-    proc = start_takeover("soak", "--minutes", "2", "--checkpoint", "3", "--sample", "0.5", "--profile", "smoke",
-                          "--no-replay", "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"))
+    proc = _start_short_soak(root, tmp_path / "bank.json")
     try:
         for line in proc.stderr:  # plain lines (not a terminal); "checking" is printed at once
             if "seg-0001 checking" in line:
