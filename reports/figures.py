@@ -40,20 +40,25 @@ def _holds(fx: Facts) -> pd.DataFrame:
     fin = fin.rename(columns={"t_comp": "fin_t"})
     fin = fin.drop_duplicates(["task", "gen", "process"], keep="last")
     c = c.merge(fin[["task", "gen", "process", "fin_t"]], on=["task", "gen", "process"], how="left")
-    kills = fx.ops.faults.loc[fx.ops.faults["f"] == "kill", ["target", "t_inv"]].groupby("target")["t_inv"].min()
-    c["kill_t"] = c["process"].map(kills)
+    c["kill_t"] = c["process"].map(_first_kill(fx))
     end = c["fin_t"].fillna(c["kill_t"]).fillna(c["lease_until"]).fillna(fx.t1)
     c["end"] = np.maximum(end.to_numpy(dtype="float64"), c["t_comp"].to_numpy(dtype="float64"))
     return c
+
+
+def _first_kill(fx: Facts) -> pd.Series:
+    """The first SIGKILL aimed at each worker incarnation, by target: where its holds and fault
+    windows end when nothing else closed them."""
+    f = fx.ops.faults
+    return f.loc[f["f"] == "kill", ["target", "t_inv"]].groupby("target")["t_inv"].min()
 
 
 def windows(fx: Facts, kind: str) -> pd.DataFrame:
     """Fault windows (target, start, end); an unfinished one ends at its planned length or its
     target's death, never at the end of the run."""
     w = fx.ops.faults[fx.ops.faults["f"] == kind]
-    kills = fx.ops.faults.loc[fx.ops.faults["f"] == "kill", ["target", "t_inv"]].groupby("target")["t_inv"].min()
     planned = w["t_inv"] + pd.to_numeric(w["value"], errors="coerce")
-    died = w["target"].map(kills)
+    died = w["target"].map(_first_kill(fx))
     end = w["t_comp"].fillna(np.fmin(planned, died)).fillna(planned).fillna(died).fillna(fx.t1)
     return pd.DataFrame({"target": w["target"], "start": w["t_inv"], "end": end})
 
