@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from harness.checker.check import verdict_word
+from harness.checker.remedies import describe as describe_features
 from reports.markdown import CAUSE_MEANING, MEANING
 
 CSS = """
@@ -81,8 +82,6 @@ def render(summary: dict[str, Any], figures: dict[str, tuple[bytes | None, str]]
     parts.append("<h2>Throughput</h2>" + _img(figures.get("throughput", (None, ""))[0], "throughput"))
     d = s["duplicates"]
     if s.get("remedy"):
-        from harness.checker.remedies import describe as describe_features
-
         parts.append("<h2>Remedy, heartbeats, reconciliation</h2><ul>"
                      + "".join(f"<li>{_e(x)}</li>" for x in describe_features(s)) + "</ul>")
     parts.append("<h2>Duplicate side effects</h2>")

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from harness.checker.check import verdict_word
+from harness.checker.remedies import describe as describe_features
 
 MEANING = {
     "no_stale_commit": "no finish accepted for a generation lower than one already claimed",
@@ -88,8 +89,6 @@ def render(summary: dict[str, Any]) -> str:
                       "heartbeat) when the task was taken over from it at `taken_over_at` (the next "
                       "claim's `now`): a later lease means a double lease.", "", *_table(d["examples"])]
     if s.get("remedy"):
-        from harness.checker.remedies import describe as describe_features
-
         lines += ["", "## Remedy, heartbeats, reconciliation", "", *[f"- {x}" for x in describe_features(s)]]
     c = s["counts"]
     lines += ["", "## Counts", "", "| what | value |", "|---|---|"]
