@@ -51,10 +51,7 @@ def _sfx(frame: pd.DataFrame, suffix: str, keys: tuple[str, ...] = ("task",)) ->
 
 
 def _p(x: Any) -> int | None:
-    return None if pd.isna(x) else int(x)
-
-
-def _g(x: Any) -> int | None:
+    """A process number or generation for an example: int, or None when missing."""
     return None if pd.isna(x) else int(x)
 
 
@@ -71,8 +68,8 @@ def no_stale_commit(fx: Facts) -> InvariantResult:
     m = m[(m["gen_c"] > m["gen_f"]) & (m["t_inv_c"] < m["t_comp_f"])]
     bad = m[~reopened_between(fx, m, "t_inv_f", "t_comp_c")]
     bad = bad.sort_values("gen_c").drop_duplicates("i_f", keep="last").sort_values("t_inv_f")
-    ex = [{"task": fx.name(r.task), "finish_gen": _g(r.gen_f), "outcome": r.outcome_f, "finish_by": _p(r.process_f),
-           "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _g(r.gen_c), "claimed_by": _p(r.process_c),
+    ex = [{"task": fx.name(r.task), "finish_gen": _p(r.gen_f), "outcome": r.outcome_f, "finish_by": _p(r.process_f),
+           "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _p(r.gen_c), "claimed_by": _p(r.process_c),
            "claimed_at": fx.rel(r.t_comp_c)} for r in bad.head(EXAMPLES).itertuples()]
     return _result("no_stale_commit", bad, ex)
 
@@ -156,7 +153,7 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
     bad = bad.assign(problem=pd.Series(np.where(unheld[keep], "no claim of this process returned that generation",
                                                 "finished after its lease"), index=bad.index, dtype=object))
     bad = bad.sort_values("t_inv")
-    ex = [{"task": fx.name(r.task), "gen": _g(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
+    ex = [{"task": fx.name(r.task), "gen": _p(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
            "problem": r.problem, "now": fx.rel(r.now), "lease_until": fx.rel(r.eff),
            "late_by": None if np.isnan(r.eff) else round(float(r.now - r.eff), 3)}
           for r in bad.head(EXAMPLES).itertuples()]
@@ -171,8 +168,8 @@ def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:
     m = m[m["t_inv_c"] > m["t_comp_f"]]
     m = m[~reopened_between(fx, m, "t_comp_f", "t_inv_c")]  # a resolve back to pending reopens it
     bad = m.sort_values("t_comp_f").drop_duplicates("i_c").sort_values("t_inv_c")
-    ex = [{"task": fx.name(r.task), "finished_gen": _g(r.gen_f), "outcome": r.outcome_f, "finished_by": _p(r.process_f),
-           "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _g(r.gen_c), "reclaimed_by": _p(r.process_c),
+    ex = [{"task": fx.name(r.task), "finished_gen": _p(r.gen_f), "outcome": r.outcome_f, "finished_by": _p(r.process_f),
+           "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _p(r.gen_c), "reclaimed_by": _p(r.process_c),
            "reclaimed_at": fx.rel(r.t_inv_c)} for r in bad.head(EXAMPLES).itertuples()]
     return _result("no_reclaim_after_terminal", bad, ex)
 
@@ -237,7 +234,7 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     c["prev_process"] = prev["process"].where(same)
     c["prev_t"] = prev["t_comp"].where(same)
     bad = c[kinds != ""].sort_values("t_inv")
-    ex = [{"task": fx.name(r.task), "problem": r.kind, "gen": _g(r.gen), "previous_gen": _g(r.prev_gen),
+    ex = [{"task": fx.name(r.task), "problem": r.kind, "gen": _p(r.gen), "previous_gen": _p(r.prev_gen),
            "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
            "previous_at": fx.rel(r.prev_t)} for r in bad.head(EXAMPLES).itertuples()]
     # A claim both duplicate and inverted is one bad claim (review finding 6d).
@@ -295,8 +292,8 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
                     np.where(this_first, overlap_prev_after, overlap_this_after & overlap_prev_after))
     pairs["p_eff"] = p_eff
     bad = pairs[viol & not_released].sort_values("t_inv")
-    ex = [{"task": fx.name(r.task), "held_gen": _g(r.p_gen), "held_by": _p(r.p_process),
-           "lease_until": fx.rel(r.p_eff), "granted_gen": _g(r.gen), "granted_to": _p(r.process),
+    ex = [{"task": fx.name(r.task), "held_gen": _p(r.p_gen), "held_by": _p(r.p_process),
+           "lease_until": fx.rel(r.p_eff), "granted_gen": _p(r.gen), "granted_to": _p(r.process),
            "granted_now": fx.rel(r.now), "overlap_s": round(float(r.p_eff - r.now), 3)}
           for r in bad.head(EXAMPLES).itertuples()]
     return _result("lease_exclusive", bad, ex)
@@ -431,10 +428,10 @@ def state_matches_history(fx: Facts) -> InvariantResult:
         bad = pd.concat([bad[["task", "problem", "state", "gen", "max_gen"]], extra_rows], ignore_index=True)
     ex = []
     for r in bad.head(EXAMPLES).itertuples():
-        item: dict[str, Any] = {"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": _g(r.gen),
-                                "highest_claimed_gen": _g(r.max_gen)}
+        item: dict[str, Any] = {"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": _p(r.gen),
+                                "highest_claimed_gen": _p(r.max_gen)}
         fins = fx.fin_acc[fx.fin_acc["task"] == r.task]
-        item["accepted_finishes"] = [[_g(g), o, _p(p)] for g, o, p in
+        item["accepted_finishes"] = [[_p(g), o, _p(p)] for g, o, p in
                                      zip(fins["gen"], fins["outcome"], fins["process"], strict=True)]
         ex.append(item)
     return _result("state_matches_history", bad, ex)
@@ -487,7 +484,7 @@ def no_lost_task(fx: Facts) -> InvariantResult:
     # Successful claims counted for the few example tasks only, not grouped over every claim.
     claim_tasks = fx.claims_ok["task"].to_numpy(dtype="float64")
     ex = [{"task": fx.name(r.task), "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
-           "gen": _g(r.gen), "successful_claims": int((claim_tasks == r.task).sum())}
+           "gen": _p(r.gen), "successful_claims": int((claim_tasks == r.task).sum())}
           for r in bad.head(EXAMPLES).itertuples()]
     res = _result("no_lost_task", bad, ex, note)
     if short:
