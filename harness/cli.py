@@ -1,4 +1,4 @@
-"""The ``takeover`` command line: one subcommand per module in ``harness.commands``.
+"""The ``takeover`` command line: one subcommand per module in ``takeover.commands``.
 
 Each subcommand module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
 The CLI owns the error contract: bad input is one line on stderr and exit code 2, never a
@@ -13,7 +13,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-from harness.errors import UsageError
+from takeover.errors import UsageError
 
 # Order is the order shown in --help. A module that does not exist yet is simply not offered.
 COMMANDS = ("scenarios", "stress", "check", "selftest", "reconcile", "sweep", "soak", "bench")
@@ -35,12 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="takeover",
         description="Stress a lease-based SQLite task queue with real processes and real faults.",
     )
-    from harness import __version__
+    from takeover import __version__
 
     parser.add_argument("--version", action="version", version=f"takeover {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMANDS:
-        module_name = f"harness.commands.{name}"
+        module_name = f"takeover.commands.{name}"
         if importlib.util.find_spec(module_name) is None:
             continue
         module = importlib.import_module(module_name)

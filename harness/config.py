@@ -19,16 +19,18 @@ import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.contract import REFERENCE_QUEUE
-from harness.errors import UsageError
-from harness.ledger import REMEDIES
+from takeover.contract import REFERENCE_QUEUE
+from takeover.errors import UsageError
+from takeover.ledger import REMEDIES
 
 CONFIG_FILE = "config.json"
 DEFAULT_PROFILE = "stress"
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "workloads"
+# The profiles travel with the package (takeover.workloads), found the way the import system found it.
+PROFILE_DIR = Path(str(resources.files("takeover.workloads")))
 
 # Fault kinds, in the order reports list them. Per-second rates for the nemesis' faults,
 # probabilities for the faults a worker draws itself.

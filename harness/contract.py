@@ -46,7 +46,7 @@ import inspect
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from harness.errors import ContractError
+from takeover.errors import ContractError
 
 STATES = ("pending", "running", "done", "uncertain")
 TERMINAL_STATES = ("done", "uncertain")
@@ -55,7 +55,7 @@ OUTCOMES = ("done", "uncertain")
 Claim = tuple[str, int, float]
 SnapshotRow = tuple[str, str, int, float | None]
 
-REFERENCE_QUEUE = "harness.queues.sqlite_lease:SQLiteLeaseQueue"
+REFERENCE_QUEUE = "takeover.queues.sqlite_lease:SQLiteLeaseQueue"
 
 # name -> number of positional parameters after self; the contract in one table.
 REQUIRED_METHODS: dict[str, int] = {
@@ -84,6 +84,18 @@ class LeaseQueue(Protocol):
 
 QueueFactory = Callable[[str], LeaseQueue]
 
+# Before the package was installed as ``takeover`` alone, its modules were ``harness.*``: stored runs and
+# users' scripts still name queues that way, so those names are read as the ``takeover.*`` module they
+# always meant (never as a second copy of it, which a checkout on sys.path would otherwise import).
+LEGACY_PREFIX = "harness."
+
+
+def canonical_module(module_name: str) -> str:
+    """``harness.queues.x`` -> ``takeover.queues.x``; any other name unchanged."""
+    if module_name.startswith(LEGACY_PREFIX):
+        return "takeover." + module_name[len(LEGACY_PREFIX):]
+    return module_name
+
 
 def load_queue_factory(spec: str) -> QueueFactory:
     """Resolve ``MODULE:ATTR`` to a callable, with a one-line error naming what is wrong."""
@@ -92,6 +104,7 @@ def load_queue_factory(spec: str) -> QueueFactory:
     module_name, attr = spec.split(":")
     if not module_name or not attr:
         raise ContractError(f"--queue must be MODULE:ATTR, got {spec!r}")
+    module_name = canonical_module(module_name)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -10,4 +10,4 @@ class UsageError(Exception):
 
 
 class ContractError(UsageError):
-    """A queue that does not implement the queue contract (harness.contract)."""
+    """A queue that does not implement the queue contract (takeover.contract)."""

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from harness.sqlite_util import connect, open_wal, write_transaction
+from takeover.sqlite_util import connect, open_wal, write_transaction
 
 LEDGER_FILE = "ledger.sqlite"
 REMEDIES = ("none", "idempotency-key", "fencing")

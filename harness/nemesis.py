@@ -36,8 +36,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.config import AIM_PHASES, KILL_AIMS, NEMESIS_FAULTS, RunConfig
-from harness.phases import PhaseBoard, SlotView
+from takeover.config import AIM_PHASES, KILL_AIMS, NEMESIS_FAULTS, RunConfig
+from takeover.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0
 HUNT_POLL = 0.0002  # a finish call lasts a fraction of a millisecond

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UsageError
+from takeover.errors import UsageError
 
 DEFAULT_BASE = "runs"
 LATEST = "latest"

@@ -3,7 +3,7 @@
 Why a replay engine and not five unit tests: the scenarios are the spec. A user who writes their
 own queue runs ``takeover scenarios --queue mymod:MyQueue`` and sees, step by step, where their
 queue departs from it. So the engine drives the queue only through the contract
-(:mod:`harness.contract`), on a real SQLite file (a fresh temporary one per scenario), and reads
+(:mod:`takeover.contract`), on a real SQLite file (a fresh temporary one per scenario), and reads
 every observed state from the queue's own ``snapshot()`` — never from our bookkeeping.
 
 The expected results travel with the package (``harness/data/scenarios.json``, built from the
@@ -15,7 +15,7 @@ the exception in one line, and the next steps still run, so one run shows every 
 
 A queue that *hangs* inside a step (a deadlock, a lock never released, an infinite loop) must not
 hang the replay: in CI that is a job killed at its global timeout with no verdict at all. So every
-call into the queue — the opening included — is made by a :class:`~harness.queue_caller.QueueCaller`
+call into the queue — the opening included — is made by a :class:`~takeover.queue_caller.QueueCaller`
 (the same deadlined helper thread the stress coordinator uses; one per scenario, because a queue may
 only work on the thread that opened it) and given ``step_timeout`` seconds. A call that does not
 return fails its step ("claim() did not return within 10 s") and ends that scenario: the call may
@@ -35,7 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.contract import (
+from takeover.contract import (
     LeaseQueue,
     QueueFactory,
     load_queue_factory,
@@ -44,9 +44,9 @@ from harness.contract import (
     validate_finish_result,
     validate_snapshot,
 )
-from harness.errors import UsageError
-from harness.ledger import Ledger
-from harness.queue_caller import QueueCaller, QueueHung
+from takeover.errors import UsageError
+from takeover.ledger import Ledger
+from takeover.queue_caller import QueueCaller, QueueHung
 
 TASK_ID = "task"
 LANGS = ("en", "zh")
@@ -61,7 +61,7 @@ OPEN = "open"  # the name under which building the queue (ATTR(db_path)) is dead
 
 def load_spec() -> dict[str, Any]:
     """The expected results the project carries: title, headings, steps, and why-texts in en/zh."""
-    text = resources.files("harness").joinpath("data", "scenarios.json").read_text(encoding="utf-8")
+    text = resources.files("takeover").joinpath("data", "scenarios.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 

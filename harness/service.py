@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from harness.ledger import ActionRequest, Ledger
-from harness.lifeline import die_with_parent, parent_alive
+from takeover.ledger import ActionRequest, Ledger
+from takeover.lifeline import die_with_parent, parent_alive
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 def write_reports(folder: Path, summary: dict[str, Any], fx: Any, results: dict[str, Any],
                   dup_tasks: list[str]) -> list[str]:
     """Render every report into ``folder``; returns the file names written."""
-    from reports import figures, html, junit, markdown
+    from takeover.reports import figures, html, junit, markdown
 
     (folder / "report.md").write_text(markdown.render(summary))
     (folder / "junit.xml").write_bytes(junit.render(summary))

@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from harness.checker.facts import Facts  # noqa: E402
+from takeover.checker.facts import Facts  # noqa: E402
 
 MAX_LANES = 40
 MAX_TASKS = 12

@@ -7,9 +7,9 @@ import html
 import json
 from typing import Any
 
-from harness.checker.check import verdict_word
-from harness.checker.remedies import describe as describe_features
-from reports.markdown import CAUSE_MEANING, MEANING
+from takeover.checker.check import verdict_word
+from takeover.checker.remedies import describe as describe_features
+from takeover.reports.markdown import CAUSE_MEANING, MEANING
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#212529}

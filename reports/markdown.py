@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.checker.check import verdict_word
-from harness.checker.remedies import describe as describe_features
+from takeover.checker.check import verdict_word
+from takeover.checker.remedies import describe as describe_features
 
 MEANING = {
     "no_stale_commit": "no finish accepted for a generation lower than one already claimed",

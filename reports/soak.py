@@ -14,11 +14,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from reports.resources import figure
+from takeover.reports.resources import figure
 
 
 def write(root: Path, soak: dict[str, Any]) -> list[str]:
-    from harness.soak.resources import read_resources
+    from takeover.soak.resources import read_resources
 
     png = figure(read_resources(root))
     if png:

@@ -21,9 +21,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.sweep.recommend import cell_means, frame, recommend_from_means  # noqa: E402
-from harness.sweep.recommend import warnings as rec_warnings  # noqa: E402
-from harness.sweep.wilson import tasks_needed  # noqa: E402
+from takeover.sweep.recommend import cell_means, frame, recommend_from_means  # noqa: E402
+from takeover.sweep.recommend import warnings as rec_warnings  # noqa: E402
+from takeover.sweep.wilson import tasks_needed  # noqa: E402
 
 CAUSES = (("lost_lease_per_1000", "lost_lease (outlived lease)", "#e76f51"),
           ("s5_per_1000", "s5 (killed after acting)", "#264653"),

@@ -11,7 +11,7 @@ import os
 import sqlite3
 import time
 
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 
 class FlakyQueue(SQLiteLeaseQueue):

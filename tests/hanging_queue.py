@@ -20,7 +20,7 @@ import re
 import threading
 from pathlib import Path
 
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 MARKER_ENV = "TAKEOVER_TEST_HANG_MARKER"
 _NEVER = threading.Event()  # never set: waiting on it is a deadlock

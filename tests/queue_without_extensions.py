@@ -3,7 +3,7 @@ optional ``extend`` and ``resolve`` methods, as a user's minimal queue would be.
 
 from __future__ import annotations
 
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 
 class BareQueue:

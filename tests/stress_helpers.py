@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.lifeline import RUN_ENV
+from takeover.lifeline import RUN_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -21,7 +21,7 @@ TESTS = Path(__file__).resolve().parent
 
 def takeover(*args: str, cwd: Path | None = None, timeout: float = 90, **popen) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-m", "takeover", *args],
         cwd=cwd or REPO,
         capture_output=True,
         text=True,
@@ -34,7 +34,7 @@ def takeover(*args: str, cwd: Path | None = None, timeout: float = 90, **popen) 
 def start_takeover(*args: str, cwd: Path | None = None) -> subprocess.Popen:
     """A run in its own session, so a signal to its group is what Ctrl-C on a terminal sends."""
     return subprocess.Popen(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-m", "takeover", *args],
         cwd=cwd or REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

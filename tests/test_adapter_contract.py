@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract import validate_claim_result, validate_finish_result, validate_snapshot
-from harness.errors import ContractError
+from takeover.contract import validate_claim_result, validate_finish_result, validate_snapshot
+from takeover.errors import ContractError
 
 BROKEN = '''
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 
 class NoFinish:
@@ -58,7 +58,7 @@ def scenarios(tmp_path: Path, attr: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "broken_adapters.py").write_text(BROKEN)
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     return subprocess.run(
-        [sys.executable, "-m", "harness", "scenarios", "--queue", f"broken_adapters:{attr}"],
+        [sys.executable, "-m", "takeover", "scenarios", "--queue", f"broken_adapters:{attr}"],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )
 

@@ -17,9 +17,9 @@ import pytest
 
 litequeue = pytest.importorskip("litequeue", reason="litequeue is an optional extra: pip install '.[litequeue]'")
 
-from harness.contract import check_queue_object, open_queue, validate_claim_result, validate_snapshot  # noqa: E402
+from takeover.contract import check_queue_object, open_queue, validate_claim_result, validate_snapshot  # noqa: E402
 
-SPEC = "harness.adapters.litequeue:LiteQueueAdapter"
+SPEC = "takeover.adapters.litequeue:LiteQueueAdapter"
 LEASE = 30.0
 
 
@@ -129,7 +129,7 @@ def test_finish_of_an_unknown_task_is_rejected(db: str) -> None:
 
 RACER = """
 import json, sys
-from harness.contract import open_queue
+from takeover.contract import open_queue
 q = open_queue(sys.argv[1], sys.argv[2])
 got = []
 while (claim := q.claim(sys.argv[3], 1.0, 30.0)) is not None:
@@ -184,7 +184,7 @@ EXPECTED_SCENARIO_FAILURES = {
 
 def test_scenarios_pass_and_fail_exactly_where_documented() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "scenarios", "--queue", SPEC, "--json"],
+        [sys.executable, "-m", "takeover", "scenarios", "--queue", SPEC, "--json"],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 1, proc.stderr  # 1: some step differs from the spec, not a crash
@@ -217,11 +217,11 @@ MUST_HOLD = {"generation_monotonic"}
 
 
 def test_smoke_stress_run_reaches_a_verdict(tmp_path: Path) -> None:
-    pytest.importorskip("harness.coordinator", reason="takeover stress is not on this branch yet")
-    pytest.importorskip("harness.checker", reason="the checker is not on this branch yet")
+    pytest.importorskip("takeover.coordinator", reason="takeover stress is not on this branch yet")
+    pytest.importorskip("takeover.checker", reason="the checker is not on this branch yet")
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "stress", "--profile", "smoke", "--queue", SPEC,
+        [sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--queue", SPEC,
          "--seed", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=180,
     )

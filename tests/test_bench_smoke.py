@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from harness.benchmarks.workers4 import steady_rate
-from harness.commands.bench import TARGETS
+from takeover.benchmarks.workers4 import steady_rate
+from takeover.commands.bench import TARGETS
 from tests.stress_helpers import takeover
 
 NAMES = ["queue_vs_raw", "workers4_vs_raw", "history_overhead", "check_1m_vs_read", "check_1m_peak_rss_mb"]

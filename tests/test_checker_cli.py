@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.cli import main
+from takeover.cli import main
 
 from .quality.builder import Run
 from .quality.cases import CASES

@@ -15,10 +15,10 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from harness.benchmarks.check_1m import generate
-from harness.checker import check_run_dir
-from harness.checker.load import HISTORY_COLUMNS, load_run
-from harness.history import COLUMNS, read_history
+from takeover.benchmarks.check_1m import generate
+from takeover.checker import check_run_dir
+from takeover.checker.load import HISTORY_COLUMNS, load_run
+from takeover.history import COLUMNS, read_history
 
 
 def _actions(folder) -> int:

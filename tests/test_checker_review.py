@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from harness.checker import check_run_dir
+from takeover.checker import check_run_dir
 from tests.quality.builder import Run
 
 

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from harness.cli import COMMANDS, main
+from takeover.cli import COMMANDS, main
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "takeover", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_every_command_is_offered() -> None:

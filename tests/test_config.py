@@ -8,9 +8,9 @@ import shlex
 
 import pytest
 
-from harness.commands import stress
-from harness.config import FAULT_KINDS, RunConfig, TaskTime, load_profile, profile_names
-from harness.errors import UsageError
+from takeover.commands import stress
+from takeover.config import FAULT_KINDS, RunConfig, TaskTime, load_profile, profile_names
+from takeover.errors import UsageError
 
 
 def parse(*argv: str) -> argparse.Namespace:

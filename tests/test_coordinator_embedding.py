@@ -22,8 +22,8 @@ SCRIPT = textwrap.dedent(
     import sys
     from pathlib import Path
 
-    from harness.config import FAULT_KINDS, RunConfig, TaskTime
-    from harness.coordinator import Coordinator
+    from takeover.config import FAULT_KINDS, RunConfig, TaskTime
+    from takeover.coordinator import Coordinator
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("child-run")
     out.mkdir(exist_ok=True)

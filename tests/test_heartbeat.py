@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stress_helpers import reap_stragglers, records, takeover  # noqa: E402

@@ -18,8 +18,8 @@ import psutil
 
 _PARENT = r"""
 import sys
-from harness.benchmarks.queue_raw import FreshQueues
-from harness.benchmarks.queue4 import queue4_rate
+from takeover.benchmarks.queue_raw import FreshQueues
+from takeover.benchmarks.queue4 import queue4_rate
 fresh = FreshQueues(400_000)  # about a minute of claims: they would outlive the check
 path = fresh.path()
 print("measuring", flush=True)

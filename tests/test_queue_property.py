@@ -19,7 +19,7 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 TASKS = ("a", "b", "c")
 WORKERS = ("A", "B")

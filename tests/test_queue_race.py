@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 PROCESSES = 6
 BARRIER_TIMEOUT = 60.0

@@ -13,9 +13,9 @@ import sqlite3
 
 import pytest
 
-from harness.contract import REFERENCE_QUEUE, check_queue_object
-from harness.queues import sqlite_lease
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.contract import REFERENCE_QUEUE, check_queue_object
+from takeover.queues import sqlite_lease
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 LEASE = 30.0
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import HistoryWriter
-from harness.ledger import Ledger
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
-from harness.reconcile import reconcile_run
+from takeover.history import HistoryWriter
+from takeover.ledger import Ledger
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.reconcile import reconcile_run
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stress_helpers import reap_stragglers, takeover  # noqa: E402
@@ -138,7 +138,7 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
         assert q.finish(got, gen, "done", now)
         hist.write("ok", "finish", task=got, gen=gen, outcome="done", value="true")
     hist.close()
-    from harness.rundir import write_snapshot
+    from takeover.rundir import write_snapshot
 
     write_snapshot(run_dir, q.snapshot())
     q.close()
@@ -156,7 +156,7 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
 
 
 def test_reconcile_through_the_running_service_agrees_with_the_ledger(lossy, tmp_path):
-    from harness.service import ServiceSpec, listen, service_main
+    from takeover.service import ServiceSpec, listen, service_main
 
     by_ledger, by_service = tmp_path / "a", tmp_path / "b"
     shutil.copytree(lossy, by_ledger)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import xml.etree.ElementTree as ET
 
-from harness.checker import check_run_dir
+from takeover.checker import check_run_dir
 
 from .quality.cases import CASES
 
@@ -38,8 +38,8 @@ def test_reports_for_a_valid_run_have_no_generation_figure(tmp_path) -> None:
 
 def _phase_label_boxes(folder):
     """The throughput figure of a checked run folder: its run-phase labels' and legend's boxes."""
-    from harness.checker import analyse
-    from reports import figures
+    from takeover.checker import analyse
+    from takeover.reports import figures
 
     _, fx, _ = analyse(folder)
     fig = figures.throughput_figure(fx)

@@ -23,10 +23,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.cli import main
-from harness.errors import UsageError
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
-from harness.scenarios import load_spec, run_scenarios
+from takeover.cli import main
+from takeover.errors import UsageError
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.scenarios import load_spec, run_scenarios
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helper importable
 from hanging_queue import MARKER_ENV  # noqa: E402
@@ -362,7 +362,7 @@ def test_module_that_fails_to_import_is_bad_input(capsys, broken_import_module):
 def test_bad_input_in_a_real_process():
     env = dict(os.environ, PYTHONPATH="")
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "scenarios", "--queue", "nope_not_a_module:Q"],
+        [sys.executable, "-m", "takeover", "scenarios", "--queue", "nope_not_a_module:Q"],
         capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
     )
     assert proc.returncode == 2
@@ -374,7 +374,7 @@ def test_bad_input_in_a_real_process():
 
 def test_library_entry_refuses_a_step_timeout_that_is_not_positive():
     with pytest.raises(UsageError, match="--step-timeout must be a positive number of seconds, got 0"):
-        run_scenarios("harness.queues.sqlite_lease:SQLiteLeaseQueue", step_timeout=0)
+        run_scenarios("takeover.queues.sqlite_lease:SQLiteLeaseQueue", step_timeout=0)
 
 
 # ------------------------------------------------------------------------------ queues that hang
@@ -395,7 +395,7 @@ def start_scenarios(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]
         **{MARKER_ENV: str(marker)},
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "scenarios", *args],
+        [sys.executable, "-m", "takeover", "scenarios", *args],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     return proc, marker

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.soak.resources import growth_warnings
+from takeover.soak.resources import growth_warnings
 from tests.stress_helpers import REPO, reap_stragglers, start_takeover, stop_and_reap, takeover, wait_no_stragglers
 
-PLANTED = "harness.queues.planted:StealsLiveLeases"  # lease_exclusive breaks within seconds under load
+PLANTED = "takeover.queues.planted:StealsLiveLeases"  # lease_exclusive breaks within seconds under load
 
 
 def _soak_json(root: Path) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.config import FAULT_KINDS
+from takeover.config import FAULT_KINDS
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helpers importable
 from stress_helpers import (  # noqa: E402
@@ -288,7 +288,7 @@ def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
 def test_ctrl_c_during_the_check_keeps_the_run_and_says_how_to_check_it(tmp_path):
     run_dir = tmp_path / "run"
     env = child_env() | {"PYTHONUNBUFFERED": "1"}  # see the summary line the moment it is printed
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "stress", "--profile", "smoke", "--duration", "1",
+    proc = subprocess.Popen([sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--duration", "1",
                              "--out", str(run_dir)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import AIM_PHASES, FAULT_KINDS, RunConfig
+from takeover.config import AIM_PHASES, FAULT_KINDS, RunConfig
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helpers importable
 from stress_helpers import reap_stragglers, records, takeover, wait_no_stragglers  # noqa: E402
@@ -191,8 +191,8 @@ def _random_kill_targets(busy_hunts: bool) -> list[int]:
     import dataclasses as dc
     import multiprocessing
 
-    from harness.nemesis import Nemesis
-    from harness.phases import PhaseBoard
+    from takeover.nemesis import Nemesis
+    from takeover.phases import PhaseBoard
 
     faults = {k: 0.0 for k in FAULT_KINDS} | {"kill": 2.0, "kill_during_finish": 5.0}
     cfg = RunConfig(workers=4, seed=11, faults=faults)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import TaskTime
-from harness.sweep.grid import load_grid
-from harness.sweep.metrics import COLUMNS
-from harness.sweep.model import quantile, survival
-from harness.sweep.recommend import frame, recommendations, warnings
-from harness.sweep.wilson import tasks_needed, wilson
-from workloads.worker import draw_task_time
+from takeover.config import TaskTime
+from takeover.sweep.grid import load_grid
+from takeover.sweep.metrics import COLUMNS
+from takeover.sweep.model import quantile, survival
+from takeover.sweep.recommend import frame, recommendations, warnings
+from takeover.sweep.wilson import tasks_needed, wilson
+from takeover.workloads.worker import draw_task_time
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stress_helpers import reap_stragglers, takeover  # noqa: E402
@@ -70,7 +70,7 @@ def test_a_queue_bug_in_a_cell_is_reported_loudly(tmp_path):
     out = tmp_path / "bug"
     try:
         proc = takeover("sweep", "--grid", "sweep-tiny", "--out", str(out), "--lease", "0.25",
-                        "--mode", "none", "--queue", "harness.queues.planted:StealsLiveLeases", timeout=140)
+                        "--mode", "none", "--queue", "takeover.queues.planted:StealsLiveLeases", timeout=140)
     finally:
         for cell in (out / "cells").glob("*"):
             reap_stragglers(cell)

@@ -20,12 +20,12 @@ import signal
 import time
 from dataclasses import dataclass
 
-from harness.config import RunConfig, TaskTime
-from harness.contract import has_extension, open_queue
-from harness.history import HistoryWriter
-from harness.lifeline import die_with_parent, parent_alive
-from harness.phases import ACTIONS, DONE, LOST, SLOWED, PhaseBoard, task_index
-from harness.service import ServiceClient
+from takeover.config import RunConfig, TaskTime
+from takeover.contract import has_extension, open_queue
+from takeover.history import HistoryWriter
+from takeover.lifeline import die_with_parent, parent_alive
+from takeover.phases import ACTIONS, DONE, LOST, SLOWED, PhaseBoard, task_index
+from takeover.service import ServiceClient
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """litequeue 0.9 (PyPI, MIT, one file on SQLite) behind the queue contract.
 
-Name: ``harness.adapters.litequeue:LiteQueueAdapter``. Install: ``pip install 'takeover[litequeue]'``.
+Name: ``takeover.adapters.litequeue:LiteQueueAdapter``. Install: ``pip install 'takeover[litequeue]'``.
 
 What litequeue 0.9 offers, read from its source (``litequeue.py``):
 
@@ -48,14 +48,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from harness.contract import OUTCOMES, Claim, SnapshotRow
-from harness.errors import ContractError
+from takeover.contract import OUTCOMES, Claim, SnapshotRow
+from takeover.errors import ContractError
 
 try:
     import litequeue as _lq
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise ContractError(
-        "harness.adapters.litequeue needs the litequeue library: pip install 'takeover[litequeue]'"
+        "takeover.adapters.litequeue needs the litequeue library: pip install 'takeover[litequeue]'"
     ) from None
 
 SUPPORTED_VERSION = "0.9"
@@ -63,7 +63,7 @@ if getattr(_lq, "__version__", None) != SUPPORTED_VERSION:
     # The clock hook (module attribute time_ns), the table layout and the status numbers were
     # read from 0.9; another version may differ, so say so instead of testing something else.
     raise ContractError(
-        f"harness.adapters.litequeue was written for litequeue {SUPPORTED_VERSION}, "
+        f"takeover.adapters.litequeue was written for litequeue {SUPPORTED_VERSION}, "
         f"found {getattr(_lq, '__version__', 'unknown')}: pip install 'takeover[litequeue]'"
     )
 
@@ -133,7 +133,7 @@ def _retry_locked(fn: Callable[[], Any]) -> Any:
 
 
 class LiteQueueAdapter:
-    """``harness.adapters.litequeue:LiteQueueAdapter`` — litequeue 0.9 as it is, behind the contract."""
+    """``takeover.adapters.litequeue:LiteQueueAdapter`` — litequeue 0.9 as it is, behind the contract."""
 
     def __init__(self, db_path: str) -> None:
         self.db_path = db_path

@@ -7,7 +7,7 @@ every phase (open operations, takeovers, S5 duplicates), pauses past the lease (
 refused), lost replies (uncertain) — and writes the real run folder: history.jsonl, ledger.sqlite
 (with the real schema), snapshot.json and config.json. The checker must find it valid.
 
-    python -m harness.benchmarks.check_1m [--events 1000000] [--dir DIR] [--seed 1] [--repeat 3]
+    python -m takeover.benchmarks.check_1m [--events 1000000] [--dir DIR] [--seed 1] [--repeat 3]
 
 Prints one JSON object: events, read (fastest reader) and check (load + invariants + counts)
 seconds and peak RSS (MB), and their ratios. Medians over ``--repeat`` interleaved runs.
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.ledger import Ledger
+from takeover.ledger import Ledger
 
 LEASE = 5.0
 
@@ -145,10 +145,10 @@ def generate(folder: Path, events: int, seed: int) -> int:
     (folder / "snapshot.json").write_text(json.dumps(
         {"time": t, "tasks": [[task, s, g, None] for task, (s, g) in state.items()]}))
     (folder / "config.json").write_text(json.dumps(
-        {"queue": "harness.queues.sqlite_lease:SQLiteLeaseQueue", "seed": seed, "workers": workers,
+        {"queue": "takeover.queues.sqlite_lease:SQLiteLeaseQueue", "seed": seed, "workers": workers,
          "tasks": n_tasks, "duration": 0, "lease": LEASE, "profile": "check_1m", "remedy": "none",
          "faults": {"kill": 1, "pause": 1, "lose_reply": 0.005},
-         "command": f"python -m harness.benchmarks.check_1m --events {events} --seed {seed}"}))
+         "command": f"python -m takeover.benchmarks.check_1m --events {events} --seed {seed}"}))
     Ledger(str(folder / "ledger.sqlite")).close()
     conn = sqlite3.connect(folder / "ledger.sqlite")
     conn.executemany("INSERT INTO actions (task_id, generation, worker, process, t, reply, performed, result, key,"
@@ -183,7 +183,7 @@ print(took, table.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
 
 _CHECK = """
 import resource, sys, time
-from harness.checker import analyse
+from takeover.checker import analyse
 t = time.perf_counter()
 summary, fx, res = analyse(sys.argv[1])
 took = time.perf_counter() - t
@@ -201,7 +201,8 @@ def _measure(script: str, arg: str) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.benchmarks.check_1m", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m takeover.benchmarks.check_1m",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)

@@ -5,9 +5,9 @@ Why: the history must be complete (an invoke before every call, a completion aft
 recording instead of the queue. The candidate records exactly what a worker records for a pair
 (claim invoke/ok, finish invoke/ok, same fields, same writer); the baseline makes the same queue
 calls with nothing around them. Both run in one process on fresh queue files, interleaved, and
-the figure is the ratio of medians (see :mod:`harness.benchmarks.timing`).
+the figure is the ratio of medians (see :mod:`takeover.benchmarks.timing`).
 
-Run it: ``python -m harness.benchmarks.history_overhead [--pairs N] [--repetitions R]``.
+Run it: ``python -m takeover.benchmarks.history_overhead [--pairs N] [--repetitions R]``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import json
 import time
 from functools import partial
 
-from harness.benchmarks.queue_raw import FreshQueues
-from harness.benchmarks.timing import compare
-from harness.history import HistoryWriter
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.benchmarks.queue_raw import FreshQueues
+from takeover.benchmarks.timing import compare
+from takeover.history import HistoryWriter
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 LEASE = 30.0
 

@@ -13,10 +13,10 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from harness.benchmarks.timing import compare
-from harness.queues import sqlite_lease
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
-from harness.sqlite_util import open_wal
+from takeover.benchmarks.timing import compare
+from takeover.queues import sqlite_lease
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.sqlite_util import open_wal
 
 LEASE = 30.0
 

@@ -5,7 +5,7 @@ Why a real run and not a synthetic multi-process loop: the question is whether t
 external service called once per task, the coordinator watching) can push a queue near SQLite's
 own limit. So the candidate is the coordinator with a config that has every fault rate 0, zero
 task time and zero local step, and enough tasks that the workers never starve; the baseline is
-:func:`harness.benchmarks.queue_raw.raw_pairs`, the queue's own SQL in one process.
+:func:`takeover.benchmarks.queue_raw.raw_pairs`, the queue's own SQL in one process.
 
 The candidate's rate is read from the run's own history, during the steady state only: from the
 moment every worker has completed its first claim (process start-up, imports and the first
@@ -13,7 +13,7 @@ connection are not the queue's cost) to the faults_stop record or the finish tha
 tasks, whichever comes first (the tail, where workers start to find the queue empty, is not the
 steady state either). Candidate and baseline alternate, medians of the repetitions.
 
-Run it: ``python -m harness.benchmarks.workers4 [--seconds S] [--repetitions R]``.
+Run it: ``python -m takeover.benchmarks.workers4 [--seconds S] [--repetitions R]``.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harness.benchmarks import queue_raw
-from harness.benchmarks.queue4 import queue4_rate
-from harness.benchmarks.timing import Sample, rate
-from harness.config import FAULT_KINDS, RunConfig, TaskTime
-from harness.history import HISTORY_FILE
+from takeover.benchmarks import queue_raw
+from takeover.benchmarks.queue4 import queue4_rate
+from takeover.benchmarks.timing import Sample, rate
+from takeover.config import FAULT_KINDS, RunConfig, TaskTime
+from takeover.history import HISTORY_FILE
 
 WORKERS = 4
 WARMUP_AFTER_FIRST_CLAIMS = 0.3  # seconds after the last worker's first claim before counting
@@ -121,7 +121,7 @@ def time_split(history: Path) -> dict[str, float]:
 
 def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, Any]:
     """One real stress run (coordinator, 4 workers, service), quietly; its steady-state rate."""
-    from harness.coordinator import Coordinator
+    from takeover.coordinator import Coordinator
 
     run_dir = root / f"run{index}"
     run_dir.mkdir()
@@ -145,7 +145,7 @@ def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, An
 def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -> dict[str, Any]:
     """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions``.
 
-    Beside it, the queue alone in 4 processes (:mod:`harness.benchmarks.queue4`), measured in the
+    Beside it, the queue alone in 4 processes (:mod:`takeover.benchmarks.queue4`), measured in the
     same rotation: the most the 4 workers could reach if takeover cost nothing.
     """
     raws: list[float] = []

@@ -4,7 +4,7 @@ Entry point: :func:`check_run_dir` (see docs/design.md). It never imports the ru
 run can be re-checked with ``takeover check RUN_DIR``.
 """
 
-from harness.checker.check import analyse, check_run_dir
-from harness.checker.invariants import INVARIANTS
+from takeover.checker.check import analyse, check_run_dir
+from takeover.checker.invariants import INVARIANTS
 
 __all__ = ["INVARIANTS", "analyse", "check_run_dir"]

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.checker.counts import counts, coverage, duplicates, warnings
-from harness.checker.facts import Facts, build_facts
-from harness.checker.invariants import InvariantResult, check_invariants
-from harness.checker.load import load_run
-from harness.checker.remedies import describe as describe_features
-from harness.checker.remedies import feature_sections
-from harness.checker.verdict import combine, exit_code, inconclusive_reason
+from takeover.checker.counts import counts, coverage, duplicates, warnings
+from takeover.checker.facts import Facts, build_facts
+from takeover.checker.invariants import InvariantResult, check_invariants
+from takeover.checker.load import load_run
+from takeover.checker.remedies import describe as describe_features
+from takeover.checker.remedies import feature_sections
+from takeover.checker.verdict import combine, exit_code, inconclusive_reason
 
 SUMMARY_FILE = "summary.json"
 CONFIG_KEYS = ("queue", "seed", "profile", "workers", "tasks", "duration", "lease", "remedy", "heartbeat",
@@ -85,7 +85,7 @@ def check_run_dir(run_dir: str | Path, *, fail_on_duplicates: bool = False, out:
     written = [SUMMARY_FILE]
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
     if reports:
-        from reports import write_reports
+        from takeover.reports import write_reports
 
         written += write_reports(folder, summary, fx, results, dup_tasks)
     if as_json:

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.checker.facts import Facts
-from harness.checker.invariants import _extended_leases
+from takeover.checker.facts import Facts
+from takeover.checker.invariants import _extended_leases
 
 EXAMPLES = 5
 FAULT_KINDS = ("kill", "pause", "lose_reply", "slow")

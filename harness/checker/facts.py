@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.checker.load import RunData
-from harness.checker.ops import Ops, pair_operations
+from takeover.checker.load import RunData
+from takeover.checker.ops import Ops, pair_operations
 
 
 @dataclass

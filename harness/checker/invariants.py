@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.checker.facts import Facts
-from harness.checker.resolves import last_word, reopen_epoch, reopened_at_end, reopened_between
+from takeover.checker.facts import Facts
+from takeover.checker.resolves import last_word, reopen_epoch, reopened_at_end, reopened_between
 
 TERMINAL = ("done", "uncertain")
 EXAMPLES = 5

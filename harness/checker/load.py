@@ -20,8 +20,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from harness.errors import UsageError
-from harness.history import COLUMNS, HISTORY_FILE, ReadStats, read_history
+from takeover.errors import UsageError
+from takeover.history import COLUMNS, HISTORY_FILE, ReadStats, read_history
 
 CONFIG_FILE = "config.json"
 SNAPSHOT_FILE = "snapshot.json"

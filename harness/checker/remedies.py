@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checker.facts import Facts
-from harness.checker.resolves import resolves
+from takeover.checker.facts import Facts
+from takeover.checker.resolves import resolves
 
 RESULTS = ("performed", "deduplicated", "refused")
 
@@ -36,7 +36,7 @@ def remedy_counts(fx: Facts) -> dict[str, Any]:
 def _queue_has(spec: str, method: str) -> bool | None:
     """Whether the queue class offers an optional method; None when that cannot be told statically."""
     try:
-        from harness.contract import load_queue_factory
+        from takeover.contract import load_queue_factory
 
         factory = load_queue_factory(spec)
     except Exception:  # noqa: BLE001 - a run checked elsewhere may not have the queue installed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.checker.facts import Facts
+from takeover.checker.facts import Facts
 
 _COLS = ["task", "gen", "resolution", "t_inv", "t_comp", "status"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checker.invariants import InvariantResult
+from takeover.checker.invariants import InvariantResult
 
 EXIT_VALID, EXIT_VIOLATED, EXIT_INCONCLUSIVE = 0, 1, 3
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UsageError
+from takeover.errors import UsageError
 
 HELP = "measure takeover's own overhead as ratios against bare SQLite; print a table, write bench.json"
 
@@ -180,19 +180,19 @@ def machine() -> dict[str, Any]:
 
 # -- the measurements ----------------------------------------------------------------------------
 def _queue_vs_raw(pairs: int, repetitions: int) -> dict[str, Any]:
-    from harness.benchmarks import queue_raw
+    from takeover.benchmarks import queue_raw
 
     return queue_raw.measure(pairs, repetitions)
 
 
 def _workers4(seconds: float, repetitions: int) -> dict[str, Any]:
-    from harness.benchmarks import workers4
+    from takeover.benchmarks import workers4
 
     return workers4.measure(seconds, repetitions)
 
 
 def _history_overhead(pairs: int, repetitions: int) -> dict[str, Any]:
-    from harness.benchmarks import history_overhead
+    from takeover.benchmarks import history_overhead
 
     return history_overhead.measure(pairs, repetitions)
 
@@ -205,7 +205,7 @@ def _check_1m(events: int, repeat: int) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix="takeover-bench-check-")
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "harness.benchmarks.check_1m", "--events", str(events), "--repeat", str(repeat),
+            [sys.executable, "-m", "takeover.benchmarks.check_1m", "--events", str(events), "--repeat", str(repeat),
              "--dir", folder],
             capture_output=True, text=True, check=False,
         )  # fmt: skip

@@ -20,8 +20,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.errors import UsageError
-    from harness.reconcile import describe, reconcile_run
+    from takeover.errors import UsageError
+    from takeover.reconcile import describe, reconcile_run
 
     if args.service_port is not None and not 0 < args.service_port < 65536:
         raise UsageError(f"--service-port must be 1-65535, got {args.service_port}")
@@ -29,6 +29,6 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(describe(result))
     if args.no_check:
         return 0
-    from harness.checker import check_run_dir
+    from takeover.checker import check_run_dir
 
     return check_run_dir(args.run_dir)

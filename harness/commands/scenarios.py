@@ -27,8 +27,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from harness.contract import REFERENCE_QUEUE
-from harness.scenarios import (
+from takeover.contract import REFERENCE_QUEUE
+from takeover.scenarios import (
     DEFAULT_STEP_TIMEOUT,
     LANGS,
     ScenarioResult,

@@ -19,8 +19,8 @@ from typing import Any
 
 import psutil
 
-from harness.contract import REFERENCE_QUEUE
-from harness.errors import UsageError
+from takeover.contract import REFERENCE_QUEUE
+from takeover.errors import UsageError
 
 HELP = "run planted-bug queues and the reference queue under short stress runs: is every bug caught?"
 # The quick set holds bugs that any takeover exposes, wherever the displaced holder's late call
@@ -45,7 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ...] = ()
             ) -> tuple[int, float, dict[str, Any]]:
-    cmd = [sys.executable, "-m", "harness", "stress", "--profile", profile, "--queue", queue,
+    cmd = [sys.executable, "-m", "takeover", "stress", "--profile", profile, "--queue", queue,
            "--seed", str(seed), "--out", str(out), *extra]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -84,7 +84,7 @@ def _first_violation(summary: dict[str, Any], names: tuple[str, ...]) -> float |
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.queues.planted import PLANTED
+    from takeover.queues.planted import PLANTED
 
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         expected = PLANTED[name]
         row: dict[str, Any] = {"queue": name, "expected": list(expected), "caught": False, "tries": 0}
         for seed in range(1, args.seeds + 1):
-            code, took, summary = _stress(f"harness.queues.planted:{name}", seed, args.profile,
+            code, took, summary = _stress(f"takeover.queues.planted:{name}", seed, args.profile,
                                           root / f"{name}-s{seed}", extra)
             row["tries"] += 1
             fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is False]

@@ -5,7 +5,7 @@ First every banked failing seed is replayed (``workloads/seed-bank.json``, or ``
 ``--minutes`` are used up, tasks arriving continuously at the profile's arrival rate. Each segment
 is checked when it ends (the checkpoint) and ``soak.json`` is rewritten, so a soak that is killed
 still leaves the verdict of everything checked so far. A segment that finds a violation banks its
-seed and config. See :mod:`harness.soak.driver` for why segments keep memory and disk bounded.
+seed and config. See :mod:`takeover.soak.driver` for why segments keep memory and disk bounded.
 
 Exit codes: 0 valid, 1 a violation (in a segment or a replayed seed), 2 bad input, 3 nothing was
 tested, 130 interrupted with no violation found.
@@ -20,7 +20,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness.errors import UsageError
+from takeover.errors import UsageError
 
 HELP = "soak: replay banked failing seeds, then checked segments under faults for --minutes (nightly CI)"
 
@@ -30,7 +30,7 @@ DEFAULT_ARRIVAL = 10.0  # tasks per second when the profile has none: a soak mus
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from harness.commands import stress
+    from takeover.commands import stress
 
     parser.add_argument("--minutes", type=float,
                         help=f"length of the soak's segments in minutes (default ${MINUTES_ENV} or "
@@ -76,18 +76,18 @@ def resolve_minutes(given: float | None) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness import rundir
-    from harness.commands import stress
-    from harness.soak import seedbank
-    from harness.soak.display import SoakDisplay
-    from harness.soak.driver import Soak, SoakOptions
+    from takeover import rundir
+    from takeover.commands import stress
+    from takeover.soak import seedbank
+    from takeover.soak.display import SoakDisplay
+    from takeover.soak.driver import Soak, SoakOptions
 
     for flag, why in NOT_FOR_SOAK.items():
         value = getattr(args, flag[2:].replace("-", "_"), None)
         if value not in (None, False):
             raise UsageError(f"{flag} does not apply to takeover soak: {why}")
     minutes = resolve_minutes(args.minutes)
-    from harness.soak.driver import MIN_SEGMENT
+    from takeover.soak.driver import MIN_SEGMENT
 
     if not args.checkpoint >= MIN_SEGMENT:  # a shorter segment would never run: the soak did nothing
         raise UsageError(f"--checkpoint must be at least {MIN_SEGMENT:g} s (a segment's length), "
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     with SoakDisplay(sys.stderr) as display:
         code = Soak(opts, display).run()
     summary = Path(root) / "soak.json"
-    from reports.soak import load
+    from takeover.reports.soak import load
 
     soak = load(root) if summary.exists() else {}
     t = soak.get("totals", {})

@@ -2,7 +2,7 @@
 
 Everything that can be wrong with the input is found before the run folder exists: the profile,
 every value, the queue (opened once on a scratch file and checked against the contract) and
-``--out``. Then the run, with live progress; then the checker (``harness.checker``), whose exit
+``--out``. Then the run, with live progress; then the checker (``takeover.checker``), whose exit
 code is the command's. Without a checker installed, a summary from the run's own counts.
 """
 
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.config import (
+from takeover.config import (
     DEFAULT_PROFILE,
     FAULT_KINDS,
     NEMESIS_FAULTS,
@@ -26,9 +26,9 @@ from harness.config import (
     profile_names,
     with_overrides,
 )
-from harness.contract import load_queue_factory, open_queue
-from harness.errors import UsageError
-from harness.ledger import LEDGER_FILE, REMEDIES
+from takeover.contract import load_queue_factory, open_queue
+from takeover.errors import UsageError
+from takeover.ledger import LEDGER_FILE, REMEDIES
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
@@ -112,9 +112,9 @@ def check_queue(spec: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness import rundir
-    from harness.coordinator import Coordinator
-    from harness.progress import ProgressDisplay
+    from takeover import rundir
+    from takeover.coordinator import Coordinator
+    from takeover.progress import ProgressDisplay
 
     cfg = resolve(args)
     check_queue(cfg.queue)
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         result = Coordinator(cfg, run_dir, on_progress=display.update).run()
     try:
         if getattr(args, "reconcile", False) and not result.interrupted:
-            from harness.reconcile import describe, reconcile_run
+            from takeover.reconcile import describe, reconcile_run
 
             out.write(describe(reconcile_run(run_dir)))
         code = finish_run(result, fail_on_duplicates=args.fail_on_duplicates, out=out)
@@ -149,14 +149,14 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
     """Hand the run to the checker when it is installed; otherwise summarise our own counts."""
     print_run_summary(result, out)
     try:
-        from harness.checker import check_run_dir
+        from takeover.checker import check_run_dir
     except ImportError:
         check_run_dir = None
     except Exception as exc:  # noqa: BLE001 - a broken checker must not hide the run
         print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=sys.stderr)
         check_run_dir = None
     if check_run_dir is None:
-        print("(harness.checker is not installed: the run was recorded but not checked)", file=out)
+        print("(takeover.checker is not installed: the run was recorded but not checked)", file=out)
         return 0
     try:
         return int(check_run_dir(result.run_dir, fail_on_duplicates=fail_on_duplicates, out=out))
@@ -236,7 +236,7 @@ def print_run_summary(result: Any, out: Any) -> None:
 
 
 def _injected(kind: str, t: Any, c: dict[str, int]) -> int:
-    from harness.config import KILL_AIMS
+    from takeover.config import KILL_AIMS
 
     if kind in KILL_AIMS:
         return t.kills[KILL_AIMS[kind]]

@@ -26,7 +26,7 @@ def _floats(text: str) -> list[float]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from harness.sweep.grid import DEFAULT_GRID
+    from takeover.sweep.grid import DEFAULT_GRID
 
     parser.add_argument("--grid", default=DEFAULT_GRID,
                         help=f"grid file: a name in workloads/ (e.g. {DEFAULT_GRID}, workloads/sweep-tiny) or a "
@@ -49,8 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def build_grid(args: argparse.Namespace):
-    from harness.errors import UsageError
-    from harness.sweep.grid import load_grid, parse_mode
+    from takeover.errors import UsageError
+    from takeover.sweep.grid import load_grid, parse_mode
 
     grid = load_grid(args.grid)
     if args.seeds is not None:
@@ -80,7 +80,7 @@ def build_grid(args: argparse.Namespace):
 
 
 def _out_dir(out: str | None) -> Path:
-    from harness.errors import UsageError
+    from takeover.errors import UsageError
 
     path = Path(out) if out else Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
@@ -89,7 +89,7 @@ def _out_dir(out: str | None) -> Path:
 
 
 def _heartbeat_note(grid, queue: str) -> str:
-    from harness.contract import has_extension, open_queue
+    from takeover.contract import has_extension, open_queue
 
     if not any(m.heartbeat > 0 for m in grid.modes):
         return ""
@@ -104,10 +104,10 @@ def _heartbeat_note(grid, queue: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.stress import check_queue
-    from harness.sweep.recommend import warnings as rec_warnings
-    from harness.sweep.runner import CSV_FILE, run_sweep
-    from reports.sweep import write_sweep_report
+    from takeover.commands.stress import check_queue
+    from takeover.reports.sweep import write_sweep_report
+    from takeover.sweep.recommend import warnings as rec_warnings
+    from takeover.sweep.runner import CSV_FILE, run_sweep
 
     grid = build_grid(args)
     out = _out_dir(args.out)

@@ -5,7 +5,7 @@ realistic mistake, the kind real queues have shipped (completion by row id alone
 filter, an off-by-one in a snapshot). ``takeover selftest`` runs a short stress run against each
 and must see it caught, and must see the reference queue pass. Together they cover every invariant.
 
-Use one as ``--queue harness.queues.planted:NAME``; :data:`PLANTED` lists them with the invariants
+Use one as ``--queue takeover.queues.planted:NAME``; :data:`PLANTED` lists them with the invariants
 expected to catch each.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import zlib
 
-from harness.contract import OUTCOMES, Claim, SnapshotRow
-from harness.queues.sqlite_lease import SQLiteLeaseQueue
-from harness.sqlite_util import begin_immediate, write_transaction
+from takeover.contract import OUTCOMES, Claim, SnapshotRow
+from takeover.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.sqlite_util import begin_immediate, write_transaction
 
 
 class _Planted(SQLiteLeaseQueue):

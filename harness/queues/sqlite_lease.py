@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from harness.contract import OUTCOMES, Claim, SnapshotRow
-from harness.sqlite_util import open_wal, retry_busy, write_transaction
+from takeover.contract import OUTCOMES, Claim, SnapshotRow
+from takeover.sqlite_util import open_wal, retry_busy, write_transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -79,7 +79,7 @@ def _check_task_id(task_id: str) -> None:
 
 
 class SQLiteLeaseQueue:
-    """``harness.queues.sqlite_lease:SQLiteLeaseQueue`` — the queue the spec describes."""
+    """``takeover.queues.sqlite_lease:SQLiteLeaseQueue`` — the queue the spec describes."""
 
     def __init__(self, db_path: str) -> None:
         self.db_path = db_path

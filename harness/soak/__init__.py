@@ -1,4 +1,4 @@
 """Long soaks (``takeover soak``): segments checked at every checkpoint, a resource watch, a seed bank.
 
-See :mod:`harness.soak.driver` for the design (why segments keep memory and disk bounded).
+See :mod:`takeover.soak.driver` for the design (why segments keep memory and disk bounded).
 """

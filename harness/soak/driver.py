@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig
-from harness.errors import UsageError
-from harness.rundir import write_json
-from harness.soak import seedbank
-from harness.soak.display import SoakDisplay, Totals
-from harness.soak.resources import ResourceWatch, Targets, growth_warnings, read_resources
+from takeover.config import RunConfig
+from takeover.errors import UsageError
+from takeover.rundir import write_json
+from takeover.soak import seedbank
+from takeover.soak.display import SoakDisplay, Totals
+from takeover.soak.resources import ResourceWatch, Targets, growth_warnings, read_resources
 
 SOAK_FILE = "soak.json"
 BULKY = ("history.jsonl", "queue.sqlite", "queue.sqlite-wal", "queue.sqlite-shm", "ledger.sqlite",
@@ -93,8 +93,8 @@ class Soak:
         # runs: a second Ctrl-C landing inside their first import, at the first checkpoint, left
         # matplotlib half-imported and every later report failed; and the memory series then starts
         # at its level instead of jumping at the first checkpoint.
-        import harness.checker  # noqa: F401
-        import reports.soak  # noqa: F401
+        import takeover.checker  # noqa: F401
+        import takeover.reports.soak  # noqa: F401
 
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -153,7 +153,7 @@ class Soak:
 
     # -- one segment: run, check (the checkpoint), record, prune ----------------------------------------
     def run_segment(self, cfg: RunConfig, name: str, kind: str) -> dict[str, Any]:
-        from harness.coordinator import Coordinator
+        from takeover.coordinator import Coordinator
 
         run_dir = self.root / name
         run_dir.mkdir(parents=True, exist_ok=False)
@@ -195,7 +195,7 @@ class Soak:
         try:
             if self.stopping >= 2:
                 raise KeyboardInterrupt
-            from harness.checker import check_run_dir  # first time: pandas loads, seconds
+            from takeover.checker import check_run_dir  # first time: pandas loads, seconds
 
             code = int(check_run_dir(run_dir, fail_on_duplicates=self.o.fail_on_duplicates, out=io.StringIO()))
             return code, json.loads((run_dir / "summary.json").read_text())
@@ -306,7 +306,7 @@ class Soak:
 
     def write_reports(self, interim: bool = False) -> None:
         try:
-            from reports import soak as soak_report
+            from takeover.reports import soak as soak_report
 
             summary = json.loads((self.root / SOAK_FILE).read_text())
             (soak_report.write_interim if interim else soak_report.write)(self.root, summary)

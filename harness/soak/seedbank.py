@@ -15,14 +15,15 @@ from __future__ import annotations
 import json
 import os
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig
-from harness.errors import UsageError
+from takeover.config import RunConfig
+from takeover.errors import UsageError
 
 BANK_ENV = "TAKEOVER_SEED_BANK"
-DEFAULT_BANK = Path(__file__).resolve().parent.parent.parent / "workloads" / "seed-bank.json"
+DEFAULT_BANK = Path(str(resources.files("takeover.workloads").joinpath("seed-bank.json")))
 _VOLATILE = ("out", "command", "drain_timeout_effective")
 
 

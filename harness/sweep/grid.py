@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config import (
+from takeover.config import (
     FAULT_KINDS,
     GRID_PREFIX,
     PROFILE_DIR,
@@ -48,8 +48,8 @@ from harness.config import (
     read_toml,
     with_overrides,
 )
-from harness.errors import UsageError
-from harness.ledger import REMEDIES
+from takeover.errors import UsageError
+from takeover.ledger import REMEDIES
 
 DEFAULT_GRID = "sweep-default"
 _TOP = {"description", "base", "seeds", "seed", "target", "lease", "fault_scale", "fixed", "faults",

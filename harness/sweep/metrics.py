@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.checker.check import SUMMARY_FILE, _json_default, analyse
-from harness.config import RunConfig
-from harness.sweep.grid import Cell
-from harness.sweep.model import p_outlives, quantile
-from harness.sweep.wilson import wilson
+from takeover.checker.check import SUMMARY_FILE, _json_default, analyse
+from takeover.config import RunConfig
+from takeover.sweep.grid import Cell
+from takeover.sweep.model import p_outlives, quantile
+from takeover.sweep.wilson import wilson
 
 ACTION_OVERHEAD = 0.005  # the action's round trip on 127.0.0.1, about, on top of the local step
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from harness.config import TaskTime
+from takeover.config import TaskTime
 
 
 def survival(tt: TaskTime, t: float) -> float:

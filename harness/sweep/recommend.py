@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.sweep.metrics import RATE_COUNTS
-from harness.sweep.wilson import tasks_needed, wilson
+from takeover.sweep.metrics import RATE_COUNTS
+from takeover.sweep.wilson import tasks_needed, wilson
 
 NUMERIC = ["dup_per_1000", "lost_lease_per_1000", "s5_per_1000", "p_outlives_model", "outlived_observed",
            "recovery_p50", "recovery_p99", "expiry_to_takeover_p99", "throughput_per_s",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.sweep.grid import Cell, Grid
-from harness.sweep.metrics import COLUMNS, cell_row
+from takeover.sweep.grid import Cell, Grid
+from takeover.sweep.metrics import COLUMNS, cell_row
 
 CSV_FILE = "sweep.csv"
 GRID_FILE = "grid.json"
@@ -36,7 +36,7 @@ class SweepResult:
 def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool | None = None,
               on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
     """Run every (cell, seed) of the grid into ``out/cells/``; ``sweep.csv`` gets one row per run."""
-    from harness.coordinator import Coordinator
+    from takeover.coordinator import Coordinator
 
     stream = stream or sys.stderr
     runs = grid.runs()

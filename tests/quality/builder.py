@@ -1,7 +1,7 @@
 """Hand-written histories: a tiny DSL that writes a real run folder (history, ledger, snapshot, config).
 
 Why real files: the checker is tested exactly as users run it, through ``check_run_dir`` on a
-folder, with the ledger written by the real :class:`harness.ledger.Ledger`. Times are explicit so
+folder, with the ledger written by the real :class:`takeover.ledger.Ledger`. Times are explicit so
 each case states precisely which operations overlap.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.ledger import Ledger
+from takeover.ledger import Ledger
 
 LEASE = 5.0
 T0 = 1_000.0  # absolute times are T0 + the small numbers used in the cases
@@ -143,7 +143,7 @@ class Run:
         folder.mkdir(parents=True, exist_ok=True)
         lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in self.records)
         (folder / "history.jsonl").write_bytes(lines.encode() + raw_tail)
-        cfg = {"queue": "harness.queues.sqlite_lease:SQLiteLeaseQueue", "seed": 1, "workers": 2,
+        cfg = {"queue": "takeover.queues.sqlite_lease:SQLiteLeaseQueue", "seed": 1, "workers": 2,
                "tasks": 0, "duration": 10, "lease": LEASE, "profile": "hand", "remedy": "none",
                "faults": {}, "command": "takeover stress --profile hand --seed 1"}
         cfg.update(self.config)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import harness.checker.counts as counts_module
-from harness.checker import check_run_dir
+import takeover.checker.counts as counts_module
+from takeover.checker import check_run_dir
 
 from .cases import CASES, DUPLICATE_CAUSES
 
@@ -27,7 +27,7 @@ from stress_helpers import reap_stragglers, records, takeover  # noqa: E402
 # Older cases whose single extra action has a known cause too.
 KNOWN = {**DUPLICATE_CAUSES, "paused_holder_late_finish_rejected": "lost_lease",
          "killed_finish_that_did_not_happen": "s5"}
-STEALS = "harness.queues.planted:StealsLiveLeases"
+STEALS = "takeover.queues.planted:StealsLiveLeases"
 
 
 def _summary(folder: Path, *, reports: bool = False) -> dict:

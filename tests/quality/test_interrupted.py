@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 
-from harness.checker import check_run_dir
+from takeover.checker import check_run_dir
 
 from .builder import Run
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.checker import INVARIANTS, check_run_dir
+from takeover.checker import INVARIANTS, check_run_dir
 
 from .cases import CASES
 

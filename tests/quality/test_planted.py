@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.checker import INVARIANTS, check_run_dir
-from harness.commands.selftest import QUICK
-from harness.contract import REFERENCE_QUEUE, open_queue
-from harness.coordinator import register_tasks
-from harness.history import HISTORY_FILE, HistoryWriter
-from harness.queues.planted import PLANTED
+from takeover.checker import INVARIANTS, check_run_dir
+from takeover.commands.selftest import QUICK
+from takeover.contract import REFERENCE_QUEUE, open_queue
+from takeover.coordinator import register_tasks
+from takeover.history import HISTORY_FILE, HistoryWriter
+from takeover.queues.planted import PLANTED
 
 
 def test_planted_queues_cover_every_invariant() -> None:
@@ -25,7 +25,7 @@ def test_planted_queues_cover_every_invariant() -> None:
 
 @pytest.mark.timeout(400)
 def test_quick_selftest_catches_planted_bugs_and_passes_the_reference(tmp_path) -> None:
-    out = subprocess.run([sys.executable, "-m", "harness", "selftest", "--quick", "--seeds", "2", "--json",
+    out = subprocess.run([sys.executable, "-m", "takeover", "selftest", "--quick", "--seeds", "2", "--json",
                           "--keep", str(tmp_path)], capture_output=True, text=True, timeout=390)
     result = json.loads(out.stdout)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -86,7 +86,7 @@ def _scripted_takeover(queue_name: str, folder: Path) -> dict:
 def test_quick_planted_bugs_are_caught_by_any_takeover(name: str, tmp_path) -> None:
     """Why the quick selftest cannot miss under load: its bugs show in the takeover itself, not in
     where a displaced holder's late call happens to land."""
-    summary = _scripted_takeover(f"harness.queues.planted:{name}", tmp_path / name)
+    summary = _scripted_takeover(f"takeover.queues.planted:{name}", tmp_path / name)
     fired = {n for n, inv in summary["invariants"].items() if inv["valid"] is False}
     assert fired & set(PLANTED[name]), summary["invariants"]
 
