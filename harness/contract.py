@@ -82,6 +82,12 @@ class LeaseQueue(Protocol):
     def close(self) -> None: ...
 
 
+class ExtendingQueue(Protocol):
+    """A queue with the optional heartbeat method (``extend``); see :func:`has_extension`."""
+
+    def extend(self, task_id: str, generation: int, now: float, lease: float) -> float | None: ...
+
+
 QueueFactory = Callable[[str], LeaseQueue]
 
 # Before the package was installed as ``takeover`` alone, its modules were ``harness.*``: stored runs and

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,14 +165,14 @@ class ReadStats:
     corrupt_examples: tuple[str, ...]
 
 
-def _schema(columns=None):
+def _schema(columns: Collection[str] | None = None) -> Any:
     import pyarrow as pa
 
     kinds = {"float64": pa.float64(), "int64": pa.int64(), "string": pa.string()}
     return pa.schema([(name, kinds[kind]) for name, kind in COLUMNS.items() if columns is None or name in columns])
 
 
-def _parse(source, columns=None):
+def _parse(source: str | bytes, columns: Collection[str] | None = None) -> Any:
     """Parse with pyarrow's multi-threaded JSON reader: ``source`` is a path or bytes."""
     import pyarrow as pa
     import pyarrow.json as paj
@@ -184,7 +185,7 @@ def _parse(source, columns=None):
     )
 
 
-def _to_frame(table):
+def _to_frame(table: Any) -> Any:
     """Arrow table -> pandas with text columns as categoricals.
 
     Why categoricals: every text column but ``task`` has a handful of distinct values, and even
@@ -212,7 +213,7 @@ def _tail(path: Path) -> tuple[int, bool]:
         return size, fh.read(1) == b"\n"
 
 
-def read_history(path: str | os.PathLike[str], columns=None):
+def read_history(path: str | os.PathLike[str], columns: Collection[str] | None = None) -> tuple[Any, ReadStats]:
     """Load a history file into a pandas DataFrame with :data:`COLUMNS`, tolerating damage.
 
     Text columns come back as pandas categoricals (see :func:`_to_frame`). A torn last line (the

@@ -367,9 +367,9 @@ def run_scenario(
                 if result.hung is not None:
                     step.skipped = True
                     continue
-                hung = replay.run_step(step)
-                if hung is not None:
-                    result.hung = Hang(hung.call, step.index, step_timeout, str(hung))
+                step_hang = replay.run_step(step)
+                if step_hang is not None:
+                    result.hung = Hang(step_hang.call, step.index, step_timeout, str(step_hang))
             if result.hung is None:
                 try:
                     result.final_ledger_actions = replay.ledger.performed_count(TASK_ID)

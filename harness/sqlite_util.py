@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 10_000
 SETUP_DEADLINE_S = 30.0
@@ -40,7 +45,8 @@ class write_transaction:  # noqa: N801 - used like a function: ``with write_tran
         begin_immediate(self.conn)
         return self.conn
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         conn = self.conn
         if exc_type is None:
             try:
@@ -82,12 +88,12 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 _SPIN_FIRST, _SPIN_MAX = 0.00005, 0.001  # the spin's first and longest sleep (see begin_immediate)
 
 
-def retry_busy(fn, *, timeout: float = BUSY_TIMEOUT_MS / 1000):
+def retry_busy(fn: Callable[[], T], *, timeout: float = BUSY_TIMEOUT_MS / 1000) -> T:
     """Run ``fn()`` (a read on a ``spin_for_lock`` connection), retrying while the file is busy."""
     return _retry_while_busy(fn, time.monotonic() + timeout, _SPIN_FIRST, _SPIN_MAX)
 
 
-def _retry_while_busy(fn, deadline: float, delay: float, longest: float):
+def _retry_while_busy(fn: Callable[[], T], deadline: float, delay: float, longest: float) -> T:
     """``fn()``, retried with doubling sleeps from ``delay`` to ``longest`` while "locked"/"busy"."""
     while True:
         try:
@@ -99,7 +105,7 @@ def _retry_while_busy(fn, deadline: float, delay: float, longest: float):
         delay = min(delay * 2, longest)
 
 
-def _retry_locked(fn, deadline: float) -> None:
+def _retry_locked(fn: Callable[[], object], deadline: float) -> None:
     """Set-up steps (WAL switch, DDL) fail at once when they race: retry them in coarser steps."""
     _retry_while_busy(fn, deadline, 0.001, 0.05)
 

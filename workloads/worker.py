@@ -19,9 +19,10 @@ import random
 import signal
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from takeover.config import RunConfig, TaskTime
-from takeover.contract import has_extension, open_queue
+from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
 from takeover.history import HistoryWriter
 from takeover.lifeline import die_with_parent, parent_alive
 from takeover.phases import ACTIONS, DONE, LOST, SLOWED, PhaseBoard, task_index
@@ -81,7 +82,7 @@ class Worker:
         self.rng = random.Random(worker_seed(self.cfg.seed, spec.process))
         self.hist = HistoryWriter(spec.history_path, spec.process)
         self.client = ServiceClient(spec.service_port, self.cfg.client_timeout)
-        self.queue = None
+        self.queue: LeaseQueue | None = None
 
     # -- helpers ----------------------------------------------------------------------------------
     def publish(self, phase: str, task: str | None = None, gen: int = 0, lease_until: float = 0.0) -> None:
@@ -107,6 +108,13 @@ class Worker:
     def faults_on(self, kind: str) -> bool:
         rate = self.cfg.faults.get(kind, 0.0)
         return rate > 0 and self.board.faults_enabled() and self.rng.random() < rate
+
+    @property
+    def opened(self) -> LeaseQueue:
+        """The queue once :meth:`open` has built it: every step runs after that."""
+        if self.queue is None:
+            raise RuntimeError("the worker's queue is not open")
+        return self.queue
 
     # -- the loop -------------------------------------------------------------------------------
     def open(self) -> None:
@@ -141,7 +149,7 @@ class Worker:
         now = time.time()
         hist.write("invoke", "claim", worker=name, now=now, lease=cfg.lease)
         try:
-            claimed = self.queue.claim(name, now, cfg.lease)
+            claimed = self.opened.claim(name, now, cfg.lease)
         except Exception as exc:  # noqa: BLE001
             hist.write("info", "claim", worker=name, now=now, error=_one_line(exc))
             self.publish("idle")
@@ -155,10 +163,11 @@ class Worker:
         task, gen, lease_until = claimed[0], int(claimed[1]), float(claimed[2])
         hist.write("ok", "claim", worker=name, task=task, gen=gen, lease_until=lease_until, now=now)
         self.publish("working", task, gen, lease_until)
-        lease_until = self.work(task, gen, lease_until)
-        if lease_until is None:
+        kept = self.work(task, gen, lease_until)
+        if kept is None:
             self.publish("idle")
             return  # the heartbeat lost the lease: stop before acting
+        lease_until = kept
         outcome = self.act(task, gen, lease_until)
         if outcome is None:
             self.publish("idle")
@@ -181,27 +190,30 @@ class Worker:
             self.board.open_fault(self.slot, "slow")
             self.board.count(self.slot, SLOWED)
         end = time.monotonic() + seconds
-        beat = cfg.heartbeat if cfg.heartbeat > 0 and has_extension(self.queue, "extend") else 0.0
+        beat = cfg.heartbeat if cfg.heartbeat > 0 and has_extension(self.opened, "extend") else 0.0
+        held: float | None = lease_until  # None once a heartbeat has lost the lease
         while True:
             left = end - time.monotonic()
             if left <= 0:
                 break
             self.nap(min(left, beat) if beat else left)
             if beat and end - time.monotonic() > 0:
-                lease_until = self.extend(task, gen, lease_until)
-                if lease_until is None:
+                held = self.extend(task, gen, lease_until)
+                if held is None:
                     break
+                lease_until = held
                 self.publish("working", task, gen, lease_until)
         if slow:
             self.board.close_fault(self.slot, "slow")
             self.hist.write("ok", "slow", task=task, gen=gen, target=self.spec.process, value=f"{seconds:.3f}")
-        return lease_until
+        return held
 
     def extend(self, task: str, gen: int, lease_until: float) -> float | None:
         now = time.time()
         self.hist.write("invoke", "extend", task=task, gen=gen, now=now, lease=self.cfg.lease)
         try:
-            new = self.queue.extend(task, gen, now, self.cfg.lease)
+            # Called only when work() found the method (has_extension), so the queue is an ExtendingQueue.
+            new = cast(ExtendingQueue, self.opened).extend(task, gen, now, self.cfg.lease)
         except Exception as exc:  # noqa: BLE001
             self.hist.write("info", "extend", task=task, gen=gen, error=_one_line(exc))
             return lease_until  # unknown: keep working on what we believe
@@ -259,7 +271,7 @@ class Worker:
         self.hist.write("invoke", "finish", task=task, gen=gen, outcome=outcome, now=now)
         self.publish("finishing", task, gen, lease_until)
         try:
-            accepted = self.queue.finish(task, gen, outcome, now)
+            accepted = self.opened.finish(task, gen, outcome, now)
         except Exception as exc:  # noqa: BLE001
             self.publish("finished", task, gen, lease_until)
             self.hist.write("info", "finish", task=task, gen=gen, outcome=outcome, error=_one_line(exc))

@@ -45,7 +45,7 @@ def generate(folder: Path, events: int, seed: int) -> int:
     t = 1_700_000_000.0
     lines: list[str] = []
     add = lines.append
-    ledger_rows: list[tuple] = []
+    ledger_rows: list[tuple[object, ...]] = []
     state: dict[str, tuple[str, int]] = {}
     ids = [f"t{i:07d}" for i in range(n_tasks)]
     for task in ids:
@@ -53,10 +53,10 @@ def generate(folder: Path, events: int, seed: int) -> int:
         add(f'{{"time":{t},"process":0,"type":"ok","f":"register","task":"{task}"}}')
         state[task] = ("pending", 0)
     next_process = 1
-    slots = {}
-    for w in range(workers):
-        slots[f"w{w}"] = next_process
-        add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{next_process},"worker":"w{w}",'
+    slots: dict[str, int] = {}
+    for slot in range(workers):
+        slots[f"w{slot}"] = next_process
+        add(f'{{"time":{t},"process":0,"type":"ok","f":"spawn","target":{next_process},"worker":"w{slot}",'
             f'"pid":{1000 + next_process}}}')
         next_process += 1
     pending = list(ids)

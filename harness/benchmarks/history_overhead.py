@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from functools import partial
 
-from takeover.benchmarks.queue_raw import FreshQueues
+from takeover.benchmarks.queue_raw import FreshQueues, claimed
 from takeover.benchmarks.timing import compare
 from takeover.history import HistoryWriter
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
@@ -31,7 +32,7 @@ def recorded_pairs(queue: SQLiteLeaseQueue, hist: HistoryWriter, pairs: int) -> 
     for _ in range(pairs):
         now = clock()
         write("invoke", "claim", worker="w0", now=now, lease=LEASE)
-        task, gen, until = queue.claim("w0", now, LEASE)
+        task, gen, until = claimed(queue.claim("w0", now, LEASE))
         write("ok", "claim", worker="w0", task=task, gen=gen, lease_until=until, now=now)
         now = clock()
         write("invoke", "finish", task=task, gen=gen, outcome="done", now=now)
@@ -43,7 +44,7 @@ def recorded_pairs(queue: SQLiteLeaseQueue, hist: HistoryWriter, pairs: int) -> 
 def bare_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
     clock = time.time
     for _ in range(pairs):
-        task, gen, _until = queue.claim("w0", clock(), LEASE)
+        task, gen, _until = claimed(queue.claim("w0", clock(), LEASE))
         queue.finish(task, gen, "done", clock())
     return pairs
 
@@ -52,7 +53,7 @@ def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
     """Return the ratio (recorded / bare) with its absolute figures, medians of ``repetitions``."""
     with FreshQueues(pairs + 10) as fresh:
 
-        def prepare_recorded():
+        def prepare_recorded() -> Callable[[], int]:
             queue = fresh.queue()
             hist = fresh.track(HistoryWriter(fresh.dir / f"h{fresh.n}.jsonl", 1))
             return partial(recorded_pairs, queue, hist, pairs)

@@ -9,16 +9,23 @@ same pragmas, so the ratio isolates the Python layer.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
 from functools import partial
 from pathlib import Path
+from typing import Any, Protocol
 
 from takeover.benchmarks.timing import compare
+from takeover.contract import Claim
 from takeover.queues import sqlite_lease
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.sqlite_util import open_wal
 
 LEASE = 30.0
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
 
 
 class FreshQueues:
@@ -32,7 +39,7 @@ class FreshQueues:
         self.tasks = tasks
         self.dir = Path(tempfile.mkdtemp(prefix="takeover-bench-"))
         self.n = 0
-        self._opened: list = []
+        self._opened: list[Closeable] = []
 
     def path(self) -> str:
         self.n += 1
@@ -42,7 +49,7 @@ class FreshQueues:
         queue.close()
         return path
 
-    def track(self, handle):
+    def track(self, handle: Closeable) -> Any:
         """Close ``handle`` (anything with ``close()``) at clean-up; returns it."""
         self._opened.append(handle)
         return handle
@@ -51,7 +58,7 @@ class FreshQueues:
         """The reference queue on a fresh file."""
         return self.track(SQLiteLeaseQueue(self.path()))
 
-    def raw(self):
+    def raw(self) -> sqlite3.Connection:
         """A bare connection on a fresh file, set up as the queue sets up its own."""
         return self.track(open_wal(self.path(), sqlite_lease.SCHEMA))
 
@@ -64,20 +71,26 @@ class FreshQueues:
     def __enter__(self) -> FreshQueues:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+def claimed(claim: Claim | None) -> Claim:
+    """A bench queue holds a task for every pair it runs, so a claim always finds one."""
+    assert claim is not None, "the bench queue ran out of tasks"
+    return claim
 
 
 def queue_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
     """The candidate: claim + finish through the queue object's contract methods."""
     now = 1.0
     for _ in range(pairs):
-        task_id, generation, _until = queue.claim("bench", now, LEASE)
+        task_id, generation, _until = claimed(queue.claim("bench", now, LEASE))
         queue.finish(task_id, generation, "done", now)
     return pairs
 
 
-def raw_pairs(conn, pairs: int) -> int:
+def raw_pairs(conn: sqlite3.Connection, pairs: int) -> int:
     """The baseline: the queue's own statements, in the same transactions, with nothing around them."""
     execute = conn.execute
     now = 1.0

@@ -24,7 +24,7 @@ import io
 import json
 import statistics
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, An
     cfg = bench_config(tasks, seconds, run_dir)
     coordinator: Coordinator | None = None
 
-    def skip_drain(progress) -> None:
+    def skip_drain(progress: Any) -> None:
         # The steady state ends with the faulted phase; the tasks left over are not worth draining.
         # Stopping the way Ctrl-C does (the coordinator's own flag) ends the run cleanly at once.
         if progress.stage == "drain" and coordinator is not None:
@@ -153,7 +153,7 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -
     runs: list[dict[str, Any]] = []
     with queue_raw.FreshQueues(raw_pairs + 10) as fresh, tempfile.TemporaryDirectory(prefix="takeover-bench-w4-") as d:
 
-        def prepare_raw():
+        def prepare_raw() -> Callable[[], int]:
             return partial(queue_raw.raw_pairs, fresh.raw(), raw_pairs)
 
         rate(prepare_raw)  # warm-up

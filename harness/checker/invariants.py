@@ -418,7 +418,8 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     seen = np.union1d(fx.claims_ok["task"].to_numpy(dtype="float64"),
                       registered if registered is not None else np.zeros(0))
     missing = np.setdiff1d(seen, s["task"].to_numpy(dtype="float64"))
-    invented = np.setdiff1d(s["task"].to_numpy(dtype="float64"), registered) if registered is not None else []
+    invented = (np.setdiff1d(s["task"].to_numpy(dtype="float64"), registered) if registered is not None
+                else np.zeros(0))
     extra_rows = pd.DataFrame(
         [{"task": t, "problem": "missing from the snapshot", "state": None, "gen": np.nan, "max_gen": np.nan}
          for t in missing]
@@ -480,14 +481,13 @@ def no_lost_task(fx: Facts) -> InvariantResult:
     bad = bad.assign(problem=pd.Series(np.asarray(_LOST_PROBLEMS, dtype=object)[problem[problem != 0]],
                                        index=bad.index, dtype=object))  # object: no arrow string conversion
     expected = fx.config.get("tasks")
-    short = isinstance(expected, int) and not len(fx.ops.registers) and len(snap) < expected
     # Successful claims counted for the few example tasks only, not grouped over every claim.
     claim_tasks = fx.claims_ok["task"].to_numpy(dtype="float64")
     ex = [{"task": fx.name(r.task), "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
            "gen": _p(r.gen), "successful_claims": int((claim_tasks == r.task).sum())}
           for r in bad.head(EXAMPLES).itertuples()]
     res = _result("no_lost_task", bad, ex, note)
-    if short:
+    if isinstance(expected, int) and not len(fx.ops.registers) and len(snap) < expected:
         res.valid = False
         res.violations += expected - len(snap)
         res.note = (note + "; " if note else "") + f"the snapshot has {len(snap)} of {expected} tasks"

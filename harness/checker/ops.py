@@ -41,7 +41,7 @@ class Ops:
     t1: float
 
 
-def _np(col: pd.Series, dtype=None) -> np.ndarray:
+def _np(col: pd.Series, dtype: str | None = None) -> np.ndarray:
     if dtype is None:
         return col.to_numpy()
     return col.to_numpy(dtype=dtype, na_value=np.nan if dtype == "float64" else None)
@@ -147,7 +147,7 @@ def _take(col: pd.Series, rows: np.ndarray) -> np.ndarray:
     missing), converting only the categories and taking by code, so 1M-row columns are never
     materialised."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        cats = np.append(np.asarray(col.cat.categories, dtype=object), None)
+        cats = np.concatenate([np.asarray(col.cat.categories, dtype=object), np.array([None], dtype=object)])
         return cats[col.cat.codes.to_numpy()[rows]]
     return col.to_numpy()[rows]
 
@@ -156,7 +156,7 @@ def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray) -> p
     """One row per invoke: its fields, and its completion's fields (suffix ``_c``) when there is one."""
     has = comp_rows >= 0
     safe = np.where(has, comp_rows, 0)
-    out: dict[str, object] = {"i": inv_rows}
+    out: dict[str, np.ndarray] = {"i": inv_rows}
     for col in _INVOKE_COLS:
         out["t_inv" if col == "time" else col] = _take(h[col], inv_rows)
     for col in _COMPLETE_COLS:
@@ -168,11 +168,10 @@ def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray) -> p
             vals[~has] = np.nan
         out[{"time": "t_comp", "type": "status"}.get(col, f"{col}_c")] = vals
     status = out["status"]
-    status[~has] = "open"  # type: ignore[index]
-    out["indeterminate"] = np.isin(status, INDETERMINATE)  # type: ignore[arg-type]
+    status[~has] = "open"
+    out["indeterminate"] = np.isin(status, INDETERMINATE)
     # Text stays object: pandas 3 would otherwise infer its arrow-backed string dtype, whose
     # conversions and comparisons cost more than the whole pairing. copy=False: the columns
     # above are fresh arrays, owned by nobody else.
-    cols = {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v  # type: ignore[union-attr]
-            for k, v in out.items()}
+    cols = {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in out.items()}
     return pd.DataFrame(cols, copy=False)

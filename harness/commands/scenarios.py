@@ -331,7 +331,7 @@ def print_transcript(
                 line = words["ledger_error"].format(error=result.ledger_error)
             else:
                 line = words["ledger"].format(got=result.final_ledger_actions, want=result.spec["final_ledger_actions"])
-            console.print(Text("  " + line, style=None if result.ledger_ok else "bold red"))
+            console.print(Text("  " + line, style="" if result.ledger_ok else "bold red"))
     steps = sum(len(r.steps) for r in results)
     failed = [(r, s) for r in results for s in r.failed_steps()]
     hung = [r for r in results if r.hung is not None]

@@ -29,11 +29,11 @@ class _Planted(SQLiteLeaseQueue):
     FINISH = ("UPDATE tasks SET state = ?, lease_until = NULL "
               "WHERE task_id = ? AND generation = ? AND state = 'running' AND ? < lease_until")
 
-    def _pick(self, now: float, lease: float):
+    def _pick(self, now: float, lease: float) -> tuple[str] | None:
         conn = self._conn
         return conn.execute(self.PICK_EXPIRED, (now,)).fetchone() or conn.execute(self.PICK_PENDING).fetchone()
 
-    def _finish_params(self, task_id: str, generation: int, outcome: str, now: float) -> tuple:
+    def _finish_params(self, task_id: str, generation: int, outcome: str, now: float) -> tuple[object, ...]:
         return (outcome, task_id, generation, now)
 
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
@@ -69,7 +69,7 @@ class FinishIgnoresGeneration(_Planted):
     FINISH = ("UPDATE tasks SET state = ?, lease_until = NULL "
               "WHERE task_id = ? AND state = 'running' AND ? < lease_until")
 
-    def _finish_params(self, task_id, generation, outcome, now):
+    def _finish_params(self, task_id: str, generation: int, outcome: str, now: float) -> tuple[object, ...]:
         return (outcome, task_id, now)
 
 
@@ -80,7 +80,7 @@ class FinishIgnoresLease(_Planted):
     FINISH = ("UPDATE tasks SET state = ?, lease_until = NULL "
               "WHERE task_id = ? AND generation = ? AND state = 'running' AND ? = ?")
 
-    def _finish_params(self, task_id, generation, outcome, now):
+    def _finish_params(self, task_id: str, generation: int, outcome: str, now: float) -> tuple[object, ...]:
         return (outcome, task_id, generation, now, now)
 
 
@@ -114,7 +114,7 @@ class StealsLiveLeases(_Planted):
     """A "grace period" with the wrong sign: leases count as expired half a lease early, so a
     live holder's task is handed to someone else. Caught by ``lease_exclusive``."""
 
-    def _pick(self, now, lease):
+    def _pick(self, now: float, lease: float) -> tuple[str] | None:
         conn = self._conn
         return (conn.execute(self.PICK_EXPIRED, (now + lease / 2,)).fetchone()
                 or conn.execute(self.PICK_PENDING).fetchone())
@@ -124,7 +124,7 @@ class IdempotentFinish(_Planted):
     """Answers True to a finish of an already finished task ("idempotent success"), so a stale
     holder believes its commit counted. Caught by ``single_finish``."""
 
-    def _after_finish(self, task_id, accepted):
+    def _after_finish(self, task_id: str, accepted: bool) -> bool:
         if not accepted:
             row = self._conn.execute("SELECT state FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
             accepted = row is not None and row[0] in ("done", "uncertain")
@@ -136,7 +136,7 @@ class FinishNotDurable(_Planted):
     """For about one task in four, finish answers True but the write is rolled back (a lost
     commit). Caught by ``state_matches_history`` (and a reclaim after a finish)."""
 
-    def _after_finish(self, task_id, accepted):
+    def _after_finish(self, task_id: str, accepted: bool) -> bool:
         if accepted and zlib.crc32(task_id.encode()) % 4 == 0:
             self._conn.execute("ROLLBACK")
             return True

@@ -187,7 +187,8 @@ def load_grid(spec: str) -> Grid:
     for d in dists:
         if not isinstance(d, dict) or "name" not in d or set(d) - {"name", "dist", "mean", "spread", "max"}:
             raise UsageError(f"grid {str(path)!r}: [[distribution]] takes name, dist, mean, spread, max; got {d!r}")
-        tt = TaskTime(**{k: (float(v) if k != "dist" else str(v)) for k, v in d.items() if k != "name"})
+        fields: dict[str, Any] = {k: (float(v) if k != "dist" else str(v)) for k, v in d.items() if k != "name"}
+        tt = TaskTime(**fields)
         grid.distributions.append(Distribution(str(d["name"]), tt))
     if len({d.name for d in grid.distributions}) != len(grid.distributions):
         raise UsageError(f"grid {str(path)!r}: distribution names must be unique")
