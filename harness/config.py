@@ -25,7 +25,7 @@ from typing import Any
 
 from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
-from takeover.ledger import REMEDIES
+from takeover.run.ledger import REMEDIES
 
 CONFIG_FILE = "config.json"
 DEFAULT_PROFILE = "stress"

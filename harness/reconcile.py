@@ -10,7 +10,7 @@ moves), and every call is recorded in the history as a ``resolve`` operation, so
 judges resolved states like any other.
 
 Where the answer comes from: the running service over its protocol (``{"op": "lookup"}``) when a
-port is given, otherwise ``ledger.sqlite`` read through :meth:`takeover.ledger.Ledger.lookup` —
+port is given, otherwise ``ledger.sqlite`` read through :meth:`takeover.run.ledger.Ledger.lookup` —
 the same record the service commits before it replies, so both answers are the same truth.
 """
 
@@ -29,7 +29,7 @@ from takeover.config import CONFIG_FILE
 from takeover.contract import REFERENCE_QUEUE, has_extension, open_queue, validate_snapshot
 from takeover.errors import ContractError, UsageError
 from takeover.history import HISTORY_FILE, HistoryWriter
-from takeover.ledger import LEDGER_FILE, Ledger
+from takeover.run.ledger import LEDGER_FILE, Ledger
 from takeover.rundir import QUEUE_FILE, write_json, write_snapshot
 
 RECONCILE_FILE = "reconcile.json"

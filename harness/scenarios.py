@@ -15,7 +15,7 @@ the exception in one line, and the next steps still run, so one run shows every 
 
 A queue that *hangs* inside a step (a deadlock, a lock never released, an infinite loop) must not
 hang the replay: in CI that is a job killed at its global timeout with no verdict at all. So every
-call into the queue — the opening included — is made by a :class:`~takeover.queue_caller.QueueCaller`
+call into the queue — the opening included — is made by a :class:`~takeover.run.queue_caller.QueueCaller`
 (the same deadlined helper thread the stress coordinator uses; one per scenario, because a queue may
 only work on the thread that opened it) and given ``step_timeout`` seconds. A call that does not
 return fails its step ("claim() did not return within 10 s") and ends that scenario: the call may
@@ -45,8 +45,8 @@ from takeover.contract import (
     validate_snapshot,
 )
 from takeover.errors import UsageError
-from takeover.ledger import Ledger
-from takeover.queue_caller import QueueCaller, QueueHung
+from takeover.run.ledger import Ledger
+from takeover.run.queue_caller import QueueCaller, QueueHung
 
 TASK_ID = "task"
 LANGS = ("en", "zh")

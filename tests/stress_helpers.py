@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from takeover.lifeline import RUN_ENV
+from takeover.run.lifeline import RUN_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent

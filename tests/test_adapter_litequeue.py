@@ -217,7 +217,7 @@ MUST_HOLD = {"generation_monotonic"}
 
 
 def test_smoke_stress_run_reaches_a_verdict(tmp_path: Path) -> None:
-    pytest.importorskip("takeover.coordinator", reason="takeover stress is not on this branch yet")
+    pytest.importorskip("takeover.run.coordinator", reason="takeover stress is not on this branch yet")
     pytest.importorskip("takeover.checker", reason="the checker is not on this branch yet")
     out = tmp_path / "run"
     proc = subprocess.run(

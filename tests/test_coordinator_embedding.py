@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
 
     from takeover.config import FAULT_KINDS, RunConfig, TaskTime
-    from takeover.coordinator import Coordinator
+    from takeover.run.coordinator import Coordinator
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("child-run")
     out.mkdir(exist_ok=True)

@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 
-from takeover.ledger import Ledger
+from takeover.run.ledger import Ledger
 
 
 def _performed(path: str, task: str) -> int:
@@ -50,7 +50,7 @@ def test_fencing_sees_a_higher_generation_written_by_another_process(tmp_path) -
     path = str(tmp_path / "ledger.sqlite")
     ledger = Ledger(path, "fencing")
     assert ledger.act("t1", 1).result == "performed"
-    code = "import sys; from takeover.ledger import Ledger; led = Ledger(sys.argv[1], 'fencing'); led.act('t1', 5)"
+    code = "import sys; from takeover.run.ledger import Ledger; led = Ledger(sys.argv[1], 'fencing'); led.act('t1', 5)"
     subprocess.run([sys.executable, "-c", code, path], check=True, timeout=60)
     refused = ledger.act("t1", 3)
     assert refused.result == "refused" and not refused.performed

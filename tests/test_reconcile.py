@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from takeover.history import HistoryWriter
-from takeover.ledger import Ledger
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.reconcile import reconcile_run
+from takeover.run.ledger import Ledger
 
 sys.path.insert(0, str(Path(__file__).parent))
 from stress_helpers import reap_stragglers, takeover  # noqa: E402
@@ -156,7 +156,7 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
 
 
 def test_reconcile_through_the_running_service_agrees_with_the_ledger(lossy, tmp_path):
-    from takeover.service import ServiceSpec, listen, service_main
+    from takeover.run.service import ServiceSpec, listen, service_main
 
     by_ledger, by_service = tmp_path / "a", tmp_path / "b"
     shutil.copytree(lossy, by_ledger)

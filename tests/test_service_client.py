@@ -24,7 +24,7 @@ from collections.abc import Callable
 import psutil
 import pytest
 
-from takeover.service import ServiceClient, ServiceSpec, listen, service_main
+from takeover.run.service import ServiceClient, ServiceSpec, listen, service_main
 
 
 class ScriptedServer:
@@ -191,7 +191,7 @@ def test_a_hang_up_is_a_connection_error_and_the_next_call_reconnects_clean(serv
 
 _FROZEN_CHILD = r"""
 import sys, json
-from takeover.service import ServiceClient
+from takeover.run.service import ServiceClient
 client = ServiceClient(int(sys.argv[1]), timeout=float(sys.argv[2]))
 print("ready", flush=True)
 sys.stdin.readline()

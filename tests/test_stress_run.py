@@ -191,8 +191,8 @@ def _random_kill_targets(busy_hunts: bool) -> list[int]:
     import dataclasses as dc
     import multiprocessing
 
-    from takeover.nemesis import Nemesis
-    from takeover.phases import PhaseBoard
+    from takeover.run.nemesis import Nemesis
+    from takeover.run.phases import PhaseBoard
 
     faults = {k: 0.0 for k in FAULT_KINDS} | {"kill": 2.0, "kill_during_finish": 5.0}
     cfg = RunConfig(workers=4, seed=11, faults=faults)

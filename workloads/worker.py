@@ -24,9 +24,9 @@ from typing import cast
 from takeover.config import RunConfig, TaskTime
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
 from takeover.history import HistoryWriter
-from takeover.lifeline import die_with_parent, parent_alive
-from takeover.phases import ACTIONS, DONE, LOST, SLOWED, PhaseBoard, task_index
-from takeover.service import ServiceClient
+from takeover.run.lifeline import die_with_parent, parent_alive
+from takeover.run.phases import ACTIONS, DONE, LOST, SLOWED, PhaseBoard, task_index
+from takeover.run.service import ServiceClient
 
 
 @dataclass(frozen=True)

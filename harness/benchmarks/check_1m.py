@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from takeover.ledger import Ledger
+from takeover.run.ledger import Ledger
 
 LEASE = 5.0
 

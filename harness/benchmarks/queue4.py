@@ -21,8 +21,8 @@ import signal
 import time
 from typing import Any
 
-from takeover.lifeline import die_with_parent
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.run.lifeline import die_with_parent
 
 LEASE = 60.0
 _BARRIER_TIMEOUT = 60.0  # generous: spawning 4 interpreters on a loaded 2-core machine

@@ -121,7 +121,7 @@ def time_split(history: Path) -> dict[str, float]:
 
 def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, Any]:
     """One real stress run (coordinator, 4 workers, service), quietly; its steady-state rate."""
-    from takeover.coordinator import Coordinator
+    from takeover.run.coordinator import Coordinator
 
     run_dir = root / f"run{index}"
     run_dir.mkdir()

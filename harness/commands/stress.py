@@ -28,7 +28,7 @@ from takeover.config import (
 )
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
-from takeover.ledger import LEDGER_FILE, REMEDIES
+from takeover.run.ledger import LEDGER_FILE, REMEDIES
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
@@ -113,8 +113,8 @@ def check_queue(spec: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from takeover import rundir
-    from takeover.coordinator import Coordinator
-    from takeover.progress import ProgressDisplay
+    from takeover.run.coordinator import Coordinator
+    from takeover.run.progress import ProgressDisplay
 
     cfg = resolve(args)
     check_queue(cfg.queue)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from takeover.progress import LiveDisplay
+from takeover.run.progress import LiveDisplay
 
 PLAIN_EVERY = 10.0
 

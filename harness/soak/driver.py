@@ -153,7 +153,7 @@ class Soak:
 
     # -- one segment: run, check (the checkpoint), record, prune ----------------------------------------
     def run_segment(self, cfg: RunConfig, name: str, kind: str) -> dict[str, Any]:
-        from takeover.coordinator import Coordinator
+        from takeover.run.coordinator import Coordinator
 
         run_dir = self.root / name
         run_dir.mkdir(parents=True, exist_ok=False)

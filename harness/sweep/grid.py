@@ -49,7 +49,7 @@ from takeover.config import (
     with_overrides,
 )
 from takeover.errors import UsageError
-from takeover.ledger import REMEDIES
+from takeover.run.ledger import REMEDIES
 
 DEFAULT_GRID = "sweep-default"
 _TOP = {"description", "base", "seeds", "seed", "target", "lease", "fault_scale", "fixed", "faults",

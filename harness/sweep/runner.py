@@ -36,7 +36,7 @@ class SweepResult:
 def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool | None = None,
               on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
     """Run every (cell, seed) of the grid into ``out/cells/``; ``sweep.csv`` gets one row per run."""
-    from takeover.coordinator import Coordinator
+    from takeover.run.coordinator import Coordinator
 
     stream = stream or sys.stderr
     runs = grid.runs()

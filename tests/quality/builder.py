@@ -1,7 +1,7 @@
 """Hand-written histories: a tiny DSL that writes a real run folder (history, ledger, snapshot, config).
 
 Why real files: the checker is tested exactly as users run it, through ``check_run_dir`` on a
-folder, with the ledger written by the real :class:`takeover.ledger.Ledger`. Times are explicit so
+folder, with the ledger written by the real :class:`takeover.run.ledger.Ledger`. Times are explicit so
 each case states precisely which operations overlap.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover.ledger import Ledger
+from takeover.run.ledger import Ledger
 
 LEASE = 5.0
 T0 = 1_000.0  # absolute times are T0 + the small numbers used in the cases

@@ -13,9 +13,9 @@ import pytest
 from takeover.checker import INVARIANTS, check_run_dir
 from takeover.commands.selftest import QUICK
 from takeover.contract import REFERENCE_QUEUE, open_queue
-from takeover.coordinator import register_tasks
 from takeover.history import HISTORY_FILE, HistoryWriter
 from takeover.queues.planted import PLANTED
+from takeover.run.coordinator import register_tasks
 
 
 def test_planted_queues_cover_every_invariant() -> None:

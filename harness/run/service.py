@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from takeover.ledger import ActionRequest, Ledger
-from takeover.lifeline import die_with_parent, parent_alive
+from takeover.run.ledger import ActionRequest, Ledger
+from takeover.run.lifeline import die_with_parent, parent_alive
 
 
 @dataclass(frozen=True)

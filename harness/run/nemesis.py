@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from takeover.config import AIM_PHASES, KILL_AIMS, NEMESIS_FAULTS, RunConfig
-from takeover.phases import PhaseBoard, SlotView
+from takeover.run.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0
 HUNT_POLL = 0.0002  # a finish call lasts a fraction of a millisecond

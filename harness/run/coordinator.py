@@ -7,11 +7,11 @@ nemesis tells it how long it may sleep (about 1 ms while hunting for a phase).
 
 Processes are started with the ``spawn`` method: nothing (no SQLite connection, no lock, no
 thread) is inherited from the coordinator, so a child can never corrupt the coordinator's
-connection and vice versa. Children die with the coordinator (takeover.lifeline) and carry
+connection and vice versa. Children die with the coordinator (takeover.run.lifeline) and carry
 ``TAKEOVER_RUN_DIR`` in their environment.
 
 The coordinator's own calls into the queue (open, register, snapshot, close) go through
-:mod:`takeover.queue_caller`: each has a deadline (the drain timeout) and gives way to Ctrl-C, so a
+:mod:`takeover.run.queue_caller`: each has a deadline (the drain timeout) and gives way to Ctrl-C, so a
 queue that blocks can neither hang the run nor make it deaf to signals.
 
 Order of the end (docs/history.md): ``run faults_stop`` (paused workers resumed), the drain until
@@ -36,13 +36,13 @@ from typing import Any
 from takeover.config import CONFIG_FILE, RunConfig
 from takeover.contract import TERMINAL_STATES, has_extension, open_queue
 from takeover.history import HISTORY_FILE, HistoryWriter
-from takeover.ledger import LEDGER_FILE
-from takeover.lifeline import RUN_ENV
-from takeover.nemesis import Nemesis, Pause, Tally
-from takeover.phases import COUNTERS, PhaseBoard, SlotView, task_id
-from takeover.queue_caller import QueueCaller, QueueHung
+from takeover.run.ledger import LEDGER_FILE
+from takeover.run.lifeline import RUN_ENV
+from takeover.run.nemesis import Nemesis, Pause, Tally
+from takeover.run.phases import COUNTERS, PhaseBoard, SlotView, task_id
+from takeover.run.queue_caller import QueueCaller, QueueHung
+from takeover.run.service import ServiceSpec, listen, service_main
 from takeover.rundir import QUEUE_FILE, write_snapshot
-from takeover.service import ServiceSpec, listen, service_main
 
 STOP_GRACE = 2.0  # seconds a worker gets to leave on its own before SIGTERM, then SIGKILL
 SNAPSHOT_EVERY = 0.25  # drain: how often the queue is asked whether everything is terminal

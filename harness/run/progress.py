@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from takeover.coordinator import Progress
+from takeover.run.coordinator import Progress
 
 PLAIN_EVERY = 2.0
 
