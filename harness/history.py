@@ -107,6 +107,12 @@ class HistoryWriter:
             self._fd = -1
 
 
+def error_text(exc: BaseException) -> str:
+    """An exception as a record's ``error``: its type and message on one line, at most 300 characters
+    (a user's queue may raise with a multi-line message or a whole SQL statement)."""
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+
+
 _dumps = orjson.dumps
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
 

@@ -24,6 +24,7 @@ SCRIPT = textwrap.dedent(
 
     from takeover.config import FAULT_KINDS, RunConfig, TaskTime
     from takeover.run.coordinator import Coordinator
+    from takeover.workloads.worker import worker_main
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("child-run")
     out.mkdir(exist_ok=True)
@@ -32,7 +33,7 @@ SCRIPT = textwrap.dedent(
         task_time=TaskTime(dist="fixed", mean=0.0, spread=0.0, max=0.0), local_step=0.0,
         poll=0.01, client_timeout=0.5, drain_timeout=0.5, faults={k: 0.0 for k in FAULT_KINDS},
     ).validate()
-    Coordinator(cfg, out).run()  # no __main__ guard: the mistake this test is about
+    Coordinator(cfg, out, worker=worker_main).run()  # no __main__ guard: the mistake this test is about
     """
 )
 

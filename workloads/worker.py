@@ -18,26 +18,15 @@ import os
 import random
 import signal
 import time
-from dataclasses import dataclass
 from typing import cast
 
-from takeover.config import RunConfig, TaskTime
+from takeover.config import TaskTime
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
-from takeover.history import HistoryWriter
+from takeover.history import HistoryWriter, error_text
 from takeover.run.lifeline import die_with_parent, parent_alive
 from takeover.run.phases import ACTIONS, DONE, LOST, SLOWED, PhaseBoard, task_index
 from takeover.run.service import ServiceClient
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    config: RunConfig
-    slot: int
-    process: int
-    queue_path: str
-    history_path: str
-    service_port: int
-    parent_pid: int
+from takeover.run.supervision import WorkerSpec
 
 
 def worker_seed(seed: int, process: int) -> int:
@@ -65,7 +54,11 @@ def draw_task_time(rng: random.Random, tt: TaskTime) -> float:
 
 
 def worker_main(spec: WorkerSpec, board: PhaseBoard) -> None:
-    """Entry point of a worker process (multiprocessing target)."""
+    """Entry point of a worker process (multiprocessing target).
+
+    The run package does not import this module: whoever starts a run (``takeover stress``, the soak,
+    the sweep, the benchmarks) hands this function to the coordinator as its ``worker``.
+    """
     die_with_parent(spec.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # so is a hangup of the terminal
@@ -123,7 +116,7 @@ class Worker:
             try:
                 self.queue = open_queue(self.cfg.queue, self.spec.queue_path)
             except Exception as exc:  # noqa: BLE001 - recorded, retried: never a crash of the run
-                self.hist.write("info", "open", worker=self.name, error=_one_line(exc))
+                self.hist.write("info", "open", worker=self.name, error=error_text(exc))
                 self.nap(backoff)
                 backoff = min(backoff * 2, 1.0)
 
@@ -151,7 +144,7 @@ class Worker:
         try:
             claimed = self.opened.claim(name, now, cfg.lease)
         except Exception as exc:  # noqa: BLE001
-            hist.write("info", "claim", worker=name, now=now, error=_one_line(exc))
+            hist.write("info", "claim", worker=name, now=now, error=error_text(exc))
             self.publish("idle")
             self.poll_pause()
             return
@@ -215,7 +208,7 @@ class Worker:
             # Called only when work() found the method (has_extension), so the queue is an ExtendingQueue.
             new = cast(ExtendingQueue, self.opened).extend(task, gen, now, self.cfg.lease)
         except Exception as exc:  # noqa: BLE001
-            self.hist.write("info", "extend", task=task, gen=gen, error=_one_line(exc))
+            self.hist.write("info", "extend", task=task, gen=gen, error=error_text(exc))
             return lease_until  # unknown: keep working on what we believe
         if new is None:
             self.hist.write("fail", "extend", task=task, gen=gen, error="lost")
@@ -245,7 +238,7 @@ class Worker:
                 self.hist.write("ok", "lose_reply", task=task, gen=gen, target=self.spec.process)
             return "uncertain"
         except Exception as exc:  # noqa: BLE001 - connection trouble: the outcome is unknown
-            self.hist.write("info", "action", task=task, gen=gen, error=_one_line(exc))
+            self.hist.write("info", "action", task=task, gen=gen, error=error_text(exc))
             if lose:
                 self.board.close_fault(self.slot, "lose_reply")
                 self.hist.write("info", "lose_reply", task=task, gen=gen, target=self.spec.process)
@@ -274,7 +267,7 @@ class Worker:
             accepted = self.opened.finish(task, gen, outcome, now)
         except Exception as exc:  # noqa: BLE001
             self.publish("finished", task, gen, lease_until)
-            self.hist.write("info", "finish", task=task, gen=gen, outcome=outcome, error=_one_line(exc))
+            self.hist.write("info", "finish", task=task, gen=gen, outcome=outcome, error=error_text(exc))
             return
         self.publish("finished", task, gen, lease_until)
         if accepted:
@@ -282,8 +275,3 @@ class Worker:
             self.board.count(self.slot, DONE)
         else:
             self.hist.write("fail", "finish", task=task, gen=gen, outcome=outcome, error="rejected")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-    return text[:300]

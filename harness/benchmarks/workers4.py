@@ -122,6 +122,7 @@ def time_split(history: Path) -> dict[str, float]:
 def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, Any]:
     """One real stress run (coordinator, 4 workers, service), quietly; its steady-state rate."""
     from takeover.run.coordinator import Coordinator
+    from takeover.workloads.worker import worker_main
 
     run_dir = root / f"run{index}"
     run_dir.mkdir()
@@ -130,11 +131,11 @@ def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, An
 
     def skip_drain(progress: Any) -> None:
         # The steady state ends with the faulted phase; the tasks left over are not worth draining.
-        # Stopping the way Ctrl-C does (the coordinator's own flag) ends the run cleanly at once.
+        # Stopping the way a first Ctrl-C does (request_stop) ends the run cleanly at once.
         if progress.stage == "drain" and coordinator is not None:
-            coordinator.signals = max(coordinator.signals, 1)
+            coordinator.request_stop()
 
-    coordinator = Coordinator(cfg, run_dir, on_progress=skip_drain)
+    coordinator = Coordinator(cfg, run_dir, worker=worker_main, on_progress=skip_drain)
     with contextlib.redirect_stdout(io.StringIO()):
         coordinator.run()
     pairs_per_s, counted, window = steady_rate(run_dir / HISTORY_FILE, tasks)

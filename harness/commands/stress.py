@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from takeover import rundir
     from takeover.run.coordinator import Coordinator
     from takeover.run.progress import ProgressDisplay
+    from takeover.workloads.worker import worker_main
 
     cfg = resolve(args)
     check_queue(cfg.queue)
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"takeover stress: run folder {run_dir}", file=out)
     print(f"reproduce with: {cfg.command()}", file=out, flush=True)
     with ProgressDisplay(sys.stderr) as display:
-        result = Coordinator(cfg, run_dir, on_progress=display.update).run()
+        result = Coordinator(cfg, run_dir, worker=worker_main, on_progress=display.update).run()
     try:
         if getattr(args, "reconcile", False) and not result.interrupted:
             from takeover.reconcile import describe, reconcile_run

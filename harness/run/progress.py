@@ -1,18 +1,56 @@
-"""Live progress for long runs: a rich panel on a terminal, plain periodic lines otherwise (CI logs).
+"""Live progress for long runs: what a run has done so far, and how it is shown.
 
-Why both: a person watching a terminal wants one updating status; a CI log wants a line every few
-seconds that still reads well when captured, and no escape codes.
+:class:`Progress` is the model: the coordinator's loop fills it from the phase board's counters and
+the nemesis' tally and hands it to an ``on_progress`` callback. The display shows it as a rich panel
+on a terminal, plain periodic lines otherwise (CI logs). Why both: a person watching a terminal
+wants one updating status; a CI log wants a line every few seconds that still reads well when
+captured, and no escape codes.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-from takeover.run.coordinator import Progress
+from takeover.run.nemesis import Tally
+from takeover.run.phases import COUNTERS, PhaseBoard
 
 PLAIN_EVERY = 2.0
+
+
+@dataclass
+class Progress:
+    """What the progress display shows; updated by the loop, read by a renderer."""
+
+    stage: str = "starting"
+    elapsed: float = 0.0
+    duration: float = 0.0
+    registered: int = 0
+    terminal: int | None = None
+    done: int = 0
+    actions: int = 0
+    kills: int = 0
+    kill_hits: int = 0
+    pauses: int = 0
+    lost_replies: int = 0
+    slow: int = 0
+    alive: int = 0
+    workers: int = 0
+
+    def observe(self, board: PhaseBoard, tally: Tally, *, registered: int, alive: int) -> None:
+        """Take the counts: what the workers did (their counters on the board, summed over every
+        incarnation) and what the nemesis injected (its tally)."""
+        self.registered = registered
+        self.done = board.total(COUNTERS["done"])
+        self.actions = board.total(COUNTERS["actions"])
+        self.lost_replies = board.total(COUNTERS["lose_reply"])
+        self.slow = board.total(COUNTERS["slow"])
+        self.kills = sum(tally.kills.values())
+        self.kill_hits = sum(tally.kill_hits.values())
+        self.pauses = sum(tally.pauses.values())
+        self.alive = alive
 
 
 def _line(p: Progress) -> str:

@@ -154,12 +154,13 @@ class Soak:
     # -- one segment: run, check (the checkpoint), record, prune ----------------------------------------
     def run_segment(self, cfg: RunConfig, name: str, kind: str) -> dict[str, Any]:
         from takeover.run.coordinator import Coordinator
+        from takeover.workloads.worker import worker_main
 
         run_dir = self.root / name
         run_dir.mkdir(parents=True, exist_ok=False)
         cfg = dataclasses.replace(cfg, out=str(run_dir))
         self.segment_name, self.segment_dir = name, run_dir
-        self.coordinator = Coordinator(cfg, run_dir, on_progress=self._on_progress)
+        self.coordinator = Coordinator(cfg, run_dir, worker=worker_main, on_progress=self._on_progress)
         result = self.coordinator.run()
         self.coordinator = None
         if result.interrupted:
@@ -347,8 +348,8 @@ class Soak:
         service = None
         if coord is not None:
             try:
-                workers = tuple(h.proc.pid for h in list(coord.handles.values()) if h.proc.pid)
-                service = coord.service.pid if coord.service is not None else None
+                workers = coord.supervisor.worker_pids()
+                service = coord.supervisor.service_pid()
             except (RuntimeError, AttributeError):
                 pass  # the dict changed under us: the next sample will see it
         return Targets(self.segment_name, self.segment_dir, workers, service)

@@ -37,6 +37,7 @@ def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool
               on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
     """Run every (cell, seed) of the grid into ``out/cells/``; ``sweep.csv`` gets one row per run."""
     from takeover.run.coordinator import Coordinator
+    from takeover.workloads.worker import worker_main
 
     stream = stream or sys.stderr
     runs = grid.runs()
@@ -54,7 +55,7 @@ def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool
             progress.start(index, cell, seed)
             started = time.monotonic()
             try:
-                run = Coordinator(cfg, run_dir).run()
+                run = Coordinator(cfg, run_dir, worker=worker_main).run()
             except KeyboardInterrupt:
                 result.interrupted = True
                 break

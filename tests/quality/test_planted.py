@@ -15,7 +15,7 @@ from takeover.commands.selftest import QUICK
 from takeover.contract import REFERENCE_QUEUE, open_queue
 from takeover.history import HISTORY_FILE, HistoryWriter
 from takeover.queues.planted import PLANTED
-from takeover.run.coordinator import register_tasks
+from takeover.run.registration import register_tasks
 
 
 def test_planted_queues_cover_every_invariant() -> None:
