@@ -67,8 +67,8 @@ class Effectors:
 
     def resume(self, pause: Pause) -> None:
         h = self.sup.handles.get(pause.slot)
-        alive = h is not None and h.process == pause.process and h.proc.exitcode is None and not self.sup.killed_all
-        if not alive:  # killed while frozen (a second Ctrl-C, someone else's SIGKILL): no end to report
+        if h is None or h.process != pause.process or h.proc.exitcode is not None or self.sup.killed_all:
+            # killed while frozen (a second Ctrl-C, someone else's SIGKILL): no end to report
             self.hist.write("info", "pause", target=pause.process, worker=f"w{pause.slot}", detail=pause.klass,
                             error="the paused worker died before it could be resumed",
                             lease_until=pause.view.lease_until, **_held(pause.view))  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 from takeover.run.nemesis import Tally
 from takeover.run.phases import COUNTERS, PhaseBoard
@@ -77,7 +77,7 @@ class LiveDisplay:
         self.live_mode = self.stream.isatty() if live is None else live
         self._live: Any = None
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         if self.live_mode:
             from rich.console import Console
             from rich.live import Live

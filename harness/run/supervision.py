@@ -124,7 +124,7 @@ class Supervisor:
             if self.signals >= 2:
                 self.kill_everything()
 
-        old = {}
+        old: dict[int, Any] = {}
         # SIGHUP (the terminal went away, an ssh session dropped) is a stop request like SIGTERM: by
         # default it would kill the coordinator outright, with no snapshot and no interrupted mark.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -168,6 +168,7 @@ class Supervisor:
         proc = self.ctx.Process(target=self.worker, args=(spec, self.board), name=f"takeover-w{slot}")
         proc.daemon = True
         start_shielded(proc)
+        assert proc.pid is not None  # set by start()
         self.board.set_owner(slot, process, proc.pid)
         self.handles[slot] = Handle(slot, process, proc, time.time())
         self.spawned += 1
