@@ -53,11 +53,26 @@ class Progress:
         self.alive = alive
 
 
+def _tasks(p: Progress) -> str:
+    """Tasks as the queue counts them, and the finishes it accepted, which are not the same thing.
+
+    A task ends with one accepted finish in a correct queue, but the workers count every finish the
+    queue *accepted*: a queue that accepts a stale or repeated finish counts a task twice. Shown as
+    "done 361/349" that read as a broken counter; said in words it is an early sign of a queue bug.
+    """
+    text = f"{p.registered} registered"
+    if p.terminal is not None:
+        text += f", {p.terminal} terminal"
+    text += f"; finishes accepted {p.done}"
+    if p.done > p.registered:
+        text += " (more than the tasks: a task was finished twice)"
+    return text
+
+
 def _line(p: Progress) -> str:
-    terminal = "" if p.terminal is None else f" terminal {p.terminal}/{p.registered}"
     clock = f"{p.elapsed:5.1f}s" + (f"/{p.duration:g}s" if p.stage == "faults" else "")
     return (
-        f"[{p.stage}] {clock} tasks: done {p.done}/{p.registered}{terminal}, actions {p.actions} | "
+        f"[{p.stage}] {clock} tasks: {_tasks(p)}, actions {p.actions} | "
         f"faults: kills {p.kills} (aims hit {p.kill_hits}), pauses {p.pauses}, lost replies "
         f"{p.lost_replies}, slow {p.slow} | workers {p.alive}/{p.workers}"
     )
@@ -127,10 +142,7 @@ class ProgressDisplay(LiveDisplay):
         stage = {"faults": "faulted phase", "drain": "drain (no faults)", "finished": "finished"}.get(p.stage, p.stage)
         clock = f"{p.elapsed:.1f}s" + (f" of {p.duration:g}s" if p.stage == "faults" else "")
         table.add_row("stage", f"{stage}  {clock}")
-        done = f"{p.done} finished of {p.registered}"
-        if p.terminal is not None:
-            done += f"  ({p.terminal} terminal in the queue)"
-        table.add_row("tasks", done)
+        table.add_row("tasks", _tasks(p))
         table.add_row("actions", str(p.actions))
         table.add_row("kills", f"{p.kills} (aimed kills that hit their phase + random: {p.kill_hits})")
         table.add_row("pauses", str(p.pauses))
