@@ -5,17 +5,15 @@ resolved values, ``config.json`` stores exactly them, and :meth:`RunConfig.comma
 back into a command line, so a run can always be reproduced from its folder. Validation happens
 here, before a folder is created or a process started, so bad input never costs a partial run.
 
-Units: times in seconds. ``faults`` holds, per fault kind, either a rate per second of the
-faulted phase (kills and pauses, injected by the nemesis) or a probability per task (``slow``)
-or per action (``lose_reply``), drawn by the worker itself. 0 means "not requested".
+Which options a run takes, and how each is named, checked and written back, is declared once in
+:mod:`takeover.options`; this module reads that table for the profile keys, the overrides and the
+checks. Units: times in seconds; ``faults`` holds a rate or probability per fault kind (see there).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,20 +21,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from takeover import options
 from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
-from takeover.run.ledger import REMEDIES
+from takeover.options import BY_DEST, BY_FIELD, DEFAULT_PROFILE, FAULT_KINDS, RUN_OPTIONS
 
 CONFIG_FILE = "config.json"
-DEFAULT_PROFILE = "stress"
 # The profiles travel with the package (takeover.workloads), found the way the import system found it.
 PROFILE_DIR = Path(str(resources.files("takeover.workloads")))
 
-# Fault kinds, in the order reports list them. Per-second rates for the nemesis' faults,
-# probabilities for the faults a worker draws itself.
-NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause")
-WORKER_FAULTS = ("lose_reply", "slow")
-FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
 # Aimed kills and the worker phase each must hit (docs/history.md).
 KILL_AIMS = {
     "kill": "random",
@@ -45,8 +38,6 @@ KILL_AIMS = {
     "kill_during_finish": "during_finish",
 }
 AIM_PHASES = {"before_action": ("working",), "after_action": ("acted",), "during_finish": ("finishing",)}
-
-TASK_DISTS = ("fixed", "uniform", "exponential", "lognormal", "pareto")
 
 
 @dataclass(frozen=True)
@@ -133,99 +124,29 @@ class RunConfig:
 
     def command(self) -> str:
         """A shell line that reproduces this run: every value explicit, so profile edits cannot drift it."""
-        tt = self.task_time
-        parts = [
-            "takeover", "stress",
-            "--profile", self.profile,
-            "--queue", self.queue,
-            "--workers", str(self.workers),
-            "--tasks", str(self.tasks),
-            "--duration", _num(self.duration),
-            "--lease", _num(self.lease),
-            "--seed", str(self.seed),
-            "--remedy", self.remedy,
-            "--heartbeat", _num(self.heartbeat),
-            "--arrival-rate", _num(self.arrival_rate),
-            "--task-time-dist", tt.dist,
-            "--task-time-mean", _num(tt.mean),
-            "--task-time-spread", _num(tt.spread),
-            "--task-time-max", _num(tt.max),
-            "--local-step", _num(self.local_step),
-            "--poll", _num(self.poll),
-            "--client-timeout", _num(self.client_timeout),
-            "--drain-timeout", _num(self.drain_timeout),
-        ]  # fmt: skip
-        for kind in FAULT_KINDS:
-            parts += [f"--{kind.replace('_', '-')}-rate", _num(self.faults.get(kind, 0.0))]
-        return " ".join(shlex.quote(p) for p in parts)
+        return options.command_line(self)
 
     # -- validation -----------------------------------------------------------------------------
     def validate(self) -> RunConfig:
-        """Raise :class:`UsageError` naming the first bad value; return self for chaining."""
-        _positive_int("workers", self.workers)
-        _nonneg_int("tasks", self.tasks)
-        _positive("duration", self.duration)
-        _positive("lease", self.lease)
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise UsageError(f"seed must be an integer, got {self.seed!r}")
-        if self.remedy not in REMEDIES:
-            raise UsageError(f"remedy must be one of {', '.join(REMEDIES)}, got {self.remedy!r}")
-        for name in ("heartbeat", "arrival_rate", "drain_timeout"):
-            _nonneg(name.replace("_", "-"), getattr(self, name))
+        """Raise :class:`UsageError` naming the first bad value; return self for chaining.
+
+        Each value's own check comes from its option (:func:`takeover.options.check_values`); the
+        checks here relate two values, so they run once each value is known to be sound.
+        """
+        unknown = set(self.faults) - set(FAULT_KINDS)
+        if unknown:
+            raise UsageError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
+        options.check_values(self)
         if self.heartbeat and self.heartbeat >= self.lease:
             raise UsageError(f"heartbeat ({self.heartbeat}) must be shorter than the lease ({self.lease})")
         if self.tasks == 0 and self.arrival_rate == 0:
             raise UsageError("nothing to do: tasks is 0 and arrival-rate is 0")
         tt = self.task_time
-        if tt.dist not in TASK_DISTS:
-            raise UsageError(f"task-time-dist must be one of {', '.join(TASK_DISTS)}, got {tt.dist!r}")
-        _nonneg("task-time-mean", tt.mean)
-        _nonneg("task-time-spread", tt.spread)
-        _nonneg("task-time-max", tt.max)
         if tt.dist == "pareto" and tt.spread <= 1:
             raise UsageError(f"task-time-spread is the pareto tail index and must be > 1, got {tt.spread}")
         if tt.dist == "uniform" and tt.spread > 1:
             raise UsageError(f"task-time-spread for uniform must be <= 1 (a fraction of the mean), got {tt.spread}")
-        _nonneg("local-step", self.local_step)
-        _positive("poll", self.poll)
-        _positive("client-timeout", self.client_timeout)
-        unknown = set(self.faults) - set(FAULT_KINDS)
-        if unknown:
-            raise UsageError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
-        for kind in FAULT_KINDS:
-            rate = self.faults.get(kind, 0.0)
-            _nonneg(f"{kind.replace('_', '-')}-rate", rate)
-            if kind in WORKER_FAULTS and rate > 1:
-                raise UsageError(f"{kind.replace('_', '-')}-rate is a probability and must be <= 1, got {rate}")
         return self
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _positive(name: str, value: Any) -> None:
-    if not _is_number(value) or value <= 0:
-        raise UsageError(f"{name} must be a positive number, got {value!r}")
-
-
-def _nonneg(name: str, value: Any) -> None:
-    if not _is_number(value) or value < 0:
-        raise UsageError(f"{name} must be a number >= 0, got {value!r}")
-
-
-def _positive_int(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise UsageError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _nonneg_int(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise UsageError(f"{name} must be an integer >= 0, got {value!r}")
 
 
 # -- profiles ---------------------------------------------------------------------------------------
@@ -248,10 +169,9 @@ def profile_path(name: str) -> Path:
     return path
 
 
-_TOP_KEYS = {
-    "description", "queue", "workers", "tasks", "duration", "lease", "seed", "remedy", "heartbeat",
-    "arrival_rate", "local_step", "poll", "client_timeout", "drain_timeout", "task_time", "faults",
-}  # fmt: skip
+# A profile sets the options a profile may set, spelled as their fields: top-level ones by name, the
+# task time and the fault rates in their own tables ([task_time], [faults]).
+PROFILE_KEYS = {o.field.partition(".")[0] for o in RUN_OPTIONS if o.profile} | {"description"}
 
 
 def read_toml(path: Path, what: str, known: set[str]) -> dict[str, Any]:
@@ -269,7 +189,7 @@ def read_toml(path: Path, what: str, known: set[str]) -> dict[str, Any]:
 def load_profile(name: str) -> RunConfig:
     """Read ``workloads/<name>.toml`` into a RunConfig (not yet validated: overrides come next)."""
     path = profile_path(name)
-    data = read_toml(path, "profile", _TOP_KEYS)
+    data = read_toml(path, "profile", PROFILE_KEYS)
     data.pop("description", None)
     task_time = data.pop("task_time", {})
     faults = data.pop("faults", {})
@@ -278,12 +198,10 @@ def load_profile(name: str) -> RunConfig:
     if not isinstance(faults, dict) or set(faults) - set(FAULT_KINDS):
         raise UsageError(f"profile {str(path)!r}: [faults] takes {', '.join(FAULT_KINDS)}")
     for kind, rate in faults.items():  # float() would take True and "0.5", and crash on "a" or [1]
-        if not _is_number(rate):
+        if not options.is_number(rate):
             raise UsageError(f"profile {str(path)!r}: [faults] {kind} must be a number, got {rate!r}")
-    task_time = {k: (float(v) if k != "dist" and _is_number(v) else v) for k, v in task_time.items()}
-    floats = {"duration", "lease", "heartbeat", "arrival_rate", "local_step", "poll", "client_timeout",
-              "drain_timeout"}  # fmt: skip
-    data = {k: (float(v) if k in floats and _is_number(v) else v) for k, v in data.items()}
+    task_time = {k: BY_FIELD[f"task_time.{k}"].read(v) for k, v in task_time.items()}
+    data = {k: BY_FIELD[k].read(v) for k, v in data.items()}
     return RunConfig(
         profile=name,
         task_time=TaskTime(**task_time),
@@ -300,19 +218,23 @@ def profile_description(name: str) -> str:
 
 
 def with_overrides(base: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
-    """Apply command-line values (None = not given). Task-time and fault keys are prefixed."""
+    """Apply values keyed by their option's dest (``workers``, ``task_time_mean``, ``kill_rate``); None = not given.
+
+    The option's field says where each value goes: a top-level field, the task time or a fault rate.
+    """
     top: dict[str, Any] = {}
     tt: dict[str, Any] = {}
     faults = dict(base.faults)
-    for key, value in overrides.items():
+    for dest, value in overrides.items():
         if value is None:
             continue
-        if key.startswith("task_time_"):
-            tt[key.removeprefix("task_time_")] = value
-        elif key.endswith("_rate") and key.removesuffix("_rate") in FAULT_KINDS:
-            faults[key.removesuffix("_rate")] = value
+        head, _, key = BY_DEST[dest].field.partition(".")
+        if head == "task_time":
+            tt[key] = value
+        elif head == "faults":
+            faults[key] = value
         else:
-            top[key] = value
+            top[head] = value
     return dataclasses.replace(
         base, task_time=dataclasses.replace(base.task_time, **tt), faults=faults, **top
     )

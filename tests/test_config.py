@@ -9,8 +9,9 @@ import shlex
 import pytest
 
 from takeover.commands import stress
-from takeover.config import FAULT_KINDS, RunConfig, TaskTime, load_profile, profile_names
+from takeover.config import RunConfig, TaskTime, load_profile, profile_names
 from takeover.errors import UsageError
+from takeover.options import FAULT_KINDS
 
 
 def parse(*argv: str) -> argparse.Namespace:

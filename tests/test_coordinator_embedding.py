@@ -22,7 +22,8 @@ SCRIPT = textwrap.dedent(
     import sys
     from pathlib import Path
 
-    from takeover.config import FAULT_KINDS, RunConfig, TaskTime
+    from takeover.config import RunConfig, TaskTime
+    from takeover.options import FAULT_KINDS
     from takeover.run.coordinator import Coordinator
     from takeover.workloads.worker import worker_main
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from takeover.config import FAULT_KINDS
+from takeover.options import FAULT_KINDS
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helpers importable
 from stress_helpers import (  # noqa: E402

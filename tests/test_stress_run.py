@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from takeover.config import AIM_PHASES, FAULT_KINDS, RunConfig
+from takeover.config import AIM_PHASES, RunConfig
+from takeover.options import FAULT_KINDS
 
 sys.path.insert(0, str(Path(__file__).parent))  # --import-mode=importlib: make the helpers importable
 from stress_helpers import reap_stragglers, records, takeover, wait_no_stragglers  # noqa: E402

@@ -20,7 +20,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from takeover.config import RunConfig
 from takeover.errors import UsageError
+from takeover.options import RUN_OPTIONS
 
 HELP = "soak: replay banked failing seeds, then checked segments under faults for --minutes (nightly CI)"
 
@@ -33,8 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from takeover.commands import stress
 
     parser.add_argument("--minutes", type=float,
-                        help=f"length of the soak's segments in minutes (default ${MINUTES_ENV} or "
-                             f"{DEFAULT_MINUTES:g}); 0 = replay the banked seeds only")  # fmt: skip
+                        help=f"length of the soak in minutes, its segments back to back (default ${MINUTES_ENV} "
+                             f"or {DEFAULT_MINUTES:g}); 0 = replay the banked seeds only")  # fmt: skip
     parser.add_argument("--checkpoint", type=float, default=300.0,
                         help="seconds between checkpoints: each segment runs this long, then is checked (default 300)")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between resource samples (default 5)")
@@ -44,16 +46,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-replay", action="store_true", help="do not replay the banked seeds first")
     parser.add_argument("--keep", choices=("failed", "all"), default="failed",
                         help="which checked segments keep their history, queue and ledger (default failed)")
-    stress.configure(parser)
+    stress.configure(parser, "soak")  # the options soak refuses (NOT_FOR_SOAK) are there, hidden
     parser.set_defaults(profile="stress")
-    for flag in NOT_FOR_SOAK:  # the stress run's options that a soak decides itself: hidden, refused
-        action = parser._option_string_actions.get(flag)  # noqa: SLF001 - argparse has no public way
-        if action is not None:
-            action.help = argparse.SUPPRESS
 
 
-NOT_FOR_SOAK = {
-    "--duration": "a soak's segments last --checkpoint seconds, for --minutes in all",
+# The stress options that a soak decides itself: refused, with the reason.
+NOT_FOR_SOAK = {o.flag: o.soak for o in RUN_OPTIONS if o.soak} | {
     "--reconcile": "a soak checks each segment as it ran",
 }
 
@@ -75,24 +73,44 @@ def resolve_minutes(given: float | None) -> float:
     return value
 
 
+def plan(base: RunConfig, minutes: float, checkpoint: float, root: Path) -> list[str]:
+    """The soak's header: how long it runs, in what segments, and the line that reproduces the first one.
+
+    Only the first segment's length is known up front (drains and checks count against the budget),
+    and it is the shorter of ``--checkpoint`` and ``--minutes``: ``--minutes 1`` runs one 60 s segment,
+    whatever the checkpoint. The length comes from the driver's own ``segment_length``, so the printed
+    line is exactly the run that follows.
+    """
+    from takeover.soak.driver import segment_length
+
+    first = segment_length(checkpoint, minutes * 60.0) if minutes > 0 else None
+    if first is None:
+        return [f"takeover soak: the banked seeds only (--minutes {minutes:g}), folder {root}"]
+    if minutes * 60.0 <= checkpoint:
+        shape, then = f"one segment of {first:g} s, checked as it ends", ""
+    else:
+        shape = f"segments of {first:g} s back to back, each checked as it ends (the last gets what is left)"
+        then = " (then seed +1 per segment)"
+    return [f"takeover soak: {minutes:g} min in {shape}; folder {root}",
+            f"seg-0001 runs: {dataclasses.replace(base, duration=first).command()}{then}"]  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     from takeover import rundir
     from takeover.commands import stress
     from takeover.soak import seedbank
     from takeover.soak.display import SoakDisplay
-    from takeover.soak.driver import Soak, SoakOptions
+    from takeover.soak.driver import MIN_SEGMENT, Soak, SoakOptions, segment_length
 
     for flag, why in NOT_FOR_SOAK.items():
         value = getattr(args, flag[2:].replace("-", "_"), None)
-        if value not in (None, False):
+        if value is not None and value is not False:  # given at all: `--duration 0` is refused too
             raise UsageError(f"{flag} does not apply to takeover soak: {why}")
     minutes = resolve_minutes(args.minutes)
-    from takeover.soak.driver import MIN_SEGMENT
-
     if not args.checkpoint >= MIN_SEGMENT:  # a shorter segment would never run: the soak did nothing
         raise UsageError(f"--checkpoint must be at least {MIN_SEGMENT:g} s (a segment's length), "
                          f"got {args.checkpoint!r}")  # fmt: skip
-    if 0 < minutes * 60.0 < MIN_SEGMENT:
+    if minutes > 0 and segment_length(args.checkpoint, minutes * 60.0) is None:
         raise UsageError(f"--minutes {minutes:g} is shorter than one segment ({MIN_SEGMENT:g} s); "
                          f"use 0 to replay the banked seeds only")  # fmt: skip
     if not args.sample > 0:
@@ -117,9 +135,8 @@ def run(args: argparse.Namespace) -> int:
         replay_from=replay_from, replay=not args.no_replay, keep=args.keep,
         fail_on_duplicates=args.fail_on_duplicates, command=command,
     )  # fmt: skip
-    print(f"takeover soak: {minutes:g} min in checkpoints of {args.checkpoint:g} s, folder {root}", flush=True)
-    first = dataclasses.replace(base, duration=args.checkpoint).command()  # what seg-0001 runs, exactly
-    print(f"segments: {first} (seed +1 per segment)", flush=True)
+    for line in plan(base, minutes, args.checkpoint, root):
+        print(line, flush=True)
     with SoakDisplay(sys.stderr) as display:
         code = Soak(opts, display).run()
     summary = Path(root) / "soak.json"

@@ -16,87 +16,43 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from takeover.config import (
-    DEFAULT_PROFILE,
-    FAULT_KINDS,
-    NEMESIS_FAULTS,
-    TASK_DISTS,
-    RunConfig,
-    load_profile,
-    profile_names,
-    with_overrides,
-)
+from takeover.config import RunConfig, load_profile, profile_names, with_overrides
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
-from takeover.run.ledger import LEDGER_FILE, REMEDIES
+from takeover.options import FAULT_RATES, NEMESIS_FAULTS, Command, add_run_options, given
+from takeover.run.ledger import LEDGER_FILE
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
 EXIT_INTERRUPTED = 130
 
-_FAULT_HELP = {
-    "kill": "random SIGKILLs of a worker, per second",
-    "kill_before_action": "SIGKILLs aimed at a worker before its action (working), per second",
-    "kill_after_action": "SIGKILLs aimed after the action, before finish (the S5 window), per second",
-    "kill_during_finish": "SIGKILLs aimed at a worker inside finish, per second",
-    "pause": "SIGSTOP/SIGCONT of a lease holder (before, just after, long after its lease), per second",
-    "lose_reply": "probability that the service performs an action and never answers",
-    "slow": "probability that a task's work outlives its lease",
-}
 
+def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> None:
+    """The run options (declared in takeover.options), then the flags of the stress command itself.
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default=DEFAULT_PROFILE,
-                        help=f"workload profile in workloads/ ({', '.join(profile_names())}) or a .toml path"
-                             f" (default {DEFAULT_PROFILE})")  # fmt: skip
-    parser.add_argument("--queue", help="the queue under test, MODULE:ATTR (default: the reference queue)")
-    parser.add_argument("--workers", type=int, help="worker processes")
-    parser.add_argument("--tasks", type=int, help="tasks registered before the run")
-    parser.add_argument("--duration", type=float, help="seconds of the faulted phase (the drain follows)")
-    parser.add_argument("--lease", type=float, help="lease length in seconds")
-    parser.add_argument("--seed", type=int, help="seed of every random choice")
-    parser.add_argument("--out", help="run folder (default runs/<timestamp>, with runs/latest)")
-    parser.add_argument("--remedy", choices=REMEDIES, help="how the external service treats repeats")
-    parser.add_argument("--heartbeat", type=float, help="seconds between lease extensions (0 = none)")
-    parser.add_argument("--arrival-rate", type=float, help="more tasks per second during the faulted phase")
-    parser.add_argument("--task-time-dist", choices=TASK_DISTS, help="distribution of a task's local work")
-    parser.add_argument("--task-time-mean", type=float, help="mean local work in seconds")
-    parser.add_argument("--task-time-spread", type=float,
-                        help="uniform: half-width / mean; lognormal: sigma; pareto: tail index > 1")  # fmt: skip
-    parser.add_argument("--task-time-max", type=float, help="cap on local work in seconds (0 = none)")
-    parser.add_argument("--local-step", type=float, help="seconds between the action and finish")
-    parser.add_argument("--poll", type=float, help="base poll interval when nothing is claimable")
-    parser.add_argument("--client-timeout", type=float, help="worker's timeout on the external service")
-    parser.add_argument("--drain-timeout", type=float,
-                        help="end the drain when no task became terminal for this long (0 = derived)")  # fmt: skip
-    for kind in FAULT_KINDS:
-        parser.add_argument(f"--{kind.replace('_', '-')}-rate", dest=f"{kind}_rate", type=float,
-                            metavar="P" if kind not in NEMESIS_FAULTS else "PER_S", help=_FAULT_HELP[kind])  # fmt: skip
+    ``takeover soak`` builds its parser with this too (``command="soak"``); it checks each segment
+    as it ran, so ``--reconcile`` is kept there only to be refused with a reason.
+    """
+    add_run_options(parser, command, profile_names())
     parser.add_argument("--no-faults", action="store_true", help="set every fault rate to 0")
     parser.add_argument("--reconcile", action="store_true",
                         help="after the run, resolve uncertain tasks against the service's ledger "
-                             "(see takeover reconcile), before the check")  # fmt: skip
+                             "(see takeover reconcile), before the check" if command == "stress"
+                        else argparse.SUPPRESS)  # fmt: skip
     parser.add_argument("--fail-on-duplicates", action="store_true",
                         help="duplicate side effects fail the run (exit 1), for CI that requires none")  # fmt: skip
-
-
-_OVERRIDES = (
-    "queue", "workers", "tasks", "duration", "lease", "seed", "remedy", "heartbeat", "arrival_rate",
-    "task_time_dist", "task_time_mean", "task_time_spread", "task_time_max", "local_step", "poll",
-    "client_timeout", "drain_timeout",
-)  # fmt: skip
 
 
 def resolve(args: argparse.Namespace) -> RunConfig:
     """Profile + options -> a validated RunConfig. Raises UsageError; creates nothing."""
     base = load_profile(args.profile)
-    overrides: dict[str, Any] = {k: getattr(args, k, None) for k in _OVERRIDES}
+    overrides = given(args, "stress")
     # --no-faults zeroes the profile's rates; a rate given explicitly beside it still counts
     # (e.g. `--no-faults --kill-rate 1` is a run with kills only).
-    quiet = 0.0 if getattr(args, "no_faults", False) else None
-    for kind in FAULT_KINDS:
-        explicit = getattr(args, f"{kind}_rate", None)
-        overrides[f"{kind}_rate"] = explicit if explicit is not None else quiet
+    if getattr(args, "no_faults", False):
+        for o in FAULT_RATES:
+            if overrides[o.dest] is None:
+                overrides[o.dest] = 0.0
     return with_overrides(base, overrides).validate()
 
 

@@ -26,6 +26,7 @@ def _floats(text: str) -> list[float]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from takeover.options import add_run_options
     from takeover.sweep.grid import DEFAULT_GRID
 
     parser.add_argument("--grid", default=DEFAULT_GRID,
@@ -41,15 +42,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a mode, repeatable: none, idempotency-key, fencing, or none+hb0.3 (heartbeat every "
                              "0.3 leases); replaces the grid's modes")  # fmt: skip
     parser.add_argument("--target", type=float, help="lease-caused duplicates per 1000 tasks to stay under")
-    parser.add_argument("--queue", help="the queue under test, MODULE:ATTR")
-    parser.add_argument("--tasks", type=int, help="tasks per run")
-    parser.add_argument("--duration", type=float, help="seconds of each run's faulted phase")
-    parser.add_argument("--workers", type=int, help="workers per run")
+    add_run_options(parser, "sweep")  # one value for every run of the grid
     parser.add_argument("--dry-run", action="store_true", help="list the runs the grid expands to and stop")
 
 
 def build_grid(args: argparse.Namespace):
     from takeover.errors import UsageError
+    from takeover.options import given
     from takeover.sweep.grid import load_grid, parse_mode
 
     grid = load_grid(args.grid)
@@ -73,9 +72,7 @@ def build_grid(args: argparse.Namespace):
         if args.target < 0:
             raise UsageError(f"--target must be >= 0, got {args.target}")
         grid.target = args.target
-    for key in ("queue", "tasks", "duration", "workers"):
-        if getattr(args, key) is not None:
-            grid.fixed[key] = getattr(args, key)
+    grid.fixed.update({key: value for key, value in given(args, "sweep").items() if value is not None})
     return grid
 
 

@@ -36,7 +36,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from takeover.config import AIM_PHASES, KILL_AIMS, NEMESIS_FAULTS, RunConfig
+from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
+from takeover.options import NEMESIS_FAULTS
 from takeover.run.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0

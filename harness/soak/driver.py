@@ -51,6 +51,17 @@ BULKY = ("history.jsonl", "queue.sqlite", "queue.sqlite-wal", "queue.sqlite-shm"
 MIN_SEGMENT = 1.0  # seconds: a shorter remainder of the budget is not worth a run
 
 
+def segment_length(checkpoint: float, remaining: float) -> float | None:
+    """The next segment's faulted phase: a whole checkpoint, or what is left of the budget (None: too little).
+
+    Drains and checks count against the budget, so only the first segment's length is known before
+    the soak starts: it gets ``min(checkpoint, minutes)``. The soak's header prints that segment's
+    reproduce line from this same function, so the line is exactly the run that follows.
+    """
+    length = min(checkpoint, remaining)
+    return round(length, 3) if length >= MIN_SEGMENT else None
+
+
 @dataclass(frozen=True)
 class SoakOptions:
     base: RunConfig  # the segments' config; each segment gets seed = base.seed + its index
@@ -141,15 +152,16 @@ class Soak:
     def run_segments(self) -> None:
         self.budget_start = time.time()
         deadline = self.budget_start + self.o.minutes * 60.0
+        now = self.budget_start  # the first segment gets the whole budget, as the header announced it
         index = 0
         while not self.stopping:
-            remaining = deadline - time.time()
-            duration = min(self.o.checkpoint, remaining)
-            if duration < MIN_SEGMENT:
+            duration = segment_length(self.o.checkpoint, deadline - now)
+            if duration is None:
                 break
-            cfg = dataclasses.replace(self.o.base, seed=self.o.base.seed + index, duration=round(duration, 3))
+            cfg = dataclasses.replace(self.o.base, seed=self.o.base.seed + index, duration=duration)
             index += 1
             self.run_segment(cfg, f"seg-{index:04d}", kind="segment")
+            now = time.time()
 
     # -- one segment: run, check (the checkpoint), record, prune ----------------------------------------
     def run_segment(self, cfg: RunConfig, name: str, kind: str) -> dict[str, Any]:

@@ -38,24 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover.config import (
-    FAULT_KINDS,
-    GRID_PREFIX,
-    PROFILE_DIR,
-    RunConfig,
-    TaskTime,
-    load_profile,
-    read_toml,
-    with_overrides,
-)
+from takeover.config import GRID_PREFIX, PROFILE_DIR, RunConfig, TaskTime, load_profile, read_toml, with_overrides
 from takeover.errors import UsageError
+from takeover.options import BY_FIELD, FAULT_KINDS, GRID_FIXED, RUN_OPTIONS
 from takeover.run.ledger import REMEDIES
 
 DEFAULT_GRID = "sweep-default"
 _TOP = {"description", "base", "seeds", "seed", "target", "lease", "fault_scale", "fixed", "faults",
         "distribution", "mode"}
-_FIXED = {"queue", "workers", "tasks", "duration", "local_step", "poll", "client_timeout", "drain_timeout",
-          "arrival_rate"}
+# [fixed] takes every option the grid neither varies nor decides itself (takeover.options says which).
+_FIXED = {o.field for o in RUN_OPTIONS if o.grid == GRID_FIXED}
 
 
 @dataclass(frozen=True)
@@ -175,7 +167,7 @@ def load_grid(spec: str) -> Grid:
     fixed = data.get("fixed", {})
     if not isinstance(fixed, dict) or set(fixed) - _FIXED:
         raise UsageError(f"grid {str(path)!r}: [fixed] takes {', '.join(sorted(_FIXED))}")
-    grid.fixed = {k: (float(v) if k not in ("queue", "workers", "tasks") else v) for k, v in fixed.items()}
+    grid.fixed = {k: BY_FIELD[k].read(v) for k, v in fixed.items()}
     if "faults" in data:
         faults = data["faults"]
         if not isinstance(faults, dict) or set(faults) - set(FAULT_KINDS):

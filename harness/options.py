@@ -1,0 +1,258 @@
+"""Every run option, declared once: its flag, where its value lives, its check, its help, and who takes it.
+
+Why one table: a run option shows up in many places. The ``stress`` parser has it; ``soak`` takes the
+same run options and ``sweep`` a few of them; a profile (``workloads/*.toml``) may set it and the
+command line overrides the profile; it is checked before anything starts; and the reproduce line
+turns a resolved config back into the command that runs it again. Written out by hand, each of those
+places is one more edit per new option and one more chance to forget one, and a reproduce line that
+silently drops an option no longer reproduces the run. Here every option is one :class:`RunOption`
+in :data:`RUN_OPTIONS`, and all of those places are derived from it:
+
+- the parsers: :func:`add_run_options` (``stress`` and ``soak`` take them all; ``sweep`` those with a
+  ``sweep_help``, as one value for every run of the grid),
+- the profile keys and the overrides on top of a profile: ``takeover.config`` reads the table,
+- the per-value checks: :func:`check_values` (``RunConfig.validate`` adds the checks that relate two
+  values, such as a heartbeat shorter than the lease),
+- the reproduce line: :func:`command_line`.
+
+Adding an option is therefore one entry here plus the code that uses its value (a ``RunConfig``
+field, and whatever reads it); tests/test_options.py checks that every derived place has every
+option. The vocabulary those options are made of, the fault kinds and the task-time distributions,
+is defined here too.
+
+Units: times in seconds. A fault rate is a rate per second of the faulted phase (kills and pauses,
+injected by the nemesis) or a probability per task (``slow``) or per action (``lose_reply``), drawn
+by the worker itself. 0 means "not requested".
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from takeover.errors import UsageError
+from takeover.run.ledger import REMEDIES
+
+DEFAULT_PROFILE = "stress"
+
+# Fault kinds, in the order reports list them. Per-second rates for the nemesis' faults,
+# probabilities for the faults a worker draws itself.
+NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause")
+WORKER_FAULTS = ("lose_reply", "slow")
+FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
+
+TASK_DISTS = ("fixed", "uniform", "exponential", "lognormal", "pareto")
+
+Command = Literal["stress", "soak", "sweep"]
+
+# How a sweep grid treats an option (``RunOption.grid``).
+GRID_FIXED = "fixed"  # the grid file's [fixed] table may set it: one value for every cell
+GRID_AXIS = "axis"  # a dimension of the grid: its lease list, its modes, its distributions, its fault rates
+GRID_OWN = "own"  # the sweep decides it: the base profile, each run's seed and folder
+
+
+# -- the checks of one value: each names the option as its flag does, without the dashes ---------------------
+def is_number(value: Any) -> bool:
+    """A real, finite number: True, ``"0.5"`` and NaN are not (a profile could hold any of them)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def positive(name: str, value: Any) -> None:
+    if not is_number(value) or value <= 0:
+        raise UsageError(f"{name} must be a positive number, got {value!r}")
+
+
+def nonneg(name: str, value: Any) -> None:
+    if not is_number(value) or value < 0:
+        raise UsageError(f"{name} must be a number >= 0, got {value!r}")
+
+
+def probability(name: str, value: Any) -> None:
+    nonneg(name, value)
+    if value > 1:
+        raise UsageError(f"{name} is a probability and must be <= 1, got {value}")
+
+
+def integer(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UsageError(f"{name} must be an integer, got {value!r}")
+
+
+def positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise UsageError(f"{name} must be a positive integer, got {value!r}")
+
+
+def nonneg_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise UsageError(f"{name} must be an integer >= 0, got {value!r}")
+
+
+def num(value: float) -> str:
+    """A number as the reproduce line writes it: ``2`` for 2.0, the shortest exact repr otherwise."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """One run option. Only ``flag``, ``field``, ``value_type`` and ``help`` are needed for a plain one.
+
+    ``field`` is where the value lives in ``RunConfig``: a field name (``"workers"``), or a key of one
+    of its two nested values, ``"task_time.mean"`` (a field of ``TaskTime``) or ``"faults.kill"`` (a
+    key of the fault-rate mapping). A profile file spells it the same way: ``mean`` under
+    ``[task_time]``, ``kill`` under ``[faults]``.
+
+    ``default`` is what the command line holds when the option is not given. ``None`` (every option
+    but ``--profile``) means "keep the profile's value": the option overrides the profile. ``--profile``
+    has a default because it does not override anything; it picks what is overridden.
+    """
+
+    flag: str  # on the command line; its dest and the name in messages follow from it
+    field: str
+    value_type: type[int] | type[float] | type[str]  # parses the command line, reads profile numbers, writes it back
+    help: str  # ``{profiles}`` stands for the list of profiles (only ``--profile`` needs it)
+    check: Callable[[str, Any], None] | None = None  # the value's own check; choices are checked anyway
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    default: Any = None
+    profile: bool = True  # a profile (and so a banked config) may set it
+    reproduce: bool = True  # written into the reproduce line
+    soak: str = ""  # when set, takeover soak refuses the option, for this reason (it decides the value itself)
+    grid: str = GRID_FIXED  # how a sweep grid treats it: GRID_FIXED, GRID_AXIS or GRID_OWN
+    sweep_help: str = ""  # when set, takeover sweep takes it too (one value for every run), with this help
+
+    @property
+    def name(self) -> str:
+        """The option in messages: ``task-time-mean``."""
+        return self.flag.removeprefix("--")
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse stores it under, and its key in an overrides mapping: ``task_time_mean``."""
+        return self.name.replace("-", "_")
+
+    @property
+    def overrides(self) -> bool:
+        return self.default is None
+
+    def value_in(self, cfg: Any) -> Any:
+        """This option's value in a ``RunConfig`` (a fault kind it does not list is 0: not requested)."""
+        head, _, key = self.field.partition(".")
+        part = getattr(cfg, head)
+        if not key:
+            return part
+        return part.get(key, 0.0) if isinstance(part, Mapping) else getattr(part, key)
+
+    def render(self, value: Any) -> str:
+        """The value as the reproduce line writes it; ``value_type`` parses it back to the same value."""
+        return num(value) if self.value_type is float else str(value)
+
+    def read(self, value: Any) -> Any:
+        """A value from a TOML file: TOML writes 2 for 2.0, so a number becomes a float where one is due.
+
+        Anything else is left as it is, for :func:`check_values` to name (``float("a")`` would crash,
+        ``float(True)`` would pass).
+        """
+        return float(value) if self.value_type is float and is_number(value) else value
+
+
+_FAULT_HELP = {
+    "kill": "random SIGKILLs of a worker, per second",
+    "kill_before_action": "SIGKILLs aimed at a worker before its action (working), per second",
+    "kill_after_action": "SIGKILLs aimed after the action, before finish (the S5 window), per second",
+    "kill_during_finish": "SIGKILLs aimed at a worker inside finish, per second",
+    "pause": "SIGSTOP/SIGCONT of a lease holder (before, just after, long after its lease), per second",
+    "lose_reply": "probability that the service performs an action and never answers",
+    "slow": "probability that a task's work outlives its lease",
+}
+
+# The order is the order of the parsers' help and of the reproduce line.
+RUN_OPTIONS: tuple[RunOption, ...] = (
+    RunOption("--profile", "profile", str,
+              f"workload profile in workloads/ ({{profiles}}) or a .toml path (default {DEFAULT_PROFILE})",
+              default=DEFAULT_PROFILE, profile=False, grid=GRID_OWN),
+    RunOption("--queue", "queue", str, "the queue under test, MODULE:ATTR (default: the reference queue)",
+              sweep_help="the queue under test, MODULE:ATTR"),
+    RunOption("--workers", "workers", int, "worker processes", positive_int, sweep_help="workers per run"),
+    RunOption("--tasks", "tasks", int, "tasks registered before the run", nonneg_int, sweep_help="tasks per run"),
+    RunOption("--duration", "duration", float, "seconds of the faulted phase (the drain follows)", positive,
+              soak="a soak's segments last --checkpoint seconds, for --minutes in all",
+              sweep_help="seconds of each run's faulted phase"),
+    RunOption("--lease", "lease", float, "lease length in seconds", positive, grid=GRID_AXIS),
+    RunOption("--seed", "seed", int, "seed of every random choice", integer, grid=GRID_OWN),
+    RunOption("--out", "out", str, "run folder (default runs/<timestamp>, with runs/latest)",
+              profile=False, reproduce=False, grid=GRID_OWN),
+    RunOption("--remedy", "remedy", str, "how the external service treats repeats", choices=REMEDIES,
+              grid=GRID_AXIS),
+    RunOption("--heartbeat", "heartbeat", float, "seconds between lease extensions (0 = none)", nonneg,
+              grid=GRID_AXIS),
+    RunOption("--arrival-rate", "arrival_rate", float, "more tasks per second during the faulted phase", nonneg),
+    RunOption("--task-time-dist", "task_time.dist", str, "distribution of a task's local work", choices=TASK_DISTS,
+              grid=GRID_AXIS),
+    RunOption("--task-time-mean", "task_time.mean", float, "mean local work in seconds", nonneg, grid=GRID_AXIS),
+    RunOption("--task-time-spread", "task_time.spread", float,
+              "uniform: half-width / mean; lognormal: sigma; pareto: tail index > 1", nonneg, grid=GRID_AXIS),
+    RunOption("--task-time-max", "task_time.max", float, "cap on local work in seconds (0 = none)", nonneg,
+              grid=GRID_AXIS),
+    RunOption("--local-step", "local_step", float, "seconds between the action and finish", nonneg),
+    RunOption("--poll", "poll", float, "base poll interval when nothing is claimable", positive),
+    RunOption("--client-timeout", "client_timeout", float, "worker's timeout on the external service", positive),
+    RunOption("--drain-timeout", "drain_timeout", float,
+              "end the drain when no task became terminal for this long (0 = derived)", nonneg),
+    *(RunOption(f"--{kind.replace('_', '-')}-rate", f"faults.{kind}", float, _FAULT_HELP[kind],
+                nonneg if kind in NEMESIS_FAULTS else probability,
+                metavar="PER_S" if kind in NEMESIS_FAULTS else "P", grid=GRID_AXIS)
+      for kind in FAULT_KINDS),
+)  # fmt: skip
+
+BY_DEST: dict[str, RunOption] = {o.dest: o for o in RUN_OPTIONS}
+BY_FIELD: dict[str, RunOption] = {o.field: o for o in RUN_OPTIONS}
+FAULT_RATES = tuple(o for o in RUN_OPTIONS if o.field.startswith("faults."))
+
+
+def taken_by(command: Command) -> tuple[RunOption, ...]:
+    """The run options a command's parser has: stress and soak all of them, sweep those with a sweep help."""
+    return tuple(o for o in RUN_OPTIONS if command != "sweep" or o.sweep_help)
+
+
+def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles: Sequence[str] = ()) -> None:
+    """Add the run options ``command`` takes. Soak keeps the ones it refuses, hidden, to say why it refuses them."""
+    for o in taken_by(command):
+        if command == "sweep":
+            text = o.sweep_help
+        elif command == "soak" and o.soak:
+            text = argparse.SUPPRESS
+        else:
+            text = o.help.replace("{profiles}", ", ".join(profiles))
+        extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
+        if o.metavar:
+            extra["metavar"] = o.metavar
+        parser.add_argument(o.flag, type=o.value_type, default=o.default, help=text, **extra)
+
+
+def given(args: argparse.Namespace, command: Command) -> dict[str, Any]:
+    """The values of the overriding options ``command`` takes, by dest; ``None`` where one was not given."""
+    return {o.dest: getattr(args, o.dest, None) for o in taken_by(command) if o.overrides}
+
+
+def check_values(cfg: Any) -> None:
+    """Each option's own check, in table order; raise :class:`UsageError` naming the first bad value."""
+    for o in RUN_OPTIONS:
+        value = o.value_in(cfg)
+        if o.choices and value not in o.choices:
+            raise UsageError(f"{o.name} must be one of {', '.join(o.choices)}, got {value!r}")
+        if o.check is not None:
+            o.check(o.name, value)
+
+
+def command_line(cfg: Any) -> str:
+    """A shell line that reproduces ``cfg``: every value explicit, so profile edits cannot drift it."""
+    parts = ["takeover", "stress"]
+    for o in RUN_OPTIONS:
+        if o.reproduce:
+            parts += [o.flag, o.render(o.value_in(cfg))]
+    return " ".join(shlex.quote(p) for p in parts)
