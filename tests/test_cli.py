@@ -42,3 +42,29 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> Non
 def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "COMMAND" in capsys.readouterr().out
+
+
+_RUN_OPTIONS = (
+    "--profile --queue --workers --tasks --duration --lease --seed --out --remedy --heartbeat --arrival-rate "
+    "--task-time-dist --task-time-mean --task-time-spread --task-time-max --local-step --poll --client-timeout "
+    "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
+    "--pause-rate --lose-reply-rate --slow-rate"
+).split()
+
+
+@pytest.mark.parametrize(
+    ("command", "listed"),
+    [
+        ("stress", ["-h", *_RUN_OPTIONS, "--no-faults", "--reconcile", "--fail-on-duplicates"]),
+        ("soak", ["-h", "--minutes", "--checkpoint", "--sample", "--seed-bank", "--no-replay", "--keep",
+                  *(o for o in _RUN_OPTIONS if o != "--duration"), "--no-faults", "--fail-on-duplicates"]),
+        ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--mode", "--target",
+                   "--queue", "--workers", "--tasks", "--duration", "--dry-run"]),
+    ],
+)  # fmt: skip
+def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:
+    """Options are public names: a derived parser must list the same ones (soak hides what it refuses)."""
+    out = run(command, "--help")
+    assert out.returncode == 0
+    options = [line.split()[0].rstrip(",") for line in out.stdout.splitlines() if line.startswith("  -")]
+    assert options == listed

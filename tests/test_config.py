@@ -74,26 +74,73 @@ def test_command_reproduces_the_config():
     assert again == cfg
 
 
+def test_the_reproduce_line_is_pinned_byte_for_byte():
+    """Stored runs and CI logs hold these lines: the order, the spelling of numbers and the quoting stay."""
+    cfg = RunConfig(
+        profile="smoke", queue="my pkg.q:Queue's", workers=3, tasks=0, duration=2.5, lease=0.6, seed=-7, out="runs/x",
+        remedy="idempotency-key", heartbeat=0.2, arrival_rate=12.0, task_time=TaskTime("pareto", 0.05, 1.6, 1.0),
+        local_step=0.04, poll=0.02, client_timeout=0.25, drain_timeout=0.0,
+        faults={"kill": 0.5, "pause": 1.0, "lose_reply": 0.2, "slow": 1e-07},  # the kinds not listed are 0
+    )  # fmt: skip
+    assert cfg.command() == (
+        "takeover stress --profile smoke --queue 'my pkg.q:Queue'\"'\"'s' --workers 3 --tasks 0 --duration 2.5 "
+        "--lease 0.6 --seed -7 --remedy idempotency-key --heartbeat 0.2 --arrival-rate 12 --task-time-dist pareto "
+        "--task-time-mean 0.05 --task-time-spread 1.6 --task-time-max 1 --local-step 0.04 --poll 0.02 "
+        "--client-timeout 0.25 --drain-timeout 0 --kill-rate 0.5 --kill-before-action-rate 0 "
+        "--kill-after-action-rate 0 --kill-during-finish-rate 0 --pause-rate 1 --lose-reply-rate 0.2 --slow-rate 1e-07"
+    )
+    assert stress.resolve(parse(*shlex.split(cfg.command())[2:])).command() == cfg.command()
+
+
 @pytest.mark.parametrize(
-    ("argv", "named"),
+    ("argv", "message"),
     [
-        (["--lease", "0"], "lease"),
-        (["--lease", "nan"], "lease"),
-        (["--workers", "0"], "workers"),
-        (["--tasks", "-1"], "tasks"),
-        (["--duration", "-3"], "duration"),
-        (["--pause-rate", "-1"], "pause-rate"),
-        (["--slow-rate", "2"], "slow-rate"),
-        (["--task-time-dist", "pareto", "--task-time-spread", "1"], "pareto"),
-        (["--heartbeat", "5"], "heartbeat"),
-        (["--tasks", "0", "--arrival-rate", "0"], "nothing to do"),
-        (["--profile", "nope"], "unknown profile"),
-        (["--client-timeout", "0"], "client-timeout"),
+        (["--lease", "0"], "lease must be a positive number, got 0.0"),
+        (["--lease", "nan"], "lease must be a positive number, got nan"),
+        (["--workers", "0"], "workers must be a positive integer, got 0"),
+        (["--tasks", "-1"], "tasks must be an integer >= 0, got -1"),
+        (["--duration", "-3"], "duration must be a positive number, got -3.0"),
+        (["--arrival-rate", "-1"], "arrival-rate must be a number >= 0, got -1.0"),
+        (["--task-time-mean", "-1"], "task-time-mean must be a number >= 0, got -1.0"),
+        (["--local-step", "-1"], "local-step must be a number >= 0, got -1.0"),
+        (["--poll", "0"], "poll must be a positive number, got 0.0"),
+        (["--drain-timeout", "-1"], "drain-timeout must be a number >= 0, got -1.0"),
+        (["--pause-rate", "-1"], "pause-rate must be a number >= 0, got -1.0"),
+        (["--slow-rate", "2"], "slow-rate is a probability and must be <= 1, got 2.0"),
+        (["--lose-reply-rate", "-1"], "lose-reply-rate must be a number >= 0, got -1.0"),
+        (["--task-time-dist", "pareto", "--task-time-spread", "1"],
+         "task-time-spread is the pareto tail index and must be > 1, got 1.0"),
+        (["--task-time-dist", "uniform", "--task-time-spread", "1.5"],
+         "task-time-spread for uniform must be <= 1 (a fraction of the mean), got 1.5"),
+        (["--heartbeat", "5", "--lease", "1"], "heartbeat (5.0) must be shorter than the lease (1.0)"),
+        (["--tasks", "0", "--arrival-rate", "0"], "nothing to do: tasks is 0 and arrival-rate is 0"),
+        (["--profile", "nope"], f"unknown profile 'nope' (known: {', '.join(profile_names())})"),
+        (["--client-timeout", "0"], "client-timeout must be a positive number, got 0.0"),
     ],
-)
-def test_validation_names_the_bad_value(argv, named):
-    with pytest.raises(UsageError, match=named):
+)  # fmt: skip
+def test_validation_names_the_bad_value(argv, message):
+    with pytest.raises(UsageError) as caught:
         stress.resolve(parse(*argv))
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('remedy = "x"', "remedy must be one of none, idempotency-key, fencing, got 'x'"),
+        ("seed = 1.5", "seed must be an integer, got 1.5"),
+        ('workers = "a"', "workers must be a positive integer, got 'a'"),
+        ('duration = "a"', "duration must be a positive number, got 'a'"),
+        ('[task_time]\ndist = "x"', "task-time-dist must be one of fixed, uniform, exponential, lognormal, pareto, "
+                                     "got 'x'"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_in_a_profile_is_named_like_on_the_command_line(tmp_path, line, message):
+    profile = tmp_path / "p.toml"
+    profile.write_text(line + "\n")
+    with pytest.raises(UsageError) as caught:
+        stress.resolve(parse("--profile", str(profile)))
+    assert str(caught.value) == message
 
 
 def test_a_bad_profile_file_is_a_usage_error(tmp_path):

@@ -8,6 +8,7 @@ timing; each test reaps whatever a run could have left.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import signal
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from takeover.commands.soak import plan
+from takeover.config import load_profile
 from takeover.soak.resources import growth_warnings
 from tests.stress_helpers import REPO, reap_stragglers, start_takeover, stop_and_reap, takeover, wait_no_stragglers
 
@@ -63,6 +66,8 @@ def test_soak_checkpoints_resources_and_interruption(tmp_path):
     finally:
         stop_and_reap(proc, *_segments(root))
     assert proc.returncode == 130, err
+    first = json.loads((root / "seg-0001" / "config.json").read_text())["command"]
+    assert f"seg-0001 runs: {first} (then seed +1 per segment)" in out.splitlines()
     soak = _soak_json(root)
     assert soak["status"] == "interrupted"
     assert soak["verdict"] == "valid", soak["segments"]
@@ -153,6 +158,39 @@ def test_ctrl_c_twice_at_the_checkpoint_keeps_the_segment_on_record(tmp_path):
     assert names == ["seg-0001 seed 1", "resources bounded"]
     assert (root / "report.html").exists() and (root / "resources.png").exists()
     assert wait_no_stragglers(root / "seg-0001") == []
+
+
+def test_the_header_says_how_long_the_segments_really_run():
+    """The first segment gets the shorter of --checkpoint and --minutes, and its line says so."""
+    base = dataclasses.replace(load_profile("smoke").validate(), arrival_rate=10.0)
+    root = Path("runs/x")
+    one = plan(base, 1, 300, root)
+    assert one == ["takeover soak: 1 min in one segment of 60 s, checked as it ends; folder runs/x",
+                   f"seg-0001 runs: {dataclasses.replace(base, duration=60.0).command()}"]  # fmt: skip
+    assert " --duration 60 " in one[1]
+    many = plan(base, 60, 300, root)
+    assert many[0] == ("takeover soak: 60 min in segments of 300 s back to back, each checked as it ends (the last "
+                       "gets what is left); folder runs/x")  # fmt: skip
+    assert many[1] == f"seg-0001 runs: {dataclasses.replace(base, duration=300.0).command()} (then seed +1 per segment)"
+    assert plan(base, 0, 300, root) == ["takeover soak: the banked seeds only (--minutes 0), folder runs/x"]
+
+
+@pytest.mark.timeout(150)
+def test_the_printed_line_is_the_segment_that_ran(tmp_path):
+    """``--minutes 0.05`` under the default 300 s checkpoint: one 3 s segment, and the header's line is its own."""
+    root = tmp_path / "soak"
+    try:
+        proc = takeover("soak", "--minutes", "0.05", "--sample", "1", "--profile", "smoke", "--no-replay",
+                        "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"), timeout=120)  # fmt: skip
+    finally:
+        for seg in _segments(root):
+            reap_stragglers(seg)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"takeover soak: 0.05 min in one segment of 3 s, checked as it ends; folder {root}"
+    ran = json.loads((root / "seg-0001" / "config.json").read_text())
+    assert lines[1] == f"seg-0001 runs: {ran['command']}"
+    assert ran["duration"] == 3.0 and [s["name"] for s in _soak_json(root)["segments"]] == ["seg-0001"]
 
 
 @pytest.mark.timeout(150)
