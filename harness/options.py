@@ -32,10 +32,13 @@ import math
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from takeover.errors import UsageError
 from takeover.run.ledger import REMEDIES
+
+if TYPE_CHECKING:  # config reads this table, so it cannot be imported here at run time
+    from takeover.config import RunConfig
 
 DEFAULT_PROFILE = "stress"
 
@@ -50,9 +53,10 @@ TASK_DISTS = ("fixed", "uniform", "exponential", "lognormal", "pareto")
 Command = Literal["stress", "soak", "sweep"]
 
 # How a sweep grid treats an option (``RunOption.grid``).
-GRID_FIXED = "fixed"  # the grid file's [fixed] table may set it: one value for every cell
-GRID_AXIS = "axis"  # a dimension of the grid: its lease list, its modes, its distributions, its fault rates
-GRID_OWN = "own"  # the sweep decides it: the base profile, each run's seed and folder
+GridRole = Literal["fixed", "axis", "own"]
+GRID_FIXED: GridRole = "fixed"  # the grid file's [fixed] table may set it: one value for every cell
+GRID_AXIS: GridRole = "axis"  # a dimension of the grid: its lease list, its modes, its distributions, its fault rates
+GRID_OWN: GridRole = "own"  # the sweep decides it: the base profile, each run's seed and folder
 
 
 # -- the checks of one value: each names the option as its flag does, without the dashes ---------------------
@@ -92,7 +96,7 @@ def nonneg_int(name: str, value: Any) -> None:
         raise UsageError(f"{name} must be an integer >= 0, got {value!r}")
 
 
-def num(value: float) -> str:
+def _num(value: float) -> str:
     """A number as the reproduce line writes it: ``2`` for 2.0, the shortest exact repr otherwise."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
@@ -122,7 +126,7 @@ class RunOption:
     profile: bool = True  # a profile (and so a banked config) may set it
     reproduce: bool = True  # written into the reproduce line
     soak: str = ""  # when set, takeover soak refuses the option, for this reason (it decides the value itself)
-    grid: str = GRID_FIXED  # how a sweep grid treats it: GRID_FIXED, GRID_AXIS or GRID_OWN
+    grid: GridRole = GRID_FIXED
     sweep_help: str = ""  # when set, takeover sweep takes it too (one value for every run), with this help
 
     @property
@@ -137,9 +141,10 @@ class RunOption:
 
     @property
     def overrides(self) -> bool:
+        """Whether a value given on the command line replaces the profile's (see ``default``)."""
         return self.default is None
 
-    def value_in(self, cfg: Any) -> Any:
+    def value_in(self, cfg: RunConfig) -> Any:
         """This option's value in a ``RunConfig`` (a fault kind it does not list is 0: not requested)."""
         head, _, key = self.field.partition(".")
         part = getattr(cfg, head)
@@ -149,7 +154,7 @@ class RunOption:
 
     def render(self, value: Any) -> str:
         """The value as the reproduce line writes it; ``value_type`` parses it back to the same value."""
-        return num(value) if self.value_type is float else str(value)
+        return _num(value) if self.value_type is float else str(value)
 
     def read(self, value: Any) -> Any:
         """A value from a TOML file: TOML writes 2 for 2.0, so a number becomes a float where one is due.
@@ -239,7 +244,7 @@ def given(args: argparse.Namespace, command: Command) -> dict[str, Any]:
     return {o.dest: getattr(args, o.dest, None) for o in taken_by(command) if o.overrides}
 
 
-def check_values(cfg: Any) -> None:
+def check_values(cfg: RunConfig) -> None:
     """Each option's own check, in table order; raise :class:`UsageError` naming the first bad value."""
     for o in RUN_OPTIONS:
         value = o.value_in(cfg)
@@ -249,7 +254,7 @@ def check_values(cfg: Any) -> None:
             o.check(o.name, value)
 
 
-def command_line(cfg: Any) -> str:
+def command_line(cfg: RunConfig) -> str:
     """A shell line that reproduces ``cfg``: every value explicit, so profile edits cannot drift it."""
     parts = ["takeover", "stress"]
     for o in RUN_OPTIONS:

@@ -29,7 +29,7 @@ from takeover.commands import soak, stress, sweep
 from takeover.config import PROFILE_KEYS, RunConfig, TaskTime, load_profile, profile_names, with_overrides
 from takeover.errors import UsageError
 from takeover.options import FAULT_KINDS, GRID_AXIS, GRID_FIXED, GRID_OWN, RUN_OPTIONS, RunOption
-from takeover.sweep.grid import _FIXED as GRID_FIXED_KEYS
+from takeover.sweep.grid import FIXED_KEYS
 
 BASE = load_profile("smoke").validate()
 
@@ -108,7 +108,7 @@ def test_sweep_takes_its_options_as_one_value_for_every_cell():
 
 def test_the_grid_fixed_table_takes_the_options_the_grid_neither_varies_nor_decides():
     fixed = {o.field for o in RUN_OPTIONS if o.grid == GRID_FIXED}
-    assert GRID_FIXED_KEYS == fixed
+    assert FIXED_KEYS == fixed
     for o in RUN_OPTIONS:
         assert o.grid in (GRID_FIXED, GRID_AXIS, GRID_OWN), o.flag
         if o.grid == GRID_FIXED:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from takeover.commands.soak import plan
+from takeover.commands.soak import header
 from takeover.config import load_profile
 from takeover.soak.resources import growth_warnings
 from tests.stress_helpers import REPO, reap_stragglers, start_takeover, stop_and_reap, takeover, wait_no_stragglers
@@ -164,15 +164,15 @@ def test_the_header_says_how_long_the_segments_really_run():
     """The first segment gets the shorter of --checkpoint and --minutes, and its line says so."""
     base = dataclasses.replace(load_profile("smoke").validate(), arrival_rate=10.0)
     root = Path("runs/x")
-    one = plan(base, 1, 300, root)
+    one = header(base, 1, 300, root)
     assert one == ["takeover soak: 1 min in one segment of 60 s, checked as it ends; folder runs/x",
                    f"seg-0001 runs: {dataclasses.replace(base, duration=60.0).command()}"]  # fmt: skip
     assert " --duration 60 " in one[1]
-    many = plan(base, 60, 300, root)
+    many = header(base, 60, 300, root)
     assert many[0] == ("takeover soak: 60 min in segments of 300 s back to back, each checked as it ends (the last "
                        "gets what is left); folder runs/x")  # fmt: skip
     assert many[1] == f"seg-0001 runs: {dataclasses.replace(base, duration=300.0).command()} (then seed +1 per segment)"
-    assert plan(base, 0, 300, root) == ["takeover soak: the banked seeds only (--minutes 0), folder runs/x"]
+    assert header(base, 0, 300, root) == ["takeover soak: the banked seeds only (--minutes 0), folder runs/x"]
 
 
 @pytest.mark.timeout(150)

@@ -73,7 +73,7 @@ def resolve_minutes(given: float | None) -> float:
     return value
 
 
-def plan(base: RunConfig, minutes: float, checkpoint: float, root: Path) -> list[str]:
+def header(base: RunConfig, minutes: float, checkpoint: float, root: Path) -> list[str]:
     """The soak's header: how long it runs, in what segments, and the line that reproduces the first one.
 
     Only the first segment's length is known up front (drains and checks count against the budget),
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         replay_from=replay_from, replay=not args.no_replay, keep=args.keep,
         fail_on_duplicates=args.fail_on_duplicates, command=command,
     )  # fmt: skip
-    for line in plan(base, minutes, args.checkpoint, root):
+    for line in header(base, minutes, args.checkpoint, root):
         print(line, flush=True)
     with SoakDisplay(sys.stderr) as display:
         code = Soak(opts, display).run()

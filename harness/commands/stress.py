@@ -35,10 +35,10 @@ def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> N
     """
     add_run_options(parser, command, profile_names())
     parser.add_argument("--no-faults", action="store_true", help="set every fault rate to 0")
+    reconcile = ("after the run, resolve uncertain tasks against the service's ledger (see takeover reconcile), "
+                 "before the check")  # fmt: skip
     parser.add_argument("--reconcile", action="store_true",
-                        help="after the run, resolve uncertain tasks against the service's ledger "
-                             "(see takeover reconcile), before the check" if command == "stress"
-                        else argparse.SUPPRESS)  # fmt: skip
+                        help=reconcile if command == "stress" else argparse.SUPPRESS)  # fmt: skip
     parser.add_argument("--fail-on-duplicates", action="store_true",
                         help="duplicate side effects fail the run (exit 1), for CI that requires none")  # fmt: skip
 

@@ -47,7 +47,7 @@ DEFAULT_GRID = "sweep-default"
 _TOP = {"description", "base", "seeds", "seed", "target", "lease", "fault_scale", "fixed", "faults",
         "distribution", "mode"}
 # [fixed] takes every option the grid neither varies nor decides itself (takeover.options says which).
-_FIXED = {o.field for o in RUN_OPTIONS if o.grid == GRID_FIXED}
+FIXED_KEYS = {o.field for o in RUN_OPTIONS if o.grid == GRID_FIXED}
 
 
 @dataclass(frozen=True)
@@ -165,8 +165,8 @@ def load_grid(spec: str) -> Grid:
     if "fault_scale" in data:
         grid.fault_scales = _num_list(path, "fault_scale", data["fault_scale"], positive=False)
     fixed = data.get("fixed", {})
-    if not isinstance(fixed, dict) or set(fixed) - _FIXED:
-        raise UsageError(f"grid {str(path)!r}: [fixed] takes {', '.join(sorted(_FIXED))}")
+    if not isinstance(fixed, dict) or set(fixed) - FIXED_KEYS:
+        raise UsageError(f"grid {str(path)!r}: [fixed] takes {', '.join(sorted(FIXED_KEYS))}")
     grid.fixed = {k: BY_FIELD[k].read(v) for k, v in fixed.items()}
     if "faults" in data:
         faults = data["faults"]
