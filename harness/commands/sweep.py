@@ -11,6 +11,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the sweep's modules are imported when the command runs, not when the CLI starts
+    from takeover.sweep.grid import Grid
 
 HELP = "run a grid of stress runs (lease x task time x faults x remedy/heartbeat) and recommend a lease"
 
@@ -46,7 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list the runs the grid expands to and stop")
 
 
-def build_grid(args: argparse.Namespace):
+def build_grid(args: argparse.Namespace) -> Grid:
     from takeover.errors import UsageError
     from takeover.options import given
     from takeover.sweep.grid import load_grid, parse_mode
