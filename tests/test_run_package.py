@@ -85,8 +85,9 @@ SCRIPT = textwrap.dedent(
     import time
     from pathlib import Path
 
-    from takeover.config import FAULT_KINDS, RunConfig, TaskTime
+    from takeover.config import RunConfig, TaskTime
     from takeover.history import HistoryWriter
+    from takeover.options import FAULT_KINDS
     from takeover.run.coordinator import Coordinator
 
 
