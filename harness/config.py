@@ -26,7 +26,6 @@ from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
 from takeover.options import BY_DEST, BY_FIELD, DEFAULT_PROFILE, FAULT_KINDS, RUN_OPTIONS
 
-CONFIG_FILE = "config.json"
 # The profiles travel with the package (takeover.workloads), found the way the import system found it.
 PROFILE_DIR = Path(str(resources.files("takeover.workloads")))
 
@@ -238,7 +237,3 @@ def with_overrides(base: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
     return dataclasses.replace(
         base, task_time=dataclasses.replace(base.task_time, **tt), faults=faults, **top
     )
-
-
-def load_run_config(run_dir: str | Path) -> RunConfig:
-    return RunConfig.from_json((Path(run_dir) / CONFIG_FILE).read_text())

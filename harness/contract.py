@@ -165,9 +165,19 @@ def open_queue(spec: str, db_path: str, factory: QueueFactory | None = None) -> 
     return queue
 
 
+# The optional methods; config.json records which of them the queue had (``queue_capabilities``).
+EXTENSIONS = ("register_many", "extend", "resolve")
+
+
 def has_extension(queue: object, name: str) -> bool:
     """Optional contract methods (``extend``, ``resolve``) are used only when present."""
     return callable(getattr(queue, name, None))
+
+
+def capabilities(queue: object) -> dict[str, bool]:
+    """Which optional methods an open queue offers: recorded in the run folder, so that a stored run
+    says what its queue could do without anyone importing the queue's code to find out."""
+    return {name: has_extension(queue, name) for name in EXTENSIONS}
 
 
 # -- run-time shape checks ----------------------------------------------------------------------

@@ -45,8 +45,6 @@ from typing import Any
 
 import orjson
 
-HISTORY_FILE = "history.jsonl"
-
 # Column order and types of the loaded frame; the checker relies on these names. "string" columns
 # are loaded as pandas categoricals (see read_history).
 COLUMNS: dict[str, str] = {

@@ -25,14 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover.config import CONFIG_FILE
+from takeover import store
 from takeover.contract import REFERENCE_QUEUE, has_extension, open_queue, validate_snapshot
 from takeover.errors import ContractError, UsageError
-from takeover.history import HISTORY_FILE, HistoryWriter
-from takeover.run.ledger import LEDGER_FILE, Ledger
-from takeover.rundir import QUEUE_FILE, write_json, write_snapshot
+from takeover.history import HistoryWriter
+from takeover.run.ledger import Ledger
 
-RECONCILE_FILE = "reconcile.json"
 RECONCILER_PROCESS = 0  # the coordinator's role: it writes after the run, never concurrently with it
 
 Lookup = Callable[[str], bool]
@@ -142,18 +140,11 @@ def service_lookup(port: int, timeout: float = 2.0) -> tuple[Lookup, Callable[[]
 
 
 def _load_config(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / CONFIG_FILE
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
-    try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{run_dir}: not a run folder (no {CONFIG_FILE})") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"{path}: not a run config (a JSON object expected, got {type(config).__name__})")
-    return config
+    if not (run_dir / store.CONFIG_FILE).is_file():
+        raise UsageError(f"{run_dir}: not a run folder (no {store.CONFIG_FILE})")
+    return store.read_config(run_dir)
 
 
 def reconcile_run(run_dir: str | Path, *, port: int | None = None) -> ReconcileResult:
@@ -161,13 +152,13 @@ def reconcile_run(run_dir: str | Path, *, port: int | None = None) -> ReconcileR
     run_dir = Path(run_dir)
     config = _load_config(run_dir)
     spec = str(config.get("queue") or REFERENCE_QUEUE)
-    if not (run_dir / QUEUE_FILE).is_file():
-        raise UsageError(f"{run_dir}: no {QUEUE_FILE} in the run folder")
-    lookup, close_lookup = service_lookup(port) if port else ledger_lookup(run_dir / LEDGER_FILE)
-    source = f"service 127.0.0.1:{port}" if port else LEDGER_FILE
+    if not (run_dir / store.QUEUE_FILE).is_file():
+        raise UsageError(f"{run_dir}: no {store.QUEUE_FILE} in the run folder")
+    lookup, close_lookup = service_lookup(port) if port else ledger_lookup(run_dir / store.LEDGER_FILE)
+    source = f"service 127.0.0.1:{port}" if port else store.LEDGER_FILE
     try:
         try:
-            queue = open_queue(spec, str(run_dir / QUEUE_FILE))
+            queue = open_queue(spec, str(run_dir / store.QUEUE_FILE))
         except ContractError as exc:
             raise UsageError(str(exc)) from None
         try:
@@ -189,7 +180,7 @@ def _reconcile(run_dir: Path, queue: Any, spec: str, lookup: Lookup, source: str
     if not uncertain:  # nothing to resolve: the history, snapshot and earlier record stay as they are
         _write_record(run_dir, result)
         return result
-    hist = HistoryWriter(run_dir / HISTORY_FILE, RECONCILER_PROCESS)
+    hist = HistoryWriter(run_dir / store.HISTORY_FILE, RECONCILER_PROCESS)
     try:
         for task, gen in uncertain:
             result.tasks.append(_resolve_one(queue, hist, lookup, task, gen))
@@ -207,9 +198,9 @@ def _reconcile(run_dir: Path, queue: Any, spec: str, lookup: Lookup, source: str
             result.errors += 1
     # The snapshot must come after every recorded operation (docs/history.md): take it again.
     try:
-        write_snapshot(run_dir, validate_snapshot(queue.snapshot(), spec))
+        store.write_snapshot(run_dir, validate_snapshot(queue.snapshot(), spec))
     except Exception as exc:  # noqa: BLE001 - keep the record honest: say the snapshot failed
-        write_snapshot(run_dir, None, f"{type(exc).__name__}: {exc}")
+        store.write_snapshot(run_dir, None, f"{type(exc).__name__}: {exc}")
     _write_record(run_dir, result)
     return result
 
@@ -225,16 +216,12 @@ def _write_record(run_dir: Path, result: ReconcileResult) -> None:
     resolved, while the history still holds those resolves. The top-level counts and ``tasks`` are
     the sum of all passes; ``passes`` lists each one.
     """
-    path = run_dir / RECONCILE_FILE
     passes: list[dict[str, Any]] = []
     tasks: list[dict[str, Any]] = []
-    try:
-        old = json.loads(path.read_text())
-        if isinstance(old, dict):
-            passes = [p for p in old.get("passes") or [_pass_of(old)] if isinstance(p, dict)]
-            tasks = [t for t in old.get("tasks") or [] if isinstance(t, dict)]
-    except (OSError, ValueError):
-        pass  # no (or an unreadable) earlier record: this pass starts it
+    old = store.read_reconcile_record(run_dir)  # None: no (or an unreadable) earlier record, this pass starts it
+    if old is not None:
+        passes = [p for p in old.get("passes") or [_pass_of(old)] if isinstance(p, dict)]
+        tasks = [t for t in old.get("tasks") or [] if isinstance(t, dict)]
     this = result.to_json()
     passes.append(_pass_of(this) | {"time": time.time()})
     # A task left uncertain (no resolve(), an unanswered lookup) is asked again by the next pass:
@@ -248,7 +235,7 @@ def _write_record(run_dir: Path, result: ReconcileResult) -> None:
               "rejected": sum(1 for t in latest if t.get("accepted") is False),
               "errors": sum(1 for t in latest if t.get("accepted") is None),
               "tasks": latest, "passes": passes}  # fmt: skip
-    write_json(path, record)
+    store.write_reconcile_record(run_dir, record)
 
 
 def _pass_of(data: dict[str, Any]) -> dict[str, Any]:
@@ -283,7 +270,7 @@ def describe(result: ReconcileResult) -> str:
                 f"resolve() method\n")
     if not result.uncertain:
         return (f"reconcile: no uncertain task in {result.run_dir}; nothing resolved "
-                f"(earlier passes: {RECONCILE_FILE})\n")
+                f"(earlier passes: {store.RECONCILE_FILE})\n")
     lines = [f"reconcile: {result.uncertain} uncertain task(s) asked of {result.source}: "
              f"{result.done} -> done (action happened), {result.pending} -> pending (never happened; retry), "
              f"{result.rejected} rejected by the queue, {result.errors} unanswered"]

@@ -47,6 +47,7 @@ from takeover.contract import (
 from takeover.errors import UsageError
 from takeover.run.ledger import Ledger
 from takeover.run.queue_caller import QueueCaller, QueueHung
+from takeover.store import LEDGER_FILE, QUEUE_FILE
 
 TASK_ID = "task"
 LANGS = ("en", "zh")
@@ -221,12 +222,12 @@ class _Replay:
     ) -> None:
         self.queue_spec = queue_spec
         self.factory = factory
-        self.db_path = str(workdir / "queue.sqlite")
+        self.db_path = str(workdir / QUEUE_FILE)
         self.lease = lease
         self.caller = caller
         self.step_timeout = step_timeout
         self.queue: LeaseQueue | None = None
-        self.ledger = Ledger(str(workdir / "ledger.sqlite"), remedy="none")
+        self.ledger = Ledger(str(workdir / LEDGER_FILE), remedy="none")
         self.held: dict[str, int] = {}  # actor -> generation of its latest claim
 
     def open(self) -> None:

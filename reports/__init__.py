@@ -1,24 +1,32 @@
-"""Reports written next to summary.json: report.md, report.html (self-contained), junit.xml."""
+"""Reports written next to summary.json: report.md, report.html (self-contained), junit.xml.
+
+They render what the checker concluded (a :class:`takeover.checker.CheckResult`) and never run
+any part of the check themselves."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD
+
+if TYPE_CHECKING:  # importing the package must stay cheap: the soak and sweep reports need no checker
+    from takeover.checker import CheckResult
 
 
-def write_reports(folder: Path, summary: dict[str, Any], fx: Any, results: dict[str, Any],
-                  dup_tasks: list[str]) -> list[str]:
+def write_reports(folder: Path, result: CheckResult) -> list[str]:
     """Render every report into ``folder``; returns the file names written."""
     from takeover.reports import figures, html, junit, markdown
 
-    (folder / "report.md").write_text(markdown.render(summary))
-    (folder / "junit.xml").write_bytes(junit.render(summary))
-    involved = list(dict.fromkeys(t for r in results.values() if r.valid is False for t in r.tasks))
-    involved += [t for t in dup_tasks if t not in set(involved)]
+    summary, fx = result.summary, result.facts
+    (folder / REPORT_MD).write_text(markdown.render(summary))
+    (folder / JUNIT_XML).write_bytes(junit.render(summary))
+    involved = list(dict.fromkeys(t for r in result.invariants.values() if r.valid is False for t in r.tasks))
+    involved += [t for t in result.duplicate_tasks if t not in set(involved)]
     figs: dict[str, tuple[bytes | None, str]] = {}
     if len(fx.run.history):
         figs["timeline"] = figures.timeline(fx)
         figs["throughput"] = (figures.throughput(fx), "")
         figs["generations"] = figures.generations(fx, involved)
-    (folder / "report.html").write_text(html.render(summary, figs))
-    return ["report.md", "report.html", "junit.xml"]
+    (folder / REPORT_HTML).write_text(html.render(summary, figs))
+    return list(REPORT_FILES)

@@ -7,9 +7,8 @@ import html
 import json
 from typing import Any
 
-from takeover.checker.check import verdict_word
-from takeover.checker.remedies import describe as describe_features
 from takeover.reports.markdown import CAUSE_MEANING, MEANING
+from takeover.reports.words import feature_lines, verdict_word
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#212529}
@@ -83,7 +82,7 @@ def render(summary: dict[str, Any], figures: dict[str, tuple[bytes | None, str]]
     d = s["duplicates"]
     if s.get("remedy"):
         parts.append("<h2>Remedy, heartbeats, reconciliation</h2><ul>"
-                     + "".join(f"<li>{_e(x)}</li>" for x in describe_features(s)) + "</ul>")
+                     + "".join(f"<li>{_e(x)}</li>" for x in feature_lines(s)) + "</ul>")
     parts.append("<h2>Duplicate side effects</h2>")
     if d.get("tasks") is None:
         parts.append(f"<p>Not counted: {_e(d.get('note', 'no ledger'))}</p>")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from takeover.checker.check import verdict_word
-from takeover.checker.remedies import describe as describe_features
+from takeover.reports.words import feature_lines, verdict_word
 
 MEANING = {
     "no_stale_commit": "no finish accepted for a generation lower than one already claimed",
@@ -89,7 +88,7 @@ def render(summary: dict[str, Any]) -> str:
                       "heartbeat) when the task was taken over from it at `taken_over_at` (the next "
                       "claim's `now`): a later lease means a double lease.", "", *_table(d["examples"])]
     if s.get("remedy"):
-        lines += ["", "## Remedy, heartbeats, reconciliation", "", *[f"- {x}" for x in describe_features(s)]]
+        lines += ["", "## Remedy, heartbeats, reconciliation", "", *[f"- {x}" for x in feature_lines(s)]]
     c = s["counts"]
     lines += ["", "## Counts", "", "| what | value |", "|---|---|"]
     rows = [

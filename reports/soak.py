@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from takeover.reports.resources import figure
+from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD, RESOURCES_PNG
 
 
 def write(root: Path, soak: dict[str, Any]) -> list[str]:
@@ -22,11 +22,11 @@ def write(root: Path, soak: dict[str, Any]) -> list[str]:
 
     png = figure(read_resources(root))
     if png:
-        (root / "resources.png").write_bytes(png)
-    (root / "report.md").write_text(markdown(soak))
-    (root / "report.html").write_text(render_html(soak, png))
-    (root / "junit.xml").write_bytes(junit(soak))
-    return ["report.md", "report.html", "junit.xml"] + (["resources.png"] if png else [])
+        (root / RESOURCES_PNG).write_bytes(png)
+    (root / REPORT_MD).write_text(markdown(soak))
+    (root / REPORT_HTML).write_text(render_html(soak, png))
+    (root / JUNIT_XML).write_bytes(junit(soak))
+    return [*REPORT_FILES] + ([RESOURCES_PNG] if png else [])
 
 
 def write_interim(root: Path, soak: dict[str, Any]) -> list[str]:
@@ -36,11 +36,11 @@ def write_interim(root: Path, soak: dict[str, Any]) -> list[str]:
     the night's JUnit check and Markdown verdict must still show every checkpoint done so far.
     The figure (matplotlib) is drawn once, at the end.
     """
-    for name, data in (("report.md", markdown(soak).encode()), ("junit.xml", junit(soak))):
+    for name, data in ((REPORT_MD, markdown(soak).encode()), (JUNIT_XML, junit(soak))):
         tmp = root / f".{name}.tmp"
         tmp.write_bytes(data)
         tmp.replace(root / name)
-    return ["report.md", "junit.xml"]
+    return [REPORT_MD, JUNIT_XML]
 
 
 def _runs(soak: dict[str, Any]) -> list[dict[str, Any]]:
@@ -131,6 +131,3 @@ def junit(soak: dict[str, Any]) -> bytes:
     ET.indent(suite)
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="utf-8") + b"\n"
 
-
-def load(root: Path) -> dict[str, Any]:
-    return json.loads((root / "soak.json").read_text())

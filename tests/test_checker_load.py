@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from takeover.benchmarks.check_1m import generate
-from takeover.checker import check_run_dir
 from takeover.checker.load import HISTORY_COLUMNS, load_run
 from takeover.history import COLUMNS, read_history
+from takeover.pipeline import check_and_report
 
 
 def _actions(folder) -> int:
@@ -55,7 +55,7 @@ def test_generated_history_checks_valid_with_typed_frames(tmp_path) -> None:
     """A correct queue's generated history (kills, pauses, lost replies) is valid, and the loaded
     ledger and snapshot carry numbers as float64 and text as object, not pandas' string dtype."""
     generate(tmp_path, 20000, 3)
-    assert check_run_dir(tmp_path, out=io.StringIO(), reports=False) == 0
+    assert check_and_report(tmp_path, out=io.StringIO(), reports=False).exit_code == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["duplicates"]["tasks"] > 0 and summary["counts"]["uncertain"] > 0
     run = load_run(tmp_path)

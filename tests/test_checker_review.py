@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from takeover.checker import check_run_dir
+from takeover.pipeline import check_and_report
 from tests.quality.builder import Run
 
 
@@ -20,7 +20,7 @@ def test_a_claim_both_duplicate_and_inverted_counts_once(tmp_path) -> None:
     r.claim(2, 12, "a", 1)
     r.snap(("a", "running", 1, 17.0))
     folder = r.write(tmp_path / "run")
-    check_run_dir(folder, out=io.StringIO(), reports=False)
+    check_and_report(folder, out=io.StringIO(), reports=False)
     inv = json.loads((folder / "summary.json").read_text())["invariants"]["generation_monotonic"]
     assert inv["valid"] is False
     assert inv["violations"] == 1, inv

@@ -59,6 +59,15 @@ def test_a_queue_without_extend_runs_without_heartbeats_and_says_so(tmp_path):
     assert summary["heartbeat"]["in_effect"] is False
     assert "WITHOUT heartbeats" in summary["heartbeat"]["note"]
     assert "WITHOUT heartbeats" in (run_dir / "report.md").read_text()
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["queue_capabilities"] == {"extend": False, "register_many": False, "resolve": False}
+    # Re-checked where the queue cannot be imported, the run still knows it had no extend(): the
+    # checker reads what the run recorded, never the queue's code.
+    config["queue"] = "not_installed_anywhere:BareQueue"
+    (run_dir / "config.json").write_text(json.dumps(config))
+    proc = takeover("check", str(run_dir), "--no-reports")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["heartbeat"] == summary["heartbeat"]
 
 
 def test_extend_is_fenced_by_generation_and_by_the_lease(tmp_path):

@@ -138,7 +138,7 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
         assert q.finish(got, gen, "done", now)
         hist.write("ok", "finish", task=got, gen=gen, outcome="done", value="true")
     hist.close()
-    from takeover.rundir import write_snapshot
+    from takeover.store import write_snapshot
 
     write_snapshot(run_dir, q.snapshot())
     q.close()

@@ -5,14 +5,14 @@ from __future__ import annotations
 import io
 import xml.etree.ElementTree as ET
 
-from takeover.checker import check_run_dir
+from takeover.pipeline import check_and_report
 
 from .quality.cases import CASES
 
 
 def test_reports_for_a_violated_run(tmp_path) -> None:
     folder = CASES["stale_commit_accepted"][0]().write(tmp_path / "r")
-    assert check_run_dir(folder, out=io.StringIO()) == 1
+    assert check_and_report(folder, out=io.StringIO()).exit_code == 1
     md = (folder / "report.md").read_text()
     assert md.splitlines()[0] == "# takeover check: INVALID"
     assert "| `no_stale_commit` | ❌ VIOLATED | 1 |" in md
@@ -30,7 +30,7 @@ def test_reports_for_a_violated_run(tmp_path) -> None:
 
 def test_reports_for_a_valid_run_have_no_generation_figure(tmp_path) -> None:
     folder = CASES["clean_run"][0]().write(tmp_path / "ok")
-    assert check_run_dir(folder, out=io.StringIO()) == 0
+    assert check_and_report(folder, out=io.StringIO()).exit_code == 0
     html = (folder / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 2
     assert ET.parse(folder / "junit.xml").getroot().get("failures") == "0"
@@ -41,7 +41,7 @@ def _phase_label_boxes(folder):
     from takeover.checker import analyse
     from takeover.reports import figures
 
-    _, fx, _ = analyse(folder)
+    fx = analyse(folder).facts
     fig = figures.throughput_figure(fx)
     try:
         fig.canvas.draw()

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from takeover.checker.check import check_run_dir
+from takeover.cli import main
+from takeover.pipeline import check_and_report
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 EXPECTED = "expected-summary.json"
@@ -41,7 +42,7 @@ def _check_copy(stored: Path, into: Path) -> str:
     copy.mkdir()
     for name in RECORDED:
         shutil.copy2(stored / name, copy / name)
-    check_run_dir(copy, out=io.StringIO(), reports=False)
+    check_and_report(copy, out=io.StringIO(), reports=False)
     return _normalized_summary(copy)
 
 
@@ -51,6 +52,27 @@ STORED = sorted(p for p in RUNS.iterdir() if p.is_dir())
 @pytest.mark.parametrize("stored", STORED, ids=[p.name for p in STORED])
 def test_stored_run_summary_is_unchanged(stored: Path, tmp_path: Path) -> None:
     assert _check_copy(stored, tmp_path) == (stored / EXPECTED).read_text()
+
+
+@pytest.mark.parametrize("stored", STORED, ids=[p.name for p in STORED])
+def test_a_stored_run_checks_the_same_where_its_queue_cannot_be_imported(stored: Path, tmp_path: Path) -> None:
+    """The run folder is the checker's only input: ``takeover check`` on a copy whose config names a
+    queue module that exists nowhere gives the same summary, verdict and exit code (these runs were
+    stored before the queue's capabilities were recorded: what the history proves stands in)."""
+    copy = tmp_path / stored.name
+    copy.mkdir()
+    for name in RECORDED:
+        shutil.copy2(stored / name, copy / name)
+    config = json.loads((copy / "config.json").read_text())
+    config["queue"] = "not_installed_anywhere.queues:GoneQueue"
+    (copy / "config.json").write_text(json.dumps(config))
+    expected = json.loads((stored / EXPECTED).read_text())
+    assert main(["check", str(copy), "--no-reports"]) == expected["exit_code"]
+    assert "not_installed_anywhere" not in sys.modules
+    got = json.loads(_normalized_summary(copy))
+    assert got["config"].pop("queue") == "not_installed_anywhere.queues:GoneQueue"
+    expected["config"].pop("queue")
+    assert got == expected
 
 
 def test_the_stored_runs_cover_both_verdicts() -> None:

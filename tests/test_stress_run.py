@@ -135,6 +135,8 @@ def test_config_json_round_trips_and_reproduces(smoke):
     assert cfg.seed == 7 and cfg.profile == "smoke"
     assert RunConfig.from_json(cfg.to_json()) == cfg
     assert data["command"] == cfg.command()
+    # Recorded once the queue opened, so the checker never has to import the queue to know them.
+    assert data["queue_capabilities"] == {"extend": True, "register_many": True, "resolve": True}
 
 
 def test_history_records_are_well_formed(smoke):

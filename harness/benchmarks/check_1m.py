@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from takeover import store
 from takeover.run.ledger import Ledger
 
 LEASE = 5.0
@@ -37,7 +38,7 @@ def generate(folder: Path, events: int, seed: int) -> int:
     """Write a run folder whose history has about ``events`` records; returns the exact count."""
     rng = random.Random(f"check_1m:{seed}")
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "summary.json"):
+    for name in (*store.sqlite_files(store.LEDGER_FILE), store.SUMMARY_FILE):
         # A reused --dir must not add this run's actions to the last one's ledger.
         (folder / name).unlink(missing_ok=True)
     n_tasks = max(10, int(events / 8.07))
@@ -141,16 +142,16 @@ def generate(folder: Path, events: int, seed: int) -> int:
         add(f'{{"time":{t},"process":{p},"type":"ok","f":"finish","task":"{task}","gen":{gen},'
             f'"outcome":"{outcome}","value":"true"}}')
         state[task] = (outcome, gen)
-    (folder / "history.jsonl").write_text("\n".join(lines) + "\n")
-    (folder / "snapshot.json").write_text(json.dumps(
+    (folder / store.HISTORY_FILE).write_text("\n".join(lines) + "\n")
+    (folder / store.SNAPSHOT_FILE).write_text(json.dumps(
         {"time": t, "tasks": [[task, s, g, None] for task, (s, g) in state.items()]}))
-    (folder / "config.json").write_text(json.dumps(
+    (folder / store.CONFIG_FILE).write_text(json.dumps(
         {"queue": "takeover.queues.sqlite_lease:SQLiteLeaseQueue", "seed": seed, "workers": workers,
          "tasks": n_tasks, "duration": 0, "lease": LEASE, "profile": "check_1m", "remedy": "none",
          "faults": {"kill": 1, "pause": 1, "lose_reply": 0.005},
          "command": f"python -m takeover.benchmarks.check_1m --events {events} --seed {seed}"}))
-    Ledger(str(folder / "ledger.sqlite")).close()
-    conn = sqlite3.connect(folder / "ledger.sqlite")
+    Ledger(str(folder / store.LEDGER_FILE)).close()
+    conn = sqlite3.connect(folder / store.LEDGER_FILE)
     conn.executemany("INSERT INTO actions (task_id, generation, worker, process, t, reply, performed, result, key,"
                      " remedy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", ledger_rows)
     conn.commit()
@@ -173,9 +174,9 @@ _READ_ALL = """
 import json, resource, sqlite3, sys, time
 import pyarrow.json as paj
 t = time.perf_counter()
-table = paj.read_json(sys.argv[1] + "/history.jsonl")
-snap = json.loads(open(sys.argv[1] + "/snapshot.json").read())
-conn = sqlite3.connect("file:" + sys.argv[1] + "/ledger.sqlite?mode=ro", uri=True)
+table = paj.read_json(sys.argv[1])
+snap = json.loads(open(sys.argv[2]).read())
+conn = sqlite3.connect("file:" + sys.argv[3] + "?mode=ro", uri=True)
 rows = conn.execute("SELECT * FROM actions").fetchall()
 took = time.perf_counter() - t
 print(took, table.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -185,15 +186,15 @@ _CHECK = """
 import resource, sys, time
 from takeover.checker import analyse
 t = time.perf_counter()
-summary, fx, res = analyse(sys.argv[1])
+summary = analyse(sys.argv[1]).summary
 took = time.perf_counter() - t
 assert summary["valid"] is True, {k: v for k, v in summary["invariants"].items() if v["valid"] is not True}
 print(took, summary["history"]["lines"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
-def _measure(script: str, arg: str) -> tuple[float, float]:
-    out = subprocess.run([sys.executable, "-c", script, arg], capture_output=True, text=True, check=False)
+def _measure(script: str, *args: str) -> tuple[float, float]:
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"check_1m: measurement failed: {out.stderr.strip().splitlines()[-1:]}")
     took, _, rss = out.stdout.split()
@@ -216,16 +217,17 @@ def main(argv: list[str] | None = None) -> int:
     gen_s = time.perf_counter() - started
     reads, checks, read_alls = [], [], []
     for _ in range(args.repeat):  # interleaved, so background load drifts hit both alike
-        reads.append(_measure(_READ, str(folder / "history.jsonl")))
+        reads.append(_measure(_READ, str(folder / store.HISTORY_FILE)))
         checks.append(_measure(_CHECK, str(folder)))
-        read_alls.append(_measure(_READ_ALL, str(folder)))
+        read_alls.append(_measure(_READ_ALL, *(str(folder / name) for name in (
+            store.HISTORY_FILE, store.SNAPSHOT_FILE, store.LEDGER_FILE))))
     read_s = statistics.median(r[0] for r in reads)
     check_s = statistics.median(c[0] for c in checks)
     read_all_s = statistics.median(r[0] for r in read_alls)
     read_mb = max(r[1] for r in reads)
     check_mb = max(c[1] for c in checks)
     print(json.dumps({
-        "events": n, "history_mb": round((folder / "history.jsonl").stat().st_size / 2**20, 1),
+        "events": n, "history_mb": round((folder / store.HISTORY_FILE).stat().st_size / 2**20, 1),
         "generate_s": round(gen_s, 2),
         "read_s": round(read_s, 3), "read_peak_rss_mb": round(read_mb), "check_s": round(check_s, 3),
         "check_peak_rss_mb": round(check_mb), "time_ratio": round(check_s / read_s, 2),

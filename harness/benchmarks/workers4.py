@@ -33,8 +33,8 @@ from takeover.benchmarks import queue_raw
 from takeover.benchmarks.queue4 import queue4_rate
 from takeover.benchmarks.timing import Sample, rate
 from takeover.config import RunConfig, TaskTime
-from takeover.history import HISTORY_FILE
 from takeover.options import FAULT_KINDS
+from takeover.store import HISTORY_FILE
 
 WORKERS = 4
 WARMUP_AFTER_FIRST_CLAIMS = 0.3  # seconds after the last worker's first claim before counting

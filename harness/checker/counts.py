@@ -38,8 +38,9 @@ def _killed_at(fx: Facts) -> pd.Series:
     return both.groupby("target")["t"].min()
 
 
-def duplicates(fx: Facts) -> dict[str, Any]:
-    """Tasks with more than one performed action, and each extra action's cause.
+def duplicates(fx: Facts) -> tuple[dict[str, Any], list[float]]:
+    """Tasks with more than one performed action, and each extra action's cause: the summary's
+    ``duplicates`` section, and the codes of the tasks involved (the report draws their generations).
 
     Each extra action is paired with the performed action before it; of the two generations, the
     lower one is the *earlier holder* and the claim that took the task over from it is the next
@@ -63,13 +64,12 @@ def duplicates(fx: Facts) -> dict[str, Any]:
     """
     ledger = fx.run.ledger
     if ledger is None:
-        return {"tasks": None, "extra_actions": None, "by_cause": {}, "examples": [], "task_list": [],
-                "note": "no ledger"}
+        return {"tasks": None, "extra_actions": None, "by_cause": {}, "examples": [], "note": "no ledger"}, []
     done = ledger[ledger["performed"] == 1].sort_values(["task", "seq"], kind="stable").reset_index(drop=True)
     same = done["task"].eq(done["task"].shift())
     if not same.any():
         return {"tasks": 0, "extra_actions": 0, "by_cause": {"s5": 0, "lost_lease": 0, "other": 0},
-                "examples": [], "task_list": []}
+                "examples": []}, []
     prev = done.shift()
     extra = done[same].copy()
     extra["p_gen"] = prev["gen"][same]
@@ -108,8 +108,7 @@ def duplicates(fx: Facts) -> dict[str, Any]:
            "older_lease_until": fx.rel(r.held_until), "taken_over_at": fx.rel(r.taken_at)}
           for r in extra.sort_values("t").head(EXAMPLES).itertuples()]
     tasks = np.unique(extra["task"].to_numpy(dtype="float64")).tolist()
-    return {"tasks": len(tasks), "extra_actions": int(len(extra)), "by_cause": by_cause, "examples": ex,
-            "task_list": tasks}
+    return {"tasks": len(tasks), "extra_actions": int(len(extra)), "by_cause": by_cause, "examples": ex}, tasks
 
 
 def _lease_at_takeover(fx: Facts, task: pd.Series, gen: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from takeover.checker.facts import Facts
 from takeover.checker.resolves import last_word, reopen_epoch, reopened_at_end, reopened_between
+from takeover.checker.verdict import UNKNOWN, Verdict
 
 TERMINAL = ("done", "uncertain")
 EXAMPLES = 5
@@ -27,7 +28,7 @@ EXAMPLES = 5
 @dataclass
 class InvariantResult:
     name: str
-    valid: bool | str  # True, False or "unknown"
+    valid: Verdict
     violations: int
     examples: list[dict[str, Any]]
     tasks: list[str] = field(default_factory=list)  # every task involved, for the report's figures
@@ -329,7 +330,7 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     """Every task's final (state, generation) follows from its operations."""
     snap = fx.run.snapshot
     if snap is None:
-        return InvariantResult("state_matches_history", "unknown", 0, [],
+        return InvariantResult("state_matches_history", UNKNOWN, 0, [],
                                note=f"no snapshot ({fx.run.snapshot_error})")
     s = snap.copy()
     max_gen = fx.claims_ok.groupby("task", sort=False)["gen"].max().rename("max_gen")
@@ -449,7 +450,7 @@ def no_lost_task(fx: Facts) -> InvariantResult:
     second half still applies."""
     snap = fx.run.snapshot
     if snap is None:
-        return InvariantResult("no_lost_task", "unknown", 0, [], note=f"no snapshot ({fx.run.snapshot_error})")
+        return InvariantResult("no_lost_task", UNKNOWN, 0, [], note=f"no snapshot ({fx.run.snapshot_error})")
     registered, note = _registered(fx)
     registered = registered if registered is not None else np.unique(snap["task"].to_numpy(dtype="float64"))
     state = snap.drop_duplicates("task").set_index("task")
@@ -492,7 +493,7 @@ def no_lost_task(fx: Facts) -> InvariantResult:
         res.violations += expected - len(snap)
         res.note = (note + "; " if note else "") + f"the snapshot has {len(snap)} of {expected} tasks"
     if fx.interrupted and res.valid is True:
-        res.valid = "unknown"
+        res.valid = UNKNOWN
     return res
 
 

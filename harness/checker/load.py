@@ -9,7 +9,6 @@ wrote, a ledger the service never created) is recorded so that the invariants ne
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,15 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
+from takeover import store
 from takeover.errors import UsageError
-from takeover.history import COLUMNS, HISTORY_FILE, ReadStats, read_history
-
-CONFIG_FILE = "config.json"
-SNAPSHOT_FILE = "snapshot.json"
-LEDGER_FILE = "ledger.sqlite"
+from takeover.history import COLUMNS, ReadStats, read_history
 
 # What the checker reads of the ledger (``worker`` is not needed: ``process`` names the incarnation).
 LEDGER_COLUMNS = ("seq", "task_id", "generation", "process", "t", "reply", "performed", "result")
@@ -54,24 +49,16 @@ class RunData:
 
 def load_run(run_dir: str | Path) -> RunData:
     """Parse a run folder, or raise :class:`UsageError` naming what makes it not a run."""
-    path = Path(run_dir)
-    if not path.exists():
-        raise UsageError(f"run folder {str(path)!r} does not exist")
-    if not path.is_dir():
-        raise UsageError(f"{str(path)!r} is not a run folder (not a directory)")
-    history_path = path / HISTORY_FILE
-    config_path = path / CONFIG_FILE
-    missing = [p.name for p in (history_path, config_path) if not p.is_file()]
-    if missing:
-        raise UsageError(f"{str(path)!r} is not a run folder: missing {' and '.join(missing)}")
-    config = _load_config(config_path)
+    path = store.require_run_folder(run_dir)
+    history_path = path / store.HISTORY_FILE
+    config = store.read_config(path)
     snap_notes: list[str] = []
     ledger_notes: list[str] = []
     # The snapshot and the ledger load on a second thread while pyarrow parses the history: the
     # parser holds no GIL and SQLite's stepping releases it, so this hides most of their cost.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="takeover-load") as pool:
-        side = pool.submit(lambda: (_load_snapshot(path / SNAPSHOT_FILE, snap_notes),
-                                    _load_ledger(path / LEDGER_FILE, ledger_notes)))
+        side = pool.submit(lambda: (_load_snapshot(path, snap_notes),
+                                    _load_ledger(path / store.LEDGER_FILE, ledger_notes)))
         try:
             history, stats = read_history(history_path, HISTORY_COLUMNS)
         except OSError as exc:
@@ -83,33 +70,11 @@ def load_run(run_dir: str | Path) -> RunData:
     return RunData(path, history, stats, config, snapshot, snap_time, snap_error, ledger, notes)
 
 
-def _read_json_object(path: Path, what: str = "a JSON object", *, fast: bool = False) -> dict[str, Any]:
-    """A run-folder JSON file that must be an object; anything else is a one-line usage error."""
-    try:
-        raw = path.read_bytes()
-        # ``fast`` (the snapshot, 100k+ tasks): orjson is several times faster. It refuses a few
-        # things json accepts (NaN, lone surrogates), which then go to json; config.json stays
-        # with json alone, since orjson reads an integer past 64 bits (a seed) as a float.
-        try:
-            data = orjson.loads(raw) if fast else json.loads(raw)
-        except orjson.JSONDecodeError:
-            data = json.loads(raw)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path} must hold {what}")
-    return data
-
-
-def _load_config(path: Path) -> dict[str, Any]:
-    return _read_json_object(path)
-
-
-def _load_snapshot(path: Path, notes: list[str]) -> tuple[pd.DataFrame | None, float | None, str | None]:
-    if not path.is_file():
-        notes.append("snapshot.json is missing: the final state cannot be compared with the history")
-        return None, None, "snapshot.json missing"
-    data = _read_json_object(path, "a JSON object with 'tasks' or 'error'", fast=True)
+def _load_snapshot(run_dir: Path, notes: list[str]) -> tuple[pd.DataFrame | None, float | None, str | None]:
+    data = store.read_snapshot(run_dir)
+    if data is None:
+        notes.append(f"{store.SNAPSHOT_FILE} is missing: the final state cannot be compared with the history")
+        return None, None, f"{store.SNAPSHOT_FILE} missing"
     snap_time = data.get("time")
     if "error" in data and "tasks" not in data:
         notes.append(f"the queue could not produce a snapshot: {data['error']}")
@@ -117,7 +82,8 @@ def _load_snapshot(path: Path, notes: list[str]) -> tuple[pd.DataFrame | None, f
     rows = data.get("tasks")
     # map() over builtins, not a generator per row: the same test at C speed on 100k+ rows.
     if not isinstance(rows, list) or not set(map(type, rows)) <= {list, tuple} or not set(map(len, rows)) <= {4}:
-        raise UsageError(f"{path}: 'tasks' must be a list of [task_id, state, generation, lease_until]")
+        raise UsageError(f"{run_dir / store.SNAPSHOT_FILE}: 'tasks' must be a list of [task_id, state, generation, "
+                         "lease_until]")
     cols = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
     frame = pd.DataFrame({name: pd.Series(col, dtype=object)
                           for name, col in zip(("task", "state", "gen", "lease_until"), cols, strict=True)})
@@ -130,7 +96,7 @@ def _load_snapshot(path: Path, notes: list[str]) -> tuple[pd.DataFrame | None, f
 
 def _load_ledger(path: Path, notes: list[str]) -> pd.DataFrame | None:
     if not path.is_file():
-        notes.append("ledger.sqlite is missing: duplicate side effects cannot be counted")
+        notes.append(f"{store.LEDGER_FILE} is missing: duplicate side effects cannot be counted")
         return None
     # Read-only: re-checking a run must never change it. ``immutable`` is the fallback for a
     # read-only folder, where SQLite cannot create the -shm file that WAL readers need.
@@ -140,7 +106,7 @@ def _load_ledger(path: Path, notes: list[str]) -> pd.DataFrame | None:
             try:
                 cols = {row[1] for row in conn.execute("PRAGMA table_info(actions)")}
                 if not cols:
-                    notes.append("ledger.sqlite has no 'actions' table: duplicates cannot be counted")
+                    notes.append(f"{store.LEDGER_FILE} has no 'actions' table: duplicates cannot be counted")
                     return None
                 wanted = [c for c in LEDGER_COLUMNS if c in cols]
                 rows = conn.execute(f"SELECT {', '.join(wanted)} FROM actions ORDER BY seq").fetchall()

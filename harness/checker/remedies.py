@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from takeover import store
 from takeover.checker.facts import Facts
 from takeover.checker.resolves import resolves
 
@@ -33,16 +34,20 @@ def remedy_counts(fx: Facts) -> dict[str, Any]:
     return {"name": name, **out, "requests": int(len(ledger))}
 
 
-def _queue_has(spec: str, method: str) -> bool | None:
-    """Whether the queue class offers an optional method; None when that cannot be told statically."""
-    try:
-        from takeover.contract import load_queue_factory
+def queue_has(fx: Facts, method: str) -> bool | None:
+    """Whether the run's queue offered an optional method (``extend``, ``resolve``, ``register_many``);
+    None when the run folder cannot tell.
 
-        factory = load_queue_factory(spec)
-    except Exception:  # noqa: BLE001 - a run checked elsewhere may not have the queue installed
-        return None
-    if isinstance(factory, type):
-        return callable(getattr(factory, method, None))
+    The coordinator records the answer in ``config.json`` (``queue_capabilities``) when it opens the
+    queue, so the checker never imports the queue's code: a run re-checked on a machine without the
+    queue installed concludes the same. A run stored before that was recorded, or whose queue never
+    opened, has only its history to go by: an extend recorded there proves the queue had extend().
+    """
+    recorded = fx.config.get(store.QUEUE_CAPABILITIES)
+    if isinstance(recorded, dict) and isinstance(recorded.get(method), bool):
+        return recorded[method]
+    if method == "extend" and len(fx.ops.extends):
+        return True
     return None
 
 
@@ -57,7 +62,7 @@ def heartbeat_summary(fx: Facts) -> dict[str, Any]:
         out["in_effect"] = False
         out["note"] = "no heartbeats requested (fixed lease)"
         return out
-    supported = _queue_has(str(fx.config.get("queue") or ""), "extend")
+    supported = queue_has(fx, "extend")
     if supported is False:
         out["in_effect"] = False
         out["note"] = "the queue has no extend(): the run ran WITHOUT heartbeats"
@@ -85,23 +90,3 @@ def reconcile_summary(fx: Facts) -> dict[str, Any] | None:
 def feature_sections(fx: Facts) -> dict[str, Any]:
     """The three summary sections, for ``analyse`` to merge into summary.json."""
     return {"remedy": remedy_counts(fx), "heartbeat": heartbeat_summary(fx), "reconcile": reconcile_summary(fx)}
-
-
-def describe(summary: dict[str, Any]) -> list[str]:
-    """Lines for the terminal summary and report.md."""
-    lines = []
-    rem = summary.get("remedy")
-    if rem:
-        lines.append(f"remedy {rem['name']}: performed {rem['performed']}, deduplicated {rem['deduplicated']}, "
-                     f"refused {rem['refused']} (of {rem['requests']} requests)")
-    hb = summary.get("heartbeat")
-    if hb and hb.get("interval"):
-        ex = hb["extends"]
-        state = "in effect" if hb.get("in_effect") else "NOT in effect"
-        lines.append(f"heartbeat every {hb['interval']:g}s: {state}; extends ok {ex['ok']}, lost {ex['lost']}, "
-                     f"indeterminate {ex['indeterminate']}" + (f" - {hb['note']}" if hb.get("note") else ""))
-    rc = summary.get("reconcile")
-    if rc:
-        lines.append(f"reconciled: {rc['done']} uncertain -> done, {rc['pending']} -> pending (retry), "
-                     f"{rc['rejected']} rejected, {rc['indeterminate']} indeterminate")
-    return lines

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from takeover.checker.invariants import InvariantResult
+if TYPE_CHECKING:
+    from takeover.checker.invariants import InvariantResult
+
+# Three values, kept in summary.json as JSON keeps them: true (holds), false (violated) and
+# "unknown" (the run folder cannot tell: missing evidence, or a run that tested nothing).
+Verdict: TypeAlias = bool | Literal["unknown"]
+UNKNOWN: Literal["unknown"] = "unknown"
 
 EXIT_VALID, EXIT_VIOLATED, EXIT_INCONCLUSIVE = 0, 1, 3
 
 
-def combine(results: dict[str, InvariantResult], inconclusive: str | None) -> bool | str:
+def combine(results: Mapping[str, InvariantResult], inconclusive: str | None) -> Verdict:
     values = [r.valid for r in results.values()]
     if any(v is False for v in values):
         return False
-    if inconclusive or any(v == "unknown" for v in values):
-        return "unknown"
+    if inconclusive or any(v == UNKNOWN for v in values):
+        return UNKNOWN
     return True
 
 
@@ -31,9 +38,9 @@ def inconclusive_reason(counts: dict[str, Any], history_lines: int) -> str | Non
     return None
 
 
-def exit_code(valid: bool | str, duplicates_fail: bool) -> int:
+def exit_code(valid: Verdict, duplicates_fail: bool) -> int:
     if valid is False:
         return EXIT_VIOLATED
-    if valid == "unknown":
+    if valid == UNKNOWN:
         return EXIT_INCONCLUSIVE
     return EXIT_VIOLATED if duplicates_fail else EXIT_VALID

@@ -19,7 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from takeover.checker import check_run_dir
+    from takeover.pipeline import check_and_report
 
-    return check_run_dir(args.run_dir, fail_on_duplicates=args.fail_on_duplicates, as_json=args.json,
-                         reports=not args.no_reports, out=sys.stdout)
+    return check_and_report(args.run_dir, fail_on_duplicates=args.fail_on_duplicates, as_json=args.json,
+                            reports=not args.no_reports, out=sys.stdout).exit_code

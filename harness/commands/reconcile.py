@@ -29,6 +29,6 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(describe(result))
     if args.no_check:
         return 0
-    from takeover.checker import check_run_dir
+    from takeover.pipeline import check_and_report
 
-    return check_run_dir(args.run_dir)
+    return check_and_report(args.run_dir, out=sys.stdout).exit_code

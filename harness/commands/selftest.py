@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from takeover import store
 from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
 
@@ -55,11 +56,11 @@ def _stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ..
         _reap(proc.pid)
         raise
     took = time.monotonic() - started
-    summary_path = out / "summary.json"
-    if proc.returncode == 2 or not summary_path.exists():
+    summary = store.read_summary(out) if proc.returncode != 2 else None
+    if summary is None:
         line = (err or "").strip().splitlines()[-1:] or ["no summary written"]
         raise UsageError(f"selftest: the stress run for {queue} failed (exit {proc.returncode}): {line[0]}")
-    return proc.returncode, took, json.loads(summary_path.read_text())
+    return proc.returncode, took, summary
 
 
 def _reap(pid: int) -> None:

@@ -96,7 +96,7 @@ def header(base: RunConfig, minutes: float, checkpoint: float, root: Path) -> li
 
 
 def run(args: argparse.Namespace) -> int:
-    from takeover import rundir
+    from takeover import store
     from takeover.commands import stress
     from takeover.soak import seedbank
     from takeover.soak.display import SoakDisplay
@@ -127,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
         seedbank.load_all(list(replay_from))  # a broken bank is bad input: say so before starting
     seedbank.load(bank)  # new failures are added to it: it must be readable and writable
     seedbank.check_writable(bank)
-    rundir.check_out(args.out)
-    root = rundir.create(args.out)
+    store.check_out(args.out)
+    root = store.create(args.out)
     command = " ".join(shlex.quote(a) for a in ["takeover", "soak", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
     opts = SoakOptions(
         base=base, out=root, minutes=minutes, checkpoint=args.checkpoint, sample=args.sample, bank=bank,
@@ -139,10 +139,7 @@ def run(args: argparse.Namespace) -> int:
         print(line, flush=True)
     with SoakDisplay(sys.stderr) as display:
         code = Soak(opts, display).run()
-    summary = Path(root) / "soak.json"
-    from takeover.reports.soak import load
-
-    soak = load(root) if summary.exists() else {}
+    soak = store.read_soak_summary(root) or {}
     t = soak.get("totals", {})
     print(f"soak {soak.get('verdict', '?').upper()} ({soak.get('status')}): {t.get('segments', 0)} checkpoints, "
           f"{t.get('replays', 0)} replays, {t.get('finished', 0)} tasks finished, {t.get('violations', 0)} "
@@ -153,5 +150,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {len(soak['skipped_replays'])} banked seed(s) of other queues not replayed (see soak.json)")
     for b in soak.get("banked", []):
         print(f"  banked seed {b['seed']} ({b['segment']}) in {b['bank']}")
-    print(f"reports: {root}/report.html, {root}/junit.xml, {root}/soak.json, {root}/resources.csv")
+    print(f"reports: {root}/{store.REPORT_HTML}, {root}/{store.JUNIT_XML}, {root}/{store.SOAK_FILE}, "
+          f"{root}/{store.RESOURCES_FILE}")
     return code

@@ -16,11 +16,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from takeover import store
 from takeover.config import RunConfig, load_profile, profile_names, with_overrides
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
 from takeover.options import FAULT_RATES, NEMESIS_FAULTS, Command, add_run_options, given
-from takeover.run.ledger import LEDGER_FILE
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
@@ -60,7 +60,7 @@ def check_queue(spec: str) -> None:
     """Open the queue once on a scratch file: a queue that fails the contract stops us here."""
     factory = load_queue_factory(spec)
     with tempfile.TemporaryDirectory(prefix="takeover-check-") as tmp:
-        queue = open_queue(spec, str(Path(tmp) / "queue.sqlite"), factory)
+        queue = open_queue(spec, str(Path(tmp) / store.QUEUE_FILE), factory)
         try:
             queue.close()
         except Exception as exc:  # noqa: BLE001
@@ -68,15 +68,14 @@ def check_queue(spec: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from takeover import rundir
     from takeover.run.coordinator import Coordinator
     from takeover.run.progress import ProgressDisplay
     from takeover.workloads.worker import worker_main
 
     cfg = resolve(args)
     check_queue(cfg.queue)
-    rundir.check_out(args.out)
-    run_dir = rundir.create(args.out)
+    store.check_out(args.out)
+    run_dir = store.create(args.out)
     cfg = dataclasses.replace(cfg, out=str(run_dir))
     out = sys.stdout
     print(f"takeover stress: run folder {run_dir}", file=out)
@@ -106,17 +105,17 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
     """Hand the run to the checker when it is installed; otherwise summarise our own counts."""
     print_run_summary(result, out)
     try:
-        from takeover.checker import check_run_dir
+        from takeover.pipeline import check_and_report
     except ImportError:
-        check_run_dir = None
+        check_and_report = None
     except Exception as exc:  # noqa: BLE001 - a broken checker must not hide the run
         print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=sys.stderr)
-        check_run_dir = None
-    if check_run_dir is None:
+        check_and_report = None
+    if check_and_report is None:
         print("(takeover.checker is not installed: the run was recorded but not checked)", file=out)
         return 0
     try:
-        return int(check_run_dir(result.run_dir, fail_on_duplicates=fail_on_duplicates, out=out))
+        return check_and_report(result.run_dir, fail_on_duplicates=fail_on_duplicates, out=out).exit_code
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - the run is kept; say why there is no verdict
@@ -126,7 +125,7 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
 
 
 def ledger_counts(run_dir: Path) -> dict[str, int]:
-    path = run_dir / LEDGER_FILE
+    path = run_dir / store.LEDGER_FILE
     if not path.exists():
         return {}
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

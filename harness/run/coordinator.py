@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover.config import CONFIG_FILE, RunConfig
-from takeover.contract import TERMINAL_STATES, open_queue
-from takeover.history import HISTORY_FILE, HistoryWriter, error_text
+from takeover import store
+from takeover.config import RunConfig
+from takeover.contract import TERMINAL_STATES, capabilities, open_queue
+from takeover.history import HistoryWriter, error_text
 from takeover.run.effectors import Effectors
 from takeover.run.nemesis import Nemesis, Tally
 from takeover.run.phases import COUNTERS, task_id
@@ -40,7 +41,6 @@ from takeover.run.progress import Progress
 from takeover.run.queue_caller import QueueCaller, QueueHung
 from takeover.run.registration import register_tasks
 from takeover.run.supervision import Supervisor, WorkerEntry
-from takeover.rundir import QUEUE_FILE, write_snapshot
 
 SNAPSHOT_EVERY = 0.25  # drain: how often the queue is asked whether everything is terminal
 
@@ -84,7 +84,7 @@ class Coordinator:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.on_progress = on_progress
-        self.hist = HistoryWriter(self.run_dir / HISTORY_FILE, 0)
+        self.hist = HistoryWriter(self.run_dir / store.HISTORY_FILE, 0)
         self.supervisor = Supervisor(cfg, self.run_dir, self.hist, worker)
         self.board = self.supervisor.board
         self.result = RunResult(self.run_dir, cfg)
@@ -111,11 +111,12 @@ class Coordinator:
         sup.open()
         faults_stopped = False
         try:
-            (self.run_dir / CONFIG_FILE).write_text(self.cfg.to_json())
+            store.write_config(self.run_dir, self.cfg)
             try:
-                self.queue = self._queue_call("open", open_queue, self.cfg.queue, str(self.run_dir / QUEUE_FILE))
+                self.queue = self._queue_call("open", open_queue, self.cfg.queue, str(self.run_dir / store.QUEUE_FILE))
             except QueueHung:
                 return self.result  # interrupted or wedged while opening: the finally still records and reaps
+            store.write_config(self.run_dir, self.cfg, capabilities(self.queue))
             self.result.registered = register_tasks(
                 self.queue, self.hist, [task_id(i) for i in range(self.cfg.tasks)], time.time(), self._queue_call
             )
@@ -251,7 +252,7 @@ class Coordinator:
                 rows = self._queue_call("snapshot", self.queue.snapshot, interruptible_from=2)
             except Exception as exc:  # noqa: BLE001
                 error = error_text(exc)
-        write_snapshot(self.run_dir, rows, error)
+        store.write_snapshot(self.run_dir, rows, error)
         self.result.snapshot_error = error
         if rows is not None:
             self.result.states = Counter(str(r[1]) for r in rows)

@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 from takeover.sqlite_util import connect, open_wal, write_transaction
 
-LEDGER_FILE = "ledger.sqlite"
 REMEDIES = ("none", "idempotency-key", "fencing")
 REPLIES = ("ok", "lost", "error")
 

@@ -30,13 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from takeover import store
 from takeover.config import RunConfig
-from takeover.history import HISTORY_FILE, HistoryWriter
-from takeover.run.ledger import LEDGER_FILE
+from takeover.history import HistoryWriter
 from takeover.run.lifeline import RUN_ENV
 from takeover.run.phases import PhaseBoard
 from takeover.run.service import ServiceSpec, listen, service_main
-from takeover.rundir import QUEUE_FILE
 
 STOP_GRACE = 2.0  # seconds a worker gets to leave on its own before SIGTERM, then SIGKILL
 RESPAWN_BACKOFF = 0.2  # a worker that exits by itself (a crash) is restarted after this
@@ -147,7 +146,7 @@ class Supervisor:
         if self.listener is None:
             self.listener = listen()
             self.port = self.listener.getsockname()[1]
-        spec = ServiceSpec(str(self.run_dir / LEDGER_FILE), self.cfg.remedy, os.getpid())
+        spec = ServiceSpec(str(self.run_dir / store.LEDGER_FILE), self.cfg.remedy, os.getpid())
         self.service = self.ctx.Process(target=service_main, args=(spec, self.listener), name="takeover-service")
         self.service.daemon = True
         start_shielded(self.service)
@@ -159,8 +158,8 @@ class Supervisor:
             config=self.cfg,
             slot=slot,
             process=process,
-            queue_path=str(self.run_dir / QUEUE_FILE),
-            history_path=str(self.run_dir / HISTORY_FILE),
+            queue_path=str(self.run_dir / store.QUEUE_FILE),
+            history_path=str(self.run_dir / store.HISTORY_FILE),
             service_port=self.port,
             parent_pid=os.getpid(),
         )

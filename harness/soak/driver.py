@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import io
-import json
 import os
 import shutil
 import signal
@@ -38,16 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from takeover import store
 from takeover.config import RunConfig
 from takeover.errors import UsageError
-from takeover.rundir import write_json
 from takeover.soak import seedbank
 from takeover.soak.display import SoakDisplay, Totals
 from takeover.soak.resources import ResourceWatch, Targets, growth_warnings, read_resources
 
-SOAK_FILE = "soak.json"
-BULKY = ("history.jsonl", "queue.sqlite", "queue.sqlite-wal", "queue.sqlite-shm", "ledger.sqlite",
-         "ledger.sqlite-wal", "ledger.sqlite-shm", "snapshot.json", "report.html")  # fmt: skip
+BULKY = (store.HISTORY_FILE, *store.sqlite_files(store.QUEUE_FILE), *store.sqlite_files(store.LEDGER_FILE),
+         store.SNAPSHOT_FILE, store.REPORT_HTML)  # fmt: skip
 MIN_SEGMENT = 1.0  # seconds: a shorter remainder of the budget is not worth a run
 
 
@@ -104,7 +101,7 @@ class Soak:
         # runs: a second Ctrl-C landing inside their first import, at the first checkpoint, left
         # matplotlib half-imported and every later report failed; and the memory series then starts
         # at its level instead of jumping at the first checkpoint.
-        import takeover.checker  # noqa: F401
+        import takeover.pipeline  # noqa: F401
         import takeover.reports.soak  # noqa: F401
 
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -184,7 +181,7 @@ class Soak:
         # seed does not reproduce it; the verdict still stands and the folder is kept.
         if kind == "segment" and seg["verdict"] == "invalid" and not result.interrupted:
             try:
-                added = seedbank.bank(self.o.bank, json.loads((run_dir / "config.json").read_text()),
+                added = seedbank.bank(self.o.bank, store.read_config(run_dir),
                                       violated=sorted(seg["violations"]), run_dir=str(run_dir))  # fmt: skip
             except (OSError, ValueError, UsageError) as exc:  # the verdict must survive a bank gone bad
                 added = False
@@ -208,10 +205,11 @@ class Soak:
         try:
             if self.stopping >= 2:
                 raise KeyboardInterrupt
-            from takeover.checker import check_run_dir  # first time: pandas loads, seconds
+            from takeover.pipeline import check_and_report  # loaded by run() already
 
-            code = int(check_run_dir(run_dir, fail_on_duplicates=self.o.fail_on_duplicates, out=io.StringIO()))
-            return code, json.loads((run_dir / "summary.json").read_text())
+            code = check_and_report(run_dir, fail_on_duplicates=self.o.fail_on_duplicates).exit_code
+            # As written: soak.json takes the segment's counts from the summary's plain JSON values.
+            return code, store.read_summary(run_dir)
         except KeyboardInterrupt:
             self.stopping = max(self.stopping, 2)
             self.display.note(f"[soak] the check of {run_dir.name} was cut short; re-check with: "
@@ -258,9 +256,9 @@ class Soak:
                 self.kept_failed += 1
                 seg["pruned"] = False
                 return
-            hist = run_dir / "history.jsonl"
+            hist = run_dir / store.HISTORY_FILE
             if hist.exists():
-                with hist.open("rb") as src, gzip.open(run_dir / "history.jsonl.gz", "wb") as dst:
+                with hist.open("rb") as src, gzip.open(run_dir / store.HISTORY_GZ_FILE, "wb") as dst:
                     shutil.copyfileobj(src, dst)
         for name in BULKY:
             (run_dir / name).unlink(missing_ok=True)
@@ -315,13 +313,15 @@ class Soak:
         }  # fmt: skip
 
     def write_summary(self) -> None:
-        write_json(self.root / SOAK_FILE, self.summary())
+        store.write_soak_summary(self.root, self.summary())
 
     def write_reports(self, interim: bool = False) -> None:
         try:
             from takeover.reports import soak as soak_report
 
-            summary = json.loads((self.root / SOAK_FILE).read_text())
+            summary = store.read_soak_summary(self.root)  # the reports show exactly what soak.json holds
+            if summary is None:
+                raise FileNotFoundError(self.root / store.SOAK_FILE)
             (soak_report.write_interim if interim else soak_report.write)(self.root, summary)
         except Exception as exc:  # noqa: BLE001 - soak.json already holds the verdict
             self.display.note(f"[soak] could not write the soak report: {type(exc).__name__}: {exc}")

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import psutil
 
-RESOURCES_FILE = "resources.csv"
+from takeover.store import HISTORY_FILE, LEDGER_FILE, QUEUE_FILE, RESOURCES_FILE, WAL_SUFFIX
+
 MB = 1024 * 1024
 
 COLUMNS = (
@@ -88,10 +89,10 @@ def sample(root: Path, started: float, t: Targets) -> dict[str, float | str]:
         "workers": sum(1 for rss, _ in w if rss > 0),
         "workers_rss_mb": round(sum(rss for rss, _ in w), 2), "workers_fds": sum(n for _, n in w),
         "service_rss_mb": round(svc_rss, 2), "service_fds": svc_fds,
-        "queue_mb": round(_size(d and d / "queue.sqlite"), 3),
-        "wal_mb": round(_size(d and d / "queue.sqlite-wal"), 3),
-        "ledger_mb": round(_size(d and d / "ledger.sqlite"), 3),
-        "history_mb": round(_size(d and d / "history.jsonl"), 3),
+        "queue_mb": round(_size(d and d / QUEUE_FILE), 3),
+        "wal_mb": round(_size(d and d / (QUEUE_FILE + WAL_SUFFIX)), 3),
+        "ledger_mb": round(_size(d and d / LEDGER_FILE), 3),
+        "history_mb": round(_size(d and d / HISTORY_FILE), 3),
         "soak_dir_mb": round(_tree_size(root), 3),
     }  # fmt: skip
 

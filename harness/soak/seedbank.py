@@ -5,8 +5,9 @@ Why whole configs and not bare seeds: a seed reproduces a run only together with
 stores it, so replaying it needs nothing but the bank, even after the profiles were edited.
 
 The file is JSON, one object with an ``entries`` list, rewritten atomically on every change.
-Entries are keyed by their config without the run-specific keys (``out``, ``command``): the same
-failure found twice is banked once. An entry stays until a person removes it: a replay that
+Entries are keyed by their config without the run-specific keys (``out``, ``command``, and the
+queue's capabilities, which the run found out rather than was told): the same failure found twice
+is banked once. An entry stays until a person removes it: a replay that
 passes does not prove a race is fixed, only that it did not fire that night.
 """
 
@@ -21,10 +22,11 @@ from typing import Any
 
 from takeover.config import RunConfig
 from takeover.errors import UsageError
+from takeover.store import QUEUE_CAPABILITIES
 
 BANK_ENV = "TAKEOVER_SEED_BANK"
 DEFAULT_BANK = Path(str(resources.files("takeover.workloads").joinpath("seed-bank.json")))
-_VOLATILE = ("out", "command", "drain_timeout_effective")
+_VOLATILE = ("out", "command", "drain_timeout_effective", QUEUE_CAPABILITIES)
 
 
 def bank_path(given: str | None) -> Path:

@@ -6,15 +6,15 @@ any run, so a sweep row can always be re-derived (and audited) from ``cells/<id>
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from takeover.checker.check import SUMMARY_FILE, _json_default, analyse
+from takeover.checker.facts import Facts
 from takeover.config import RunConfig
+from takeover.pipeline import check_and_report
 from takeover.sweep.grid import Cell
 from takeover.sweep.model import p_outlives, quantile
 from takeover.sweep.wilson import wilson
@@ -46,7 +46,7 @@ def _r(x: Any, nd: int = 4) -> Any:
     return None if math.isnan(x) else round(x, nd)
 
 
-def orphan_recovery(fx: Any) -> dict[str, Any]:
+def orphan_recovery(fx: Facts) -> dict[str, Any]:
     """From each SIGKILL of a lease holder to the claim that took its task over (p50/p99, seconds).
 
     Why from the kill and not from the expiry: the person choosing a lease pays for the whole time
@@ -66,10 +66,10 @@ def orphan_recovery(fx: Any) -> dict[str, Any]:
 
 
 def cell_row(cell: Cell, cfg: RunConfig, run_dir: Path, elapsed: float) -> dict[str, Any]:
-    """Check the run (summary.json is written) and turn it into a sweep row."""
-    summary, fx, _ = analyse(run_dir)
-    summary.pop("_dup_tasks", None)
-    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    """Check the run (summary.json is written, no reports: a sweep has hundreds of runs) and turn it into
+    a sweep row."""
+    result = check_and_report(run_dir, reports=False)
+    summary, fx = result.summary, result.facts
     tt = cell.distribution.task_time
     c, d = summary["counts"], summary["duplicates"]
     tasks = max(int(c.get("tasks") or 0), 1)

@@ -1,6 +1,6 @@
 """Hand-written histories: a tiny DSL that writes a real run folder (history, ledger, snapshot, config).
 
-Why real files: the checker is tested exactly as users run it, through ``check_run_dir`` on a
+Why real files: the checker is tested exactly as users run it, through ``check_and_report`` on a
 folder, with the ledger written by the real :class:`takeover.run.ledger.Ledger`. Times are explicit so
 each case states precisely which operations overlap.
 """

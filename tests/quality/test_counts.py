@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from takeover.checker import check_run_dir
+from takeover.pipeline import check_and_report
 
 from .cases import killed_finish_explains_terminal_state
 
@@ -13,7 +13,7 @@ from .cases import killed_finish_explains_terminal_state
 def test_final_states_come_from_the_snapshot_and_acknowledged_from_returned_finishes(tmp_path) -> None:
     run_dir = killed_finish_explains_terminal_state().write(tmp_path / "run")
     out = io.StringIO()
-    assert check_run_dir(run_dir, out=out) == 0
+    assert check_and_report(run_dir, out=out).exit_code == 0
     counts = json.loads((run_dir / "summary.json").read_text())["counts"]
     # Both tasks ended done, but only b's finish returned: a's worker was killed mid-finish.
     assert counts["final_states"] == {"done": 2}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import takeover.checker.counts as counts_module
-from takeover.checker import check_run_dir
+from takeover.pipeline import check_and_report
 
 from .cases import CASES, DUPLICATE_CAUSES
 
@@ -31,7 +31,7 @@ STEALS = "takeover.queues.planted:StealsLiveLeases"
 
 
 def _summary(folder: Path, *, reports: bool = False) -> dict:
-    check_run_dir(folder, out=io.StringIO(), reports=reports)
+    check_and_report(folder, out=io.StringIO(), reports=reports)
     return json.loads((folder / "summary.json").read_text())
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 
-from takeover.checker import check_run_dir
+from takeover.pipeline import check_and_report
 
 from .builder import Run
 
@@ -42,7 +42,7 @@ def _interrupted(marker: str = "interrupted", *, c_finished_unacted: bool = Fals
 
 def _check(r: Run, tmp_path) -> tuple[int, dict]:
     folder = r.write(tmp_path / "run", config={"tasks": 3})
-    code = check_run_dir(folder, out=io.StringIO(), reports=False)
+    code = check_and_report(folder, out=io.StringIO(), reports=False).exit_code
     return code, json.loads((folder / "summary.json").read_text())
 
 

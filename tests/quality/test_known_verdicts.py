@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from takeover.checker import INVARIANTS, check_run_dir
+from takeover.checker import INVARIANTS
+from takeover.pipeline import check_and_report
 
 from .cases import CASES
 
@@ -16,7 +17,7 @@ from .cases import CASES
 def test_known_verdict(name: str, tmp_path) -> None:
     build, violated = CASES[name]
     folder = build().write(tmp_path / name)
-    code = check_run_dir(folder, out=io.StringIO(), reports=False)
+    code = check_and_report(folder, out=io.StringIO(), reports=False).exit_code
     summary = json.loads((folder / "summary.json").read_text())
     got = {n for n, inv in summary["invariants"].items() if inv["valid"] is False}
     assert got == violated, json.dumps(summary["invariants"], indent=1)

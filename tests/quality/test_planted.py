@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from takeover.checker import INVARIANTS, check_run_dir
+from takeover.checker import INVARIANTS
 from takeover.commands.selftest import QUICK
 from takeover.contract import REFERENCE_QUEUE, open_queue
-from takeover.history import HISTORY_FILE, HistoryWriter
+from takeover.history import HistoryWriter
+from takeover.pipeline import check_and_report
 from takeover.queues.planted import PLANTED
 from takeover.run.registration import register_tasks
+from takeover.store import HISTORY_FILE
 
 
 def test_planted_queues_cover_every_invariant() -> None:
@@ -78,7 +80,7 @@ def _scripted_takeover(queue_name: str, folder: Path) -> dict:
             h.close()
     (folder / "config.json").write_text(json.dumps({"queue": queue_name, "tasks": 1, "lease": lease,
                                                     "faults": {}}))
-    check_run_dir(folder, out=io.StringIO(), reports=False)
+    check_and_report(folder, out=io.StringIO(), reports=False)
     return json.loads((folder / "summary.json").read_text())
 
 

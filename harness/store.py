@@ -1,0 +1,293 @@
+"""The run folder: every file a run, a soak or a sweep leaves behind, by name, with its reader and writer.
+
+Why one module: the run folder is the only thing that passes between the roles. The run writes it,
+the checker reads it (and nothing else: not the runner, not the queue's code), the reports are
+written into it, and ``takeover check`` re-reads it months later. Its file names and JSON shapes
+are therefore a public format (docs/design.md, "The run folder"), and a format is easiest to keep
+when one place defines it, as Jepsen's ``store.clj`` does for its test folders. Every other module
+takes its file names from here and never spells one itself.
+
+What stays elsewhere, and why: the history (``history.jsonl``) is written and parsed by
+:mod:`takeover.history`, the ledger (``ledger.sqlite``) by the service's
+:mod:`takeover.run.ledger` and read into frames by :mod:`takeover.checker.load`, and the soak's
+``resources.csv`` by :mod:`takeover.soak.resources`. Each of those is a format of its own with
+one owner; this module names the files and owns the JSON files around them.
+
+Why checks come apart from creation (``check_out`` / ``create``): ``--out`` must be judged
+(writable? already used?) before anything starts, so bad input costs nothing; the folder itself is
+created only once every other check has passed.
+
+This module imports nothing of the runner, the checker or the reports, so each of them can use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from takeover.errors import UsageError
+
+if TYPE_CHECKING:
+    from takeover.config import RunConfig
+
+# -- a run folder (takeover stress; each soak segment; each sweep cell) -------------------------------
+CONFIG_FILE = "config.json"  # the resolved RunConfig, the reproduce line, the queue's capabilities
+QUEUE_FILE = "queue.sqlite"  # the queue's own file (SQLite adds -wal and -shm beside it)
+LEDGER_FILE = "ledger.sqlite"  # the external service's record of every action request
+HISTORY_FILE = "history.jsonl"  # every operation of every process (docs/history.md)
+HISTORY_GZ_FILE = "history.jsonl.gz"  # a soak's failed segment past its keep limit keeps this instead
+SNAPSHOT_FILE = "snapshot.json"  # the queue's final state, after every recorded operation
+SUMMARY_FILE = "summary.json"  # the checker's verdict, invariants, duplicates and counts
+RECONCILE_FILE = "reconcile.json"  # every reconciliation pass over the run
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+JUNIT_XML = "junit.xml"
+REPORT_FILES = (REPORT_MD, REPORT_HTML, JUNIT_XML)  # in the order the short summary names them
+
+# ``config.json`` key the coordinator adds once it has opened the queue: which optional contract
+# methods (takeover.contract.EXTENSIONS) the queue offers, so the checker need not import it.
+QUEUE_CAPABILITIES = "queue_capabilities"
+
+# -- a soak folder (its segments are run folders inside it; its reports use the names above) ----------
+SOAK_FILE = "soak.json"  # the interim and final summary, rewritten at every checkpoint
+RESOURCES_FILE = "resources.csv"  # one sample per row: memory, open files, file sizes
+RESOURCES_PNG = "resources.png"
+
+# -- a sweep folder (its runs are run folders under cells/) ------------------------------------------
+SWEEP_CSV = "sweep.csv"  # one row per run
+SWEEP_GRID = "grid.json"  # the grid as it was expanded
+SWEEP_MD = "sweep.md"
+SWEEP_HTML = "sweep.html"
+SWEEP_CELLS = "cells"
+
+DEFAULT_BASE = "runs"  # where runs go without --out
+LATEST = "latest"  # runs/latest: a symlink to the newest run folder
+
+
+WAL_SUFFIX, SHM_SUFFIX = "-wal", "-shm"  # SQLite's files beside a database in WAL mode
+
+
+def sqlite_files(name: str) -> tuple[str, str, str]:
+    """A SQLite file's name and the two files WAL mode keeps beside it."""
+    return name, name + WAL_SUFFIX, name + SHM_SUFFIX
+
+
+# -- creating a run folder --------------------------------------------------------------------------------
+def check_out(out: str | None) -> None:
+    """Raise UsageError when the run folder could not be created; create nothing."""
+    target = Path(out) if out else Path(DEFAULT_BASE)
+    if target.exists():
+        if not target.is_dir():
+            raise UsageError(f"--out {str(target)!r} exists and is not a directory")
+        if out and any(target.iterdir()):
+            raise UsageError(f"--out {str(target)!r} already exists and is not empty; choose a new folder")
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise UsageError(f"--out {str(target)!r} is not writable")
+        return
+    parent = target.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():  # e.g. --out afile/run: no permission would help
+        raise UsageError(f"cannot create --out {str(target)!r}: {str(parent)!r} is not a directory")
+    if not _can_create_in(parent):
+        raise UsageError(f"cannot create --out {str(target)!r}: {str(parent)!r} is not writable")
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Permission bits lie (root, read-only mounts, /proc): try a throw-away folder and remove it."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        probe = tempfile.mkdtemp(prefix=".takeover-probe-", dir=folder)
+    except OSError:
+        return False
+    os.rmdir(probe)
+    return True
+
+
+def create(out: str | None) -> Path:
+    """Make the run folder (``runs/<timestamp>`` by default) and point ``runs/latest`` at it."""
+    if out:
+        run_dir = Path(out)
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        base = Path(DEFAULT_BASE)
+        base.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = base / stamp
+        n = 1
+        while True:
+            try:
+                run_dir.mkdir()
+                break
+            except FileExistsError:
+                n += 1
+                run_dir = base / f"{stamp}-{n}"
+    if run_dir.absolute().parent.name == DEFAULT_BASE:
+        point_latest(run_dir)
+    return run_dir
+
+
+def point_latest(run_dir: Path) -> None:
+    """Atomic replace of the ``latest`` symlink, so readers never see it missing."""
+    link = run_dir.absolute().parent / LATEST
+    tmp = link.with_name(f".{LATEST}.{os.getpid()}")
+    try:
+        if tmp.is_symlink():
+            tmp.unlink()
+        tmp.symlink_to(run_dir.name)
+        os.replace(tmp, link)
+    except OSError:
+        pass  # a filesystem without symlinks: the folder itself is what matters
+
+
+def require_run_folder(run_dir: str | Path) -> Path:
+    """The folder, or a one-line UsageError naming what makes it not a run folder.
+
+    A run folder has at least its history and its config; everything else (snapshot, ledger) may be
+    missing, and the checker then says which conclusions that leaves unknown.
+    """
+    path = Path(run_dir)
+    if not path.exists():
+        raise UsageError(f"run folder {str(path)!r} does not exist")
+    if not path.is_dir():
+        raise UsageError(f"{str(path)!r} is not a run folder (not a directory)")
+    missing = [name for name in (HISTORY_FILE, CONFIG_FILE) if not (path / name).is_file()]
+    if missing:
+        raise UsageError(f"{str(path)!r} is not a run folder: missing {' and '.join(missing)}")
+    return path
+
+
+# -- JSON files ---------------------------------------------------------------------------------------------
+def json_default(obj: Any) -> Any:
+    """numpy scalars (the checker's counts) as plain numbers; anything else as its text."""
+    if hasattr(obj, "item"):
+        return obj.item()
+    return str(obj)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write then rename: an interrupted write never leaves a half file that looks complete."""
+    _replace(path, json.dumps(data, indent=1) + "\n")
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_json_object(path: Path, what: str = "a JSON object", *, fast: bool = False) -> dict[str, Any]:
+    """A JSON file that must hold an object; anything else is a one-line usage error."""
+    try:
+        raw = path.read_bytes()
+        # ``fast`` (the snapshot, 100k+ tasks): orjson is several times faster. It refuses a few
+        # things json accepts (NaN, lone surrogates), which then go to json; config.json stays
+        # with json alone, since orjson reads an integer past 64 bits (a seed) as a float.
+        try:
+            data = orjson.loads(raw) if fast else json.loads(raw)
+        except orjson.JSONDecodeError:
+            data = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} must hold {what}")
+    return data
+
+
+# -- config.json ----------------------------------------------------------------------------------------------
+def write_config(run_dir: Path, cfg: RunConfig, capabilities: Mapping[str, bool] | None = None) -> None:
+    """``config.json``: the resolved config and its reproduce line, and (once the queue is open) which
+    optional methods the queue has.
+
+    Written twice by the coordinator: first before anything starts, so even a run whose queue never
+    opened can be re-checked and reproduced; then again with the capabilities as soon as the queue
+    is open. The capabilities are not part of the config: the seed bank leaves them out of its key
+    and the reproduce line never names them.
+    """
+    data = cfg.to_dict()
+    if capabilities is not None:
+        data[QUEUE_CAPABILITIES] = dict(capabilities)
+    _replace(run_dir / CONFIG_FILE, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_config(run_dir: str | Path) -> dict[str, Any]:
+    """``config.json`` as stored (keys a newer or older takeover wrote included)."""
+    return read_json_object(Path(run_dir) / CONFIG_FILE)
+
+
+# -- snapshot.json --------------------------------------------------------------------------------------------
+def write_snapshot(run_dir: Path, rows: Sequence[Sequence[Any]] | None, error: str | None = None) -> dict[str, Any]:
+    """``snapshot.json`` exactly as docs/history.md pins it: the tasks, or why there are none."""
+    data: dict[str, Any] = {"time": time.time()}
+    if error is not None:
+        data["error"] = error
+    else:
+        data["tasks"] = [[str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else float(r[3])]
+                         for r in rows or ()]
+    # Compact: one task per line would be nicer to read but 10k tasks stay small either way.
+    _replace(run_dir / SNAPSHOT_FILE, json.dumps(data, separators=(",", ":")) + "\n")
+    return data
+
+
+def read_snapshot(run_dir: Path) -> dict[str, Any] | None:
+    """``snapshot.json`` as stored (``tasks`` or ``error``, and ``time``); None when there is none."""
+    path = run_dir / SNAPSHOT_FILE
+    if not path.is_file():
+        return None
+    return read_json_object(path, "a JSON object with 'tasks' or 'error'", fast=True)
+
+
+# -- summary.json ---------------------------------------------------------------------------------------------
+def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> str:
+    """``summary.json``, the checker's result; returns its file name for the list of files written."""
+    (run_dir / SUMMARY_FILE).write_text(dump_summary(summary))
+    return SUMMARY_FILE
+
+
+def dump_summary(summary: Mapping[str, Any]) -> str:
+    """The summary as ``summary.json`` holds it (and ``takeover check --json`` prints it)."""
+    return json.dumps(summary, indent=2, default=json_default) + "\n"
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The checker's ``summary.json``; None when the run was never checked."""
+    path = run_dir / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    return read_json_object(path)
+
+
+# -- reconcile.json -------------------------------------------------------------------------------------------
+def read_reconcile_record(run_dir: Path) -> dict[str, Any] | None:
+    """The earlier passes' record, or None when there is none (or it cannot be read: a new pass
+    then starts the record afresh)."""
+    try:
+        data = json.loads((run_dir / RECONCILE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_reconcile_record(run_dir: Path, record: Mapping[str, Any]) -> None:
+    write_json(run_dir / RECONCILE_FILE, record)
+
+
+# -- soak.json ------------------------------------------------------------------------------------------------
+def write_soak_summary(root: Path, summary: Mapping[str, Any]) -> None:
+    write_json(root / SOAK_FILE, summary)
+
+
+def read_soak_summary(root: Path) -> dict[str, Any] | None:
+    """The soak's ``soak.json``; None when the soak never wrote one."""
+    path = root / SOAK_FILE
+    if not path.is_file():
+        return None
+    return read_json_object(path)

@@ -1,0 +1,40 @@
+"""What a check prints on the terminal: the verdict first, then what broke, then where to read more."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from takeover.reports.words import feature_lines, verdict_word
+from takeover.store import json_default
+
+
+def short_summary(summary: dict[str, Any], written: list[str]) -> str:
+    """A few lines: the verdict, each invariant that does not hold (with one example), the counts,
+    the duplicates, the remedy lines, the warnings, and the files ``written`` into the run folder."""
+    lines = [f"{verdict_word(summary)}: {summary['run_dir']}"]
+    if summary["inconclusive"]:
+        lines.append(f"  inconclusive: {summary['inconclusive']}")
+    for name, inv in summary["invariants"].items():
+        if inv["valid"] is not True:
+            state = "VIOLATED" if inv["valid"] is False else "unknown"
+            lines.append(f"  {name}: {state} ({inv['violations']})" + (f" - {inv.get('note')}" if inv.get(
+                "note") else ""))
+            if inv["examples"]:
+                lines.append(f"    e.g. {json.dumps(inv['examples'][0], default=json_default)}")
+    ok = sum(1 for inv in summary["invariants"].values() if inv["valid"] is True)
+    lines.append(f"  invariants: {ok}/{len(summary['invariants'])} hold")
+    c, d = summary["counts"], summary["duplicates"]
+    by = ", ".join(f"{k} {v}" for k, v in d.get("by_cause", {}).items())
+    final = c.get("final_states")
+    final_text = f" final {', '.join(f'{k} {v}' for k, v in final.items())};" if final else ""
+    lines.append(f"  tasks {c['tasks']}:{final_text} acknowledged done {c['acknowledged']}, uncertain "
+                 f"{c['uncertain']} (recovered {c['recovered']}), lost {c['lost']}; takeovers {c['takeovers']}, "
+                 f"stale finishes refused {c['finishes']['rejected_stale']}")
+    lines.append(f"  duplicate side effects: {d.get('tasks')} task(s), {d.get('extra_actions')} extra "
+                 f"action(s)" + (f" ({by})" if by else ""))
+    lines += [f"  {line}" for line in feature_lines(summary)]
+    for w in summary["warnings"]:
+        lines.append(f"  warning: {w}")
+    lines.append(f"  wrote {', '.join(written)} in {summary['run_dir']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,34 @@
+"""The words every check report shares: the verdict's name and the remedy / heartbeat / reconciliation
+lines. One place, so the terminal, report.md and report.html never call the same run two things."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def verdict_word(summary: dict[str, Any]) -> str:
+    if summary["valid"] is False:
+        return "INVALID"
+    if summary["valid"] == "unknown":
+        return "INCONCLUSIVE"
+    return "VALID (duplicates fail this run)" if summary["failed_on_duplicates"] else "VALID"
+
+
+def feature_lines(summary: dict[str, Any]) -> list[str]:
+    """What the remedy, the heartbeats and reconciliation did: for the terminal, report.md and report.html."""
+    lines = []
+    rem = summary.get("remedy")
+    if rem:
+        lines.append(f"remedy {rem['name']}: performed {rem['performed']}, deduplicated {rem['deduplicated']}, "
+                     f"refused {rem['refused']} (of {rem['requests']} requests)")
+    hb = summary.get("heartbeat")
+    if hb and hb.get("interval"):
+        ex = hb["extends"]
+        state = "in effect" if hb.get("in_effect") else "NOT in effect"
+        lines.append(f"heartbeat every {hb['interval']:g}s: {state}; extends ok {ex['ok']}, lost {ex['lost']}, "
+                     f"indeterminate {ex['indeterminate']}" + (f" - {hb['note']}" if hb.get("note") else ""))
+    rc = summary.get("reconcile")
+    if rc:
+        lines.append(f"reconciled: {rc['done']} uncertain -> done, {rc['pending']} -> pending (retry), "
+                     f"{rc['rejected']} rejected, {rc['indeterminate']} indeterminate")
+    return lines
