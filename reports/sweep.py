@@ -1,5 +1,8 @@
 """The sweep's report: ``sweep.md`` and a self-contained ``sweep.html`` (plots inlined as PNG).
 
+It renders what the sweep concluded (:class:`takeover.sweep.recommend.Recommendation`) and decides
+nothing itself.
+
 Why these plots: each answers one question someone choosing a lease asks — how many duplicates a
 lease costs (and whether the distribution's tail explains them: the model's P(task > lease) is drawn
 beside the observation), how long a dead worker's task sits orphaned, what a short lease wastes,
@@ -21,8 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from takeover.sweep.recommend import cell_means, frame, recommend_from_means  # noqa: E402
-from takeover.sweep.recommend import warnings as rec_warnings  # noqa: E402
+from takeover.store import SWEEP_CELLS, SWEEP_CSV, SWEEP_HTML, SWEEP_MD  # noqa: E402
+from takeover.sweep.recommend import Recommendation  # noqa: E402
 from takeover.sweep.wilson import tasks_needed  # noqa: E402
 
 CAUSES = (("lost_lease_per_1000", "lost_lease (outlived lease)", "#e76f51"),
@@ -164,8 +167,24 @@ def _needed(target: float) -> str:
     return "infinitely many" if n is None else f">= {n}"
 
 
-def render_markdown(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.DataFrame,
-                    violations: list[dict[str, Any]]) -> str:
+def recommendation_markdown(meta: dict[str, Any], rec: Recommendation) -> list[str]:
+    """The recommendation section of sweep.md (its warnings apart): what the command prints too."""
+    lines = ["## Recommendation", "",
+             "Shortest lease whose lease-caused (`lost_lease`) duplicates are shown under the target: the 95% "
+             "upper bound (Wilson score interval, seeds pooled) is at most the target at that lease and at every "
+             "longer lease of the grid, with a fixed lease and with heartbeats. The point estimate is beside its "
+             f"bound. With 0 duplicates observed a cell needs {_needed(meta['target'])} tasks to show the "
+             "target at all; a grid with fewer says *not resolvable* instead of recommending. S5 duplicates (a "
+             "kill after the action) happen at every lease, so the last columns show what each remedy leaves "
+             "over (all causes) at the recommended fixed lease.", ""]
+    head, body = _rec_table(rec.rows)
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return lines
+
+
+def render_markdown(meta: dict[str, Any], rec: Recommendation, violations: list[dict[str, Any]]) -> str:
+    means = rec.means
     lines = [f"# takeover sweep: {meta['grid']}", ""]
     if violations:
         lines += ["**INVARIANT VIOLATIONS** (a queue bug, not a tuning result):", ""]
@@ -176,18 +195,8 @@ def render_markdown(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.
               + (" **Interrupted: partial results.**" if meta.get("interrupted") else ""), ""]
     if meta.get("no_heartbeat"):
         lines += [f"Note: {meta['no_heartbeat']}", ""]
-    lines += ["## Recommendation", "",
-              "Shortest lease whose lease-caused (`lost_lease`) duplicates are shown under the target: the 95% "
-              "upper bound (Wilson score interval, seeds pooled) is at most the target at that lease and at every "
-              "longer lease of the grid, with a fixed lease and with heartbeats. The point estimate is beside its "
-              f"bound. With 0 duplicates observed a cell needs {_needed(meta['target'])} tasks to show the "
-              "target at all; a grid with fewer says *not resolvable* instead of recommending. S5 duplicates (a "
-              "kill after the action) happen at every lease, so the last columns show what each remedy leaves "
-              "over (all causes) at the recommended fixed lease.", ""]
-    head, body = _rec_table(recs)
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    for w in rec_warnings(recs):
+    lines += recommendation_markdown(meta, rec)
+    for w in rec.warnings:
         lines += ["", f"**Warning:** {w}"]
     lines += ["", "## Cells (means over seeds and fault scales; rates pooled, with 95% bounds)", ""]
     cols = ["distribution", "lease", "remedy", "heartbeat_fraction", "runs", "n_tasks", "violations",
@@ -199,12 +208,13 @@ def render_markdown(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.
     for r in means[cols].itertuples(index=False):
         lines.append("| " + " | ".join("" if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else str(v))
                                        for v in r) + " |")
-    lines += ["", "Plots: see `sweep.html`. Every run's folder is under `cells/`; every row is in `sweep.csv`.", ""]
+    lines += ["", f"Plots: see `{SWEEP_HTML}`. Every run's folder is under `{SWEEP_CELLS}/`; every row is in "
+                  f"`{SWEEP_CSV}`.", ""]
     return "\n".join(lines)
 
 
-def render_html(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.DataFrame,
-                violations: list[dict[str, Any]], figs: dict[str, bytes]) -> str:
+def render_html(meta: dict[str, Any], rec: Recommendation, violations: list[dict[str, Any]],
+                figs: dict[str, bytes]) -> str:
     def e(x: Any) -> str:
         return html.escape(str(x))
 
@@ -222,36 +232,33 @@ def render_html(meta: dict[str, Any], recs: list[dict[str, Any]], means: pd.Data
                  f"tasks.{' <b>Interrupted: partial results.</b>' if meta.get('interrupted') else ''}</p>")
     if meta.get("no_heartbeat"):
         parts.append(f"<p><b>Note:</b> {e(meta['no_heartbeat'])}</p>")
-    head, body = _rec_table(recs)
+    head, body = _rec_table(rec.rows)
     parts.append("<h2>Recommendation</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
                  + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in body)
                  + "</table>")
     parts.append(f"<p>Judged by the 95% upper bound (Wilson, seeds pooled) at that lease and every longer one; "
                  f"a cell needs {e(_needed(meta['target']))} tasks to show the target with 0 observed.</p>")
-    parts += [f"<p class='bad'><b>Warning:</b> {e(w)}</p>" for w in rec_warnings(recs)]
+    parts += [f"<p class='bad'><b>Warning:</b> {e(w)}</p>" for w in rec.warnings]
     for key, title, _ in FIGURES:
         if figs.get(key):
             parts.append(f"<h2>{e(title)}</h2><img alt='{e(key)}' "
                          f"src='data:image/png;base64,{base64.b64encode(figs[key]).decode()}'>")
     parts.append("<h2>Cells (means over seeds and fault scales)</h2>"
-                 + means.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep=""))
+                 + rec.means.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep=""))
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def write_sweep_report(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any],
-                       violations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Write sweep.md and sweep.html into ``out``; returns the recommendations they show (none when no
-    run finished), so the command can print their warnings without computing them again."""
-    df = frame(rows)
-    if df.empty:
-        (out / "sweep.md").write_text(f"# takeover sweep: {meta['grid']}\n\nNo run finished.\n")
-        (out / "sweep.html").write_text("<!doctype html><html><body><p>No run finished.</p></body></html>")
-        return []
-    means = cell_means(df)
-    recs = recommend_from_means(means, float(meta["target"]))
-    meta = {**meta, "cells": len(means), "runs": len(df)}
-    figs = {key: (fn(means, float(meta["target"])) if key == "duplicates" else fn(means)) for key, _, fn in FIGURES}
-    (out / "sweep.md").write_text(render_markdown(meta, recs, means, violations))
-    (out / "sweep.html").write_text(render_html(meta, recs, means, violations, figs))
-    return recs
+def write_sweep_report(out: Path, meta: dict[str, Any], rec: Recommendation | None,
+                       violations: list[dict[str, Any]]) -> list[str]:
+    """Write sweep.md and sweep.html into ``out`` (``rec`` None: no run finished); returns their names."""
+    if rec is None:
+        (out / SWEEP_MD).write_text(f"# takeover sweep: {meta['grid']}\n\nNo run finished.\n")
+        (out / SWEEP_HTML).write_text("<!doctype html><html><body><p>No run finished.</p></body></html>")
+        return [SWEEP_MD, SWEEP_HTML]
+    meta = {**meta, "cells": len(rec.means), "runs": rec.runs}
+    means, target = rec.means, float(meta["target"])
+    figs = {key: (fn(means, target) if key == "duplicates" else fn(means)) for key, _, fn in FIGURES}
+    (out / SWEEP_MD).write_text(render_markdown(meta, rec, violations))
+    (out / SWEEP_HTML).write_text(render_html(meta, rec, violations, figs))
+    return [SWEEP_MD, SWEEP_HTML]

@@ -61,6 +61,11 @@ def test_tiny_sweep_writes_a_complete_csv_and_report(tmp_path):
     need = tasks_needed(grid.target / 1000)
     assert f"not resolvable with {grid.fixed['tasks']} tasks per cell; needs >= {need}" in md
     assert "warning:" in proc.stderr and "not resolvable" in proc.stderr
+    # The recommendation is printed once (stdout) and each warning once (stderr); sweep.md has both.
+    assert proc.stdout.count("## Recommendation") == 1 and "**Warning:**" not in proc.stdout
+    warned = [line.removeprefix("warning: ") for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+    assert warned and all((proc.stdout + proc.stderr).count(w) == 1 for w in warned)
+    assert [line.removeprefix("**Warning:** ") for line in md.splitlines() if line.startswith("**Warning:**")] == warned
     html = (out / "sweep.html").read_text()
     assert html.count("<img") == 4 and "data:image/png;base64," in html
     assert "[sweep 8/8" in proc.stderr  # plain progress lines when not on a terminal

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the sweep's modules are imported when the command runs, not when the CLI starts
     from takeover.sweep.grid import Grid
 
+from takeover import store
+
 HELP = "run a grid of stress runs (lease x task time x faults x remedy/heartbeat) and recommend a lease"
 
 
@@ -83,7 +85,7 @@ def build_grid(args: argparse.Namespace) -> Grid:
 def _out_dir(out: str | None) -> Path:
     from takeover.errors import UsageError
 
-    path = Path(out) if out else Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
+    path = Path(out) if out else Path(store.DEFAULT_BASE) / time.strftime("sweep-%Y%m%d-%H%M%S")
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError(f"--out {str(path)!r} exists and is not an empty folder")
     return path
@@ -95,7 +97,7 @@ def _heartbeat_note(grid, queue: str) -> str:
     if not any(m.heartbeat > 0 for m in grid.modes):
         return ""
     with tempfile.TemporaryDirectory(prefix="takeover-sweep-") as tmp:
-        q = open_queue(queue, str(Path(tmp) / "queue.sqlite"))
+        q = open_queue(queue, str(Path(tmp) / store.QUEUE_FILE))
         try:
             has = has_extension(q, "extend")
         finally:
@@ -106,9 +108,9 @@ def _heartbeat_note(grid, queue: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from takeover.commands.stress import check_queue
-    from takeover.reports.sweep import write_sweep_report
-    from takeover.sweep.recommend import warnings as rec_warnings
-    from takeover.sweep.runner import CSV_FILE, run_sweep
+    from takeover.reports.sweep import recommendation_markdown, write_sweep_report
+    from takeover.sweep.recommend import recommend
+    from takeover.sweep.runner import run_sweep
 
     grid = build_grid(args)
     out = _out_dir(args.out)
@@ -130,27 +132,19 @@ def run(args: argparse.Namespace) -> int:
     result = run_sweep(grid, out)
     meta = {"grid": grid.name, "planned": result.planned, "queue": first.queue, "target": grid.target,
             "interrupted": result.interrupted, "no_heartbeat": note}
-    recs = write_sweep_report(out, result.rows, meta, result.violations)
-    print(f"wrote {CSV_FILE}, sweep.md, sweep.html in {out}")
+    rec = recommend(result.rows, float(grid.target))
+    written = write_sweep_report(out, meta, rec, result.violations)
+    print(f"wrote {', '.join([store.SWEEP_CSV, *written])} in {out}")
     if result.violations:
         print(f"INVARIANTS VIOLATED in {len(result.violations)} run(s): "
               + "; ".join(f"{v['cell']} seed {v['seed']} ({v['violated']})" for v in result.violations[:5]),
               file=sys.stderr)
-    _print_recs(out)
-    for line in rec_warnings(recs):
-        print(f"warning: {line}", file=sys.stderr)
+    if rec is not None:
+        # The table on stdout, its warnings once, on stderr (sweep.md holds both).
+        print("\n".join(recommendation_markdown(meta, rec)).rstrip())
+        for line in rec.warnings:
+            print(f"warning: {line}", file=sys.stderr)
     if result.interrupted:
         print("takeover sweep: interrupted; finished cells are kept and reported", file=sys.stderr)
         return 130
     return 1 if result.violations else 0
-
-
-def _print_recs(out: Path) -> None:
-    text = (out / "sweep.md").read_text()
-    start = text.find("## Recommendation")
-    if start >= 0:
-        end = text.find("\n## ", start + 5)
-        print(text[start:end if end > 0 else None].rstrip())
-
-
-

@@ -1,4 +1,4 @@
-"""From sweep rows to cell means and the recommendation table.
+"""From sweep rows to cell means and the recommendation table: what a sweep concludes.
 
 Why means over seeds and fault scales: a recommendation is about the lease, so within a
 distribution and mode every other axis is averaged; the CSV keeps each run for anyone who wants
@@ -6,10 +6,14 @@ the spread. "Duplicates" for choosing a lease are the ones a lease can cause or 
 (``lost_lease``: a live holder outlived its lease); duplicates from a kill after the action (S5)
 happen at any lease, and only a remedy removes them — that is the "left over" columns. Rates are
 judged by their 95% Wilson upper bound, never by the point estimate alone (see ``shortest_lease``).
+
+The conclusion is computed here, once (:func:`recommend`); ``takeover.reports.sweep`` only renders
+it and the command only prints it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -21,6 +25,28 @@ NUMERIC = ["dup_per_1000", "lost_lease_per_1000", "s5_per_1000", "p_outlives_mod
            "recovery_p50", "recovery_p99", "expiry_to_takeover_p99", "throughput_per_s",
            "wasted_attempts_pct", "wasted_work_s",
            "p99_task_model", "p99_task_observed", "lease_over_p99", "performed", "deduplicated", "refused"]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What a sweep's finished runs show: the cell means, the recommendation table (one row per
+    task-time distribution, see :func:`recommend_from_means`) and the warnings about it."""
+
+    runs: int  # runs that finished
+    means: pd.DataFrame  # one row per (distribution, lease, remedy, heartbeat): see cell_means
+    rows: list[dict[str, Any]]
+    warnings: list[str]
+
+
+def recommend(rows: list[dict[str, Any]], target: float) -> Recommendation | None:
+    """The recommendation from the sweep's rows (as the runner made them or read back from sweep.csv),
+    against ``target`` lease-caused duplicates per 1000 tasks; None when no run finished."""
+    df = frame(rows)
+    if df.empty:
+        return None
+    means = cell_means(df)
+    recs = recommend_from_means(means, target)
+    return Recommendation(len(df), means, recs, warnings(recs))
 
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

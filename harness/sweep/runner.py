@@ -17,11 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from takeover.store import SUMMARY_FILE, SWEEP_CELLS, SWEEP_CSV, SWEEP_GRID
 from takeover.sweep.grid import Cell, Grid
 from takeover.sweep.metrics import COLUMNS, cell_row
-
-CSV_FILE = "sweep.csv"
-GRID_FILE = "grid.json"
 
 
 @dataclass
@@ -41,11 +39,12 @@ def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool
 
     stream = stream or sys.stderr
     runs = grid.runs()
-    configs = [(cell, seed, grid.config(cell, seed, out / "cells" / f"{cell.cell_id}-s{seed}")) for cell, seed in runs]
+    cells = out / SWEEP_CELLS
+    configs = [(cell, seed, grid.config(cell, seed, cells / f"{cell.cell_id}-s{seed}")) for cell, seed in runs]
     out.mkdir(parents=True, exist_ok=True)
-    (out / GRID_FILE).write_text(json.dumps(grid.to_json(), indent=2, default=str) + "\n")
+    (out / SWEEP_GRID).write_text(json.dumps(grid.to_json(), indent=2, default=str) + "\n")
     result = SweepResult(out, planned=len(configs))
-    with open(out / CSV_FILE, "w", newline="") as fh, SweepProgress(stream, len(configs), live) as progress:
+    with open(out / SWEEP_CSV, "w", newline="") as fh, SweepProgress(stream, len(configs), live) as progress:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)
         writer.writeheader()
         fh.flush()
@@ -69,7 +68,7 @@ def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool
             if row["valid"] is False:
                 result.violations.append(row)
                 progress.loud(f"INVARIANT VIOLATED in cell {row['cell']} seed {seed}: {row['violated']} "
-                              f"(a queue bug, not a tuning result) - see {run_dir}/summary.json")
+                              f"(a queue bug, not a tuning result) - see {run_dir / SUMMARY_FILE}")
             progress.done(index, row)
             if on_row:
                 on_row(row)
