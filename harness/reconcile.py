@@ -67,7 +67,8 @@ class ReconcileResult:
 def ledger_lookup(path: Path) -> tuple[Lookup, Callable[[], None]]:
     """Answer from ``ledger.sqlite``: the service's committed record."""
     if not path.is_file():
-        raise UsageError(f"{path}: no ledger (ledger.sqlite) in the run folder; nothing to reconcile against")
+        raise UsageError(f"{path}: no ledger ({store.LEDGER_FILE}) in the run folder; nothing to reconcile "
+                         "against")
     _check_ledger(path)
     try:
         ledger = Ledger(str(path))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from takeover.reports.resources import figure
-from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD, RESOURCES_PNG
+from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD, RESOURCES_FILE, RESOURCES_PNG
 
 
 def write(root: Path, soak: dict[str, Any]) -> list[str]:
@@ -67,7 +67,7 @@ def markdown(soak: dict[str, Any]) -> str:
         lines.append(f"| {s['name']} | {s['seed']} | {s['verdict']} | {s['finished']}/{s['registered']} | "
                      f"{s['duplicate_tasks']} | {_violations(s)} | `{s['command']}` |")
     res = soak["resources"]
-    lines += ["", f"## Resources ({res['samples']} samples, `resources.csv`, `resources.png`)", ""]
+    lines += ["", f"## Resources ({res['samples']} samples, `{RESOURCES_FILE}`, `{RESOURCES_PNG}`)", ""]
     lines += [f"- warning: {w}" for w in res["warnings"]] or ["- nothing grew without bound"]
     if res["peak"]:
         lines += ["", "| series | peak | last |", "|---|---|---|"]

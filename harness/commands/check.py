@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from takeover.store import JUNIT_XML, REPORT_MD, SUMMARY_FILE
+
 HELP = "check a stored run folder: invariants, duplicates, reports (exit 0 valid, 1 violated, 3 inconclusive)"
 
 
@@ -11,9 +13,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (e.g. runs/latest)")
     parser.add_argument("--fail-on-duplicates", action="store_true",
                         help="exit 1 when any side effect was performed more than once (for CI that needs none)")
-    parser.add_argument("--json", action="store_true", help="print summary.json instead of the short summary")
+    parser.add_argument("--json", action="store_true", help=f"print {SUMMARY_FILE} instead of the short summary")
     parser.add_argument("--no-reports", action="store_true",
-                        help="write summary.json only (skip report.md/html and junit.xml)")
+                        help=f"write {SUMMARY_FILE} only (skip {REPORT_MD}/html and {JUNIT_XML})")
 
 
 def run(args: argparse.Namespace) -> int:

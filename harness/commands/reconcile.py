@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from takeover.store import LEDGER_FILE
+
 HELP = "resolve a run's uncertain tasks to done / pending by asking the service's ledger, then re-check"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (e.g. runs/latest)")
     parser.add_argument("--service-port", type=int, metavar="PORT",
-                        help="ask a running service on 127.0.0.1:PORT instead of reading ledger.sqlite")
+                        help=f"ask a running service on 127.0.0.1:PORT instead of reading {LEDGER_FILE}")
     parser.add_argument("--no-check", action="store_true", help="resolve only; do not re-check the run")
 
 

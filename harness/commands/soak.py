@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     for w in soak.get("resources", {}).get("warnings", []):
         print(f"  warning: {w}")
     if soak.get("skipped_replays"):
-        print(f"  {len(soak['skipped_replays'])} banked seed(s) of other queues not replayed (see soak.json)")
+        print(f"  {len(soak['skipped_replays'])} banked seed(s) of other queues not replayed (see {store.SOAK_FILE})")
     for b in soak.get("banked", []):
         print(f"  banked seed {b['seed']} ({b['segment']}) in {b['bank']}")
     print(f"reports: {root}/{store.REPORT_HTML}, {root}/{store.JUNIT_XML}, {root}/{store.SOAK_FILE}, "
