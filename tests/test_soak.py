@@ -211,6 +211,9 @@ def test_violation_is_banked_then_replayed(tmp_path):
     entries = json.loads(bank.read_text())["entries"]
     assert len(entries) == 1
     assert entries[0]["seed"] == seg["seed"] and entries[0]["config"]["queue"] == PLANTED
+    # What the run found out about the queue is in its config.json, not in the bank's key or entry.
+    assert "queue_capabilities" in json.loads((Path(seg["run_dir"]) / "config.json").read_text())
+    assert "queue_capabilities" not in entries[0]["config"]
     assert "banked seed" in proc.stdout
 
     # A soak of another queue (the reference queue) does not replay the planted queue's seed: its
