@@ -16,6 +16,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -26,7 +29,7 @@ MAX_TASKS = 12
 FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5", "kill": "#d62828"}
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -186,7 +189,7 @@ def throughput(fx: Facts) -> bytes:
     return _png(throughput_figure(fx))
 
 
-def throughput_figure(fx: Facts):
+def throughput_figure(fx: Facts) -> Figure:
     """The throughput figure itself (the caller closes it): tests measure where its labels land."""
     fig, ax = plt.subplots(figsize=(12, 3.2))
     rel = fx.t0
@@ -223,14 +226,16 @@ def throughput_figure(fx: Facts):
     return fig
 
 
-def _phase_labels(fig, ax, marks: list[tuple[float, str]]) -> int:
+def _phase_labels(fig: Figure, ax: Axes, marks: list[tuple[float, str]]) -> int:
     """Label the run phases (start, faults_stop, drain_end, interrupted) in a band above the plot.
 
     Why measured placement: phases can fall a moment apart (a drain with nothing left to do ends
     right after faults stop) and the last one sits at the right edge, next to the legend. Each
     label goes right of its line, or left of it when it would pass the plot's right edge, on the
     first row where it overlaps no label already placed. Returns the number of rows used."""
-    renderer = fig.canvas.get_renderer()
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)  # matplotlib.use("Agg") above: measuring needs its renderer
+    renderer = canvas.get_renderer()
     right = ax.get_window_extent(renderer).x1
     trans = ax.get_xaxis_transform()  # x in data, y in axes fraction
     placed: list[list[tuple[float, float]]] = []
@@ -240,7 +245,7 @@ def _phase_labels(fig, ax, marks: list[tuple[float, str]]) -> int:
                         va="bottom", clip_on=False)
         box = label.get_window_extent(renderer)
         if box.x1 > right:
-            label.set_ha("right")
+            label.set_horizontalalignment("right")
             box = label.get_window_extent(renderer)
         row = 0
         while row < len(placed) and any(box.x0 < b + gap and a < box.x1 + gap for a, b in placed[row]):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +132,11 @@ def fig_frontier(means: pd.DataFrame) -> bytes:
     return _png(fig)
 
 
-FIGURES = (("duplicates", "Duplicates against lease / p99 task time", fig_duplicates),
-           ("recovery", "Orphan-recovery latency against lease", fig_recovery),
-           ("throughput", "Throughput and wasted work against lease", fig_throughput),
-           ("frontier", "Frontier: recovery latency against duplicate rate", fig_frontier))
+FIGURES: tuple[tuple[str, str, Callable[..., bytes]], ...] = (
+    ("duplicates", "Duplicates against lease / p99 task time", fig_duplicates),
+    ("recovery", "Orphan-recovery latency against lease", fig_recovery),
+    ("throughput", "Throughput and wasted work against lease", fig_throughput),
+    ("frontier", "Frontier: recovery latency against duplicate rate", fig_frontier))
 
 REC_COLUMNS = {
     "distribution": "distribution", "p99_task_s": "p99 task (s)",

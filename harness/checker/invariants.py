@@ -31,7 +31,7 @@ class InvariantResult:
     valid: Verdict
     violations: int
     examples: list[dict[str, Any]]
-    tasks: list[str] = field(default_factory=list)  # every task involved, for the report's figures
+    tasks: list[float] = field(default_factory=list)  # the codes of every task involved, for the report's figures
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ def remedy_counts(fx: Facts) -> dict[str, Any]:
         # Counted as stored (a categorical of a few values): only the text keys below are read, and
         # no 100k-row conversion to text is needed for them.
         by = ledger["result"].value_counts()
-        out = {k: int(by.get(k, 0)) for k in RESULTS}
+        out: dict[str, int | None] = {k: int(by.get(k, 0)) for k in RESULTS}
     else:  # a ledger from before results were recorded: performed or not is all it knows
         performed = int(ledger["performed"].sum())
         out = {"performed": performed, "deduplicated": None, "refused": None}

@@ -106,12 +106,9 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
     print_run_summary(result, out)
     try:
         from takeover.pipeline import check_and_report
-    except ImportError:
-        check_and_report = None
     except Exception as exc:  # noqa: BLE001 - a broken checker must not hide the run
-        print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=sys.stderr)
-        check_and_report = None
-    if check_and_report is None:
+        if not isinstance(exc, ImportError):
+            print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=sys.stderr)
         print("(takeover.checker is not installed: the run was recorded but not checked)", file=out)
         return 0
     try:

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from takeover import store
+
 if TYPE_CHECKING:  # the sweep's modules are imported when the command runs, not when the CLI starts
     from takeover.sweep.grid import Grid
-
-from takeover import store
 
 HELP = "run a grid of stress runs (lease x task time x faults x remedy/heartbeat) and recommend a lease"
 
@@ -91,7 +91,7 @@ def _out_dir(out: str | None) -> Path:
     return path
 
 
-def _heartbeat_note(grid, queue: str) -> str:
+def _heartbeat_note(grid: Grid, queue: str) -> str:
     from takeover.contract import has_extension, open_queue
 
     if not any(m.heartbeat > 0 for m in grid.modes):

@@ -226,7 +226,8 @@ class Soak:
         t, c = result.tally, result.counters
         s = summary or {}
         inv = s.get("invariants", {})
-        verdict = {True: "valid", False: "invalid"}.get(s.get("valid"), "inconclusive")
+        valid = s.get("valid")
+        verdict = "valid" if valid is True else "invalid" if valid is False else "inconclusive"
         if s.get("failed_on_duplicates"):
             verdict = "invalid"
         return {
