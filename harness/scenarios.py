@@ -318,7 +318,7 @@ class _Replay:
         if kind == "external_action":
             generation = self.held.get(actor, st["generation"])
             action = self.ledger.act(TASK_ID, generation, worker=actor, lose_reply=bool(st["response_lost"]), t=t)
-            return "timeout" if action.reply == "lost" else action.count
+            return "timeout" if action.reply == "lost" else action.performed_count
         raise ValueError(f"unknown step {kind!r} in the scenario data")
 
     def _observe(self, result: StepResult) -> None:

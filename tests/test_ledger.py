@@ -25,8 +25,8 @@ def test_counts_on_a_fresh_file_come_from_the_memo_and_match_the_file(tmp_path) 
     path = str(tmp_path / "ledger.sqlite")
     ledger = Ledger(path)
     for gen in (1, 2, 3):
-        assert ledger.act("t1", gen).count == gen
-    assert ledger.act("t2", 1).count == 1
+        assert ledger.act("t1", gen).performed_count == gen
+    assert ledger.act("t2", 1).performed_count == 1
     assert ledger._complete  # found empty, nobody else wrote: misses need no query
     ledger.close()
     assert _performed(path, "t1") == 3 and _performed(path, "t2") == 1
@@ -35,12 +35,12 @@ def test_counts_on_a_fresh_file_come_from_the_memo_and_match_the_file(tmp_path) 
 def test_a_second_writer_makes_the_memo_read_the_file_again(tmp_path) -> None:
     path = str(tmp_path / "ledger.sqlite")
     first, second = Ledger(path), Ledger(path)
-    assert first.act("t1", 1).count == 1
-    assert second.act("t1", 2).count == 2  # the second saw the first's row in the file
+    assert first.act("t1", 1).performed_count == 1
+    assert second.act("t1", 2).performed_count == 2  # the second saw the first's row in the file
     # The first's memo says 1 for t1 and "complete": both are stale now, and it must notice.
-    assert first.act("t1", 3).count == 3
-    assert first.act("t9", 1).count == 1
-    assert second.act("t9", 2).count == 2  # t9 was new to the second's memo, not to the file
+    assert first.act("t1", 3).performed_count == 3
+    assert first.act("t9", 1).performed_count == 1
+    assert second.act("t9", 2).performed_count == 2  # t9 was new to the second's memo, not to the file
     first.close()
     second.close()
     assert _performed(path, "t1") == 3 and _performed(path, "t9") == 2
@@ -66,7 +66,7 @@ def test_a_reopened_ledger_continues_from_the_file(tmp_path) -> None:
     ledger.close()
     again = Ledger(path, "fencing")  # a restarted service: its memo is empty and not complete
     assert again.act("t1", 2).result == "refused"
-    assert again.act("t1", 5).count == 3
+    assert again.act("t1", 5).performed_count == 3
     assert not again._complete
     again.close()
     assert _performed(path, "t1") == 3

@@ -71,7 +71,7 @@ class ActionResult(NamedTuple):
     performed: bool
     result: str  # performed | deduplicated | refused
     reply: str  # ok | lost | error
-    count: int  # performed actions for this task after this request
+    performed_count: int  # performed actions for this task after this request (tuple.count is a method)
 
 
 # Bound on the per-task memo (see Ledger): a soak run of millions of tasks must not look like a
@@ -186,7 +186,9 @@ class Ledger:
         ).lastrowid
         count += int(performed)
         self._counts[task_id] = count
-        return ActionResult(seq=seq, performed=performed, result=result, reply=reply, count=count)
+        if seq is None:  # an INSERT always sets it; sqlite3 types it Optional for statements that insert nothing
+            raise sqlite3.DatabaseError("the ledger's INSERT reported no row id")
+        return ActionResult(seq=seq, performed=performed, result=result, reply=reply, performed_count=count)
 
     @staticmethod
     def _count_in_file(conn: sqlite3.Connection, task_id: str) -> int:

@@ -228,7 +228,7 @@ def _handle_batch(batch: list[tuple[_Conn, bytes]], ledger: Ledger) -> list[byte
     results = ledger.act_many([a for _, a in actions])
     for (i, req), result in zip(actions, results, strict=True):
         if not req.lose_reply:
-            replies[i] = _reply_line(result.reply, result.result, result.count)
+            replies[i] = _reply_line(result.reply, result.result, result.performed_count)
     for i, key in lookups:
         performed = ledger.lookup(key)
         replies[i] = (json.dumps({"reply": "ok", "performed": performed}) + "\n").encode()
