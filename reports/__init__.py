@@ -25,7 +25,7 @@ def write_reports(folder: Path, result: CheckResult) -> list[str]:
     involved += [t for t in result.duplicate_tasks if t not in set(involved)]
     figs: dict[str, tuple[bytes | None, str]] = {}
     if len(fx.run.history):
-        figs["timeline"] = figures.timeline(fx)
+        figs["timeline"] = figures.timeline(fx, involved)
         figs["throughput"] = (figures.throughput(fx), "")
         figs["generations"] = figures.generations(fx, involved)
     (folder / REPORT_HTML).write_text(html.render(summary, figs))

@@ -9,6 +9,7 @@ in seconds.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -21,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from takeover.checker.facts import Facts  # noqa: E402
 
@@ -66,8 +68,20 @@ def windows(fx: Facts, kind: str) -> pd.DataFrame:
     return pd.DataFrame({"target": w["target"], "start": w["t_inv"], "end": end})
 
 
-def timeline(fx: Facts) -> tuple[bytes, str]:
-    """One lane per worker incarnation: held leases, actions, finishes, kills and pause windows."""
+def timeline(fx: Facts, tasks: Sequence[float] = ()) -> tuple[bytes, str]:
+    """The timeline as PNG, with its note (see :func:`timeline_figure`)."""
+    fig, note = timeline_figure(fx, tasks)
+    return _png(fig), note
+
+
+def timeline_figure(fx: Facts, tasks: Sequence[float] = ()) -> tuple[Figure, str]:
+    """One lane per worker incarnation: held leases, actions, finishes, kills and pause windows.
+
+    ``tasks`` are the tasks a violation or a duplicate involves (task codes, as the checker gives
+    them): their holds are outlined and labelled with the task and generation, so the rows of the
+    report's example tables can be found on the picture. Other holds stay unlabelled: a run has
+    hundreds of them and names on every bar would hide the shapes.
+    """
     procs = pd.Series(pd.concat([fx.claims_ok["process"], fx.ops.finishes["process"],
                                  fx.ops.spawns["target"]]).dropna().astype(int).unique())
     procs = procs[procs > 0]
@@ -82,7 +96,8 @@ def timeline(fx: Facts) -> tuple[bytes, str]:
         procs = keep
     procs = np.sort(procs.to_numpy())
     lane = {p: i for i, p in enumerate(procs)}
-    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.32 * len(procs) + 1.5)))
+    lane_height = 0.5 if len(tasks) else 0.32  # room for task labels above and below a lane
+    fig, ax = plt.subplots(figsize=(12, max(2.5, lane_height * len(procs) + 1.5)))
     rel = fx.t0
     h = _holds(fx)
     h = h[h["process"].isin(lane)]
@@ -106,6 +121,7 @@ def timeline(fx: Facts) -> tuple[bytes, str]:
             e = rows["end"].to_numpy() - rel
             ax.broken_barh(list(zip(s, e - s, strict=True)), (y - 0.45, 0.9), facecolors="none",
                            edgecolors=FAULT_COLOURS[kind], hatch="///", linewidth=0.8)
+    _label_holds(ax, fx, h[h["task"].isin(list(tasks)[:MAX_TASKS])], lane, fig.get_figwidth())
     acts = fx.ops.actions[fx.ops.actions["process"].isin(lane)]
     ax.scatter(acts["t_inv"] - rel, acts["process"].map(lane), marker="|", s=60, c="#023047", zorder=3)
     fin = fx.ops.finishes[fx.ops.finishes["process"].isin(lane)]
@@ -124,6 +140,7 @@ def timeline(fx: Facts) -> tuple[bytes, str]:
     ax.set_title("Worker incarnations: leases held, actions, finishes and faults")
     ax.legend(handles=[
         Patch(color="#8ecae6", label="holding a valid lease"), Patch(color="#e76f51", label="held past its lease"),
+        Patch(facecolor="none", edgecolor="#212529", label="a task in a violation or duplicate (labelled)"),
         Patch(facecolor="none", edgecolor=FAULT_COLOURS["pause"], hatch="///", label="paused (SIGSTOP)"),
         Patch(facecolor="none", edgecolor=FAULT_COLOURS["slow"], hatch="///", label="slow task"),
         Line2D([], [], marker="|", ls="", color="#023047", label="action"),
@@ -134,13 +151,47 @@ def timeline(fx: Facts) -> tuple[bytes, str]:
         Line2D([], [], marker="v", ls="", color="#9b5de5", label="reply lost"),
     ], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
     ax.grid(axis="x", alpha=0.3)
-    return _png(fig), note
+    return fig, note
+
+
+def _label_holds(ax: Axes, fx: Facts, holds: pd.DataFrame, lane: dict[int, int], fig_width: float) -> None:
+    """Outline each of ``holds`` and name it (task and generation) just above or below its bar.
+
+    Holds often sit side by side (a task and its takeover), so each label goes on the side of its
+    lane whose room is free at its start, and when both are taken, after the label that ends first.
+    Label widths are estimated from the font size and the axis scale
+    (the figure is not drawn yet), which is close enough at this size.
+    """
+    rel = fx.t0
+    span = max(fx.t1 - fx.t0, 1e-9)
+    seconds_per_char = 6 * 0.6 / 72 * span / (0.8 * fig_width)  # fontsize 6, a character ~0.6 em
+    # Labels live in the gaps between lanes: gap y is above lane y and below lane y - 1, so a label
+    # under one lane and a label over the next one compete for the same room.
+    ends: dict[int, float] = {}  # gap -> where the last label in it ends
+    for r in holds.sort_values("t_inv").itertuples():
+        y, start = lane[r.process], r.t_inv - rel
+        ax.broken_barh([(start, max(r.end - r.t_inv, 0.0))], (y - 0.4, 0.8), facecolors="none",
+                       edgecolors="#212529", linewidth=1.1, zorder=6)
+        text = f"{fx.name(r.task)} g{int(r.gen)}"
+        up = min((True, False), key=lambda side: max(ends.get(y if side else y + 1, -np.inf) - start, 0.0))
+        gap = y if up else y + 1
+        x = max(start, ends.get(gap, -np.inf))
+        ends[gap] = x + (len(text) + 1) * seconds_per_char
+        # The lanes run downwards (inverted axis): "above" is the smaller y.
+        ax.annotate(text, (x, y - 0.4 if up else y + 0.4), xytext=(1, 1 if up else -1), textcoords="offset points",
+                    fontsize=6, va="bottom" if up else "top", zorder=7)
 
 
 def generations(fx: Facts, tasks: list[float]) -> tuple[bytes | None, str]:
-    """Per problem task: each generation as a bar from its claim to its end, finishes and actions on it."""
+    """The generation panels as PNG, with their note; none without tasks (see :func:`generations_figure`)."""
     if not tasks:
         return None, ""
+    fig, note = generations_figure(fx, tasks)
+    return _png(fig), note
+
+
+def generations_figure(fx: Facts, tasks: list[float]) -> tuple[Figure, str]:
+    """Per problem task: each generation as a bar from its claim to its end, finishes and actions on it."""
     note = f"{len(tasks) - MAX_TASKS} more task(s) not shown" if len(tasks) > MAX_TASKS else ""
     tasks = tasks[:MAX_TASKS]
     cols = 3 if len(tasks) > 2 else len(tasks)
@@ -169,7 +220,7 @@ def generations(fx: Facts, tasks: list[float]) -> tuple[bytes | None, str]:
         ax.set_title(fx.name(task), fontsize=9)
         ax.set_ylabel("generation", fontsize=8)
         ax.tick_params(labelsize=7)
-        ax.yaxis.get_major_locator().set_params(integer=True)
+        _generation_ticks(ax, [*mine["gen"], *fin["gen"].dropna()])
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:
         ax.set_visible(False)
@@ -181,7 +232,20 @@ def generations(fx: Facts, tasks: list[float]) -> tuple[bytes | None, str]:
     ], loc="lower center", ncol=5, fontsize=7, frameon=False, bbox_to_anchor=(0.5, -0.04))
     fig.suptitle("Generation history of tasks that broke an invariant or duplicated a side effect", fontsize=10)
     fig.tight_layout()
-    return _png(fig), note
+    return fig, note
+
+
+def _generation_ticks(ax: Axes, gens: list[float]) -> None:
+    """Whole generations only: a task seen in one generation got ticks at 0.96 ... 1.04 from the
+    default locator, which reads as if generations were fractional."""
+    if not gens:
+        return
+    lo, hi = int(min(gens)), int(max(gens))
+    if hi - lo <= 10:
+        ax.set_yticks(range(lo, hi + 1))
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(lo - 0.5, hi + 0.5)
 
 
 def throughput(fx: Facts) -> bytes:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from typing import Any
 
 from takeover.reports.markdown import CAUSE_MEANING, MEANING
-from takeover.reports.words import feature_lines, verdict_word
+from takeover.reports.words import feature_lines, plain, verdict_word
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#212529}
@@ -23,7 +22,7 @@ img{max-width:100%;border:1px solid #dee2e6;margin:.5em 0}.note{color:#6c757d;fo
 
 
 def _e(x: Any) -> str:
-    return html.escape(x if isinstance(x, str) else json.dumps(x, default=str))
+    return html.escape(plain(x))
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -95,13 +94,14 @@ def render(summary: dict[str, Any], figures: dict[str, tuple[bytes | None, str]]
     flat = {k: v for k, v in c.items() if not isinstance(v, dict)}
     flat.update({f"claims {k}": v for k, v in c["claims"].items()})
     flat.update({f"finishes {k}": v for k, v in c["finishes"].items()})
-    flat["orphan recovery s (p50/p99/max)"] = [c["orphan_recovery_s"][k] for k in ("p50", "p99", "max")]
+    flat["orphan recovery s (p50 / p99 / max)"] = " / ".join(plain(c["orphan_recovery_s"][k])
+                                                             for k in ("p50", "p99", "max"))
     parts.append("<h2>Counts</h2>" + _table([{"what": k, "value": v} for k, v in flat.items()]))
     parts.append("<h3>Operation latency (ms)</h3>" + _table([{"op": k, **v} for k, v in c["latency_ms"].items()]))
     cov = s["coverage"]
     parts.append("<h2>Fault coverage</h2>" + _table([
-        {"fault": "kill", "total": cov["kills"]["total"], "detail": {"phase": cov["kills"]["by_phase"],
-                                                                     "aim": cov["kills"]["by_aim"]}},
+        {"fault": "kill", "total": cov["kills"]["total"], "detail": {"by phase": cov["kills"]["by_phase"],
+                                                                     "by aim": cov["kills"]["by_aim"]}},
         {"fault": "pause", "total": cov["pauses"]["total"], "detail": f"{cov['pauses']['past_lease']} past lease"},
         {"fault": "slow", "total": cov["slows"]["total"], "detail": f"{cov['slows']['past_lease']} past lease"},
         {"fault": "lose_reply", "total": cov["lost_replies"]["history"],

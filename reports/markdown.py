@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from takeover.reports.words import feature_lines, verdict_word
+from takeover.reports.words import feature_lines, plain, verdict_word
 
 MEANING = {
     "no_stale_commit": "no finish accepted for a generation lower than one already claimed",
@@ -33,8 +32,7 @@ CAUSE_MEANING = {
 
 
 def _cell(value: Any) -> str:
-    text = json.dumps(value, default=str) if not isinstance(value, str) else value
-    return text.replace("|", "\\|")
+    return plain(value).replace("|", "\\|")
 
 
 def _mark(valid: Any) -> str:

@@ -6,6 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 
+def plain(value: Any) -> str:
+    """A value from summary.json as a person reads it in a table cell: no JSON brackets or quotes.
+
+    Why: examples and sections hold lists and small dicts (a kill's phases, a task's accepted
+    finishes as ``[generation, outcome, process]``), and a cell showing ``[[1, "done", 3]]`` or
+    ``{"phase": {...}}`` makes the reader parse JSON. Lists read as comma-separated values, a list of
+    lists as tuples, a dict as ``key value`` pairs (nested dicts as ``key: ...``), a missing value
+    as a dash.
+    """
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        nested = any(isinstance(v, dict) for v in value.values())
+        return ("; " if nested else ", ").join(
+            f"{k}: {plain(v)}" if isinstance(v, dict) else f"{k} {plain(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(f"({plain(v)})" if isinstance(v, list | tuple) else plain(v) for v in value)
+    return str(value)
+
+
 def verdict_word(summary: dict[str, Any]) -> str:
     if summary["valid"] is False:
         return "INVALID"
