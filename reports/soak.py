@@ -59,10 +59,11 @@ def markdown(soak: dict[str, Any]) -> str:
     lines = [f"# takeover soak: {soak['verdict'].upper()} ({status})", "",
              f"`{soak['command']}`", "",
              f"{t['segments']} checkpoints and {t['replays']} replayed seeds in {soak['elapsed']:.0f} s; "
-             f"{t['finished']} tasks finished; faults: {t['kills']} kills, {t['pauses']} pauses, "
+             f"{t['finished']} finishes accepted; faults: {t['kills']} kills, {t['pauses']} pauses, "
              f"{t['lost_replies']} lost replies, {t['slow']} slow tasks; {t['duplicate_tasks']} task(s) with "
              f"duplicate side effects; {t['violations']} violations in {t['invalid']} run(s).", "",
-             "| run | seed | verdict | finished | duplicates | violations | command |", "|---|---|---|---|---|---|---|"]
+             "| run | seed | verdict | finishes accepted / tasks | duplicates | violations | command |",
+             "|---|---|---|---|---|---|---|"]
     for s in _runs(soak):
         lines.append(f"| {s['name']} | {s['seed']} | {s['verdict']} | {s['finished']}/{s['registered']} | "
                      f"{s['duplicate_tasks']} | {_violations(s)} | `{s['command']}` |")
@@ -90,7 +91,7 @@ def render_html(soak: dict[str, Any], png: bytes | None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>takeover soak: {e(soak['verdict'])}</title>"
              f"<style>{CSS}</style></head><body><h1 class='{e(soak['verdict'])}'>soak "
              f"{e(soak['verdict'].upper())} ({e(soak['status'])})</h1><p><code>{e(soak['command'])}</code></p>",
-             "<table><tr><th>run</th><th>seed</th><th>verdict</th><th>finished</th><th>faults</th>"
+             "<table><tr><th>run</th><th>seed</th><th>verdict</th><th>finishes accepted / tasks</th><th>faults</th>"
              "<th>duplicates</th><th>violations</th><th>reproduce</th></tr>"]
     for s in _runs(soak):
         f = s["faults"]

@@ -63,8 +63,13 @@ def _tasks(p: Progress) -> str:
     text = f"{p.registered} registered"
     if p.terminal is not None:
         text += f", {p.terminal} terminal"
-    text += f"; finishes accepted {p.done}"
-    if p.done > p.registered:
+    return f"{text}; {accepted_finishes(p.done, p.registered)}"
+
+
+def accepted_finishes(accepted: int, tasks: int) -> str:
+    """``finishes accepted N``, and in words when N exceeds the tasks (see :func:`_tasks`)."""
+    text = f"finishes accepted {accepted}"
+    if accepted > tasks:
         text += " (more than the tasks: a task was finished twice)"
     return text
 

@@ -73,7 +73,8 @@ class SoakDisplay(LiveDisplay):
     @staticmethod
     def line(t: Totals, elapsed: float, total: float, segment: str, stage: str) -> str:
         return (f"[soak] {clock(elapsed)} of {clock(total)} ({clock(total - elapsed)} left) {segment} {stage} | "
-                f"finished {t.shown('finished')} | faults: kills {t.shown('kills')}, pauses {t.shown('pauses')}, "
+                f"finishes accepted {t.shown('finished')} | faults: kills {t.shown('kills')}, "
+                f"pauses {t.shown('pauses')}, "
                 f"lost replies {t.shown('lost_replies')}, slow {t.shown('slow')} | checked so far: duplicates "
                 f"{t.duplicate_tasks} task(s), violations {t.violations} ({t.checkpoints} checkpoints, "
                 f"{t.invalid} invalid)")  # fmt: skip
@@ -87,7 +88,7 @@ class SoakDisplay(LiveDisplay):
         g.add_column()
         g.add_row("soak", f"{clock(elapsed)} elapsed of {clock(total)}, {clock(total - elapsed)} remaining")
         g.add_row("now", f"{segment} ({stage})")
-        g.add_row("tasks finished", str(t.shown("finished")))
+        g.add_row("finishes accepted", str(t.shown("finished")))
         g.add_row("faults", f"kills {t.shown('kills')}, pauses {t.shown('pauses')}, "
                             f"lost replies {t.shown('lost_replies')}, slow tasks {t.shown('slow')}")  # fmt: skip
         g.add_row("duplicates", f"{t.duplicate_tasks} task(s) with a duplicate side effect (checked so far)")

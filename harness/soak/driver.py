@@ -39,6 +39,7 @@ from typing import Any
 from takeover import store
 from takeover.config import RunConfig
 from takeover.errors import UsageError
+from takeover.run.progress import accepted_finishes
 from takeover.soak import seedbank
 from takeover.soak.display import SoakDisplay, Totals
 from takeover.soak.resources import ResourceWatch, Targets, growth_warnings, read_resources
@@ -330,7 +331,8 @@ class Soak:
     def checkpoint_line(self, seg: dict[str, Any]) -> str:
         v = ", ".join(f"{k} {n}" for k, n in seg["violations"].items()) or "none"
         return (f"[soak] checkpoint {seg['name']} (seed {seg['seed']}): {seg['verdict'].upper()} - "
-                f"{seg['finished']} finished of {seg['registered']}, duplicates {seg['duplicate_tasks']} task(s), "
+                f"{seg['registered']} tasks, {accepted_finishes(seg['finished'], seg['registered'])}, "
+                f"duplicates {seg['duplicate_tasks']} task(s), "
                 f"violations: {v}" + (" - seed banked" if seg.get("banked") else ""))  # fmt: skip
 
     # -- callbacks -----------------------------------------------------------------------------------
