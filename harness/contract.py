@@ -10,7 +10,7 @@ like the reference one.
 scenarios. A queue must use the ``now`` it is given and not read a clock of its own; a queue
 whose library reads the wall clock needs an adapter (see docs/adapters.md).
 
-Semantics the harness checks (the spec, ``scenarios-en.md``):
+Semantics the harness checks (the spec, docs/spec.md):
 
 * ``register(task_id, now)`` makes a task ``pending`` with generation 0. Registering an existing
   task changes nothing.

@@ -7,8 +7,8 @@ queue departs from it. So the engine drives the queue only through the contract
 every observed state from the queue's own ``snapshot()`` — never from our bookkeeping.
 
 The expected results travel with the package (``harness/data/scenarios.json``, built from the
-spec's ``scenarios.json``, ``scenarios-en.md`` and the Chinese original), because users do not
-have the spec folder.
+spec's tables, its English text and the Chinese original: docs/spec.json, docs/spec.md and
+docs/spec.zh.md), because an installed package has no docs/ folder.
 
 A queue that raises inside a step does not stop the replay: the step is a mismatch that carries
 the exception in one line, and the next steps still run, so one run shows every departure.
