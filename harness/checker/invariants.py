@@ -60,9 +60,10 @@ def no_stale_commit(fx: Facts) -> InvariantResult:
     """An accepted finish whose generation is below one claimed before it returned.
 
     A higher generation surely claimed before the finish started is the plain case. One still in
-    flight with the finish counts too (review finding 6c): if the finish took effect first, a done
-    task was handed out again, if the claim did, the finish was stale; a correct queue refuses
-    one of the two. Only a resolve back to pending between them excuses it."""
+    flight with the finish counts too (case stale_finish_overlapping_the_takeover in
+    tests/quality/cases.py): if the finish took effect first, a done task was handed out again, if
+    the claim did, the finish was stale; a correct queue refuses one of the two. Only a resolve back
+    to pending between them excuses it."""
     fa = _sfx(fx.fin_acc[["i", "task", "gen", "t_inv", "t_comp", "process", "outcome"]], "_f")
     c = _sfx(fx.claims_ok[["task", "gen", "t_inv", "t_comp", "process"]], "_c")
     m = fa.merge(c, on="task")
@@ -78,9 +79,10 @@ def no_stale_commit(fx: Facts) -> InvariantResult:
 def _plausible_ind_extends(fx: Facts) -> pd.DataFrame:
     """The indeterminate extends that may have moved a lease: those invoked (judged at their
     ``now``) before the lease they would extend had run out. A correct queue answers ``lost`` to a
-    later one, so it cannot excuse a late finish (review finding 6a). The lease an extend sees is
-    at most its claim's, any successful extend's invoked before it, and ``now + lease`` of each
-    earlier plausible indeterminate one; only those few extends are walked one by one."""
+    later one, so it cannot excuse a late finish (case late_info_extend_does_not_excuse_a_late_finish
+    in tests/quality/cases.py). The lease an extend sees is at most its claim's, any successful
+    extend's invoked before it, and ``now + lease`` of each earlier plausible indeterminate one; only
+    those few extends are walked one by one."""
     cached = getattr(fx, "_plausible_ext", None)
     if cached is not None:
         return cached
@@ -117,8 +119,8 @@ def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str) -> tuple[pd
     ext_max = pd.Series(np.nan, index=rows["rid"])
     maybe = pd.Series(False, index=rows["rid"])
     # The row side is renamed to ``before``: callers pass "t_inv" or "t_comp", which the extend
-    # side also carries, and a merge would suffix both (review finding 1: a KeyError on every
-    # run with an indeterminate heartbeat).
+    # side also carries, and a merge would suffix both: a KeyError on every run with an
+    # indeterminate heartbeat (case killed_mid_extend_then_taken_over in tests/quality/cases.py).
     left = rows[["rid", "task", "gen", before_col]].rename(columns={before_col: "before"})
     if len(fx.ext_ok):
         m = left.merge(fx.ext_ok[["task", "gen", "t_comp", "lease_until_c"]], on=["task", "gen"])
@@ -144,7 +146,8 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
     late = known & (fa["now"].to_numpy(dtype="float64") >= eff)
     # A worker finishes only a generation one of its own claims returned (it writes the claim's ok
     # record before it can call finish; a claim cut by SIGKILL left a dead process that finishes
-    # nothing). An accepted finish of any other generation held no lease at all (review finding 6b).
+    # nothing). An accepted finish of any other generation held no lease at all (case
+    # finish_of_a_generation_nobody_was_given in tests/quality/cases.py).
     own = fx.claims_ok[["task", "gen", "process"]].drop_duplicates().assign(own=True)
     held = fa[["task", "gen", "process"]].merge(own, on=["task", "gen", "process"], how="left")["own"]
     unheld = held.isna().to_numpy(dtype=bool)
@@ -238,7 +241,7 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     ex = [{"task": fx.name(r.task), "problem": r.kind, "gen": _p(r.gen), "previous_gen": _p(r.prev_gen),
            "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
            "previous_at": fx.rel(r.prev_t)} for r in bad.head(EXAMPLES).itertuples()]
-    # A claim both duplicate and inverted is one bad claim (review finding 6d).
+    # A claim both duplicate and inverted is one bad claim (tests/quality/test_violation_counts.py).
     violations = int((dup | inverted).sum()) + unexplained_total
     res = _result("generation_monotonic", bad, ex,
                   f"{unexplained_total} generation(s) skipped beyond what {len(fx.ind_claim_times)} "
@@ -260,7 +263,7 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
         "p_t_comp": prev["t_comp"], "p_process": prev["process"], "rid": prev["i"],
     })[same]
     # Every step counts, not only 0 and 1: a gap left by an indeterminate claim does not excuse a
-    # grant inside the older lease (review finding 5).
+    # grant inside the older lease (case lease_granted_across_an_info_claim in tests/quality/cases.py).
     if len(pairs) == 0:
         return _result("lease_exclusive", pairs, [])
     # The previous lease, as extended by heartbeats surely done before this claim started.
@@ -270,7 +273,8 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
     # claim then is no_reclaim_after_terminal's to judge), or when a resolve back to pending came
     # between a finish and this claim. A finish that may have taken effect (info, killed, or still
     # in flight when the claim started) does not: if it did, the claim reclaimed a terminal task,
-    # if not, it was granted inside the lease; a violation either way (review finding 4).
+    # if not, it was granted inside the lease; a violation either way (cases
+    # lease_granted_after_an_info_finish and lease_granted_after_a_killed_finish in tests/quality/cases.py).
     fin = pd.concat([fx.fin_acc[["task", "gen", "t_inv", "t_comp"]].assign(acc=True),
                      fx.fin_ind[["task", "gen", "t_inv"]].assign(t_comp=np.nan, acc=False)])
     m = pairs[["rid", "task", "p_gen", "t_inv", "t_comp"]].merge(
@@ -370,7 +374,8 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     acc = fx.fin_acc[["task", "gen", "outcome"]].assign(accepted=True)
     ind = fx.fin_ind[["task", "gen", "outcome"]].assign(accepted=False)
     # Only finishes after the task's last reopening count: a resolve back to pending undoes the
-    # uncertain finish before it (review finding 2), as in single_finish.
+    # uncertain finish before it, as in single_finish (case retry_after_resolve_killed_while_running
+    # in tests/quality/cases.py).
     epochs = reopen_epoch(fx, fx.fin_acc)
     last_epoch = reopen_epoch(fx, fx.fin_acc.assign(t_inv=np.inf))
     has_acc = s["task"].isin(fx.fin_acc.loc[epochs == last_epoch, "task"].to_numpy())
@@ -403,7 +408,8 @@ def state_matches_history(fx: Facts) -> InvariantResult:
         r = s[["task", "gen", "state"]].reset_index().merge(lw, on="task", suffixes=("", "_r"))
         fits = (r["gen"] == r["gen_r"]) & ((r["state"] == r["resolution"])
                                            | (~r["certain"].astype(bool) & (r["state"] == "uncertain")))
-        # A retry whose claim was killed mid-call may hold the task (review finding 3).
+        # A retry whose claim was killed mid-call may hold the task (case
+        # retry_after_resolve_claim_killed_mid_call in tests/quality/cases.py).
         retry = (r["state"] == "running") & (r["gen"] > r["gen_r"]) & (r["gen"] <= r["gen_r"] + r["maybe_claims"])
         fits = (fits | retry).to_numpy(dtype=bool)
         # The resolve is the last word: it replaces whatever the finish-based rules above said.

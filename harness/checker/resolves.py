@@ -97,7 +97,8 @@ def last_word(fx: Facts) -> pd.DataFrame:
     snapshot must show the resolution at the resolve's generation (or, if uncertain, possibly still
     ``uncertain``); after a resolve to ``pending``, each indeterminate claim invoked later (killed
     mid-call, or ``info``: its record names no task) may have taken the retry, so ``running`` at up to
-    ``gen + maybe_claims`` also fits (review finding 3).
+    ``gen + maybe_claims`` also fits (case retry_after_resolve_claim_killed_mid_call in
+    tests/quality/cases.py).
     """
     r = _last_effective(fx)
     if not len(r):
