@@ -16,7 +16,7 @@ in :data:`RUN_OPTIONS`, and all of those places are derived from it:
 - the reproduce line: :func:`command_line`.
 
 Adding an option is therefore one entry here plus the code that uses its value (a ``RunConfig``
-field, and whatever reads it); tests/test_options.py checks that every derived place has every
+field, and whatever reads it); tests/unit/test_options.py checks that every derived place has every
 option. The vocabulary those options are made of, the fault kinds and the task-time distributions,
 is defined here too.
 

@@ -4,13 +4,17 @@ Each case builds a :class:`Run` and names the invariants that must be violated (
 every invariant must hold). Times are seconds; the lease is 5 s unless a case says otherwise. A
 correct queue's behaviour under SIGKILL (open or info operations) must never be flagged, so most
 valid cases are about indeterminate operations.
+
+A case's name is its stable handle: where a rule of the checker exists because of one case, the
+checker's comments cite it by name (``case killed_mid_extend_then_taken_over in
+tests/quality/cases.py``), so rename a case only together with those comments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .builder import Run
+from tests.quality.builder import Run
 
 CASES: dict[str, tuple[Callable[[], Run], set[str]]] = {}
 
@@ -157,8 +161,8 @@ def heartbeat_extends_the_lease() -> Run:
 
 @case()
 def killed_mid_extend_then_taken_over() -> Run:
-    """Review finding 1 (history M): w1 dies inside a heartbeat; its lease (maybe extended to 7) runs
-    out and w2 takes over at 8. A correct queue under SIGKILL: nothing to flag."""
+    """w1 dies inside a heartbeat; its lease (maybe extended to 7) runs out and w2 takes over at 8.
+    A correct queue under SIGKILL: nothing to flag (the checker once raised a KeyError here)."""
     r = _two_workers()
     r.spawn(3, "w3")
     r.claim(1, 0, "a", 1)
@@ -200,8 +204,8 @@ def _uncertain_then_resolved_pending() -> Run:
 
 @case()
 def retry_after_resolve_killed_while_running() -> Run:
-    """Review finding 2 (A1): the retry claimed generation 2 and was killed. The uncertain finish
-    belongs to the epoch before the reopening: running at 2 is what the history says."""
+    """The retry claimed generation 2 and was killed. The uncertain finish belongs to the epoch
+    before the reopening: running at 2 is what the history says."""
     r = _uncertain_then_resolved_pending()
     r.claim(3, 5, "a", 2)
     r.kill(3, 5.5, task="a", gen=2)
@@ -211,7 +215,7 @@ def retry_after_resolve_killed_while_running() -> Run:
 
 @case()
 def retry_after_resolve_claim_killed_mid_call() -> Run:
-    """Review finding 3 (A2): the retry's claim was killed mid-call but took effect: running at 2."""
+    """The retry's claim was killed mid-call but took effect: running at 2."""
     r = _uncertain_then_resolved_pending()
     r.claim(3, 5, None, status="open")
     r.kill(3, 5.005, phase="claiming")
@@ -421,8 +425,8 @@ def _one_task() -> Run:
 
 @case("lease_exclusive")
 def lease_granted_after_an_info_finish() -> Run:
-    """Review finding 4 (C): w1's finish raised at 2; w2 is granted a at now=2.5. If the finish took
-    effect a was reclaimed after it was done, if not its lease (until 5) was granted twice."""
+    """w1's finish raised at 2; w2 is granted a at now=2.5. If the finish took effect a was
+    reclaimed after it was done, if not its lease (until 5) was granted twice."""
     r = _one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
@@ -434,7 +438,7 @@ def lease_granted_after_an_info_finish() -> Run:
 
 @case("lease_exclusive")
 def lease_granted_after_a_killed_finish() -> Run:
-    """Finding 4 (C2): the same with w1 killed inside its finish."""
+    """The same as lease_granted_after_an_info_finish, with w1 killed inside its finish."""
     r = _one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
@@ -447,8 +451,8 @@ def lease_granted_after_a_killed_finish() -> Run:
 
 @case("lease_exclusive")
 def lease_granted_across_an_info_claim() -> Run:
-    """Review finding 5 (K): an info claim may have taken generation 2, so generation 3 at now=2 is
-    no gap; but w1's generation 1 lease ran until 5."""
+    """An info claim may have taken generation 2, so generation 3 at now=2 is no gap; but w1's
+    generation 1 lease ran until 5."""
     r = _one_task()
     r.spawn(3, "w3")
     r.claim(1, 0, "a", 1)
@@ -462,8 +466,8 @@ def lease_granted_across_an_info_claim() -> Run:
 
 @case("finish_within_lease")
 def late_info_extend_does_not_excuse_a_late_finish() -> Run:
-    """Review finding 6a (L): a heartbeat invoked at 5.5, after the lease ended at 5, cannot have
-    extended it (a correct queue answers lost); the finish accepted at now=6 is late."""
+    """A heartbeat invoked at 5.5, after the lease ended at 5, cannot have extended it (a correct
+    queue answers lost); the finish accepted at now=6 is late."""
     r = _one_task()
     r.claim(1, 0, "a", 1)
     r.extend(1, 5.5, "a", 1, status="info")
@@ -475,9 +479,8 @@ def late_info_extend_does_not_excuse_a_late_finish() -> Run:
 
 @case("finish_within_lease")
 def finish_of_a_generation_nobody_was_given() -> Run:
-    """Review finding 6b (E2): w1 was given generation 1 but generation 7 is accepted. Six claims
-    killed mid-call explain the snapshot's generation, but a killed process finishes nothing: no
-    claim of w1 returned 7."""
+    """w1 was given generation 1 but generation 7 is accepted. Six claims killed mid-call explain
+    the snapshot's generation, but a killed process finishes nothing: no claim of w1 returned 7."""
     r = _one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
@@ -492,9 +495,9 @@ def finish_of_a_generation_nobody_was_given() -> Run:
 
 @case("no_stale_commit", "state_matches_history")
 def stale_finish_overlapping_the_takeover() -> Run:
-    """Review finding 6c: w1's finish of generation 1 (within its lease) is still in flight when w2's
-    claim returns generation 2 at now=5; both succeed. Finish first: a done task was reclaimed;
-    claim first: a stale commit. A correct queue refuses one of them."""
+    """w1's finish of generation 1 (within its lease) is still in flight when w2's claim returns
+    generation 2 at now=5; both succeed. Finish first: a done task was reclaimed; claim first: a
+    stale commit. A correct queue refuses one of them."""
     r = _one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)

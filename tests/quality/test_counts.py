@@ -6,8 +6,7 @@ import io
 import json
 
 from takeover.pipeline import check_and_report
-
-from .cases import killed_finish_explains_terminal_state
+from tests.quality.cases import killed_finish_explains_terminal_state
 
 
 def test_final_states_come_from_the_snapshot_and_acknowledged_from_returned_finishes(tmp_path) -> None:

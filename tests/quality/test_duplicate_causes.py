@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 import takeover.checker.counts as counts_module
 from takeover.pipeline import check_and_report
-
-from .cases import CASES, DUPLICATE_CAUSES
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from stress_helpers import reap_stragglers, records, takeover  # noqa: E402
+from tests.helpers.processes import reap_stragglers, records, takeover
+from tests.quality.cases import CASES, DUPLICATE_CAUSES
 
 # Older cases whose single extra action has a known cause too.
 KNOWN = {**DUPLICATE_CAUSES, "paused_holder_late_finish_rejected": "lost_lease",

@@ -12,8 +12,7 @@ import io
 import json
 
 from takeover.pipeline import check_and_report
-
-from .builder import Run
+from tests.quality.builder import Run
 
 
 def _interrupted(marker: str = "interrupted", *, c_finished_unacted: bool = False) -> Run:

@@ -9,8 +9,7 @@ import pytest
 
 from takeover.checker import INVARIANTS
 from takeover.pipeline import check_and_report
-
-from .cases import CASES
+from tests.quality.cases import CASES
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

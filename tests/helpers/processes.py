@@ -1,0 +1,115 @@
+"""Shared by the system tests: run ``takeover`` as a real subprocess, read what it left, and find
+any process of a run that outlived it (every child carries ``TAKEOVER_RUN_DIR``)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from takeover.run.lifeline import RUN_ENV
+from tests.helpers import queues
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def takeover(*args: str, cwd: Path | None = None, timeout: float = 90, **popen) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "takeover", *args],
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(),
+        **popen,
+    )
+
+
+def start_takeover(*args: str, cwd: Path | None = None) -> subprocess.Popen:
+    """A run in its own session, so a signal to its group is what Ctrl-C on a terminal sends."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "takeover", *args],
+        cwd=cwd or REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        start_new_session=True,
+    )
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment for a ``takeover`` child: the fixture queues importable by name,
+    and no run marker inherited from a run this process may be part of (a child would otherwise be
+    counted among that run's stragglers)."""
+    env = queues.child_env()
+    env.pop(RUN_ENV, None)
+    return env
+
+
+def records(run_dir: Path) -> list[dict]:
+    """The history, tolerating a torn last line (a process killed mid-write)."""
+    out = []
+    path = run_dir / "history.jsonl"
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def wait_for_record(run_dir: Path, pred, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(pred(r) for r in records(run_dir)):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def stragglers(run_dir: Path) -> list[psutil.Process]:
+    """Processes whose environment marks them as part of the run in ``run_dir``."""
+    marker = str(Path(run_dir).absolute())
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(RUN_ENV) == marker and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def wait_no_stragglers(run_dir: Path, timeout: float = 15.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = stragglers(run_dir)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def stop_and_reap(proc: subprocess.Popen, *run_dirs: Path) -> None:
+    """A test's ``finally``: kill the command if it is still running, then anything of its runs."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for run_dir in run_dirs:
+        reap_stragglers(run_dir)
+
+
+def reap_stragglers(run_dir: Path) -> None:
+    """Never leave a test's processes behind, whatever the test found."""
+    for proc in stragglers(run_dir):
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass

@@ -1,0 +1,49 @@
+"""``takeover bench --quick``: the benchmarks run end to end and report every figure with its target.
+
+The sizes are tiny, so no figure is judged here (the machine is shared and loaded): the test
+proves that each measurement ran, produced positive absolute figures, and that the table and
+bench.json carry exactly the issue's names with a PASS/MISS each.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from takeover.commands.bench import TARGETS
+from tests.helpers.processes import takeover
+
+
+@pytest.mark.timeout(120)
+def test_quick_bench_writes_every_figure(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = takeover("bench", "--quick", "--out", str(out), timeout=110)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["quick"] is True
+    # Every target, in order (tests/unit/test_bench.py pins the names and bounds of TARGETS).
+    assert [r["name"] for r in doc["results"]] == [t.name for t in TARGETS]
+    for row in doc["results"]:
+        assert row["value"] > 0, row
+        assert isinstance(row["pass"], bool)
+        assert row["target"].split()[0] in (">=", "<=")
+        assert row["absolute"], row
+        assert row["name"] in proc.stdout
+    w4 = doc["measurements"]["workers4_vs_raw"]
+    assert w4["workers4_pairs_per_s"] > 0 and w4["raw_pairs_per_s"] > 0
+    # The ceiling beside it: the queue alone in 4 processes, and the split of the gap.
+    assert w4["queue4_pairs_per_s"] > 0
+    assert w4["workers4_vs_queue4"] == pytest.approx(w4["workers4_pairs_per_s"] / w4["queue4_pairs_per_s"])
+    row = next(r for r in doc["results"] if r["name"] == "workers4_vs_raw")
+    assert "alone in 4 processes" in row["absolute"]
+    assert doc["measurements"]["check_1m"]["events"] > 1000
+    assert "PASS" in proc.stdout or "MISS" in proc.stdout
+
+
+def test_bad_out_is_one_line_exit_2(tmp_path):
+    proc = takeover("bench", "--quick", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert "is a directory" in proc.stderr and "Traceback" not in proc.stderr
+    proc = takeover("bench", "--quick", "--out", str(tmp_path / "missing" / "b.json"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

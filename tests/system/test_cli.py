@@ -1,0 +1,65 @@
+"""The command line's error contract: bad input is one line on stderr, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from takeover.cli import COMMANDS
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "takeover", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_every_command_is_offered() -> None:
+    out = run("--help")
+    assert out.returncode == 0
+    for name in COMMANDS:
+        assert f"    {name}" in out.stdout, name
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["bogus"], "takeover: error: argument COMMAND: invalid choice: 'bogus'"),
+        (["stress", "--lease"], "takeover: error: stress: argument --lease: expected one argument"),
+        (["stress", "--no-such-option"], "takeover: error: unrecognized arguments: --no-such-option"),
+        (["check"], "takeover: error: check: the following arguments are required"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:
+    out = run(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith(expected), lines[0]
+    assert "Traceback" not in out.stderr
+
+
+_RUN_OPTIONS = (
+    "--profile --queue --workers --tasks --duration --lease --seed --out --remedy --heartbeat --arrival-rate "
+    "--task-time-dist --task-time-mean --task-time-spread --task-time-max --local-step --poll --client-timeout "
+    "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
+    "--pause-rate --lose-reply-rate --slow-rate"
+).split()
+
+
+@pytest.mark.parametrize(
+    ("command", "listed"),
+    [
+        ("stress", ["-h", *_RUN_OPTIONS, "--no-faults", "--reconcile", "--fail-on-duplicates"]),
+        ("soak", ["-h", "--minutes", "--checkpoint", "--sample", "--seed-bank", "--no-replay", "--keep",
+                  *(o for o in _RUN_OPTIONS if o != "--duration"), "--no-faults", "--fail-on-duplicates"]),
+        ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--mode", "--target",
+                   "--queue", "--workers", "--tasks", "--duration", "--dry-run"]),
+    ],
+)  # fmt: skip
+def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:
+    """Options are public names: a derived parser must list the same ones (soak hides what it refuses)."""
+    out = run(command, "--help")
+    assert out.returncode == 0
+    options = [line.split()[0].rstrip(",") for line in out.stdout.splitlines() if line.startswith("  -")]
+    assert options == listed

@@ -1,0 +1,101 @@
+"""The real service process with real clients: replies stay matched to their requests when a
+client is frozen mid-wait, and a malformed request does not kill the service.
+
+Assertions are on what came back (which reply, which exception), never on elapsed time.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import psutil
+
+from takeover.run.service import ServiceClient, ServiceSpec, listen, service_main
+
+_FROZEN_CHILD = r"""
+import sys, json
+from takeover.run.service import ServiceClient
+client = ServiceClient(int(sys.argv[1]), timeout=float(sys.argv[2]))
+print("ready", flush=True)
+sys.stdin.readline()
+out = []
+for gen in (1, 2, 3):
+    try:
+        out.append(client.call({"task": "t", "gen": gen, "worker": "w0", "process": 1, "key": "t"}))
+    except Exception as exc:
+        out.append(type(exc).__name__)
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_a_worker_frozen_mid_wait_gets_its_own_replies_in_order(tmp_path) -> None:
+    """SIGSTOP while the client waits in recv, SIGCONT later: every answer matches its request."""
+    ctx = multiprocessing.get_context("spawn")
+    sock = listen()
+    port = sock.getsockname()[1]
+    service = ctx.Process(target=service_main,
+                          args=(ServiceSpec(str(tmp_path / "ledger.sqlite"), "fencing", os.getpid()), sock))
+    service.start()
+    sock.close()
+    child = subprocess.Popen([sys.executable, "-c", _FROZEN_CHILD, str(port), "30"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        for _ in range(3):  # freeze it a few times while it is busy with its calls
+            os.kill(child.pid, signal.SIGSTOP)
+            time.sleep(0.3)
+            os.kill(child.pid, signal.SIGCONT)
+            time.sleep(0.05)
+        out, _ = child.communicate(timeout=60)
+        replies = json.loads(out.strip().splitlines()[-1])
+        assert [r["count"] for r in replies] == [1, 2, 3]  # each call answered by its own reply
+        assert [r["reply"] for r in replies] == ["ok", "ok", "ok"]  # gens rise: never fenced
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        service.terminate()
+        service.join(10)
+        if service.is_alive():
+            service.kill()
+            service.join()
+    assert not [p for p in psutil.Process().children(recursive=True) if p.pid in (child.pid, service.pid)]
+
+
+def test_a_generation_beyond_64_bits_is_refused_without_killing_the_service(tmp_path) -> None:
+    """SQLite integers are 64-bit: such a request is malformed, the service keeps serving the rest."""
+    ctx = multiprocessing.get_context("spawn")
+    sock = listen()
+    port = sock.getsockname()[1]
+    ledger = tmp_path / "ledger.sqlite"
+    service = ctx.Process(target=service_main, args=(ServiceSpec(str(ledger), "none", os.getpid()), sock))
+    service.start()
+    sock.close()
+    client = ServiceClient(port, timeout=30.0)
+    try:
+        assert client.call({"task": "a", "gen": 1})["reply"] == "ok"
+        assert client.call({"task": "a", "gen": 2**63}) == {"reply": "error", "result": "malformed"}
+        assert client.call({"task": "a", "gen": 2, "process": 2**64 - 1})["result"] == "malformed"
+        assert client.call({"task": "b", "gen": 1}) == {"reply": "ok", "result": "performed", "count": 1}
+        assert service.is_alive()
+    finally:
+        client.close()
+        service.terminate()
+        service.join(10)
+        if service.is_alive():
+            service.kill()
+            service.join()
+    conn = sqlite3.connect(ledger)
+    try:
+        assert conn.execute("SELECT task_id, generation FROM actions ORDER BY seq").fetchall() == [("a", 1), ("b", 1)]
+    finally:
+        conn.close()

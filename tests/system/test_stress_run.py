@@ -1,0 +1,183 @@
+"""A real smoke run: worker processes, the service, the nemesis, SQLite files and signals.
+
+One run (module fixture) of the ``smoke`` profile through the real command line; the tests then
+read what it left as a user or the checker would: the history, the ledger, the snapshot, the
+config. They assert on what happened (records, rows, counts), never on timings.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+
+import pytest
+
+from takeover.config import AIM_PHASES, RunConfig
+from tests.helpers.processes import reap_stragglers, records, takeover, wait_no_stragglers
+
+pytestmark = pytest.mark.timeout(180)
+
+OPS = ("claim", "action", "finish", "extend", "slow", "lose_reply")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("stress") / "run"
+    try:
+        proc = takeover("stress", "--profile", "smoke", "--seed", "7", "--out", str(run_dir), timeout=150)
+    finally:
+        reap_stragglers(run_dir)
+    return run_dir, proc, records(run_dir)
+
+
+def test_run_ends_with_a_verdict_and_the_reproducing_command(smoke):
+    run_dir, proc, _ = smoke
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("reproduce with: takeover stress --profile smoke") == 2
+    for name in ("config.json", "history.jsonl", "ledger.sqlite", "queue.sqlite", "snapshot.json"):
+        assert (run_dir / name).exists(), name
+    assert not wait_no_stragglers(run_dir, timeout=5)
+
+
+def test_every_aimed_kill_hit_its_phase_at_least_once(smoke):
+    _, _, recs = smoke
+    kills = [r for r in recs if r["f"] == "kill" and r["type"] == "ok"]
+    by_aim = defaultdict(list)
+    for r in kills:
+        by_aim[r["value"]].append(r["phase"])
+    for aim, phases in AIM_PHASES.items():
+        assert any(p in phases for p in by_aim[aim]), (aim, by_aim[aim])
+    assert by_aim["random"], "no random kill"
+    # every kill is an invoke/ok pair around the SIGKILL, and the victim's exit says -9
+    assert len(kills) == len([r for r in recs if r["f"] == "kill" and r["type"] == "invoke"])
+    exits = {r["target"]: r["value"] for r in recs if r["f"] == "exit"}
+    assert all(exits[r["target"]] == "-9" for r in kills)
+
+
+def test_pauses_lost_replies_and_slow_tasks_happened(smoke):
+    run_dir, _, recs = smoke
+    pauses = [r for r in recs if r["f"] == "pause"]
+    starts = [r for r in pauses if r["type"] == "invoke"]
+    ends = [r for r in pauses if r["type"] == "ok"]
+    assert starts and len(starts) == len(ends)
+    planned: dict[int, float] = {}
+    for r in pauses:  # how late the resume came is recorded, so a pause's real class can be judged
+        if r["type"] == "invoke":
+            planned[r["target"]] = float(r["value"])  # one pause of an incarnation at a time
+        else:
+            assert abs(r["late"] - (float(r["value"]) - planned.pop(r["target"]))) < 0.001, r
+    assert {r["detail"] for r in starts} == {"before_expiry", "just_after_expiry", "long_after_expiry"}
+    for r in ends:  # a pause planned past the lease is never resumed early
+        if r["detail"] != "before_expiry":
+            assert r["time"] > r["lease_until"], r
+    assert all("lease_until" in r and float(r["value"]) > 0 for r in starts)
+    with sqlite3.connect(run_dir / "ledger.sqlite") as conn:
+        lost = conn.execute("SELECT COUNT(*) FROM actions WHERE reply = 'lost' AND performed = 1").fetchone()[0]
+    assert lost >= 1
+    assert lost == len([r for r in recs if r["f"] == "lose_reply" and r["type"] == "invoke"])
+    assert any(r["f"] == "slow" and r["type"] == "ok" for r in recs)
+
+
+def test_history_is_complete_for_every_process_that_survived(smoke):
+    _, _, recs = smoke
+    spawned = {r["target"] for r in recs if r["f"] == "spawn"}
+    exits = {r["target"]: r["value"] for r in recs if r["f"] == "exit"}
+    assert spawned and spawned == set(exits), "every spawned process has an exit record"
+    survivors = {p for p, code in exits.items() if code == "0"}
+    assert survivors, "workers that were not killed leave on their own at the end"
+    seq = defaultdict(list)
+    for r in recs:
+        if r["process"] in survivors and r["f"] in OPS:
+            seq[(r["process"], r["f"])].append(r["type"])
+    for key, types in seq.items():
+        assert types[0::2] == ["invoke"] * len(types[0::2]), key
+        assert all(t in ("ok", "fail", "info") for t in types[1::2]), key
+        assert len(types) % 2 == 0, f"{key}: an invoke without completion in a process that survived"
+
+
+def test_every_ledger_row_was_claimed_with_its_generation(smoke):
+    run_dir, _, recs = smoke
+    claimed = {(r["task"], r["gen"]) for r in recs if r["f"] == "claim" and r["type"] == "ok"}
+    with sqlite3.connect(run_dir / "ledger.sqlite") as conn:
+        rows = conn.execute("SELECT task_id, generation, reply, performed FROM actions").fetchall()
+    assert rows
+    assert {(t, g) for t, g, _, _ in rows} <= claimed
+    assert {reply for _, _, reply, _ in rows} <= {"ok", "lost", "error"}
+
+
+def test_snapshot_and_registration(smoke):
+    run_dir, _, recs = smoke
+    cfg = RunConfig.from_json((run_dir / "config.json").read_text())
+    snap = json.loads((run_dir / "snapshot.json").read_text())
+    tasks = {row[0]: row for row in snap["tasks"]}
+    registered = {r["task"] for r in recs if r["f"] == "register" and r["type"] == "ok"}
+    assert len(registered) == cfg.tasks == len(tasks)
+    assert set(tasks) == registered
+    assert {row[1] for row in tasks.values()} <= {"done", "uncertain"}, "the drain left a task unfinished"
+    run_marks = [r["value"] for r in recs if r["f"] == "run"]
+    assert run_marks == ["start", "faults_stop", "drain_end"]
+    assert snap["time"] >= max(r["time"] for r in recs)
+
+
+def test_config_json_round_trips_and_reproduces(smoke):
+    run_dir, _, _ = smoke
+    data = json.loads((run_dir / "config.json").read_text())
+    for key in ("queue", "seed", "workers", "tasks", "duration", "lease", "profile", "remedy", "heartbeat",
+                "faults", "command"):  # fmt: skip
+        assert key in data, key
+    cfg = RunConfig.from_json((run_dir / "config.json").read_text())
+    assert cfg.seed == 7 and cfg.profile == "smoke"
+    assert RunConfig.from_json(cfg.to_json()) == cfg
+    assert data["command"] == cfg.command()
+    # Recorded once the queue opened, so the checker never has to import the queue to know them.
+    assert data["queue_capabilities"] == {"extend": True, "register_many": True, "resolve": True}
+
+
+def test_history_records_are_well_formed(smoke):
+    run_dir, _, recs = smoke
+    lines = (run_dir / "history.jsonl").read_text().splitlines()
+    assert len(lines) == len(recs), "no torn or corrupt line in a run whose writers were killed"
+    assert all(isinstance(r.get("value", ""), str) for r in recs)
+    claims = [r for r in recs if r["f"] == "claim" and r["type"] == "ok"]
+    assert all(r["lease_until"] > r["now"] for r in claims)
+    finishes = [r for r in recs if r["f"] == "finish" and r["type"] == "invoke"]
+    assert {r["outcome"] for r in finishes} <= {"done", "uncertain"}
+    # a worker that lost a reply and lived to finish, finishes that task uncertain
+    lost = {(r["process"], r["task"], r["gen"]) for r in recs if r["f"] == "lose_reply" and r["type"] == "ok"}
+    after_loss = [r for r in finishes if (r["process"], r["task"], r["gen"]) in lost]
+    assert all(r["outcome"] == "uncertain" for r in after_loss)
+    acked = {(r["process"], r["task"], r["gen"]) for r in recs if r["f"] == "action" and r["type"] == "ok"}
+    assert all(r["outcome"] == "done" for r in finishes if (r["process"], r["task"], r["gen"]) in acked)
+
+
+def _last_ops_at_kills(recs: list[dict]) -> list[tuple[str, tuple[str, str] | None]]:
+    """(phase at death, the victim's last recorded queue/service operation) for every kill."""
+    last: dict[int, tuple[str, str]] = {}
+    found = []
+    for r in recs:
+        if r["process"] > 0 and r["f"] in ("claim", "action", "finish", "extend"):
+            last[r["process"]] = (r["type"], r["f"])
+        if r["f"] == "kill" and r["type"] == "ok":
+            found.append((r["phase"], last.get(r["target"])))
+    return found
+
+
+def test_a_kill_counted_during_finish_landed_inside_the_finish_call(tmp_path):
+    """``finishing`` on the board means: the finish invoke is written and its completion is not."""
+    run_dir = tmp_path / "run"
+    only = ("--kill-rate", "0", "--kill-before-action-rate", "0", "--kill-after-action-rate", "0",
+            "--pause-rate", "0", "--lose-reply-rate", "0", "--slow-rate", "0")  # fmt: skip
+    try:
+        proc = takeover("stress", "--profile", "smoke", *only, "--kill-during-finish-rate", "10", "--workers", "4",
+                        "--duration", "3", "--out", str(run_dir), timeout=120)  # fmt: skip
+    finally:
+        reap_stragglers(run_dir)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    at_kills = _last_ops_at_kills(records(run_dir))
+    assert any(phase == "finishing" for phase, _ in at_kills), at_kills
+    for phase, last in at_kills:
+        if phase == "finishing":
+            assert last == ("invoke", "finish"), (phase, last)
+        elif phase == "acted":  # after the action's completion; at most the finish invoke, never its completion
+            assert last in {(t, "action") for t in ("ok", "fail", "info")} | {("invoke", "finish")}, (phase, last)

@@ -1,0 +1,168 @@
+"""The reports read by people and CI: verdict first, self-contained HTML, JUnit per invariant."""
+
+from __future__ import annotations
+
+import io
+import xml.etree.ElementTree as ET
+
+from takeover.pipeline import check_and_report
+from tests.quality.cases import CASES
+
+
+def test_reports_for_a_violated_run(tmp_path) -> None:
+    folder = CASES["stale_commit_accepted"][0]().write(tmp_path / "r")
+    assert check_and_report(folder, out=io.StringIO()).exit_code == 1
+    md = (folder / "report.md").read_text()
+    assert md.splitlines()[0] == "# takeover check: INVALID"
+    assert "| `no_stale_commit` | ❌ VIOLATED | 1 |" in md
+    assert "takeover stress --profile hand --seed 1" in md  # the reproducing command
+    html = (folder / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3  # timeline, generations, throughput
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+    suite = ET.parse(folder / "junit.xml").getroot()
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert len(cases) == 8
+    failure = cases["no_stale_commit"].find("failure")
+    assert failure is not None and '"claimed_gen": 2' in failure.text
+    assert cases["lease_exclusive"].find("failure") is None
+
+
+def test_reports_for_a_valid_run_have_no_generation_figure(tmp_path) -> None:
+    folder = CASES["clean_run"][0]().write(tmp_path / "ok")
+    assert check_and_report(folder, out=io.StringIO()).exit_code == 0
+    html = (folder / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 2
+    assert ET.parse(folder / "junit.xml").getroot().get("failures") == "0"
+
+
+def _phase_label_boxes(folder):
+    """The throughput figure of a checked run folder: its run-phase labels' and legend's boxes."""
+    from takeover.checker import analyse
+    from takeover.reports import figures
+
+    fx = analyse(folder).facts
+    fig = figures.throughput_figure(fx)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        marks = set(fx.ops.run_events["value"].astype(str))
+        labels = [t for t in ax.texts if t.get_text() in marks]
+        boxes = {t.get_text(): t.get_window_extent(renderer) for t in labels}
+        legend = ax.get_legend().get_window_extent(renderer)
+        return boxes, legend, ax.get_window_extent(renderer)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_throughput_phase_labels_do_not_overlap(tmp_path) -> None:
+    """faults_stop and drain_end a moment apart at the right edge (a drain that had nothing left
+    to do): every phase is labelled, no two labels overlap, none runs into the legend or past
+    the plot's right edge."""
+    build, _ = CASES["clean_run"]
+    r = build()
+    r.run_event(0.0, "start")
+    r.run_event(4.0, "faults_stop")
+    r.run_event(4.05, "drain_end")
+    folder = r.write(tmp_path / "phases")
+    boxes, legend, axes = _phase_label_boxes(folder)
+    assert set(boxes) == {"start", "faults_stop", "drain_end"}
+    names = sorted(boxes)
+    for i, a in enumerate(names):
+        assert not boxes[a].overlaps(legend), a
+        assert boxes[a].x1 <= axes.x1 + 1 and boxes[a].x0 >= axes.x0 - 1, (a, boxes[a], axes)
+        for b in names[i + 1:]:
+            assert not boxes[a].overlaps(boxes[b]), (a, b)
+
+
+def _stored_run(tmp_path, name: str = "planted-finish-ignores-generation"):
+    """A copy of a stored real run (tests/fixtures/runs) with a stale commit, a late finish and duplicates."""
+    import shutil
+    from pathlib import Path
+
+    stored = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / name
+    copy = tmp_path / name
+    shutil.copytree(stored, copy, ignore=shutil.ignore_patterns("expected-summary.json"))
+    return copy
+
+
+def _involved(result) -> list[float]:
+    tasks = [t for r in result.invariants.values() if r.valid is False for t in r.tasks]
+    return list(dict.fromkeys([*tasks, *result.duplicate_tasks]))
+
+
+def test_the_timeline_names_the_holds_of_the_tasks_in_violations(tmp_path) -> None:
+    """A violation's task can be found on the timeline: each of its holds is labelled with the task and
+    generation (the stale commit of t000002: generation 1 and the takeover's generation 2), and the
+    labels, placed above and below the lanes, never cover one another."""
+    import matplotlib.pyplot as plt
+
+    from takeover.checker import analyse
+    from takeover.reports import figures
+
+    result = analyse(_stored_run(tmp_path))
+    fig, _ = figures.timeline_figure(result.facts, _involved(result))
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        labels = [t for t in fig.axes[0].texts if t.get_text().startswith("t0")]
+        names = {t.get_text() for t in labels}
+        assert {"t000002 g1", "t000002 g2"} <= names
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert not a.overlaps(b), (a, b)
+    finally:
+        plt.close(fig)
+    plain, _ = figures.timeline_figure(result.facts)
+    try:
+        assert not [t for t in plain.axes[0].texts if t.get_text().startswith("t0")]
+    finally:
+        plt.close(plain)
+
+
+def test_generation_panels_tick_whole_generations(tmp_path) -> None:
+    import matplotlib.pyplot as plt
+
+    from takeover.checker import analyse
+    from takeover.reports import figures
+
+    result = analyse(_stored_run(tmp_path))
+    fig, _ = figures.generations_figure(result.facts, _involved(result))
+    try:
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert panels
+        for ax in panels:
+            ticks = list(ax.get_yticks())
+            assert ticks and all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)
+    finally:
+        plt.close(fig)
+
+
+def test_reports_show_values_in_words_not_json(tmp_path) -> None:
+    """Fault coverage, counts and examples hold lists and dicts; the reports print them as text."""
+    import html as html_lib
+
+    folder = _stored_run(tmp_path)
+    check_and_report(folder, out=io.StringIO())
+    page = html_lib.unescape((folder / "report.html").read_text())
+    cells = page.split("<td>")[1:]
+    assert cells and not [c for c in cells if c.startswith(("[", "{"))]
+    assert "by phase: acted 2, finishing 1" in page
+    assert "(1, done, 3)" in page  # t000002's accepted finish: generation 1, done, by incarnation 3
+    md = (folder / "report.md").read_text()
+    assert '[[1, "done", 3]]' not in md and "| (1, done, 3) |" in md
+
+
+def test_plain_words_for_summary_values() -> None:
+    from takeover.reports.words import plain
+
+    assert plain(None) == "—"
+    assert plain(True) == "yes"
+    assert plain(0.184) == "0.184"
+    assert plain([0.09, 0.182]) == "0.09, 0.182"
+    assert plain([[1, "done", 3], [2, "uncertain", 5]]) == "(1, done, 3), (2, uncertain, 5)"
+    assert plain({"acted": 2, "working": 1}) == "acted 2, working 1"
+    assert plain({"by phase": {"acted": 2}, "by aim": {"random": 1}}) == "by phase: acted 2; by aim: random 1"
