@@ -13,7 +13,7 @@ SOAK_MINUTES ?= 60
 SHELL := bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: typecheck all test stress scenarios lint clean check selftest bench soak sweep
+.PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep
 
 all: test
 
@@ -27,6 +27,10 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The edit-and-test loop: every test not marked slow (tests/README.md says which are).
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 stress: $(STAMP)
 	$(BIN)/takeover stress $(ARGS)

@@ -60,6 +60,7 @@ def test_the_report_says_what_each_cause_means(tmp_path) -> None:
     assert "| lost_lease | 0 |" in report and "outlived" in report
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_queue_that_steals_live_leases_shows_its_duplicates_as_other(tmp_path, monkeypatch) -> None:
     """A real smoke run of StealsLiveLeases (leases count as expired half a lease early). Every

@@ -25,6 +25,7 @@ def test_planted_queues_cover_every_invariant() -> None:
     assert covered == set(INVARIANTS)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_quick_selftest_catches_planted_bugs_and_passes_the_reference(tmp_path) -> None:
     out = subprocess.run([sys.executable, "-m", "takeover", "selftest", "--quick", "--seeds", "2", "--json",

@@ -118,6 +118,7 @@ MAY_BREAK = {
 MUST_HOLD = {"generation_monotonic"}
 
 
+@pytest.mark.slow
 def test_smoke_stress_run_reaches_a_verdict(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.run(

@@ -15,6 +15,7 @@ from takeover.commands.bench import TARGETS
 from tests.helpers.processes import takeover
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_quick_bench_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"

@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers.processes import reap_stragglers, records, takeover
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 
 SLOW = ("--profile", "smoke", "--no-faults", "--workers", "3", "--tasks", "24", "--duration", "1", "--seed", "4",
         "--lease", "0.3", "--task-time-dist", "uniform", "--task-time-mean", "0.3", "--task-time-spread", "0.5",

@@ -16,6 +16,7 @@ import pytest
 from tests.helpers.processes import records, takeover
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_every_worker_fault_is_closed_and_deaths_close_them_after_the_exit(tmp_path) -> None:
     run = tmp_path / "run"

@@ -15,6 +15,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 _PARENT = r"""
 import sys
@@ -30,6 +31,7 @@ finally:
 """
 
 
+@pytest.mark.slow
 def test_measuring_processes_die_with_a_killed_parent(tmp_path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # the queue file of a killed parent stays in tmp_path
     parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True, cwd=tmp_path, env=env)

@@ -85,6 +85,7 @@ def _uncertain(run_dir: Path) -> dict[str, int]:
         q.close()
 
 
+@pytest.mark.slow
 def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(lossy, run_dir)
@@ -152,6 +153,7 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
     assert bad.returncode == 1 and "state_matches_history: VIOLATED" in bad.stdout
 
 
+@pytest.mark.slow
 def test_reconcile_through_the_running_service_agrees_with_the_ledger(lossy, tmp_path):
     from takeover.run.service import ServiceSpec, listen, service_main
 
@@ -179,6 +181,7 @@ def test_reconcile_through_the_running_service_agrees_with_the_ledger(lossy, tmp
     assert via_service.pending == len(UNREACHED) and via_service.errors == 0
 
 
+@pytest.mark.slow
 def test_a_queue_without_resolve_is_left_alone_and_said_so(lossy, tmp_path):
     run_dir = tmp_path / "bare"
     shutil.copytree(lossy, run_dir)
@@ -201,6 +204,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage-ledger", "empty-ledger", "foreign-ledger", "config-list"])
 def test_a_damaged_run_folder_is_refused_and_nothing_resolved(lossy, tmp_path, damage):
     """An empty or foreign ledger would answer "never happened" for every key and send every
@@ -233,6 +237,7 @@ def test_a_damaged_run_folder_is_refused_and_nothing_resolved(lossy, tmp_path, d
     assert (run_dir / "history.jsonl").read_bytes() == history
 
 
+@pytest.mark.slow
 def test_a_late_reply_is_never_read_as_the_next_tasks_answer(lossy, tmp_path):
     """The first lookup's reply comes after the client's timeout; the protocol's replies do not name
     their key, so reading on from that connection would give the next task the first one's answer."""

@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers.processes import reap_stragglers, takeover
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 
 RUN = ("--profile", "smoke", "--workers", "3", "--tasks", "40", "--duration", "2", "--seed", "11",
        "--kill-after-action-rate", "2.5", "--kill-rate", "0", "--kill-before-action-rate", "0",

@@ -97,6 +97,7 @@ def finish(proc: subprocess.Popen, marker: Path, timeout: float = 60) -> tuple[s
     return out, err
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_a_hung_claim_fails_its_step_and_the_other_scenarios_still_run(tmp_path):
     proc, marker = start_scenarios(tmp_path, "--queue", "hanging_queue:ClaimHangsInS2", "--step-timeout", HANG_TIMEOUT)
@@ -118,6 +119,7 @@ def test_a_hung_claim_fails_its_step_and_the_other_scenarios_still_run(tmp_path)
     assert "1 scenario(s) stopped at a queue call that did not return within 1.5 s (S2); 3 step(s) not run." in out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_every_kind_of_hang_is_reported_where_it_happened(tmp_path):
     """A hang in the action, in the observing snapshot (a spinning loop that holds the GIL), in the

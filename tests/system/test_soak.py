@@ -46,6 +46,7 @@ def _wait_while_running(proc, ready, timeout: float = 110.0) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_soak_checkpoints_resources_and_interruption(tmp_path):
     """Checkpoints are written while the soak runs; SIGTERM still leaves a final verdict."""
@@ -100,6 +101,7 @@ def test_soak_checkpoints_resources_and_interruption(tmp_path):
         assert wait_no_stragglers(seg) == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_sigkill_leaves_the_verdict_junit_and_no_process(tmp_path):
     """A CI timeout may SIGKILL the soak: what was checked is still published, nothing is left running."""
@@ -123,6 +125,7 @@ def test_sigkill_leaves_the_verdict_junit_and_no_process(tmp_path):
     assert "as of the last checkpoint" in (root / "report.md").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_ctrl_c_twice_at_the_checkpoint_keeps_the_segment_on_record(tmp_path):
     """Two Ctrl-C at a checkpoint: no traceback, the segment that ran is on record, reports written.
@@ -155,6 +158,7 @@ def test_ctrl_c_twice_at_the_checkpoint_keeps_the_segment_on_record(tmp_path):
     assert wait_no_stragglers(root / "seg-0001") == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_the_printed_line_is_the_segment_that_ran(tmp_path):
     """``--minutes 0.05`` under the default 300 s checkpoint: one 3 s segment, and the header's line is its own."""
@@ -173,6 +177,7 @@ def test_the_printed_line_is_the_segment_that_ran(tmp_path):
     assert ran["duration"] == 3.0 and [s["name"] for s in _soak_json(root)["segments"]] == ["seg-0001"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_violation_is_banked_then_replayed(tmp_path):
     bank = tmp_path / "bank.json"

@@ -107,6 +107,7 @@ def _interrupted_run(tmp_path: Path, sig: int):
     return run_dir, proc.returncode, out, err, left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_interrupt_stops_faults_resumes_paused_and_leaves_nothing(tmp_path, sig):
     run_dir, code, out, err, left = _interrupted_run(tmp_path, sig)
@@ -147,6 +148,7 @@ def test_sigkill_of_the_coordinator_leaves_no_process_behind(tmp_path):
         stop_and_reap(proc, run_dir)
 
 
+@pytest.mark.slow
 def test_queue_errors_are_recorded_and_the_run_goes_on(tmp_path):
     run_dir = tmp_path / "run"
     try:
@@ -165,6 +167,7 @@ def test_queue_errors_are_recorded_and_the_run_goes_on(tmp_path):
     assert {row[1] for row in snap["tasks"]} <= {"done", "uncertain"}
 
 
+@pytest.mark.slow
 def test_a_queue_hung_in_snapshot_ends_the_run_at_the_drain_timeout(tmp_path):
     run_dir = tmp_path / "run"
     try:
@@ -181,6 +184,7 @@ def test_a_queue_hung_in_snapshot_ends_the_run_at_the_drain_timeout(tmp_path):
     assert [r["value"] for r in records(run_dir) if r["f"] == "run"] == ["start", "faults_stop", "drain_end"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_run_whose_queue_hangs_in_snapshot(tmp_path):
     run_dir = tmp_path / "run"
     proc = start_takeover("stress", "--profile", "smoke", "--queue", "flaky_queue:HangingSnapshotQueue",
@@ -210,6 +214,7 @@ def test_a_profile_with_a_fault_rate_that_is_not_a_number_exits_2(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_service_that_dies_is_restarted_and_the_restart_is_recorded(tmp_path):
     run_dir = tmp_path / "run"
     proc = start_takeover("stress", "--profile", "smoke", "--no-faults", "--duration", "3", "--out", str(run_dir))
@@ -240,6 +245,7 @@ def _only_fault(kind: str, rate: str) -> list[str]:
     return argv
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_kills_at_once_and_says_so_in_the_exit_records(tmp_path):
     run_dir = tmp_path / "run"
     only_slow = _only_fault("slow", "1")
@@ -263,6 +269,7 @@ def test_a_second_ctrl_c_kills_at_once_and_says_so_in_the_exit_records(tmp_path)
     assert all(r["detail"] == "second_signal" for r in killed), killed
 
 
+@pytest.mark.slow
 def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
     run_dir = tmp_path / "run"
     only_pause = _only_fault("pause", "3")
@@ -283,6 +290,7 @@ def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
     assert end["type"] == "info" and "died" in end["error"] and "value" not in end, end
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_check_keeps_the_run_and_says_how_to_check_it(tmp_path):
     run_dir = tmp_path / "run"
     env = child_env() | {"PYTHONUNBUFFERED": "1"}  # see the summary line the moment it is printed

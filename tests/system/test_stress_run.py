@@ -16,7 +16,7 @@ import pytest
 from takeover.config import AIM_PHASES, RunConfig
 from tests.helpers.processes import reap_stragglers, records, takeover, wait_no_stragglers
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 OPS = ("claim", "action", "finish", "extend", "slow", "lose_reply")
 

@@ -23,6 +23,7 @@ ALWAYS_FILLED = ("cell", "distribution", "lease", "remedy", "seed", "valid", "ta
                  "s5_per_1000_lo", "s5_per_1000_hi")
 
 
+@pytest.mark.slow
 def test_tiny_sweep_writes_a_complete_csv_and_report(tmp_path):
     out = tmp_path / "sweep"
     try:
@@ -64,6 +65,7 @@ def test_tiny_sweep_writes_a_complete_csv_and_report(tmp_path):
     assert "[sweep 8/8" in proc.stderr  # plain progress lines when not on a terminal
 
 
+@pytest.mark.slow
 def test_a_queue_bug_in_a_cell_is_reported_loudly(tmp_path):
     out = tmp_path / "bug"
     try:
@@ -90,6 +92,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_dry_run_lists_every_run(tmp_path):
     proc = takeover("sweep", "--grid", "sweep-default", "--dry-run", "--seeds", "3", "--out", str(tmp_path / "d"))
     assert proc.returncode == 0

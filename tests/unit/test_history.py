@@ -6,6 +6,7 @@ import json
 import math
 import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +54,7 @@ def test_what_the_fast_encoder_refuses_is_still_written_whole(tmp_path) -> None:
     assert tasks[0] == "t\\ud800x" and tasks[1] == "t2" and tasks.isna()[2] and tasks[3] == "t3"
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     task=st.text(min_size=1, max_size=12),

@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -188,3 +189,4 @@ QueueVersusModel.TestCase.settings = settings(
     max_examples=100, stateful_step_count=40, deadline=None, print_blob=True
 )
 TestReferenceQueueAgainstModel = QueueVersusModel.TestCase
+TestReferenceQueueAgainstModel.pytestmark = [pytest.mark.slow]  # 100 examples of up to 40 steps each
