@@ -1,4 +1,5 @@
-"""What every tier of the suite shares: fixture queues importable by name, and shared fixtures.
+"""What every tier of the suite shares: fixture queues importable by name, Ctrl-C that reaches the
+commands the tests start, and shared fixtures.
 
 Tests import shared code as ``from tests.helpers.<module> import ...`` (``tests`` is a package, and
 pytest's importlib mode imports each test file as part of it). The fixture queues in
@@ -9,6 +10,7 @@ PYTHONPATH (tests/helpers/queues.py) for every subprocess. tests/README.md says 
 
 from __future__ import annotations
 
+import signal
 import tempfile
 
 import pytest
@@ -16,6 +18,16 @@ import pytest
 from tests.helpers import queues
 
 queues.on_path()
+
+# System tests press Ctrl-C on the commands they start (SIGINT to the command's own session) and
+# expect what a terminal's Ctrl-C gives: a KeyboardInterrupt, a clean stop, exit 130. That needs
+# SIGINT at its default disposition in the command. A job started in the background by a
+# non-interactive shell (`make test &`, nohup, some CI runners) inherits SIGINT *ignored*, passes
+# that on through every exec, and the command rightly keeps ignoring it (as any background job
+# should): those tests then wait for their timeouts and fail. A handled signal is reset to its
+# default at exec, so handling it here gives every command the tests start the terminal's default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
