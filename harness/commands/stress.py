@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sqlite3
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,13 @@ from takeover.options import FAULT_RATES, NEMESIS_FAULTS, Command, add_run_optio
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
 EXIT_INTERRUPTED = 130
+
+# Ctrl-C while the checker runs must keep the run and say how to check it. A test that presses it
+# on a line printed just before the check races the check: on a loaded machine the test reads the
+# line late and the check is over first. With this variable set (to seconds; no user sets a
+# TAKEOVER_TEST_ name by accident) the command says so on stderr and waits that long where the
+# check starts, so the test's Ctrl-C lands there every time.
+HOLD_BEFORE_CHECK_ENV = "TAKEOVER_TEST_HOLD_BEFORE_CHECK"
 
 
 def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> None:
@@ -111,6 +120,7 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
             print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=sys.stderr)
         print("(takeover.checker is not installed: the run was recorded but not checked)", file=out)
         return 0
+    _hold_before_check()
     try:
         return check_and_report(result.run_dir, fail_on_duplicates=fail_on_duplicates, out=out).exit_code
     except UsageError:
@@ -119,6 +129,15 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
         print(f"takeover stress: the checker failed on {result.run_dir}: {type(exc).__name__}: {exc}; "
               f"re-check later with: takeover check {result.run_dir}", file=sys.stderr)  # fmt: skip
         return 3
+
+
+def _hold_before_check() -> None:
+    """The test hook described at ``HOLD_BEFORE_CHECK_ENV``; nothing at all when it is not set."""
+    seconds = os.environ.get(HOLD_BEFORE_CHECK_ENV)
+    if seconds:
+        print(f"takeover stress: holding {seconds}s before the check ({HOLD_BEFORE_CHECK_ENV} is set)",
+              file=sys.stderr, flush=True)  # fmt: skip
+        time.sleep(float(seconds))
 
 
 def ledger_counts(run_dir: Path) -> dict[str, int]:

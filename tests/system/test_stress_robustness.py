@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from takeover.commands.stress import HOLD_BEFORE_CHECK_ENV
 from takeover.options import FAULT_KINDS
 from tests.helpers.processes import (
     REPO,
@@ -292,19 +293,24 @@ def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_during_the_check_keeps_the_run_and_says_how_to_check_it(tmp_path):
+    """Ctrl-C where the check starts. The command holds there (HOLD_BEFORE_CHECK_ENV) far longer than
+    this test waits, so only the Ctrl-C can end it in time, and it cannot land after the check."""
     run_dir = tmp_path / "run"
-    env = child_env() | {"PYTHONUNBUFFERED": "1"}  # see the summary line the moment it is printed
+    env = child_env() | {HOLD_BEFORE_CHECK_ENV: "600"}
     proc = subprocess.Popen([sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--duration", "1",
                              "--out", str(run_dir)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    held = []
     try:
-        for line in proc.stdout:
-            if line.startswith("ledger:"):  # the run's own summary is out: the checker (pandas) loads next
+        for line in proc.stderr:  # progress lines, then the hold's own line
+            if HOLD_BEFORE_CHECK_ENV in line:
+                held.append(line)
                 os.killpg(proc.pid, signal.SIGINT)
                 break
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=120)
     finally:
         stop_and_reap(proc, run_dir)
+    assert held, f"the command never reached the check (exit {proc.returncode})"
     assert proc.returncode == 130, err
     assert f"takeover check {run_dir}" in err and "Traceback" not in err, err
     assert (run_dir / "snapshot.json").exists() and "tasks" in json.loads((run_dir / "snapshot.json").read_text())
