@@ -1,6 +1,6 @@
 """The ``takeover`` command line: one subcommand per module in ``takeover.commands``.
 
-Each subcommand module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
+Each subcommand module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> ExitCode``.
 The CLI owns the error contract: bad input is one line on stderr and exit code 2, never a
 traceback, and Ctrl-C is exit 130 after the command has cleaned up after itself.
 """
@@ -14,11 +14,10 @@ import sys
 from collections.abc import Sequence
 
 from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
 
 # Order is the order shown in --help. A module that does not exist yet is simply not offered.
 COMMANDS = ("scenarios", "stress", "check", "selftest", "reconcile", "sweep", "soak", "bench")
-
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -56,16 +55,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):
             parser.print_help()
-            return EXIT_USAGE
+            return ExitCode.USAGE
         return int(args._run(args))
     except UsageError as exc:
         print(f"takeover: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         print("takeover: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return EXIT_OK
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # the reader went away (``| head``): nothing is wrong with the run
+        return ExitCode.VALID
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from takeover import store
+from takeover.exit_codes import ExitCode
 from takeover.run.ledger import Ledger
 
 LEASE = 5.0
@@ -201,7 +202,7 @@ def _measure(script: str, *args: str) -> tuple[float, float]:
     return float(took), float(rss)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> ExitCode:
     parser = argparse.ArgumentParser(prog="python -m takeover.benchmarks.check_1m",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss_ratio": round(check_mb / read_mb, 2), "repeat": args.repeat, "dir": str(folder),
         "read_all_files_s": round(read_all_s, 3), "time_ratio_all_files": round(check_s / read_all_s, 2),
     }))
-    return 0
+    return ExitCode.VALID
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from takeover.checker.invariants import InvariantResult, check_invariants
 from takeover.checker.load import load_run
 from takeover.checker.remedies import feature_sections
 from takeover.checker.verdict import Verdict, combine, exit_code, inconclusive_reason
+from takeover.exit_codes import ExitCode
 
 CONFIG_KEYS = ("queue", "seed", "profile", "workers", "tasks", "duration", "lease", "remedy", "heartbeat",
                "faults", "command")
@@ -36,7 +37,7 @@ class CheckResult:
 
     run_dir: Path
     verdict: Verdict  # summary["valid"]
-    exit_code: int  # summary["exit_code"]: 0 valid, 1 violated (or duplicates with --fail-on-duplicates), 3
+    exit_code: ExitCode  # summary["exit_code"]: VALID, VIOLATED (or duplicates with --fail-on-duplicates), INCONCLUSIVE
     summary: dict[str, Any]
     invariants: dict[str, InvariantResult]
     facts: Facts
@@ -73,7 +74,7 @@ def _analyse(run_dir: str | Path, *, fail_on_duplicates: bool) -> CheckResult:
     code = exit_code(valid, dup_fail)
     summary: dict[str, Any] = {
         "valid": valid,
-        "exit_code": code,
+        "exit_code": int(code),  # summary.json holds the number, whatever json makes of an enum
         "inconclusive": why,
         "interrupted": fx.interrupted,
         "fail_on_duplicates": fail_on_duplicates,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from takeover.exit_codes import ExitCode
+
 if TYPE_CHECKING:
     from takeover.checker.invariants import InvariantResult
 
@@ -12,8 +14,6 @@ if TYPE_CHECKING:
 # "unknown" (the run folder cannot tell: missing evidence, or a run that tested nothing).
 Verdict: TypeAlias = bool | Literal["unknown"]
 UNKNOWN: Literal["unknown"] = "unknown"
-
-EXIT_VALID, EXIT_VIOLATED, EXIT_INCONCLUSIVE = 0, 1, 3
 
 
 def combine(results: Mapping[str, InvariantResult], inconclusive: str | None) -> Verdict:
@@ -38,9 +38,9 @@ def inconclusive_reason(counts: dict[str, Any], history_lines: int) -> str | Non
     return None
 
 
-def exit_code(valid: Verdict, duplicates_fail: bool) -> int:
+def exit_code(valid: Verdict, duplicates_fail: bool) -> ExitCode:
     if valid is False:
-        return EXIT_VIOLATED
+        return ExitCode.VIOLATED
     if valid == UNKNOWN:
-        return EXIT_INCONCLUSIVE
-    return EXIT_VIOLATED if duplicates_fail else EXIT_VALID
+        return ExitCode.INCONCLUSIVE
+    return ExitCode.VIOLATED if duplicates_fail else ExitCode.VALID

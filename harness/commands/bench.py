@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
 
 HELP = "measure takeover's own overhead as ratios against bare SQLite; print a table, write bench.json"
 
@@ -75,7 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"run only this measurement (repeatable): {', '.join(SOURCES)}")  # fmt: skip
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     out = Path(args.out)
     if out.is_dir():
         raise UsageError(f"--out {str(out)!r} is a directory; give a file name such as bench.json")
@@ -107,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
     missed = [r["name"] for r in results if not r["pass"]]
     if missed and not quick:
         print(f"takeover bench: target missed: {', '.join(missed)}", file=sys.stderr)
-        return 1
-    return 0
+        return ExitCode.VIOLATED
+    return ExitCode.VALID
 
 
 def evaluate(figures: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,7 +212,7 @@ def _check_1m(events: int, repeat: int) -> dict[str, Any]:
         )  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if proc.returncode != 0:
+    if proc.returncode != ExitCode.VALID:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"check_1m failed (exit {proc.returncode}): {tail}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

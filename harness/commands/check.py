@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from takeover.exit_codes import ExitCode
 from takeover.store import JUNIT_XML, REPORT_MD, SUMMARY_FILE
 
 HELP = "check a stored run folder: invariants, duplicates, reports (exit 0 valid, 1 violated, 3 inconclusive)"
@@ -18,7 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"write {SUMMARY_FILE} only (skip {REPORT_MD}/html and {JUNIT_XML})")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     import sys
 
     from takeover.pipeline import check_and_report

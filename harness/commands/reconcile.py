@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from takeover.exit_codes import ExitCode
 from takeover.store import LEDGER_FILE
 
 HELP = "resolve a run's uncertain tasks to done / pending by asking the service's ledger, then re-check"
@@ -21,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-check", action="store_true", help="resolve only; do not re-check the run")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from takeover.errors import UsageError
     from takeover.reconcile import describe, reconcile_run
 
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     result = reconcile_run(args.run_dir, port=args.service_port)
     sys.stdout.write(describe(result))
     if args.no_check:
-        return 0
+        return ExitCode.VALID
     from takeover.pipeline import check_and_report
 
     return check_and_report(args.run_dir, out=sys.stdout).exit_code

@@ -28,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from takeover.contract import REFERENCE_QUEUE
+from takeover.exit_codes import ExitCode
 from takeover.scenarios import (
     DEFAULT_STEP_TIMEOUT,
     LANGS,
@@ -160,7 +161,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     results = run_scenarios(args.queue, args.scenario, args.step_timeout)
     ok = all(r.ok for r in results)
     if args.json:
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     else:
         print_transcript(results, args.queue, args.lang, args.step_timeout)
-    return 0 if ok else 1
+    return ExitCode.VALID if ok else ExitCode.VIOLATED
 
 
 # ---------------------------------------------------------------------------------------- text

@@ -22,6 +22,7 @@ import psutil
 from takeover import store
 from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
 
 HELP = "run planted-bug queues and the reference queue under short stress runs: is every bug caught?"
 # The quick set holds bugs that any takeover exposes, wherever the displaced holder's late call
@@ -56,7 +57,7 @@ def _stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ..
         _reap(proc.pid)
         raise
     took = time.monotonic() - started
-    summary = store.read_summary(out) if proc.returncode != 2 else None
+    summary = store.read_summary(out) if proc.returncode != ExitCode.USAGE else None
     if summary is None:
         line = (err or "").strip().splitlines()[-1:] or ["no summary written"]
         raise UsageError(f"selftest: the stress run for {queue} failed (exit {proc.returncode}): {line[0]}")
@@ -84,7 +85,7 @@ def _first_violation(summary: dict[str, Any], names: tuple[str, ...]) -> float |
     return min(times) if times else None
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from takeover.queues.planted import PLANTED
 
     if args.seeds < 1:
@@ -143,4 +144,4 @@ def run(args: argparse.Namespace) -> int:
         out.write(f"selftest: {caught}/{len(results)} planted bugs caught, reference "
                   f"{'passed' if all(r['valid'] is True for r in refs) else 'FAILED'} on {len(refs)} seed(s); "
                   f"runs in {root}\n")
-    return 0 if ok else 1
+    return ExitCode.VALID if ok else ExitCode.VIOLATED

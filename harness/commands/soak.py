@@ -22,6 +22,7 @@ from pathlib import Path
 
 from takeover.config import RunConfig
 from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
 from takeover.options import RUN_OPTIONS
 
 HELP = "soak: replay banked failing seeds, then checked segments under faults for --minutes (nightly CI)"
@@ -95,7 +96,7 @@ def header(base: RunConfig, minutes: float, checkpoint: float, root: Path) -> li
             f"seg-0001 runs: {dataclasses.replace(base, duration=first).command()}{then}"]  # fmt: skip
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from takeover import store
     from takeover.commands import stress
     from takeover.soak import seedbank

@@ -22,11 +22,10 @@ from takeover import store
 from takeover.config import RunConfig, load_profile, profile_names, with_overrides
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
 from takeover.options import FAULT_RATES, NEMESIS_FAULTS, Command, add_run_options, given
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
-
-EXIT_INTERRUPTED = 130
 
 # Ctrl-C while the checker runs must keep the run and say how to check it. A test that presses it
 # on a line printed just before the check races the check: on a loaded machine the test reads the
@@ -76,7 +75,7 @@ def check_queue(spec: str) -> None:
             raise UsageError(f"queue {spec!r}: close() failed: {type(exc).__name__}: {exc}") from None
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from takeover.run.coordinator import Coordinator
     from takeover.run.progress import ProgressDisplay
     from takeover.workloads.worker import worker_main
@@ -102,15 +101,15 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the run is complete and kept: only the verdict (or its printing) is missing
         print(f"takeover stress: interrupted after the run; the run is kept, check it with: "
               f"takeover check {run_dir}", file=sys.stderr)  # fmt: skip
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     if result.interrupted:
         # The verdict above covers what was recorded; the run itself did not complete.
         print("takeover stress: interrupted; what was recorded is kept and was checked", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     return code
 
 
-def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
+def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> ExitCode:
     """Hand the run to the checker when it is installed; otherwise summarise our own counts."""
     print_run_summary(result, out)
     try:
@@ -119,7 +118,7 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
         if not isinstance(exc, ImportError):
             print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=sys.stderr)
         print("(takeover.checker is not installed: the run was recorded but not checked)", file=out)
-        return 0
+        return ExitCode.VALID
     _hold_before_check()
     try:
         return check_and_report(result.run_dir, fail_on_duplicates=fail_on_duplicates, out=out).exit_code
@@ -128,7 +127,7 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> int:
     except Exception as exc:  # noqa: BLE001 - the run is kept; say why there is no verdict
         print(f"takeover stress: the checker failed on {result.run_dir}: {type(exc).__name__}: {exc}; "
               f"re-check later with: takeover check {result.run_dir}", file=sys.stderr)  # fmt: skip
-        return 3
+        return ExitCode.INCONCLUSIVE
 
 
 def _hold_before_check() -> None:

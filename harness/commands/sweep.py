@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from takeover import store
+from takeover.exit_codes import ExitCode
 
 if TYPE_CHECKING:  # the sweep's modules are imported when the command runs, not when the CLI starts
     from takeover.sweep.grid import Grid
@@ -106,7 +107,7 @@ def _heartbeat_note(grid: Grid, queue: str) -> str:
                            "(their numbers are fixed-lease numbers)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from takeover.commands.stress import check_queue
     from takeover.reports.sweep import recommendation_markdown, write_sweep_report
     from takeover.sweep.recommend import recommend
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         for cell, seed in runs:
             print(f"{cell.cell_id} seed {seed}")
         print(f"{len(runs)} run(s) in {len(grid.cells())} cell(s)")
-        return 0
+        return ExitCode.VALID
     check_queue(first.queue)
     note = _heartbeat_note(grid, first.queue)
     print(f"takeover sweep: grid {grid.name}, {len(runs)} run(s) in {len(grid.cells())} cell(s) -> {out}",
@@ -146,5 +147,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {line}", file=sys.stderr)
     if result.interrupted:
         print("takeover sweep: interrupted; finished cells are kept and reported", file=sys.stderr)
-        return 130
-    return 1 if result.violations else 0
+        return ExitCode.INTERRUPTED
+    return ExitCode.VIOLATED if result.violations else ExitCode.VALID

@@ -39,6 +39,7 @@ from typing import Any
 from takeover import store
 from takeover.config import RunConfig
 from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
 from takeover.run.progress import accepted_finishes
 from takeover.soak import seedbank
 from takeover.soak.display import SoakDisplay, Totals
@@ -47,6 +48,8 @@ from takeover.soak.resources import ResourceWatch, Targets, growth_warnings, rea
 BULKY = (store.HISTORY_FILE, *store.sqlite_files(store.QUEUE_FILE), *store.sqlite_files(store.LEDGER_FILE),
          store.SNAPSHOT_FILE, store.REPORT_HTML)  # fmt: skip
 MIN_SEGMENT = 1.0  # seconds: a shorter remainder of the budget is not worth a run
+# The codes a completed check gives; a segment with any other kept everything for a re-check.
+CHECKED = (ExitCode.VALID, ExitCode.VIOLATED, ExitCode.INCONCLUSIVE)
 
 
 def segment_length(checkpoint: float, remaining: float) -> float | None:
@@ -97,7 +100,7 @@ class Soak:
         self.budget_start: float | None = None  # when the segments started (replays come first)
 
     # -- the whole soak ---------------------------------------------------------------------------
-    def run(self) -> int:
+    def run(self) -> ExitCode:
         # Load the checker and the reports (pandas, matplotlib: seconds, ~200 MB) before anything
         # runs: a second Ctrl-C landing inside their first import, at the first checkpoint, left
         # matplotlib half-imported and every later report failed; and the memory series then starts
@@ -201,7 +204,7 @@ class Soak:
         self._show("checked")  # the live panel shows the new totals at once
         return seg
 
-    def check(self, run_dir: Path) -> tuple[int, dict[str, Any] | None]:
+    def check(self, run_dir: Path) -> tuple[ExitCode, dict[str, Any] | None]:
         self.in_check = True  # only here does a second Ctrl-C cut things short (see _on_signal)
         try:
             if self.stopping >= 2:
@@ -215,14 +218,14 @@ class Soak:
             self.stopping = max(self.stopping, 2)
             self.display.note(f"[soak] the check of {run_dir.name} was cut short; re-check with: "
                               f"takeover check {run_dir}")  # fmt: skip
-            return 130, None
+            return ExitCode.INTERRUPTED, None
         except Exception as exc:  # noqa: BLE001 - the segment's files are kept for a re-check
             self.display.note(f"[soak] the checker failed on {run_dir}: {type(exc).__name__}: {exc}")
-            return 3, None
+            return ExitCode.INCONCLUSIVE, None
         finally:
             self.in_check = False
 
-    def record(self, name: str, kind: str, cfg: RunConfig, result: Any, code: int,
+    def record(self, name: str, kind: str, cfg: RunConfig, result: Any, code: ExitCode,
                summary: dict[str, Any] | None) -> dict[str, Any]:
         t, c = result.tally, result.counters
         s = summary or {}
@@ -249,10 +252,10 @@ class Soak:
 
     def prune(self, run_dir: Path, seg: dict[str, Any]) -> None:
         """Retire a checked segment's bulky files (see the module docstring for what stays)."""
-        if self.o.keep == "all" or seg["exit_code"] == 130:
+        if self.o.keep == "all" or seg["exit_code"] == ExitCode.INTERRUPTED:
             seg["pruned"] = False
             return
-        if seg["verdict"] == "invalid" or seg["exit_code"] not in (0, 1, 3) or seg["verdict"] == "inconclusive" \
+        if seg["verdict"] == "invalid" or seg["exit_code"] not in CHECKED or seg["verdict"] == "inconclusive" \
                 and seg["inconclusive"] is None:  # the checker failed: keep all for a re-check
             if self.kept_failed < self.o.keep_failed:
                 self.kept_failed += 1
@@ -267,15 +270,15 @@ class Soak:
         seg["pruned"] = True
 
     # -- summary, verdict ----------------------------------------------------------------------------
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         done = self.segments + self.replays
         if any(s["verdict"] == "invalid" for s in done):
-            return 1
+            return ExitCode.VIOLATED
         if self.stopping:
-            return 130
+            return ExitCode.INTERRUPTED
         if not done or all(s["verdict"] == "inconclusive" for s in done):
-            return 3
-        return 0
+            return ExitCode.INCONCLUSIVE
+        return ExitCode.VALID
 
     def verdict(self) -> str:
         done = self.segments + self.replays

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import takeover.checker
 
-# The checker, and what it may lean on: the run-folder store, the history's reader, the errors.
-ALLOWED = ("takeover.checker", "takeover.store", "takeover.history", "takeover.errors")
+# The checker, and what it may lean on: the run-folder store, the history's reader, the errors and
+# the exit codes (a module that imports nothing, shared with the commands).
+ALLOWED = ("takeover.checker", "takeover.store", "takeover.history", "takeover.errors", "takeover.exit_codes")
 
 
 def _is_type_checking(node: ast.If) -> bool:
