@@ -28,13 +28,14 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
 from takeover.errors import UsageError
 
 if TYPE_CHECKING:
+    from takeover.checker.summary_types import Summary
     from takeover.config import RunConfig
 
 # -- a run folder (takeover stress; each soak segment; each sweep cell) -------------------------------
@@ -246,23 +247,26 @@ def read_snapshot(run_dir: Path) -> dict[str, Any] | None:
 
 
 # -- summary.json ---------------------------------------------------------------------------------------------
-def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> str:
+def write_summary(run_dir: Path, summary: Summary) -> str:
     """``summary.json``, the checker's result; returns its file name for the list of files written."""
     (run_dir / SUMMARY_FILE).write_text(dump_summary(summary))
     return SUMMARY_FILE
 
 
-def dump_summary(summary: Mapping[str, Any]) -> str:
+def dump_summary(summary: Summary) -> str:
     """The summary as ``summary.json`` holds it (and ``takeover check --json`` prints it)."""
     return json.dumps(summary, indent=2, default=json_default) + "\n"
 
 
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The checker's ``summary.json``; None when the run was never checked."""
+def read_summary(run_dir: Path) -> Summary | None:
+    """The checker's ``summary.json``; None when the run was never checked.
+
+    Typed as the checker writes it: the callers read the summary of a run this takeover has just
+    checked. A summary written by another version may lack a key or hold another shape."""
     path = run_dir / SUMMARY_FILE
     if not path.is_file():
         return None
-    return read_json_object(path)
+    return cast("Summary", read_json_object(path))
 
 
 # -- reconcile.json -------------------------------------------------------------------------------------------

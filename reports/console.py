@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from takeover.reports.words import feature_lines, verdict_word
 from takeover.store import json_default
 
+if TYPE_CHECKING:  # the reports import no part of the checker at run time
+    from takeover.checker.summary_types import Summary
 
-def short_summary(summary: dict[str, Any], written: list[str]) -> str:
+
+def short_summary(summary: Summary, written: list[str]) -> str:
     """A few lines: the verdict, each invariant that does not hold (with one example), the counts,
     the duplicates, the remedy lines, the warnings, and the files ``written`` into the run folder."""
     lines = [f"{verdict_word(summary)}: {summary['run_dir']}"]

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import base64
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from takeover.reports.markdown import CAUSE_MEANING, MEANING
 from takeover.reports.words import feature_lines, plain, verdict_word
+
+if TYPE_CHECKING:  # the reports import no part of the checker at run time
+    from takeover.checker.summary_types import Summary
+    from takeover.checker.verdict import Verdict
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#212529}
@@ -19,6 +23,10 @@ font-size:.9em;text-align:left;vertical-align:top}th{background:#f1f3f5}
 code,pre{background:#f1f3f5;padding:.1em .3em;border-radius:3px}pre{padding:.6em;overflow-x:auto}
 img{max-width:100%;border:1px solid #dee2e6;margin:.5em 0}.note{color:#6c757d;font-size:.9em}
 """
+
+# The page's colour and each invariant's mark, by verdict ("unknown" is the default).
+VERDICT_CLASS: dict[Verdict, str] = {True: "valid", False: "invalid"}
+INVARIANT_MARK: dict[Verdict, tuple[str, str]] = {True: ("ok", "holds"), False: ("bad", "VIOLATED")}
 
 
 def _e(x: Any) -> str:
@@ -40,9 +48,9 @@ def _img(png: bytes | None, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
-def render(summary: dict[str, Any], figures: dict[str, tuple[bytes | None, str]]) -> str:
+def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]]) -> str:
     s = summary
-    cls = {True: "valid", False: "invalid"}.get(s["valid"], "unknown")
+    cls = VERDICT_CLASS.get(s["valid"], "unknown")
     if s["failed_on_duplicates"]:
         cls = "invalid"
     cfg = s.get("config", {})
@@ -57,7 +65,7 @@ def render(summary: dict[str, Any], figures: dict[str, tuple[bytes | None, str]]
     parts.append("<h2>Invariants</h2><table><tr><th>invariant</th><th>verdict</th><th>violations</th>"
                  "<th>meaning</th></tr>")
     for name, inv in s["invariants"].items():
-        mark = {True: ("ok", "holds"), False: ("bad", "VIOLATED")}.get(inv["valid"], ("unk", "unknown"))
+        mark = INVARIANT_MARK.get(inv["valid"], ("unk", "unknown"))
         parts.append(f"<tr><td><code>{name}</code></td><td class='{mark[0]}'>{mark[1]}</td>"
                      f"<td>{inv['violations']}</td><td>{_e(MEANING.get(name, ''))}</td></tr>")
     parts.append("</table>")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the reports import no part of the checker at run time
+    from takeover.checker.summary_types import InvariantJson, Summary
 
 
-def render(summary: dict[str, Any]) -> bytes:
+def render(summary: Summary) -> bytes:
     invs = summary["invariants"]
-    cases: list[tuple[str, dict[str, Any]]] = list(invs.items())
+    cases: list[tuple[str, InvariantJson]] = list(invs.items())
     if summary.get("fail_on_duplicates"):
         d = summary["duplicates"]
         cases.append(("no_duplicate_side_effects", {
@@ -23,8 +26,9 @@ def render(summary: dict[str, Any]) -> bytes:
     for key in ("queue", "seed", "profile", "command"):
         if key in summary.get("config", {}):
             ET.SubElement(props, "property", name=key, value=str(summary["config"][key]))
-    if summary.get("inconclusive"):
-        ET.SubElement(props, "property", name="inconclusive", value=summary["inconclusive"])
+    why = summary.get("inconclusive")
+    if why:
+        ET.SubElement(props, "property", name="inconclusive", value=why)
     for name, c in cases:
         case = ET.SubElement(suite, "testcase", classname="takeover.invariants", name=name, time="0")
         if c["valid"] is False:

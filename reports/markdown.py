@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from takeover.reports.words import feature_lines, plain, verdict_word
+
+if TYPE_CHECKING:  # the reports import no part of the checker at run time
+    from takeover.checker.summary_types import Percentiles, Summary
 
 MEANING = {
     "no_stale_commit": "no finish accepted for a generation lower than one already claimed",
@@ -48,7 +51,7 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def render(summary: dict[str, Any]) -> str:
+def render(summary: Summary) -> str:
     s = summary
     lines = [f"# takeover check: {verdict_word(s)}", ""]
     cfg = s.get("config", {})
@@ -130,7 +133,7 @@ def render(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _trio(p: dict[str, Any]) -> str:
+def _trio(p: Percentiles) -> str:
     return "–" if not p.get("n") else f"{p['p50']} / {p['p99']} / {p['max']}"
 
 

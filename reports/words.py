@@ -3,7 +3,10 @@ lines. One place, so the terminal, report.md and report.html never call the same
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the reports import no part of the checker at run time
+    from takeover.checker.summary_types import Summary
 
 
 def plain(value: Any) -> str:
@@ -30,7 +33,7 @@ def plain(value: Any) -> str:
     return str(value)
 
 
-def verdict_word(summary: dict[str, Any]) -> str:
+def verdict_word(summary: Summary) -> str:
     if summary["valid"] is False:
         return "INVALID"
     if summary["valid"] == "unknown":
@@ -38,7 +41,7 @@ def verdict_word(summary: dict[str, Any]) -> str:
     return "VALID (duplicates fail this run)" if summary["failed_on_duplicates"] else "VALID"
 
 
-def feature_lines(summary: dict[str, Any]) -> list[str]:
+def feature_lines(summary: Summary) -> list[str]:
     """What the remedy, the heartbeats and reconciliation did: for the terminal, report.md and report.html."""
     lines = []
     rem = summary.get("remedy")

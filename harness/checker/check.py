@@ -12,13 +12,13 @@ import gc
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from takeover.checker.counts import counts, coverage, duplicates, warnings
 from takeover.checker.facts import Facts, build_facts
 from takeover.checker.invariants import InvariantResult, check_invariants
 from takeover.checker.load import load_run
 from takeover.checker.remedies import feature_sections
+from takeover.checker.summary_types import Summary
 from takeover.checker.verdict import Verdict, combine, exit_code, inconclusive_reason
 from takeover.exit_codes import ExitCode
 
@@ -38,7 +38,7 @@ class CheckResult:
     run_dir: Path
     verdict: Verdict  # summary["valid"]
     exit_code: ExitCode  # summary["exit_code"]: VALID, VIOLATED (or duplicates with --fail-on-duplicates), INCONCLUSIVE
-    summary: dict[str, Any]
+    summary: Summary
     invariants: dict[str, InvariantResult]
     facts: Facts
     duplicate_tasks: list[float]  # codes of the tasks whose side effect was performed more than once
@@ -72,7 +72,7 @@ def _analyse(run_dir: str | Path, *, fail_on_duplicates: bool) -> CheckResult:
     valid = combine(results, why)
     dup_fail = bool(fail_on_duplicates and dup.get("tasks"))
     code = exit_code(valid, dup_fail)
-    summary: dict[str, Any] = {
+    summary: Summary = {
         "valid": valid,
         "exit_code": int(code),  # summary.json holds the number, whatever json makes of an enum
         "inconclusive": why,

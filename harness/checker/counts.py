@@ -14,12 +14,13 @@ import pandas as pd
 
 from takeover.checker.facts import Facts
 from takeover.checker.invariants import _extended_leases
+from takeover.checker.summary_types import Counts, Coverage, Duplicates, Overruns, Percentiles
 
 EXAMPLES = 5
 FAULT_KINDS = ("kill", "pause", "lose_reply", "slow")
 
 
-def _pct(values: np.ndarray, scale: float = 1.0) -> dict[str, Any]:
+def _pct(values: np.ndarray, scale: float = 1.0) -> Percentiles:
     values = values[~np.isnan(values)]
     if len(values) == 0:
         return {"n": 0, "p50": None, "p99": None, "max": None}
@@ -38,7 +39,7 @@ def _killed_at(fx: Facts) -> pd.Series:
     return both.groupby("target")["t"].min()
 
 
-def duplicates(fx: Facts) -> tuple[dict[str, Any], list[float]]:
+def duplicates(fx: Facts) -> tuple[Duplicates, list[float]]:
     """Tasks with more than one performed action, and each extra action's cause: the summary's
     ``duplicates`` section, and the codes of the tasks involved (the report draws their generations).
 
@@ -148,7 +149,7 @@ def _i(x: Any) -> int | None:
     return None if pd.isna(x) else int(x)
 
 
-def counts(fx: Facts) -> dict[str, Any]:
+def counts(fx: Facts) -> Counts:
     ops = fx.ops
     def uniq(x: pd.Series) -> np.ndarray:
         return np.unique(x.dropna().to_numpy(dtype="float64"))
@@ -181,7 +182,7 @@ def counts(fx: Facts) -> dict[str, Any]:
     unfinished_prev = ~prev["i"].isin(fx.fin_acc["i"].to_numpy())
     recovery = (co["now"] - prev["lease_until"])[same & unfinished_prev & (co["gen"] == prev["gen"] + 1)]
     span = max(fx.t1 - fx.t0, 1e-9)
-    lat: dict[str, Any] = {}
+    lat: dict[str, Percentiles] = {}
     for name in ("claim", "action", "finish", "extend", "register"):
         frame = {"claim": claims, "action": ops.actions, "finish": fin, "extend": ops.extends,
                  "register": ops.registers}[name]
@@ -222,33 +223,38 @@ def counts(fx: Facts) -> dict[str, Any]:
     }
 
 
-def coverage(fx: Facts) -> dict[str, Any]:
+def coverage(fx: Facts) -> Coverage:
     """Which faults hit, and where: the evidence that the run tested what it claims to."""
     faults = fx.ops.faults
-    out: dict[str, Any] = {}
     kills = faults[faults["f"] == "kill"]
-    out["kills"] = {"total": int(len(kills)),
-                    "by_phase": {str(k): int(v) for k, v in kills["phase"].fillna("unknown").value_counts().items()},
-                    "by_aim": {str(k): int(v) for k, v in kills["value"].fillna("random").value_counts().items()}}
-    lease_of = fx.claim_lease().rename("held_until")
-    for kind in ("pause", "slow"):
-        rows = faults[faults["f"] == kind].merge(lease_of, left_on=["task", "gen"], right_index=True, how="left")
-        length = (rows["t_comp"] - rows["t_inv"]).to_numpy(dtype="float64")
-        planned = pd.to_numeric(rows["value"], errors="coerce").to_numpy(dtype="float64")
-        length = np.where(np.isnan(length), planned, length)
-        end = rows["t_inv"].to_numpy(dtype="float64") + length
-        held = rows["held_until"].to_numpy(dtype="float64")
-        past = np.where(~np.isnan(held), end > held, length > (fx.lease or np.inf))
-        out[f"{kind}s"] = {"total": int(len(rows)), "past_lease": int(np.nansum(past)),
-                           "length_s": _pct(length)}
     lost = faults[faults["f"] == "lose_reply"]
     ledger = fx.run.ledger
-    out["lost_replies"] = {"history": int(len(lost)),
-                           "ledger": int((ledger["reply"] == "lost").sum()) if ledger is not None else None}
-    return out
+    return {
+        "kills": {"total": int(len(kills)),
+                  "by_phase": {str(k): int(v) for k, v in kills["phase"].fillna("unknown").value_counts().items()},
+                  "by_aim": {str(k): int(v) for k, v in kills["value"].fillna("random").value_counts().items()}},
+        "pauses": _overruns(fx, "pause"),
+        "slows": _overruns(fx, "slow"),
+        "lost_replies": {"history": int(len(lost)),
+                         "ledger": int((ledger["reply"] == "lost").sum()) if ledger is not None else None},
+    }
 
 
-def warnings(fx: Facts, cov: dict[str, Any], dup: dict[str, Any]) -> list[str]:
+def _overruns(fx: Facts, kind: str) -> Overruns:
+    """The pauses or slow tasks (``kind``) recorded, and how many outlasted the holder's lease."""
+    faults = fx.ops.faults
+    lease_of = fx.claim_lease().rename("held_until")
+    rows = faults[faults["f"] == kind].merge(lease_of, left_on=["task", "gen"], right_index=True, how="left")
+    length = (rows["t_comp"] - rows["t_inv"]).to_numpy(dtype="float64")
+    planned = pd.to_numeric(rows["value"], errors="coerce").to_numpy(dtype="float64")
+    length = np.where(np.isnan(length), planned, length)
+    end = rows["t_inv"].to_numpy(dtype="float64") + length
+    held = rows["held_until"].to_numpy(dtype="float64")
+    past = np.where(~np.isnan(held), end > held, length > (fx.lease or np.inf))
+    return {"total": int(len(rows)), "past_lease": int(np.nansum(past)), "length_s": _pct(length)}
+
+
+def warnings(fx: Facts, cov: Coverage, dup: Duplicates) -> list[str]:
     out: list[str] = []
     stats = fx.run.stats
     if fx.interrupted:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from takeover.checker.facts import Facts
 from takeover.checker.resolves import last_word, reopen_epoch, reopened_at_end, reopened_between
+from takeover.checker.summary_types import Example, InvariantJson
 from takeover.checker.verdict import UNKNOWN, Verdict
 
 TERMINAL = ("done", "uncertain")
@@ -30,18 +31,18 @@ class InvariantResult:
     name: str
     valid: Verdict
     violations: int
-    examples: list[dict[str, Any]]
+    examples: list[Example]
     tasks: list[float] = field(default_factory=list)  # the codes of every task involved, for the report's figures
     note: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"valid": self.valid, "violations": self.violations, "examples": self.examples}
+    def to_json(self) -> InvariantJson:
+        out: InvariantJson = {"valid": self.valid, "violations": self.violations, "examples": self.examples}
         if self.note:
             out["note"] = self.note
         return out
 
 
-def _result(name: str, bad: pd.DataFrame, examples: list[dict[str, Any]], note: str = "") -> InvariantResult:
+def _result(name: str, bad: pd.DataFrame, examples: list[Example], note: str = "") -> InvariantResult:
     tasks = np.unique(bad["task"].dropna().to_numpy(dtype="float64")).tolist() if len(bad) else []
     return InvariantResult(name, len(bad) == 0, int(len(bad)), examples[:EXAMPLES], tasks, note)
 

@@ -8,30 +8,31 @@ service's ledger and the history, so they stay correct whatever the invariants c
 
 from __future__ import annotations
 
-from typing import Any
-
 from takeover import store
 from takeover.checker.facts import Facts
 from takeover.checker.resolves import resolves
+from takeover.checker.summary_types import Extends, FeatureSections, Heartbeat, Reconcile, Remedy
 
 RESULTS = ("performed", "deduplicated", "refused")
 
 
-def remedy_counts(fx: Facts) -> dict[str, Any]:
+def remedy_counts(fx: Facts) -> Remedy:
     """``{"name", "performed", "deduplicated", "refused", "requests"}`` from ledger.sqlite."""
     name = str(fx.config.get("remedy") or "none")
     ledger = fx.run.ledger
     if ledger is None:
-        return {"name": name, **{k: None for k in RESULTS}, "requests": None, "note": "no ledger"}
+        return {"name": name, "performed": None, "deduplicated": None, "refused": None, "requests": None,
+                "note": "no ledger"}
     if "result" in ledger.columns:
         # Counted as stored (a categorical of a few values): only the text keys below are read, and
         # no 100k-row conversion to text is needed for them.
         by = ledger["result"].value_counts()
-        out: dict[str, int | None] = {k: int(by.get(k, 0)) for k in RESULTS}
-    else:  # a ledger from before results were recorded: performed or not is all it knows
-        performed = int(ledger["performed"].sum())
-        out = {"performed": performed, "deduplicated": None, "refused": None}
-    return {"name": name, **out, "requests": int(len(ledger))}
+        performed, deduplicated, refused = (int(by.get(k, 0)) for k in RESULTS)
+        return {"name": name, "performed": performed, "deduplicated": deduplicated, "refused": refused,
+                "requests": int(len(ledger))}
+    # A ledger from before results were recorded: performed or not is all it knows.
+    return {"name": name, "performed": int(ledger["performed"].sum()), "deduplicated": None, "refused": None,
+            "requests": int(len(ledger))}
 
 
 def queue_has(fx: Facts, method: str) -> bool | None:
@@ -51,20 +52,18 @@ def queue_has(fx: Facts, method: str) -> bool | None:
     return None
 
 
-def heartbeat_summary(fx: Facts) -> dict[str, Any]:
+def heartbeat_summary(fx: Facts) -> Heartbeat:
     """Whether heartbeats were in effect, and how the extends went."""
     interval = float(fx.config.get("heartbeat") or 0.0)
     e = fx.ops.extends  # always carries its columns (ops._assemble), so an empty frame counts 0
-    extends = {"ok": int((e["status"] == "ok").sum()), "lost": int((e["status"] == "fail").sum()),
-               "indeterminate": int(e["indeterminate"].sum())}
-    out: dict[str, Any] = {"interval": interval, "extends": extends}
+    extends: Extends = {"ok": int((e["status"] == "ok").sum()), "lost": int((e["status"] == "fail").sum()),
+                        "indeterminate": int(e["indeterminate"].sum())}
+    out: Heartbeat = {"interval": interval, "extends": extends, "in_effect": False}
     if interval <= 0:
-        out["in_effect"] = False
         out["note"] = "no heartbeats requested (fixed lease)"
         return out
     supported = queue_has(fx, "extend")
     if supported is False:
-        out["in_effect"] = False
         out["note"] = "the queue has no extend(): the run ran WITHOUT heartbeats"
     else:
         out["in_effect"] = True if supported else bool(len(e))
@@ -73,7 +72,7 @@ def heartbeat_summary(fx: Facts) -> dict[str, Any]:
     return out
 
 
-def reconcile_summary(fx: Facts) -> dict[str, Any] | None:
+def reconcile_summary(fx: Facts) -> Reconcile | None:
     """What reconciliation resolved and how; None when the run was never reconciled."""
     r = resolves(fx)
     if not len(r):
@@ -87,6 +86,6 @@ def reconcile_summary(fx: Facts) -> dict[str, Any] | None:
             "tasks": [fx.name(t) for t in ok["task"].head(20)]}
 
 
-def feature_sections(fx: Facts) -> dict[str, Any]:
+def feature_sections(fx: Facts) -> FeatureSections:
     """The three summary sections, for ``analyse`` to merge into summary.json."""
     return {"remedy": remedy_counts(fx), "heartbeat": heartbeat_summary(fx), "reconcile": reconcile_summary(fx)}

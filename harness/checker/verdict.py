@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from takeover.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from takeover.checker.invariants import InvariantResult
+    from takeover.checker.summary_types import Counts
 
 # Three values, kept in summary.json as JSON keeps them: true (holds), false (violated) and
 # "unknown" (the run folder cannot tell: missing evidence, or a run that tested nothing).
@@ -25,7 +26,7 @@ def combine(results: Mapping[str, InvariantResult], inconclusive: str | None) ->
     return True
 
 
-def inconclusive_reason(counts: dict[str, Any], history_lines: int) -> str | None:
+def inconclusive_reason(counts: Counts, history_lines: int) -> str | None:
     """A run that tested nothing must not pass: say why it proves nothing."""
     if history_lines == 0:
         return "the history is empty"

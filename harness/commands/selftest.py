@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -23,6 +23,9 @@ from takeover import store
 from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
+
+if TYPE_CHECKING:  # the selftest reads the summaries its runs wrote; it never runs the checker itself
+    from takeover.checker.summary_types import Summary
 
 HELP = "run planted-bug queues and the reference queue under short stress runs: is every bug caught?"
 # The quick set holds bugs that any takeover exposes, wherever the displaced holder's late call
@@ -46,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ...] = ()
-            ) -> tuple[int, float, dict[str, Any]]:
+            ) -> tuple[int, float, Summary]:
     cmd = [sys.executable, "-m", "takeover", "stress", "--profile", profile, "--queue", queue,
            "--seed", str(seed), "--out", str(out), *extra]
     started = time.monotonic()
@@ -79,7 +82,7 @@ def _reap(pid: int) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
-def _first_violation(summary: dict[str, Any], names: tuple[str, ...]) -> float | None:
+def _first_violation(summary: Summary, names: tuple[str, ...]) -> float | None:
     times = [v for n in names for ex in summary["invariants"][n]["examples"] for k, v in ex.items()
              if isinstance(v, int | float) and not isinstance(v, bool) and k.endswith(("_at", "now"))]
     return min(times) if times else None

@@ -34,7 +34,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from takeover import store
 from takeover.config import RunConfig
@@ -44,6 +44,9 @@ from takeover.run.progress import accepted_finishes
 from takeover.soak import seedbank
 from takeover.soak.display import SoakDisplay, Totals
 from takeover.soak.resources import ResourceWatch, Targets, growth_warnings, read_resources
+
+if TYPE_CHECKING:  # the checker (pandas) is loaded when the soak starts, not when its module is imported
+    from takeover.checker.summary_types import Summary
 
 BULKY = (store.HISTORY_FILE, *store.sqlite_files(store.QUEUE_FILE), *store.sqlite_files(store.LEDGER_FILE),
          store.SNAPSHOT_FILE, store.REPORT_HTML)  # fmt: skip
@@ -204,7 +207,7 @@ class Soak:
         self._show("checked")  # the live panel shows the new totals at once
         return seg
 
-    def check(self, run_dir: Path) -> tuple[ExitCode, dict[str, Any] | None]:
+    def check(self, run_dir: Path) -> tuple[ExitCode, Summary | None]:
         self.in_check = True  # only here does a second Ctrl-C cut things short (see _on_signal)
         try:
             if self.stopping >= 2:
@@ -226,14 +229,16 @@ class Soak:
             self.in_check = False
 
     def record(self, name: str, kind: str, cfg: RunConfig, result: Any, code: ExitCode,
-               summary: dict[str, Any] | None) -> dict[str, Any]:
+               summary: Summary | None) -> dict[str, Any]:
+        """The segment's entry in soak.json; without a summary (the check was cut short or failed)
+        it is inconclusive and counts nothing."""
         t, c = result.tally, result.counters
-        s = summary or {}
-        inv = s.get("invariants", {})
-        valid = s.get("valid")
+        valid = summary["valid"] if summary else None
         verdict = "valid" if valid is True else "invalid" if valid is False else "inconclusive"
-        if s.get("failed_on_duplicates"):
+        if summary and summary["failed_on_duplicates"]:
             verdict = "invalid"
+        inv = summary["invariants"] if summary else {}
+        dup = summary["duplicates"] if summary else None
         return {
             "name": name, "kind": kind, "seed": cfg.seed, "queue": cfg.queue, "duration": cfg.duration,
             "elapsed": round(result.elapsed, 2), "interrupted": result.interrupted,
@@ -241,11 +246,11 @@ class Soak:
             "registered": result.registered, "finished": int(c.get("done", 0)),
             "faults": {"kills": sum(t.kills.values()), "pauses": sum(t.pauses.values()),
                        "lost_replies": int(c.get("lose_reply", 0)), "slow": int(c.get("slow", 0))},
-            "duplicate_tasks": int((s.get("duplicates") or {}).get("tasks") or 0),
-            "extra_actions": int((s.get("duplicates") or {}).get("extra_actions") or 0),
-            "violations": {k: v["violations"] for k, v in inv.items() if v.get("valid") is False},
-            "inconclusive": s.get("inconclusive"),
-            "history_lines": (s.get("history") or {}).get("lines"),
+            "duplicate_tasks": int(dup["tasks"] or 0) if dup else 0,
+            "extra_actions": int(dup["extra_actions"] or 0) if dup else 0,
+            "violations": {k: v["violations"] for k, v in inv.items() if v["valid"] is False},
+            "inconclusive": summary["inconclusive"] if summary else None,
+            "history_lines": summary["history"]["lines"] if summary else None,
             "command": cfg.command(),
             "run_dir": str(self.root / name),
         }  # fmt: skip

@@ -72,10 +72,9 @@ def cell_row(cell: Cell, cfg: RunConfig, run_dir: Path, elapsed: float) -> dict[
     summary, fx = result.summary, result.facts
     tt = cell.distribution.task_time
     c, d = summary["counts"], summary["duplicates"]
-    tasks = max(int(c.get("tasks") or 0), 1)
-    by = d.get("by_cause") or {}
-    rem = summary.get("remedy") or {}
-    hb = summary.get("heartbeat") or {}
+    tasks = max(c["tasks"], 1)
+    by = d["by_cause"]  # empty without a ledger
+    rem, hb = summary["remedy"], summary["heartbeat"]
     # Work per attempt: from the claim's return to the action's invoke, same task/gen/process.
     claims = fx.claims_ok[["task", "gen", "process", "t_comp", "lease_until"]]
     acts = fx.ops.actions[["task", "gen", "process", "t_inv"]].dropna(subset=["task", "gen"])
@@ -101,15 +100,15 @@ def cell_row(cell: Cell, cfg: RunConfig, run_dir: Path, elapsed: float) -> dict[
         "spread": tt.spread, "max": tt.max, "lease": cell.lease, "fault_scale": cell.fault_scale,
         "remedy": cell.mode.remedy, "heartbeat_fraction": cell.mode.heartbeat, "heartbeat_s": cfg.heartbeat,
         "seed": cfg.seed, "valid": summary["valid"], "violated": ";".join(violated),
-        "exit_code": summary["exit_code"], "tasks": tasks, "dup_tasks": d.get("tasks") or 0,
-        "dup_extra": d.get("extra_actions") or 0, "dup_s5": by.get("s5", 0), "dup_lost_lease": by.get("lost_lease", 0),
+        "exit_code": summary["exit_code"], "tasks": tasks, "dup_tasks": d["tasks"] or 0,
+        "dup_extra": d["extra_actions"] or 0, "dup_s5": by.get("s5", 0), "dup_lost_lease": by.get("lost_lease", 0),
         "dup_other": by.get("other", 0),
-        "dup_per_1000": _r(1000 * (d.get("extra_actions") or 0) / tasks, 2),
+        "dup_per_1000": _r(1000 * (d["extra_actions"] or 0) / tasks, 2),
         "lost_lease_per_1000": _r(1000 * by.get("lost_lease", 0) / tasks, 2),
         "s5_per_1000": _r(1000 * by.get("s5", 0) / tasks, 2),
-        "performed": rem.get("performed"), "deduplicated": rem.get("deduplicated"), "refused": rem.get("refused"),
-        "heartbeat_in_effect": bool(hb.get("in_effect")), "extends_ok": (hb.get("extends") or {}).get("ok", 0),
-        "extends_lost": (hb.get("extends") or {}).get("lost", 0),
+        "performed": rem["performed"], "deduplicated": rem["deduplicated"], "refused": rem["refused"],
+        "heartbeat_in_effect": hb["in_effect"], "extends_ok": hb["extends"]["ok"],
+        "extends_lost": hb["extends"]["lost"],
         "p99_task_model": _r(p99_model),
         "p99_task_observed": _r(np.percentile(work[acted], 99)) if acted.any() else None,
         "lease_over_p99": _r(cell.lease / p99_model if p99_model > 0 else float("inf"), 3),

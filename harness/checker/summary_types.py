@@ -1,0 +1,195 @@
+"""The shape of ``summary.json``: one TypedDict per section, as the checker builds it and every reader
+(the pipeline, the reports, the soak, the sweep, the selftest) reads it.
+
+Why TypedDicts and not dataclasses: the summary *is* the dict that is written. ``summary.json``
+keeps its keys in the order the checker inserts them, and stored runs pin that text byte for byte
+(tests/quality/test_stored_runs.py), so the types describe the dict rather than replace it. Each
+class lists its keys in the order they are written. A key that only some runs have is
+``NotRequired`` (a ``note`` that says why a count is missing); a value that a run may lack is
+``| None`` (no ledger, no snapshot). Adding a key to summary.json starts here, and mypy then points
+at the builder.
+
+No ``from __future__ import annotations`` here: with it, Python 3.11 cannot see ``NotRequired`` in
+the string annotations, and ``__required_keys__`` would list every key
+(tests/unit/test_summary_types.py reads them).
+"""
+
+from typing import Any, NotRequired, TypeAlias, TypedDict
+
+from takeover.checker.verdict import Verdict
+
+# One example of a violation or of a duplicate side effect: JSON values (task names, generations,
+# process numbers, times since the run started) under keys that differ from one invariant to the next,
+# so the reports show them as a table of whatever columns the examples have.
+Example: TypeAlias = dict[str, Any]
+
+
+class Percentiles(TypedDict):
+    """A distribution in three numbers; the numbers are None when ``n`` is 0."""
+
+    n: int
+    p50: float | None
+    p99: float | None
+    max: float | None
+
+
+class InvariantJson(TypedDict):
+    """One invariant's verdict, as ``summary["invariants"][name]``."""
+
+    valid: Verdict
+    violations: int
+    examples: list[Example]
+    note: NotRequired[str]  # why the verdict is unknown, or what it was judged on
+
+
+class Duplicates(TypedDict):
+    """Side effects performed more than once, from the ledger; the counts are None without a ledger."""
+
+    tasks: int | None
+    extra_actions: int | None
+    by_cause: dict[str, int]  # "s5", "lost_lease", "other" -> extra actions; empty without a ledger
+    examples: list[Example]
+    note: NotRequired[str]  # only without a ledger
+
+
+class Claims(TypedDict):
+    ok: int
+    empty: int
+    indeterminate: int
+
+
+class Finishes(TypedDict):
+    accepted: int
+    rejected: int
+    rejected_stale: int
+    rejected_expired: int
+    indeterminate: int
+
+
+class Actions(TypedDict):
+    requested: int
+    performed: int | None  # None without a ledger
+
+
+class Counts(TypedDict):
+    """What the run did, counted (harness/checker/counts.py says what each count means)."""
+
+    tasks: int
+    final_states: dict[str, int] | None  # state -> tasks, from the snapshot; None without one
+    attempted: int
+    acknowledged: int
+    uncertain: int
+    recovered: int
+    lost: int | None  # None without a ledger
+    claims: Claims
+    finishes: Finishes
+    actions: Actions
+    takeovers: int
+    orphan_recovery_s: Percentiles
+    throughput_per_s: float
+    duration_s: float
+    latency_ms: dict[str, Percentiles]  # per operation that completed at least once
+    processes: int
+    unpaired_completions: int
+
+
+class Kills(TypedDict):
+    total: int
+    by_phase: dict[str, int]
+    by_aim: dict[str, int]
+
+
+class Overruns(TypedDict):
+    """Pauses or slow tasks: how many, how many outlasted the holder's lease, and how long they were."""
+
+    total: int
+    past_lease: int
+    length_s: Percentiles
+
+
+class LostReplies(TypedDict):
+    history: int
+    ledger: int | None  # None without a ledger
+
+
+class Coverage(TypedDict):
+    """Which faults hit, and where."""
+
+    kills: Kills
+    pauses: Overruns
+    slows: Overruns
+    lost_replies: LostReplies
+
+
+class Remedy(TypedDict):
+    """The remedy's results from the ledger; the counts are None without a ledger, and
+    ``deduplicated`` and ``refused`` in a ledger from before results were recorded."""
+
+    name: str
+    performed: int | None
+    deduplicated: int | None
+    refused: int | None
+    requests: int | None
+    note: NotRequired[str]  # only without a ledger
+
+
+class Extends(TypedDict):
+    ok: int
+    lost: int
+    indeterminate: int
+
+
+class Heartbeat(TypedDict):
+    interval: float
+    extends: Extends
+    in_effect: bool
+    note: NotRequired[str]  # why heartbeats were not (or not visibly) in effect
+
+
+class Reconcile(TypedDict):
+    """What ``takeover reconcile`` resolved; the section is None when the run was never reconciled."""
+
+    resolves: int
+    done: int
+    pending: int
+    rejected: int
+    indeterminate: int
+    tasks: list[str | None]  # the first tasks resolved, by name
+
+
+class FeatureSections(TypedDict):
+    remedy: Remedy
+    heartbeat: Heartbeat
+    reconcile: Reconcile | None
+
+
+class HistoryStats(TypedDict):
+    lines: int
+    torn_tail: bool
+    corrupt_lines: int
+    corrupt_examples: list[str]
+
+
+class Summary(TypedDict):
+    """``summary.json``: the checker's whole conclusion about one run folder."""
+
+    valid: Verdict
+    exit_code: int  # an ExitCode's number: 0, 1 or 3
+    inconclusive: str | None  # why the run proves nothing; None when it tested something
+    interrupted: bool
+    fail_on_duplicates: bool
+    failed_on_duplicates: bool
+    run_dir: str
+    # config.json's values as stored, for the keys in takeover.checker.check.CONFIG_KEYS that it has:
+    # a run stored by another version may lack some or hold other types, and the readers only show them.
+    config: dict[str, Any]
+    invariants: dict[str, InvariantJson]
+    duplicates: Duplicates
+    counts: Counts
+    coverage: Coverage
+    warnings: list[str]
+    remedy: Remedy
+    heartbeat: Heartbeat
+    reconcile: Reconcile | None
+    history: HistoryStats
+    check_seconds: float
