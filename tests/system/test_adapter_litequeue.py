@@ -18,6 +18,7 @@ import pytest
 litequeue = pytest.importorskip("litequeue", reason="litequeue is an optional extra: pip install '.[litequeue]'")
 
 from takeover.contract import open_queue  # noqa: E402
+from tests.helpers.processes import reap_stragglers, stragglers  # noqa: E402
 
 SPEC = "takeover.adapters.litequeue:LiteQueueAdapter"
 
@@ -121,11 +122,16 @@ MUST_HOLD = {"generation_monotonic"}
 @pytest.mark.slow
 def test_smoke_stress_run_reaches_a_verdict(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--queue", SPEC,
-         "--seed", "3", "--out", str(out)],
-        capture_output=True, text=True, timeout=180,
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--queue", SPEC,
+             "--seed", "3", "--out", str(out)],
+            capture_output=True, text=True, timeout=180,
+        )
+        left = stragglers(out)  # a finished run leaves no worker or service behind
+    finally:
+        reap_stragglers(out)
+    assert not left, left
     assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["exit_code"] == proc.returncode
