@@ -34,6 +34,11 @@ class InvariantResult:
     examples: list[Example]
     tasks: list[float] = field(default_factory=list)  # the codes of every task involved, for the report's figures
     note: str = ""
+    # Seconds from the run's first record to the earliest violating operation (its invoke), or None
+    # when valid or when the violation is seen only in the final snapshot. Kept off ``to_json``:
+    # summary.json's examples already carry times, and the detection bench
+    # (takeover.benchmarks.detection) needs the earliest one, which the first EXAMPLES may not hold.
+    first_at: float | None = None
 
     def to_json(self) -> InvariantJson:
         out: InvariantJson = {"valid": self.valid, "violations": self.violations, "examples": self.examples}
@@ -42,9 +47,12 @@ class InvariantResult:
         return out
 
 
-def _result(name: str, bad: pd.DataFrame, examples: list[Example], note: str = "") -> InvariantResult:
+def _result(name: str, bad: pd.DataFrame, examples: list[Example], note: str = "",
+            fx: Facts | None = None, at: str = "") -> InvariantResult:
+    """``at``: the column of ``bad`` holding each violating operation's time (record clock)."""
     tasks = np.unique(bad["task"].dropna().to_numpy(dtype="float64")).tolist() if len(bad) else []
-    return InvariantResult(name, len(bad) == 0, int(len(bad)), examples[:EXAMPLES], tasks, note)
+    first = fx.rel(bad[at].min()) if fx is not None and at and len(bad) else None
+    return InvariantResult(name, len(bad) == 0, int(len(bad)), examples[:EXAMPLES], tasks, note, first)
 
 
 def _sfx(frame: pd.DataFrame, suffix: str, keys: tuple[str, ...] = ("task",)) -> pd.DataFrame:
@@ -74,7 +82,7 @@ def no_stale_commit(fx: Facts) -> InvariantResult:
     ex = [{"task": fx.name(r.task), "finish_gen": _p(r.gen_f), "outcome": r.outcome_f, "finish_by": _p(r.process_f),
            "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _p(r.gen_c), "claimed_by": _p(r.process_c),
            "claimed_at": fx.rel(r.t_comp_c)} for r in bad.head(EXAMPLES).itertuples()]
-    return _result("no_stale_commit", bad, ex)
+    return _result("no_stale_commit", bad, ex, fx=fx, at="t_inv_f")
 
 
 def _plausible_ind_extends(fx: Facts) -> pd.DataFrame:
@@ -162,7 +170,7 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
            "problem": r.problem, "now": fx.rel(r.now), "lease_until": fx.rel(r.eff),
            "late_by": None if np.isnan(r.eff) else round(float(r.now - r.eff), 3)}
           for r in bad.head(EXAMPLES).itertuples()]
-    return _result("finish_within_lease", bad, ex)
+    return _result("finish_within_lease", bad, ex, fx=fx, at="t_inv")
 
 
 def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:
@@ -176,7 +184,7 @@ def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:
     ex = [{"task": fx.name(r.task), "finished_gen": _p(r.gen_f), "outcome": r.outcome_f, "finished_by": _p(r.process_f),
            "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _p(r.gen_c), "reclaimed_by": _p(r.process_c),
            "reclaimed_at": fx.rel(r.t_inv_c)} for r in bad.head(EXAMPLES).itertuples()]
-    return _result("no_reclaim_after_terminal", bad, ex)
+    return _result("no_reclaim_after_terminal", bad, ex, fx=fx, at="t_inv_c")
 
 
 def unexplained(deadlines: np.ndarray, missing: np.ndarray, ind_times: np.ndarray) -> np.ndarray:
@@ -246,7 +254,7 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     violations = int((dup | inverted).sum()) + unexplained_total
     res = _result("generation_monotonic", bad, ex,
                   f"{unexplained_total} generation(s) skipped beyond what {len(fx.ind_claim_times)} "
-                  f"indeterminate claim(s) can explain" if unexplained_total else "")
+                  f"indeterminate claim(s) can explain" if unexplained_total else "", fx=fx, at="t_inv")
     res.violations = violations
     res.valid = violations == 0
     return res
@@ -302,7 +310,7 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
            "lease_until": fx.rel(r.p_eff), "granted_gen": _p(r.gen), "granted_to": _p(r.process),
            "granted_now": fx.rel(r.now), "overlap_s": round(float(r.p_eff - r.now), 3)}
           for r in bad.head(EXAMPLES).itertuples()]
-    return _result("lease_exclusive", bad, ex)
+    return _result("lease_exclusive", bad, ex, fx=fx, at="t_inv")
 
 
 def single_finish(fx: Facts) -> InvariantResult:
@@ -321,6 +329,9 @@ def single_finish(fx: Facts) -> InvariantResult:
            "finished_by": r.processes, "finished_at": r.at} for r in per_task.head(EXAMPLES).itertuples()]
     res = _result("single_finish", per_task, ex)
     res.violations = int((per_task["n"] - 1).sum()) if len(per_task) else 0
+    # The violating operation is each task's second accepted finish (rows sorted by task, t_inv).
+    later = bad_rows[bad_rows["task"].duplicated()]
+    res.first_at = fx.rel(later["t_inv"].min()) if len(later) else None
     return res
 
 
