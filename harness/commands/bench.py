@@ -6,6 +6,13 @@ so a surprising ratio can be traced to its numerator or its denominator. Each ra
 the command prints PASS/MISS per target, writes ``bench.json``, and exits 1 when a target is
 missed (0 with ``--quick``, whose sizes are far too small to judge anything: it proves the
 benchmarks run).
+
+``--detection`` adds detection power (:mod:`takeover.benchmarks.detection`): each planted bug
+under real stress runs, its caught fraction and median time to first violation, and bugs found per
+minute, under bench.json's ``detection`` key. It takes minutes (10 bugs x 5 seeds x 10 s runs plus
+their drains), so it runs only when asked. Its targets (issue 12) are printed with PASS/MISS but do
+not set the exit code yet: today's faults are random, and this is the baseline the aimed faults
+are to be measured against.
 """
 
 from __future__ import annotations
@@ -72,8 +79,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes (a few seconds): proves the benchmarks run; figures mean nothing")  # fmt: skip
     parser.add_argument("--out", default="bench.json", help="where to write the results (default bench.json)")
-    parser.add_argument("--only", action="append", choices=SOURCES, metavar="NAME",
-                        help=f"run only this measurement (repeatable): {', '.join(SOURCES)}")  # fmt: skip
+    parser.add_argument("--only", action="append", choices=(*SOURCES, "detection"), metavar="NAME",
+                        help=f"run only this measurement (repeatable): {', '.join(SOURCES)}, detection")  # fmt: skip
+    parser.add_argument("--detection", action="store_true",
+                        help="also measure detection power: every planted bug under real stress runs (minutes)")
+    parser.add_argument("--detection-seeds", type=int, default=5, metavar="N",
+                        help="stress runs per planted bug, seeds 1..N (default 5)")
+    parser.add_argument("--detection-seconds", type=float, default=10.0, metavar="S",
+                        help="faulted seconds of each of those runs (default 10)")
+    parser.add_argument("--detection-jobs", type=int, default=1, metavar="J",
+                        help="detection runs at once (default 1: the runs are timing-sensitive)")
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -82,6 +97,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"--out {str(out)!r} is a directory; give a file name such as bench.json")
     if not out.absolute().parent.is_dir() or not os.access(out.absolute().parent, os.W_OK):
         raise UsageError(f"--out {str(out)!r}: folder {str(out.absolute().parent)!r} is missing or not writable")
+    if args.detection_seeds < 1 or args.detection_jobs < 1 or not args.detection_seconds > 0:
+        raise UsageError("--detection-seeds and --detection-jobs must be at least 1, --detection-seconds above 0")
     sources = args.only or list(SOURCES)
     quick = bool(args.quick)
     figures: dict[str, dict[str, Any]] = {}
@@ -95,15 +112,20 @@ def run(args: argparse.Namespace) -> ExitCode:
         figures[source]["seconds"] = round(time.perf_counter() - started, 1)
         figures[source]["size"] = size
     results = evaluate(figures)
-    doc = {
+    doc: dict[str, Any] = {
         "quick": quick,
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine(),
         "results": results,
         "measurements": figures,
     }
+    if args.detection or "detection" in (args.only or []):
+        doc["detection"] = _detection(args, quick)
     out.write_text(json.dumps(doc, indent=2) + "\n")
-    print_table(results, quick)
+    if results:  # ``--only detection`` measured nothing else
+        print_table(results, quick)
+    if "detection" in doc:
+        print_detection(doc["detection"])
     print(f"wrote {out}")
     missed = [r["name"] for r in results if not r["pass"]]
     if missed and not quick:
@@ -155,10 +177,48 @@ def print_table(results: list[dict[str, Any]], quick: bool) -> None:
     for col in ("figure", "value", "target", "", "absolute figures"):
         table.add_column(col)
     for r in results:
-        verdict = "[green]PASS[/green]" if r["pass"] else "[red]MISS[/red]"
+        verdict = _verdict(r["pass"])
         value = f"{r['value']:.0f} MB" if r["unit"] == "MB" else f"{r['value']:.3f}"
         table.add_row(r["name"], value, r["target"], verdict, r["absolute"])
     Console(file=sys.stdout, width=max(120, _width())).print(table)
+
+
+def print_detection(fig: dict[str, Any]) -> None:
+    """Detection power per planted bug, each figure against its target (not judged: a baseline)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = fig["targets"]
+    table = Table(title=f"detection power: {fig['seeds']} seed(s) x {fig['seconds']:g} s runs, profile "
+                        f"{fig['profile']} (targets shown, not yet judged)")
+    for col in ("planted bug", "caught", f"target {t['caught_fraction']}", "median first violation",
+                f"target {t['median_first_violation_s']} s"):
+        table.add_column(col)
+    for name, b in fig["bugs"].items():
+        med = b["median_first_violation_s"]
+        when = "-" if med is None else f"{med:.2f} s" + (f" ({b['at_end']} at the end)" if b["at_end"] else "")
+        table.add_row(name, f"{b['caught']}/{b['runs']} ({b['caught_fraction']:.0%})", _verdict(b["caught_pass"]),
+                      when, _verdict(b["first_pass"]))
+    console = Console(file=sys.stdout, width=max(120, _width()))
+    console.print(table)
+    console.print(f"bugs found per minute of run time: {fig['bugs_per_minute']:.2f} ({fig['caught_runs']} of "
+                  f"{fig['total_runs']} runs caught their bug, {fig['run_minutes']:.1f} min of runs)")
+
+
+def _verdict(ok: bool) -> str:
+    return "[green]PASS[/green]" if ok else "[red]MISS[/red]"
+
+
+def _detection(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
+    """Detection power; with ``--quick`` one reliably caught bug, one seed, 3 s (proves it runs)."""
+    from takeover.benchmarks import detection
+
+    bugs, seeds, seconds = (["StealsLiveLeases"], 1, 3.0) if quick else (
+        None, args.detection_seeds, args.detection_seconds)
+    print(f"takeover bench: measuring detection ({seeds} seed(s) x {seconds:g} s per planted bug) ...",
+          file=sys.stderr, flush=True)
+    return detection.measure(bugs, seeds, seconds, args.detection_jobs,
+                             progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
 
 
 def _width() -> int:
