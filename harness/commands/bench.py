@@ -55,8 +55,12 @@ class Target:
 TARGETS = (
     Target("queue_vs_raw", "queue_vs_raw", ">=", 0.9,
            what="reference queue vs the same SQL in a bare sqlite3 loop, one process"),
-    Target("workers4_vs_raw", "workers4_vs_raw", ">=", 0.8,
-           what="4 workers of a real stress run (history, service, no faults) vs the bare loop"),
+    # takeover's own cost: 4 workers of a real run against the queue alone in 4 processes, both measured
+    # in the same rotation. The bare single-process loop is not a ceiling 4 processes on one SQLite file
+    # can reach (they serialize on the write lock: the queue alone gets 0.61-0.69 of it), so
+    # workers4_vs_raw is still measured and printed in this row's figures but is no longer a target.
+    Target("workers4_vs_queue4", "workers4_vs_raw", ">=", 0.7, key="workers4_vs_queue4",
+           what="4 workers of a real stress run (history, service, no faults) vs the queue alone in 4 processes"),
     Target("history_overhead", "history_overhead", ">=", 0.75,
            what="claim+finish pairs with the history recorded vs without, one process"),
     Target("check_1m_vs_read", "check_1m", "<=", 3.0,
@@ -153,14 +157,12 @@ def absolute(name: str, fig: dict[str, Any]) -> str:
     """The numerator and denominator behind a ratio, in words a reader can check."""
     if name == "queue_vs_raw":
         return f"queue {fig['queue_pairs_per_s']:.0f} vs raw {fig['raw_pairs_per_s']:.0f} pairs/s"
-    if name == "workers4_vs_raw":
+    if name == "workers4_vs_queue4":
         split = ", ".join(f"{k} {v:.2f}" for k, v in fig.get("workers4_split_ms", {}).items())
-        ceiling = ""
-        if "queue4_pairs_per_s" in fig:  # bench.json files written before the ceiling was measured lack it
-            ceiling = (f"; the queue alone in 4 processes {fig['queue4_pairs_per_s']:.0f} (queue4_vs_raw "
-                       f"{fig['queue4_vs_raw']:.2f}, workers4_vs_queue4 {fig['workers4_vs_queue4']:.2f})")
-        return (f"4 workers {fig['workers4_pairs_per_s']:.0f} vs raw {fig['raw_pairs_per_s']:.0f} pairs/s "
-                f"(steady {fig['workers4_window_s']:.1f}s){ceiling}; per task, ms: {split}")  # fmt: skip
+        return (f"4 workers {fig['workers4_pairs_per_s']:.0f} vs the queue alone in 4 processes "
+                f"{fig['queue4_pairs_per_s']:.0f} pairs/s (steady {fig['workers4_window_s']:.1f}s); against the "
+                f"bare loop {fig['raw_pairs_per_s']:.0f}: workers4_vs_raw {fig['workers4_vs_raw']:.2f}, "
+                f"queue4_vs_raw {fig['queue4_vs_raw']:.2f}; per task, ms: {split}")  # fmt: skip
     if name == "history_overhead":
         return f"recorded {fig['recorded_pairs_per_s']:.0f} vs bare {fig['bare_pairs_per_s']:.0f} pairs/s"
     if name == "check_1m_vs_read":
