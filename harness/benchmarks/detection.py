@@ -56,11 +56,11 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
              profile: str = PROFILE) -> dict[str, Any]:
     """One real stress run of planted queue ``name``, checked; its folder is removed afterwards."""
     from takeover.checker.check import analyse
-    from takeover.commands.selftest import _stress
+    from takeover.commands.selftest import run_stress
 
     out = root / f"{name}-s{seed}"
     try:
-        code, took, _ = _stress(f"takeover.queues.planted:{name}", seed, profile, out,
+        code, took, _ = run_stress(f"takeover.queues.planted:{name}", seed, profile, out,
                                 ("--duration", f"{seconds:g}"))
         # Checked again in this process: the earliest violating operation's time is on the
         # checker's results, not in summary.json (whose examples hold only the first few).
@@ -149,10 +149,10 @@ def measure(bugs: list[str] | None = None, seeds: int = 5, seconds: float = 10.0
 
 def kill_children() -> None:
     """Kill every process this process started (the stress runs, their workers and services)."""
-    from takeover.commands.selftest import _reap
+    from takeover.commands.selftest import reap_tree
 
     for child in psutil.Process().children():
-        _reap(child.pid)
+        reap_tree(child.pid)
 
 
 def table(fig: dict[str, Any]) -> str:

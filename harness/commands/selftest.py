@@ -48,8 +48,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def _stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ...] = ()
-            ) -> tuple[int, float, Summary]:
+def run_stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ...] = ()
+               ) -> tuple[int, float, Summary]:
+    """One ``takeover stress`` run of ``queue`` as a subprocess: its exit code, wall time and summary.
+
+    A subprocess rather than the coordinator in this process, so a planted queue that hangs or
+    crashes cannot take the selftest (or the detection bench, which shares this) down with it;
+    interrupted, the run and everything it started are reaped before the interrupt goes on.
+    """
     cmd = [sys.executable, "-m", "takeover", "stress", "--profile", profile, "--queue", queue,
            "--seed", str(seed), "--out", str(out), *extra]
     started = time.monotonic()
@@ -57,7 +63,7 @@ def _stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ..
     try:
         _, err = proc.communicate(timeout=600)
     except BaseException:
-        _reap(proc.pid)
+        reap_tree(proc.pid)
         raise
     took = time.monotonic() - started
     summary = store.read_summary(out) if proc.returncode != ExitCode.USAGE else None
@@ -67,7 +73,7 @@ def _stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ..
     return proc.returncode, took, summary
 
 
-def _reap(pid: int) -> None:
+def reap_tree(pid: int) -> None:
     """Kill a child run and everything it started (workers, service), then wait for them."""
     try:
         root = psutil.Process(pid)
@@ -107,7 +113,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         expected = PLANTED[name]
         row: dict[str, Any] = {"queue": name, "expected": list(expected), "caught": False, "tries": 0}
         for seed in range(1, args.seeds + 1):
-            code, took, summary = _stress(f"takeover.queues.planted:{name}", seed, args.profile,
+            code, took, summary = run_stress(f"takeover.queues.planted:{name}", seed, args.profile,
                                           root / f"{name}-s{seed}", extra)
             row["tries"] += 1
             fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is False]
@@ -130,7 +136,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             out.flush()
     refs: list[dict[str, Any]] = []
     for seed in range(1, ref_seeds + 1):
-        code, took, summary = _stress(REFERENCE_QUEUE, seed, args.profile, root / f"reference-s{seed}", extra)
+        code, took, summary = run_stress(REFERENCE_QUEUE, seed, args.profile, root / f"reference-s{seed}", extra)
         fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is not True]
         refs.append({"seed": seed, "valid": summary["valid"], "exit": code, "seconds": round(took, 1),
                      "not_holding": fired})
