@@ -7,6 +7,7 @@ whole package in a fresh process (tests/unit/test_run_package.py, tests/system/t
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 from tests.helpers.processes import REPO
@@ -23,13 +24,20 @@ def imported_modules(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            if node.level:  # relative: resolve against takeover.run
-                names.add("takeover.run." + node.module)
-            else:
-                names.add(node.module)
-                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            # ``from ..checker import x`` and ``from .. import reports`` resolve against the file's own
+            # package, as the import system does; the imported names may be modules too.
+            base = (importlib.util.resolve_name("." * node.level + (node.module or ""), _package(path))
+                    if node.level else node.module or "")
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
+
+
+def _package(path: Path) -> str:
+    """The installed package a file under harness/ belongs to (harness/run/x.py -> takeover.run)."""
+    parts = path.resolve().relative_to(REPO / "harness").parent.parts
+    return ".".join(("takeover", *parts))
 
 
 def foreign_to_the_runner(names: set[str] | list[str]) -> list[str]:

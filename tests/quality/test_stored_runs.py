@@ -55,7 +55,8 @@ def test_stored_run_summary_is_unchanged(stored: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stored", STORED, ids=[p.name for p in STORED])
-def test_a_stored_run_checks_the_same_where_its_queue_cannot_be_imported(stored: Path, tmp_path: Path) -> None:
+def test_a_stored_run_checks_the_same_where_its_queue_cannot_be_imported(stored: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The run folder is the checker's only input: ``takeover check`` on a copy whose config names a
     queue module that exists nowhere gives the same summary, verdict and exit code (these runs were
     stored before the queue's capabilities were recorded: what the history proves stands in)."""
@@ -67,8 +68,16 @@ def test_a_stored_run_checks_the_same_where_its_queue_cannot_be_imported(stored:
     config["queue"] = "not_installed_anywhere.queues:GoneQueue"
     (copy / "config.json").write_text(json.dumps(config))
     expected = json.loads((stored / EXPECTED).read_text())
+    looked_up: list[str] = []
+
+    class Recorder:  # a failed import leaves nothing in sys.modules: record every attempt instead
+        @staticmethod
+        def find_spec(name: str, path: object = None, target: object = None) -> None:
+            looked_up.append(name)
+
+    monkeypatch.setattr(sys, "meta_path", [Recorder(), *sys.meta_path])
     assert main(["check", str(copy), "--no-reports"]) == expected["exit_code"]
-    assert "not_installed_anywhere" not in sys.modules
+    assert not [n for n in looked_up if n.startswith("not_installed_anywhere")]
     got = json.loads(_normalized_summary(copy))
     assert got["config"].pop("queue") == "not_installed_anywhere.queues:GoneQueue"
     expected["config"].pop("queue")
