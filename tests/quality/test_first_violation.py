@@ -42,6 +42,7 @@ def test_a_stolen_lease_is_timed_inside_the_run(tmp_path):
     assert first is not None and 0 < first <= res.facts.rel(res.facts.t1)
     # The grant was judged at its ``now``, which the queue read after the claim was invoked.
     assert first <= res.invariants["lease_exclusive"].examples[0]["granted_now"]
+    assert first == pytest.approx(0.658, abs=1e-3)  # the stored run is fixed: its first double grant
 
 
 def test_a_valid_run_has_no_first_violation(tmp_path):

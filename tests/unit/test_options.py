@@ -86,7 +86,14 @@ def _listed(flag: str, command: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", _help(command)) is not None
 
 
-@pytest.mark.parametrize("o", [o for o in RUN_OPTIONS if o.soak], ids=lambda o: o.flag)
+SOAK_REFUSED = [o for o in RUN_OPTIONS if o.soak]
+OVERRIDING = [o for o in RUN_OPTIONS if o.overrides]
+CHECKED = [o for o in RUN_OPTIONS if o.check or o.choices]
+# An empty parameter list would turn the tests below into silent skips.
+assert SOAK_REFUSED and OVERRIDING and CHECKED
+
+
+@pytest.mark.parametrize("o", SOAK_REFUSED, ids=lambda o: o.flag)
 def test_soak_refuses_the_options_it_decides_itself_with_the_reason(o: RunOption, capsys: pytest.CaptureFixture[str]):
     assert main(["soak", o.flag, o.render(o.value_in(BASE))]) == 2
     assert capsys.readouterr().err.strip() == f"takeover: error: {o.flag} does not apply to takeover soak: {o.soak}"
@@ -117,7 +124,7 @@ def test_the_grid_fixed_table_takes_the_options_the_grid_neither_varies_nor_deci
             assert o.grid == GRID_FIXED, "sweep's single values go into the grid's [fixed] values"
 
 
-@pytest.mark.parametrize("o", [o for o in RUN_OPTIONS if o.overrides], ids=lambda o: o.flag)
+@pytest.mark.parametrize("o", OVERRIDING, ids=lambda o: o.flag)
 def test_every_overriding_option_reaches_its_field(o: RunOption):
     value = other_value(o)
     cfg = with_overrides(BASE, {o.dest: value})
@@ -157,7 +164,7 @@ _BAD = {options.positive: 0, options.nonneg: -1, options.positive_int: 0, option
         options.integer: 1.5, options.probability: 2.0}  # fmt: skip
 
 
-@pytest.mark.parametrize("o", [o for o in RUN_OPTIONS if o.check or o.choices], ids=lambda o: o.flag)
+@pytest.mark.parametrize("o", CHECKED, ids=lambda o: o.flag)
 def test_every_checked_option_is_checked_and_named(o: RunOption):
     bad = "no-such-choice" if o.choices else _BAD[o.check]
     with pytest.raises(UsageError, match=f"^{o.name} "):
