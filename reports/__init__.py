@@ -21,8 +21,8 @@ def write_reports(folder: Path, result: CheckResult) -> list[str]:
     summary, fx = result.summary, result.facts
     (folder / REPORT_MD).write_text(markdown.render(summary))
     (folder / JUNIT_XML).write_bytes(junit.render(summary))
-    involved = list(dict.fromkeys(t for r in result.invariants.values() if r.valid is False for t in r.tasks))
-    involved += [t for t in result.duplicate_tasks if t not in set(involved)]
+    violating = (t for r in result.invariants.values() if r.valid is False for t in r.tasks)
+    involved = list(dict.fromkeys([*violating, *result.duplicate_tasks]))
     figs: dict[str, tuple[bytes | None, str]] = {}
     if len(fx.run.history):
         figs["timeline"] = figures.timeline(fx, involved)

@@ -220,7 +220,8 @@ def generations_figure(fx: Facts, tasks: list[float]) -> tuple[Figure, str]:
         ax.set_title(fx.name(task), fontsize=9)
         ax.set_ylabel("generation", fontsize=8)
         ax.tick_params(labelsize=7)
-        _generation_ticks(ax, [*mine["gen"], *fin["gen"].dropna()])
+        performed = la["gen"] if ledger is not None else []
+        _generation_ticks(ax, [*mine["gen"], *fin["gen"], *performed])
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:
         ax.set_visible(False)
@@ -238,9 +239,10 @@ def generations_figure(fx: Facts, tasks: list[float]) -> tuple[Figure, str]:
 def _generation_ticks(ax: Axes, gens: list[float]) -> None:
     """Whole generations only: a task seen in one generation got ticks at 0.96 ... 1.04 from the
     default locator, which reads as if generations were fractional."""
-    if not gens:
+    known = [g for g in gens if not pd.isna(g)]
+    if not known:
         return
-    lo, hi = int(min(gens)), int(max(gens))
+    lo, hi = int(min(known)), int(max(known))
     if hi - lo <= 10:
         ax.set_yticks(range(lo, hi + 1))
     else:

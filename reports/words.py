@@ -3,6 +3,7 @@ lines. One place, so the terminal, report.md and report.html never call the same
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
@@ -18,7 +19,9 @@ def plain(value: Any) -> str:
     lists as tuples, a dict as ``key value`` pairs (nested dicts as ``key: ...``), a missing value
     as a dash.
     """
-    if value is None:
+    if hasattr(value, "tolist"):  # a numpy scalar or array from the in-memory summary: its plain value
+        value = value.tolist()
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value in ({}, []):
         return "—"
     if isinstance(value, str):
         return value

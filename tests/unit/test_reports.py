@@ -166,3 +166,15 @@ def test_plain_words_for_summary_values() -> None:
     assert plain([[1, "done", 3], [2, "uncertain", 5]]) == "(1, done, 3), (2, uncertain, 5)"
     assert plain({"acted": 2, "working": 1}) == "acted 2, working 1"
     assert plain({"by phase": {"acted": 2}, "by aim": {"random": 1}}) == "by phase: acted 2; by aim: random 1"
+
+
+def test_plain_words_for_missing_and_numpy_values() -> None:
+    import numpy as np
+
+    from takeover.reports.words import plain
+
+    assert plain(float("nan")) == "—" and plain([]) == "—" and plain({}) == "—"
+    assert plain(np.bool_(True)) == "yes"
+    assert plain(np.int64(3)) == "3"
+    assert plain(np.array([1, 2])) == "1, 2"
+    assert plain({"by phase": {}, "by aim": {"random": 1}}) == "by phase: —; by aim: random 1"
