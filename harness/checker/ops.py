@@ -87,6 +87,11 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     comp_pos = np.where(paired[inv_pos], inv_pos + 1, -1)
     completed_mask = np.zeros(len(order), dtype=bool)
     completed_mask[comp_pos[comp_pos >= 0]] = True
+    lone = ~is_inv & ~completed_mask
+    if lone.any() and reg_code >= 0:
+        _pair_lone_registers(np.flatnonzero(lone & (s_f == reg_code)), sel[order], s_proc, s_key, inv_pos, comp_pos,
+                             is_reg=s_f == reg_code)
+        completed_mask[comp_pos[comp_pos >= 0]] = True
     unpaired = int((~is_inv & ~completed_mask).sum())
     inv_rows = sel[order[inv_pos]]
     comp_rows = np.where(comp_pos >= 0, sel[order[np.maximum(comp_pos, 0)]], -1)
@@ -140,6 +145,33 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     run_events = h.loc[(f == "run").to_numpy(dtype=bool), ["time", "value"]] if n else h[["time", "value"]]
     return Ops(claims, finishes, actions, extends, registers, faults, spawns, exits,
                run_events.reset_index(drop=True), unpaired, t0, t1)
+
+
+def _pair_lone_registers(lone: np.ndarray, rows: np.ndarray, proc: np.ndarray, key: np.ndarray,
+                         inv_pos: np.ndarray, comp_pos: np.ndarray, *, is_reg: np.ndarray) -> None:
+    """Give each register completion left without an invoke the latest invoke still open before
+    it, in the same process, of the same task (or of any task, when the completion names none);
+    ``comp_pos`` is updated in place. Positions are in the sorted order, ``rows`` in file order.
+
+    Why: the pairing above only joins an invoke to the record right after it in its (process,
+    register, task) group. A known task registered again can break that: one batch naming a task
+    twice writes two invokes before two completions, and an ``info`` may carry only its error
+    (docs/history.md), not the task its invoke named. Left alone, one of those registrations
+    would look killed mid-call and its completion would count as unpaired. Only completions that
+    found no invoke are walked, and there are none in a run without such records.
+    """
+    open_inv = inv_pos[(comp_pos < 0) & is_reg[inv_pos]]
+    waiting: dict[float, list[int]] = {}
+    for q in open_inv[np.argsort(rows[open_inv], kind="stable")]:
+        waiting.setdefault(float(proc[q]), []).append(int(q))
+    for p in lone[np.argsort(rows[lone], kind="stable")]:
+        candidates = waiting.get(float(proc[p]), [])
+        for j in range(len(candidates) - 1, -1, -1):
+            q = candidates[j]
+            if rows[q] < rows[p] and (key[p] == -1 or key[q] == key[p]):
+                comp_pos[np.searchsorted(inv_pos, q)] = p
+                del candidates[j]
+                break
 
 
 def _take(col: pd.Series, rows: np.ndarray) -> np.ndarray:

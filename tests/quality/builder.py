@@ -27,6 +27,7 @@ class Run:
     snapshot: list[list[Any]] | None = None
     snapshot_error: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    reregistered: list[dict[str, Any]] = field(default_factory=list)  # records of repeated registrations
 
     def rec(self, t: float, process: int, type_: str, f: str, **fields: Any) -> None:
         record = {"time": T0 + t, "process": process, "type": type_, "f": f}
@@ -43,6 +44,36 @@ class Run:
         for task in tasks:
             self.rec(t, 0, "invoke", "register", task=task, now=t)
             self.rec(t, 0, "ok", "register", task=task)
+
+    def reregister(self, t: float, process: int, *tasks: str, status: str = "ok") -> None:
+        """Known tasks registered again, as ``register_tasks`` records a batch: every invoke, then
+        every completion (a task named twice in one batch overlaps itself)."""
+        self.reregister_start(t, process, *tasks)
+        self.reregister_end(t + 0.01, process, *tasks, status=status)
+
+    def reregister_start(self, t: float, process: int, *tasks: str) -> None:
+        for task in tasks:
+            self.rec(t, process, "invoke", "register", task=task, now=t)
+            self.reregistered.append(self.records[-1])
+
+    def reregister_end(self, t: float, process: int, *tasks: str, status: str = "ok") -> None:
+        """``status``: ok / info (the completion names its task, as ``register_tasks`` writes it) /
+        bare_info (only an error, as docs/history.md allows) / open (killed mid-call: nothing)."""
+        for task in tasks:
+            if status == "ok":
+                self.rec(t, process, "ok", "register", task=task)
+            elif status == "info":
+                self.rec(t, process, "info", "register", task=task, error="database is locked")
+            elif status == "bare_info":
+                self.rec(t, process, "info", "register", error="database is locked")
+            else:
+                continue
+            self.reregistered.append(self.records[-1])
+
+    def without_reregisters(self) -> Run:
+        """The same run with every repeated registration's records taken out."""
+        kept = [rec for rec in self.records if not any(rec is r for r in self.reregistered)]
+        return Run(kept, self.ledger_rows, self.snapshot, self.snapshot_error, self.config)
 
     def spawn(self, process: int, worker: str, t: float = 0.0) -> None:
         self.rec(t, 0, "ok", "spawn", target=process, worker=worker, pid=10_000 + process)

@@ -289,7 +289,105 @@ CASES["info_claim_then_running_at_the_end_is_lost_only"] = (info_claim_then_runn
                                                             {"no_lost_task"})
 
 
+# ---- a task registered again: a correct queue changes nothing -------------------------------
+# The contract: registering a known task changes nothing. These runs register tasks again while
+# they are pending, running and done, from the coordinator and from workers (several at once, one
+# batch naming a task twice, outcomes unknown); the queue ignored every one, so every invariant
+# holds and no count moves (tests/quality/test_reregister.py compares each with the same run
+# without the repeated registrations).
+@case()
+def reregister_pending_task() -> Run:
+    """The coordinator registers b again while it is pending, twice in one batch."""
+    r = _two_workers()
+    r.reregister(0.5, 0, "b", "b", "a")
+    r.work(1, 1, "a", 1)
+    r.work(2, 1.5, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def reregister_running_task_from_workers_at_once() -> Run:
+    """While w1 holds a, w2 and w3 register it again at the same instant; w3's outcome is unknown
+    and its info record names no task."""
+    r = _two_workers()
+    r.spawn(3, "w3")
+    r.claim(1, 1, "a", 1)
+    r.reregister_start(1.5, 2, "a")
+    r.reregister_start(1.5, 3, "a")
+    r.reregister_end(1.51, 3, "a", status="bare_info")
+    r.reregister_end(1.52, 2, "a")
+    r.action(1, 2, "a", 1)
+    r.finish(1, 3, "a", 1)
+    r.work(2, 4, "b", 1)
+    r.claim(3, 10, None, status="empty")
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def reregister_done_task_unknown_outcomes() -> Run:
+    """After a is done, the coordinator registers it again (info) and a worker is killed inside
+    its registration of a; nothing is claimable again."""
+    r = _two_workers()
+    r.work(1, 1, "a", 1)
+    r.reregister(4, 0, "a", status="info")
+    r.reregister(4.5, 2, "a", status="open")
+    r.kill(2, 4.51, phase="idle")
+    r.spawn(3, "w2", t=4.6)
+    r.work(3, 5, "b", 1)
+    r.claim(1, 9, None, status="empty")
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
 # ---- invalid --------------------------------------------------------------------------------
+@case("no_reclaim_after_terminal", "generation_monotonic", "single_finish")
+def reregister_then_reclaim_of_the_done_task() -> Run:
+    """A queue whose register resets the task: a, done at generation 1, is registered again and
+    handed out again, at generation 1, and finished a second time."""
+    r = _two_workers()
+    r.work(1, 1, "a", 1)
+    r.reregister(4, 0, "a")
+    r.work(2, 5, "a", 1)
+    r.work(2, 8, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("generation_monotonic", "lease_exclusive", "no_stale_commit", "state_matches_history")
+def reregister_then_claim_with_the_generation_back() -> Run:
+    """a was taken over at generation 2 (lease until 11); a worker registers it again at 7 and the
+    queue resets it, so w3's claim at 8 gets generation 1 while w2 still holds 2; w2's finish is
+    then refused and w3's, of generation 1 after 2 was claimed, accepted."""
+    r = _two_workers()
+    r.spawn(3, "w3")
+    r.claim(1, 0, "a", 1)
+    r.kill(1, 1, phase="working", task="a", gen=1)
+    r.claim(2, 6, "a", 2)
+    r.reregister(7, 3, "a")
+    r.claim(3, 8, "a", 1)
+    r.action(2, 8.5, "a", 2)
+    r.finish(2, 9, "a", 2, status="rejected")
+    r.action(3, 9.5, "a", 1)
+    r.finish(3, 10, "a", 1)
+    r.work(3, 11, "b", 1)
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("state_matches_history", "no_lost_task")
+def reregister_resets_a_done_task_nobody_claims_again() -> Run:
+    """The reset is seen only in the final snapshot: a was finished, registered again, and the
+    snapshot shows it pending at generation 0."""
+    r = _two_workers()
+    r.work(1, 1, "a", 1)
+    r.work(2, 1, "b", 1)
+    r.reregister(4, 0, "a")
+    r.snap(("a", "pending", 0, None), ("b", "done", 1, None))
+    return r
+
+
 @case("no_stale_commit", "finish_within_lease", "single_finish")
 def stale_commit_accepted() -> Run:
     r = _two_workers()
