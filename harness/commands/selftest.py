@@ -94,8 +94,14 @@ def _first_violation(summary: Summary, names: tuple[str, ...]) -> float | None:
     return min(times) if times else None
 
 
+def _has_fault(summary: Summary, kind: str) -> bool:
+    """Did the run ask for fault ``kind`` (config.json ``faults``, a rate above 0)?"""
+    rate = (summary["config"].get("faults") or {}).get(kind)
+    return isinstance(rate, int | float) and rate > 0
+
+
 def run(args: argparse.Namespace) -> ExitCode:
-    from takeover.queues.planted import PLANTED
+    from takeover.queues.planted import NEEDS_FAULT, PLANTED
 
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
@@ -123,6 +129,10 @@ def run(args: argparse.Namespace) -> ExitCode:
                            run_dir=str(root / f"{name}-s{seed}"))
                 break
             row.update(violated=fired, seconds=round(took, 1))
+            need = NEEDS_FAULT.get(name)
+            if need and not _has_fault(summary, need):
+                row["absent_fault"] = need  # no other seed of this profile can catch it either
+                break
         results.append(row)
         if not args.json:
             if row["caught"]:
@@ -132,7 +142,9 @@ def run(args: argparse.Namespace) -> ExitCode:
                 out.write(f"caught  {name:<24} seed {row['seed']}, run {row['seconds']} s, {when}; "
                           f"violated: {', '.join(row['violated'])}\n")
             else:
-                out.write(f"MISSED  {name:<24} after {row['tries']} run(s); expected {', '.join(expected)}\n")
+                why = (f"; its runs had no {row['absent_fault']} fault, the only kind that can expose it"
+                       if "absent_fault" in row else "")
+                out.write(f"MISSED  {name:<24} after {row['tries']} run(s); expected {', '.join(expected)}{why}\n")
             out.flush()
     refs: list[dict[str, Any]] = []
     for seed in range(1, ref_seeds + 1):

@@ -159,6 +159,31 @@ class DropsTasks(_Planted):
     PICK_PENDING = "SELECT task_id FROM tasks WHERE state = 'pending' AND rowid % 13 != 5 LIMIT 1"
 
 
+class NonAtomicClaim(_Planted):
+    """The claimable task is picked outside the write transaction (the SELECT in autocommit, the
+    UPDATE in its own ``BEGIN IMMEDIATE``), so two workers that claim at the same instant pick the
+    same row and both take it: two live leases of one task. Caught by ``lease_exclusive``."""
+
+    def claim(self, worker: str, now: float, lease: float) -> Claim | None:
+        row = self._pick(now, lease)
+        if row is None:
+            return None
+        with write_transaction(self._conn) as conn:
+            generation, lease_until = conn.execute(self.TAKE, (now + lease, worker, row[0])).fetchone()
+        return row[0], generation, lease_until
+
+
+class RegisterReplaces(_Planted):
+    """``register`` is an upsert (``INSERT OR REPLACE``), so registering a known task again puts it
+    back to ``pending`` at generation 0: a finished task is handed out again, a running one is
+    claimed again with its generation gone back (inside its holder's lease). Caught by
+    ``no_reclaim_after_terminal``, ``generation_monotonic``, ``lease_exclusive`` or, when nobody
+    claims it again, ``state_matches_history``; but only in runs that register a known task again
+    (the ``duplicate_register`` fault): nothing else does."""
+
+    REGISTER = "INSERT OR REPLACE INTO tasks (task_id, state, generation, registered) VALUES (?, 'pending', 0, ?)"
+
+
 # name -> the invariants expected to catch it (any one of them suffices).
 PLANTED: dict[str, tuple[str, ...]] = {
     "FinishIgnoresGeneration": ("no_stale_commit",),
@@ -171,4 +196,13 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "FinishNotDurable": ("state_matches_history",),
     "SnapshotOffByOne": ("state_matches_history",),
     "DropsTasks": ("no_lost_task",),
+    "NonAtomicClaim": ("lease_exclusive",),
+    # Only a run that registers a known task again can show this bug: until the stress run has the
+    # duplicate_register fault, the selftest reports it as missed, saying that fault was absent.
+    "RegisterReplaces": ("no_reclaim_after_terminal", "generation_monotonic", "lease_exclusive",
+                         "state_matches_history"),
 }
+
+# Planted bugs that only one fault kind can expose, and that kind (as config.json ``faults`` names
+# it): a run without it cannot catch them, and the selftest says so rather than only "missed".
+NEEDS_FAULT: dict[str, str] = {"RegisterReplaces": "duplicate_register"}

@@ -81,6 +81,10 @@ def _check_task_id(task_id: str) -> None:
 class SQLiteLeaseQueue:
     """``takeover.queues.sqlite_lease:SQLiteLeaseQueue`` — the queue the spec describes."""
 
+    # OR IGNORE: registering a known task again must change nothing (not its state, its generation
+    # or its lease), whoever registers it and however often.
+    REGISTER = "INSERT OR IGNORE INTO tasks (task_id, state, generation, registered) VALUES (?, 'pending', 0, ?)"
+
     def __init__(self, db_path: str) -> None:
         self.db_path = db_path
         self._conn = open_wal(db_path, SCHEMA, spin_for_lock=True)
@@ -89,10 +93,7 @@ class SQLiteLeaseQueue:
         _check_task_id(task_id)
         _check_time("now", now)
         with write_transaction(self._conn) as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO tasks (task_id, state, generation, registered) VALUES (?, 'pending', 0, ?)",
-                (task_id, now),
-            )
+            conn.execute(self.REGISTER, (task_id, now))
 
     def register_many(self, task_ids: list[str], now: float) -> None:
         """Optional extension: one transaction for a batch, so set-up of 10k tasks takes milliseconds."""
@@ -100,10 +101,7 @@ class SQLiteLeaseQueue:
             _check_task_id(task_id)
         _check_time("now", now)
         with write_transaction(self._conn) as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO tasks (task_id, state, generation, registered) VALUES (?, 'pending', 0, ?)",
-                [(task_id, now) for task_id in task_ids],
-            )
+            conn.executemany(self.REGISTER, [(task_id, now) for task_id in task_ids])
 
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
         _check_time("now", now)
