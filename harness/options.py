@@ -44,7 +44,9 @@ DEFAULT_PROFILE = "stress"
 
 # Fault kinds, in the order reports list them. Per-second rates for the nemesis' faults,
 # probabilities for the faults a worker draws itself.
-NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause")
+# The aimed faults (takeover.run.aimed) steer workers into one of the spec's narrow windows each.
+AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register")
+NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause", *AIMED_FAULTS)
 WORKER_FAULTS = ("lose_reply", "slow")
 FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
 
@@ -171,6 +173,14 @@ _FAULT_HELP = {
     "kill_after_action": "SIGKILLs aimed after the action, before finish (the S5 window), per second",
     "kill_during_finish": "SIGKILLs aimed at a worker inside finish, per second",
     "pause": "SIGSTOP/SIGCONT of a lease holder (before, just after, long after its lease), per second",
+    "expire_and_return": "aimed: a holder frozen past its lease, then resumed alone to finish before any "
+                         "takeover (S2), per second",
+    "stale_return": "aimed: a holder frozen past its lease until another took the task over, then resumed to "
+                    "finish while the new holder holds it (S3), per second",
+    "claim_stampede": "aimed: idle workers held back, then let go at the same instant to race for a claim, "
+                      "per second",
+    "duplicate_register": "aimed: a pending, running or done task registered again, by the coordinator and by "
+                          "several workers at once (producer retries), per second",
     "lose_reply": "probability that the service performs an action and never answers",
     "slow": "probability that a task's work outlives its lease",
 }

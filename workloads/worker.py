@@ -24,9 +24,12 @@ from takeover.config import TaskTime
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
 from takeover.history import HistoryWriter, error_text
 from takeover.run.lifeline import die_with_parent, parent_alive
-from takeover.run.phases import ACTIONS, DONE, LOST, SLOWED, PhaseBoard, task_index
+from takeover.run.phases import ACTIONS, DONE, FINISH_CALLS, LOST, SLOWED, PhaseBoard, task_id, task_index
+from takeover.run.registration import register_tasks
 from takeover.run.service import ServiceClient
 from takeover.run.supervision import WorkerSpec
+
+GATE_POLL = 0.001  # how often a held worker looks whether the claim gate is open again
 
 
 def worker_seed(seed: int, process: int) -> int:
@@ -138,7 +141,11 @@ class Worker:
 
     def step(self) -> None:
         cfg, hist, name = self.cfg, self.hist, self.name
-        self.publish("claiming")
+        self.publish("claiming")  # before the gate is read: a hold that closes it sees this claim coming
+        if self.board.gate():
+            self.wait_at_gate()
+            if self.should_stop():
+                return
         now = time.time()
         hist.write("invoke", "claim", worker=name, now=now, lease=cfg.lease)
         try:
@@ -169,6 +176,24 @@ class Worker:
         self.nap(cfg.local_step)
         self.finish(task, gen, outcome, lease_until)
         self.publish("idle")
+
+    def wait_at_gate(self) -> None:
+        """An aimed fault holds claims back: wait (``held``) until it lets them go, then claim at once.
+
+        Held workers are released together, so their claims race (the claim-stampede fault). A
+        hold may also ask them to register a task again first, all at the same instant, as
+        producers that retry an enqueue do (the duplicate-register fault).
+        """
+        hold = self.board.gate()
+        self.publish("held")
+        while self.board.gate() and not self.should_stop():
+            # The nemesis freezes held workers before it opens the gate; a sleep with an absolute
+            # deadline (CPython's time.sleep) returns at once when they are let go together.
+            time.sleep(GATE_POLL)
+        self.publish("claiming")
+        task = self.board.register_request(hold)
+        if task >= 0:
+            register_tasks(self.opened, self.hist, [task_id(task)], time.time())
 
     def work(self, task: str, gen: int, lease_until: float) -> float | None:
         """Local work; a slowed task outlives its lease. Heartbeats extend the lease when configured."""
@@ -262,6 +287,7 @@ class Worker:
         before the completion is), so a kill that lands in ``finishing`` really hit the call."""
         now = time.time()
         self.hist.write("invoke", "finish", task=task, gen=gen, outcome=outcome, now=now)
+        self.board.count(self.slot, FINISH_CALLS)
         self.publish("finishing", task, gen, lease_until)
         try:
             accepted = self.opened.finish(task, gen, outcome, now)

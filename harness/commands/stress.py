@@ -23,7 +23,7 @@ from takeover.config import RunConfig, load_profile, profile_names, with_overrid
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
-from takeover.options import FAULT_RATES, NEMESIS_FAULTS, Command, add_run_options, given
+from takeover.options import AIMED_FAULTS, FAULT_RATES, NEMESIS_FAULTS, Command, add_run_options, given
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
@@ -190,6 +190,12 @@ def print_run_summary(result: Any, out: Any) -> None:
     print(f"faults: kills: {kills}", file=out)
     print(f"        pauses: {pauses}", file=out)
     print(f"        lost replies: {c.get('lose_reply', 0)}, slow tasks: {c.get('slow', 0)}", file=out)
+    aim = t.aimed
+    for kind in AIMED_FAULTS:
+        if aim.hits[kind] or aim.missed[kind]:
+            reasons = "; ".join(f"{r} ({n})" for (k, r), n in sorted(aim.reasons.items()) if k == kind)
+            print(f"        {kind}: window hit {aim.hits[kind]}, missed {aim.missed[kind]}"
+                  f"{f' ({reasons})' if reasons else ''}", file=out)  # fmt: skip
     if t.hunts_expired:
         expired = ", ".join(f"{k} {n}" for k, n in sorted(t.hunts_expired.items()))
         print(f"        found no target in time: {expired}", file=out)
@@ -213,4 +219,6 @@ def _injected(kind: str, t: Any, c: dict[str, int]) -> int:
         return t.kills[KILL_AIMS[kind]]
     if kind == "pause":
         return sum(t.pauses.values())
+    if kind in AIMED_FAULTS:
+        return int(t.aimed.hits[kind] + t.aimed.missed[kind])
     return c.get(kind, 0)

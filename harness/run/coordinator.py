@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,7 +101,10 @@ class Coordinator:
             kill=effectors.kill,
             pause=effectors.pause,
             resume=effectors.resume,
+            record=self.hist.write,
+            producer=_Producer(self),
         )
+        self._next_task = cfg.tasks  # the index of the next task registered during the run
 
     # -- public -----------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -191,13 +194,18 @@ class Coordinator:
             if cfg.arrival_rate > 0:
                 due = int(cfg.arrival_rate * (now - start)) - arrival_registered
                 if due > 0:
-                    first = cfg.tasks + arrival_registered
-                    ids = [task_id(i) for i in range(first, first + due)]
-                    self.result.registered += register_tasks(self.queue, self.hist, ids, now, self._queue_call)
+                    self.register_new(due, now)
                     arrival_registered += due
             wait = self.nemesis.tick(time.time())
             self._report_progress("faults", elapsed=now - start)
             time.sleep(max(0.0, min(wait, end - time.time(), 0.05)))
+
+    def register_new(self, count: int, now: float) -> list[str]:
+        """Register ``count`` tasks never registered before (arrivals, and the claim stampede's)."""
+        ids = [task_id(i) for i in range(self._next_task, self._next_task + count)]
+        self._next_task += count
+        self.result.registered += register_tasks(self.queue, self.hist, ids, now, self._queue_call)
+        return ids
 
     def _stop_faults(self) -> bool:
         self.board.set_faults_enabled(False)
@@ -276,3 +284,27 @@ class Coordinator:
         p.observe(self.board, self.nemesis.tally, registered=self.result.registered,
                   alive=len(self.supervisor.live_slots()))  # fmt: skip
         self.on_progress(p)
+
+
+class _Producer:
+    """The coordinator as the aimed faults' producer: fresh tasks, repeated registrations, the states."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.c = coordinator
+
+    def register_new(self) -> str | None:
+        ids = self.c.register_new(1, time.time())
+        return ids[0] if ids else None
+
+    def register_again(self, ids: Sequence[str]) -> int:
+        """Registered again: the history gets the same records as a first registration (the checker
+        tells a repeat by the task id); ``registered`` does not count it twice."""
+        c = self.c
+        return register_tasks(c.queue, c.hist, list(ids), time.time(), c._queue_call)
+
+    def states(self) -> list[tuple[str, str]] | None:
+        try:
+            rows = self.c._queue_call("snapshot", self.c.queue.snapshot)
+        except Exception:  # noqa: BLE001 - a locked or broken queue: the fault picks a running task or misses
+            return None
+        return [(str(r[0]), str(r[1])) for r in rows]

@@ -23,6 +23,11 @@ it: the moment a stale finish is most likely to slip through, before anyone recl
 ``long_after_expiry`` (one to two leases past it). The three classes
 are dealt from shuffled decks so a short run still sees all three.
 
+Aimed faults (``expire_and_return``, ``stale_return``, ``claim_stampede``, ``duplicate_register``)
+arrive on the same stratified plan and are handed to :mod:`takeover.run.aimed`, which steers the
+workers into their window; the slots they freeze are theirs alone until they let go (no kill or
+pause may touch them).
+
 Worker-drawn faults (lost replies, slow tasks) are not the nemesis' business: the worker draws
 them with its own seeded stream and records them itself.
 """
@@ -33,11 +38,13 @@ import random
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
-from takeover.options import NEMESIS_FAULTS
+from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
+from takeover.run.aimed import AimedFaults, AimTally, Producer
 from takeover.run.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0
@@ -80,6 +87,7 @@ class Tally:
     pauses: Counter = field(default_factory=Counter)  # by class
     hunts_expired: Counter = field(default_factory=Counter)  # by kind
     probe_misses: Counter = field(default_factory=Counter)  # by kind: frozen, but it had moved on
+    aimed: AimTally = field(default_factory=AimTally)  # aimed faults: windows hit and missed
 
 
 class Nemesis:
@@ -96,6 +104,8 @@ class Nemesis:
         kill: Callable[[int, str, SlotView], str],
         pause: Callable[[int, Pause], None],
         resume: Callable[[Pause], None],
+        record: Callable[..., None] | None = None,
+        producer: Producer | None = None,
     ) -> None:
         self.cfg = cfg
         self.board = board
@@ -118,6 +128,10 @@ class Nemesis:
         self.tally = Tally()
         self._deck: list[str] = []
         self.active = False
+        self._record = record or (lambda *_args, **_fields: None)
+        streams = {k: self.rngs[k] for k in AIMED_FAULTS} | {"targets": random.Random(stream_seed(cfg.seed, "aim"))}
+        self.aimed = AimedFaults(cfg, board, _Hands(self), producer, streams)
+        self.tally.aimed = self.aimed.tally
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, now: float) -> None:
@@ -139,6 +153,7 @@ class Nemesis:
         self.active = False
         self.next_at.clear()
         self.hunts.clear()
+        self.aimed.stop()
         for pause in list(self.paused.values()):
             self._resume(pause)
         self.paused.clear()
@@ -158,9 +173,10 @@ class Nemesis:
                 self._arrive(kind, now)
                 self.resume_due(time.time())  # a kill or a probe took time: a pause may be due by now
         self.hunts = [h for h in self.hunts if not self._hunt(h, now)]
+        aimed_wait = self.aimed.tick(time.time()) if self.aimed.busy or any(self.aimed.waiting.values()) else 1.0
         if self.hunts:
             return HUNT_POLL
-        wait = min([t - now for t in self.next_at.values()] + [self._until_resume(now)])
+        wait = min([t - now for t in self.next_at.values()] + [self._until_resume(now), aimed_wait])
         return max(0.0, wait)
 
     def resume_due(self, now: float) -> None:
@@ -180,6 +196,9 @@ class Nemesis:
         return min([p.resume_at - now for p in self.paused.values()] + [0.05])
 
     def _arrive(self, kind: str, now: float) -> None:
+        if kind in AIMED_FAULTS:
+            self.aimed.arrive(kind, now)
+            return
         if kind == "kill":
             order = list(range(self.board.slots))
             self.pick_random.shuffle(order)
@@ -203,7 +222,7 @@ class Nemesis:
         return [
             s
             for s in self._live_slots()
-            if s not in self.paused and (phases is None or board.phase(s) in phases)
+            if s not in self.paused and s not in self.aimed.reserved and (phases is None or board.phase(s) in phases)
         ]
 
     def _hunt(self, hunt: Hunt, now: float) -> bool:
@@ -259,3 +278,32 @@ class Nemesis:
         self._pause(slot, pause)
         self.paused[slot] = pause
         self.tally.pauses[klass] += 1
+
+
+class _Hands:
+    """The nemesis' effectors as the aimed faults use them: a frozen holder is recorded as a pause
+    whose ``detail`` names the aimed fault, so reports and the checker see it as the freeze it is."""
+
+    def __init__(self, nemesis: Nemesis) -> None:
+        self.n = nemesis
+
+    def candidates(self, phases: Iterable[str] | None = None) -> list[int]:
+        return self.n._candidates(tuple(phases) if phases is not None else None)
+
+    def probe(self, slot: int) -> SlotView | None:
+        return self.n._probe(slot)
+
+    def release(self, slot: int) -> None:
+        self.n._release(slot)
+
+    def freeze(self, slot: int, view: SlotView, kind: str, planned: float) -> Pause:
+        started = time.time()
+        pause = Pause(slot, view.process, kind, planned, started, float("inf"), view)
+        self.n._pause(slot, pause)
+        return pause
+
+    def thaw(self, token: Pause) -> None:
+        self.n._resume(token)
+
+    def record(self, type_: str, kind: str, **fields: Any) -> None:
+        self.n._record(type_, kind, **fields)

@@ -17,14 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 # ``finishing`` is exactly the finish call; ``finished`` is after it returned, before its completion
-# is recorded (so a kill there is not counted as during_finish).
-PHASES = ("idle", "claiming", "working", "acting", "acted", "finishing", "finished", "stopped")
+# is recorded (so a kill there is not counted as during_finish). ``held``: about to claim, and waiting
+# because an aimed fault holds every claim back (the claim gate, below).
+PHASES = ("idle", "claiming", "working", "acting", "acted", "finishing", "finished", "stopped", "held")
 PHASE_CODE = {name: i for i, name in enumerate(PHASES)}
 HOLDING = ("working", "acting", "acted", "finishing")
 
-# Header: [0] stop all workers, [1] faults enabled for worker-drawn faults
-HEADER = 4
-H_STOP, H_FAULTS = 0, 1
+# Header: [0] stop all workers, [1] faults enabled for worker-drawn faults, [2] the claim gate: 0 when
+# open, else the number of the hold that closed it, [3] [4] a registration asked of the workers that
+# a hold kept back: the hold's number and the task's index.
+HEADER = 6
+H_STOP, H_FAULTS, H_GATE, H_REGISTER_HOLD, H_REGISTER_TASK = 0, 1, 2, 3, 4
 # Slot fields
 SEQ, PHASE, TASK, GEN, LEASE_UNTIL, PROCESS, PID, SINCE = range(8)
 # Counters summed over all incarnations of a slot (progress display, fallback summary).
@@ -34,7 +37,10 @@ COUNTERS = {"done": DONE, "actions": ACTIONS, "lose_reply": LOST, "slow": SLOWED
 # worker dies in between, the coordinator closes them with ``info`` (docs/history.md).
 OPEN_FAULTS = 12
 FAULT_BITS = {"slow": 1, "lose_reply": 2}
-SLOT_WIDTH = 13
+# Finish calls this incarnation has started (counted after the invoke is written, before the call):
+# an aimed fault that resumed a frozen holder sees from it that the holder's finish went out.
+FINISH_CALLS = 13
+SLOT_WIDTH = 14
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,33 @@ class PhaseBoard:
     def faults_enabled(self) -> bool:
         return self.array[H_FAULTS] != 0.0
 
+    def close_gate(self, hold: int) -> None:
+        """Hold every claim back: a worker about to claim waits (phase ``held``) until the gate opens.
+
+        Why a gate and not a freeze: a worker frozen inside a claim may hold the database's write
+        lock, and the one worker an aimed fault lets go on would then block behind it. A worker
+        waits at the gate only before it enters the claim, so nothing is held while it waits.
+        """
+        self.array[H_GATE] = float(hold)
+
+    def open_gate(self) -> None:
+        self.array[H_GATE] = 0.0
+
+    def gate(self) -> int:
+        """0 when claims may go on; else the number of the hold that keeps them back."""
+        return int(self.array[H_GATE])
+
+    def ask_register(self, hold: int, task: int) -> None:
+        """Ask the workers waiting behind hold ``hold`` to register task ``task`` again once released."""
+        self.array[H_REGISTER_TASK] = float(task)
+        self.array[H_REGISTER_HOLD] = float(hold)
+
+    def register_request(self, hold: int) -> int:
+        """The task a worker released from hold ``hold`` must register again, or -1 for none."""
+        if int(self.array[H_REGISTER_HOLD]) != hold:
+            return -1
+        return int(self.array[H_REGISTER_TASK])
+
     # -- slots ----------------------------------------------------------------------------------
     def _base(self, slot: int) -> int:
         return HEADER + slot * SLOT_WIDTH
@@ -110,6 +143,9 @@ class PhaseBoard:
     def count(self, slot: int, counter: int) -> None:
         """Only the slot's live worker increments its counters: no lost updates without a lock."""
         self.array[self._base(slot) + counter] += 1.0
+
+    def finish_calls(self, slot: int) -> int:
+        return int(self.array[self._base(slot) + FINISH_CALLS])
 
     def open_fault(self, slot: int, kind: str) -> None:
         """The slot's worker has written the fault's invoke (call this after it, never before)."""

@@ -38,6 +38,8 @@ class Progress:
     slow: int = 0
     alive: int = 0
     workers: int = 0
+    aimed_hits: int = 0  # aimed faults whose window was reached
+    aimed: int = 0  # aimed faults that ended, hit or missed
 
     def observe(self, board: PhaseBoard, tally: Tally, *, registered: int, alive: int) -> None:
         """Take the counts: what the workers did (their counters on the board, summed over every
@@ -50,6 +52,8 @@ class Progress:
         self.kills = sum(tally.kills.values())
         self.kill_hits = sum(tally.kill_hits.values())
         self.pauses = sum(tally.pauses.values())
+        self.aimed_hits = sum(tally.aimed.hits.values())
+        self.aimed = self.aimed_hits + sum(tally.aimed.missed.values())
         self.alive = alive
 
 
@@ -79,8 +83,12 @@ def _line(p: Progress) -> str:
     return (
         f"[{p.stage}] {clock} tasks: {_tasks(p)}, actions {p.actions} | "
         f"faults: kills {p.kills} (aims hit {p.kill_hits}), pauses {p.pauses}, lost replies "
-        f"{p.lost_replies}, slow {p.slow} | workers {p.alive}/{p.workers}"
+        f"{p.lost_replies}, slow {p.slow}{_aimed(p)} | workers {p.alive}/{p.workers}"
     )
+
+
+def _aimed(p: Progress) -> str:
+    return f", aimed windows hit {p.aimed_hits}/{p.aimed}" if p.aimed else ""
 
 
 class LiveDisplay:
@@ -153,5 +161,7 @@ class ProgressDisplay(LiveDisplay):
         table.add_row("pauses", str(p.pauses))
         table.add_row("lost replies", str(p.lost_replies))
         table.add_row("slow tasks", str(p.slow))
+        if p.aimed:
+            table.add_row("aimed faults", f"{p.aimed} ({p.aimed_hits} reached their window)")
         table.add_row("workers", f"{p.alive}/{p.workers} alive")
         return table

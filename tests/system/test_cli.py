@@ -43,7 +43,8 @@ _RUN_OPTIONS = (
     "--profile --queue --workers --tasks --duration --lease --seed --out --remedy --heartbeat --arrival-rate "
     "--task-time-dist --task-time-mean --task-time-spread --task-time-max --local-step --poll --client-timeout "
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
-    "--pause-rate --lose-reply-rate --slow-rate"
+    "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
+    "--duplicate-register-rate --lose-reply-rate --slow-rate"
 ).split()
 
 

@@ -1,0 +1,405 @@
+"""Aimed faults: steer real processes into the spec's narrow windows, and say whether they got there.
+
+Why scripts and not random draws: the bugs that matter most live in windows a few milliseconds
+wide. A finish that ignores the lease is only exposed when a holder calls finish after its lease ran
+out *and* before anyone took the task over; a finish that ignores the generation only when the stale
+holder's finish lands while a new holder's lease is valid. Random kills and pauses line these up
+now and then, so a subtle one-line bug escapes a short run by luck. Each aimed fault below is a
+short script that builds its window on purpose, with SIGSTOP/SIGCONT on the real workers and the
+claim gate of the phase board (:meth:`PhaseBoard.close_gate`), and then records whether the window
+was really reached: ``hit``, or ``missed`` with the reason. What happened inside the window is the
+history's to tell and the checker's to judge; the script never looks at the queue's answers.
+
+- ``expire_and_return`` (S2, the lease boundary): freeze a holder between its action and its finish,
+  hold every other worker's claims back, let its lease run out, then resume it alone: its finish
+  comes after the expiry and before any takeover.
+- ``stale_return`` (S3): freeze a holder there, wait until another worker has taken the task over,
+  freeze the new holder, resume the old one: the stale generation's finish lands while the new
+  holder's lease is valid.
+- ``claim_stampede`` (claim atomicity): hold every idle worker at the gate, register a fresh task,
+  freeze them and let them all go at the same instant, so their claims race.
+- ``duplicate_register`` (producer retries): register a pending, running or terminal task again,
+  from the coordinator and from every held worker at the same instant.
+
+Each script is a generator driven by the nemesis' loop: it yields how long it may sleep and never
+blocks, so kills, pauses and the other scripts go on meanwhile. Its ``finally`` puts everything
+back (frozen workers resumed, the gate opened) whenever it ends, also when the faults stop.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from takeover.config import RunConfig
+from takeover.run.phases import HOLDING, PhaseBoard, SlotView, task_id
+
+# A script yields the seconds it may sleep before its next step.
+Script = Generator[float, None, None]
+
+POLL = 0.0005  # watching the board for a phase that lasts milliseconds
+GATE_WAIT = 1.0  # how long the claims in flight may take to return once the gate is closed
+GATHER = 0.4  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
+MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
+STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
+
+
+class Missed(Exception):
+    """The window was not reached; the message says why, in words a user can act on."""
+
+
+@dataclass
+class AimTally:
+    hits: Counter = field(default_factory=Counter)  # by kind
+    missed: Counter = field(default_factory=Counter)  # by kind
+    reasons: Counter = field(default_factory=Counter)  # (kind, reason)
+
+
+@dataclass
+class Frozen:
+    """A worker an aimed fault froze on purpose (recorded as a pause of the fault's kind)."""
+
+    slot: int
+    view: SlotView
+    token: Any  # what the nemesis' ``thaw`` needs to resume it and record the pause's end
+
+
+class Producer(Protocol):
+    """The coordinator's side of registration, for duplicate_register and claim_stampede."""
+
+    def register_again(self, ids: Sequence[str]) -> int: ...
+    def register_new(self) -> str | None: ...
+    def states(self) -> list[tuple[str, str]] | None: ...
+
+
+class Hands(Protocol):
+    """What the scripts do to processes: the nemesis lends its effectors."""
+
+    def candidates(self, phases: Iterable[str] | None = None) -> list[int]: ...
+    def probe(self, slot: int) -> SlotView | None: ...
+    def release(self, slot: int) -> None: ...
+    def freeze(self, slot: int, view: SlotView, kind: str, planned: float) -> Any: ...
+    def thaw(self, token: Any) -> None: ...
+    def record(self, type_: str, kind: str, **fields: Any) -> None: ...
+
+
+class AimedFaults:
+    """Runs the aimed fault scripts; one at a time per kind, and one at a time behind the gate."""
+
+    GATED = ("expire_and_return", "claim_stampede", "duplicate_register")
+
+    def __init__(self, cfg: RunConfig, board: PhaseBoard, hands: Hands, producer: Producer | None,
+                 rngs: dict[str, random.Random]) -> None:  # fmt: skip
+        self.cfg = cfg
+        self.board = board
+        self.hands = hands
+        self._producer = producer
+        self.rngs = rngs
+        self.tally = AimTally()
+        self.active: dict[str, tuple[Script, float]] = {}  # kind -> (script, when it may run next)
+        self.waiting: dict[str, deque[float]] = {}  # kind -> arrivals not started yet
+        self.reserved: set[int] = set()  # slots an aimed fault froze: no other fault may touch them
+        self.gate_owner: str | None = None
+        self.holds = 0
+        self._deck: list[str] = []
+
+    # -- driven by the nemesis --------------------------------------------------------------------
+    def arrive(self, kind: str, now: float) -> None:
+        self.waiting.setdefault(kind, deque()).append(now)
+
+    def tick(self, now: float) -> float:
+        """Start what arrived, advance what is due; the time until the next step."""
+        for kind, queue in self.waiting.items():
+            if queue and kind not in self.active:
+                arrived = queue.popleft()
+                self.active[kind] = (self._run(kind, arrived), now)
+        wait = 1.0
+        for kind, (script, due) in list(self.active.items()):
+            if time.time() >= due:
+                try:
+                    step = next(script)
+                except StopIteration:
+                    del self.active[kind]
+                    continue
+                due = time.time() + step
+                self.active[kind] = (script, due)
+            wait = min(wait, due - time.time())
+        if any(self.waiting.values()):
+            wait = min(wait, POLL)
+        return max(0.0, wait)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.active)
+
+    def stop(self) -> None:
+        """The faulted phase ends: every script ends now (its ``finally`` resumes and reopens)."""
+        for kind, (script, _due) in list(self.active.items()):
+            script.close()
+            del self.active[kind]
+        self.waiting.clear()
+
+    # -- the frame every script runs in -----------------------------------------------------------------
+    def _run(self, kind: str, arrived: float) -> Script:
+        self.hands.record("invoke", kind)
+        fields: dict[str, Any] = {}
+        try:
+            body = getattr(self, kind)(arrived + max(3.0, 2.0 / self.cfg.faults[kind]), fields)
+            yield from body
+        except Missed as exc:
+            self._end(kind, False, str(exc), fields)
+        except GeneratorExit:
+            self._end(kind, False, "the faulted phase ended first", fields)
+            raise
+        else:
+            self._end(kind, True, fields.pop("detail", ""), fields)
+
+    def _end(self, kind: str, hit: bool, detail: str, fields: dict[str, Any]) -> None:
+        (self.tally.hits if hit else self.tally.missed)[kind] += 1
+        if not hit:
+            self.tally.reasons[(kind, detail)] += 1
+        # The reason travels in ``value`` ("missed: ..."), a column the checker reads anyway.
+        self.hands.record("ok", kind, value="hit" if hit else f"missed: {detail}", detail=detail, **fields)
+
+    # -- building blocks ----------------------------------------------------------------------------
+    def _holder_phases(self) -> tuple[str, ...]:
+        """Between the action and finish (``acted``): once resumed, the holder calls finish at once.
+        Without a local step that phase is too short to catch, so then a working holder is taken."""
+        return ("acted",) if self.cfg.local_step >= 0.005 else ("working",)
+
+    def _freeze_holder(self, kind: str, deadline: float, fields: dict[str, Any]) -> Generator[float, None, Frozen]:
+        """Find a lease holder in the aimed phase and freeze it there (recorded as a pause of ``kind``)."""
+        phases = self._holder_phases()
+        pick = self.rngs["targets"]
+        while True:
+            slots = [s for s in self.hands.candidates(phases) if s not in self.reserved]
+            pick.shuffle(slots)
+            for slot in slots:
+                view = self.hands.probe(slot)
+                if view is None:
+                    continue
+                if view.phase in phases and view.lease_until > time.time() + 0.005:
+                    return self._freeze(slot, view, kind, view.lease_until - time.time())
+                self.hands.release(slot)
+            if time.time() > deadline:
+                raise Missed(f"no lease holder was in phase {'/'.join(phases)} within the fault's window")
+            yield POLL
+
+    def _freeze(self, slot: int, view: SlotView, kind: str, planned: float) -> Frozen:
+        self.reserved.add(slot)
+        return Frozen(slot, view, self.hands.freeze(slot, view, kind, planned))
+
+    def _thaw(self, frozen: Frozen | None) -> None:
+        if frozen is not None and frozen.slot in self.reserved:
+            self.reserved.discard(frozen.slot)
+            self.hands.thaw(frozen.token)
+
+    def _finish_calls(self, slot: int) -> int:
+        return self.board.finish_calls(slot)
+
+    def _take_gate(self, kind: str, deadline: float) -> Generator[float, None, int]:
+        """Wait until no other aimed fault holds the claims back, then close the gate; the hold's number."""
+        while self.gate_owner is not None:
+            if time.time() > deadline:
+                raise Missed(f"claims stayed held by {self.gate_owner} for the whole window")
+            yield 0.005
+        self.gate_owner = kind
+        self.holds += 1
+        self.board.close_gate(self.holds)
+        return self.holds
+
+    def _open_gate(self, kind: str) -> None:
+        if self.gate_owner == kind:
+            self.board.open_gate()
+            self.gate_owner = None
+
+    def _claims_settled(self, exclude: set[int]) -> Generator[float, None, None]:
+        """With the gate closed, wait until no claim is still in flight (a worker inside claim)."""
+        end = time.time() + GATE_WAIT
+        while any(self.board.phase(s) == "claiming" for s in self.hands.candidates() if s not in exclude):
+            if time.time() > end:
+                raise Missed(f"a claim was still running {GATE_WAIT:g} s after claims were held back")
+            yield POLL
+
+    def _gather(self, kind: str, want: int) -> Generator[float, None, list[int]]:
+        """With the gate closed, wait for up to ``want`` workers to reach it; at least two, or Missed."""
+        patience = GATHER
+        end = time.time() + patience
+        while True:
+            held = [s for s in self.hands.candidates(("held",)) if s not in self.reserved]
+            if len(held) >= want or time.time() > end:
+                break
+            yield 0.002
+        if len(held) < 2:
+            raise Missed(f"only {len(held)} worker(s) reached the claim gate within {patience:g} s")
+        return held
+
+    def _let_go_together(self, hold: int, held: list[int], kind: str) -> list[int]:
+        """Freeze the held workers, open the gate and resume them all at once, so they race."""
+        frozen = []
+        for slot in held:
+            view = self.hands.probe(slot)
+            if view is None:
+                continue
+            if view.phase != "held":
+                self.hands.release(slot)
+                continue
+            frozen.append(slot)
+        self._open_gate(kind)
+        for slot in frozen:
+            self.hands.release(slot)
+        return frozen
+
+    # -- the scripts ----------------------------------------------------------------------------------
+    def expire_and_return(self, deadline: float, fields: dict[str, Any]) -> Script:
+        kind = "expire_and_return"
+        yield from self._take_gate(kind, deadline)
+        holder: Frozen | None = None
+        try:
+            holder = yield from self._freeze_holder(kind, deadline, fields)
+            view = holder.view
+            fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
+            yield from self._claims_settled({holder.slot})
+            resume_at = view.lease_until + self.rngs[kind].uniform(*MARGIN)
+            while time.time() < resume_at:
+                yield resume_at - time.time()
+            calls = self._finish_calls(holder.slot)
+            self._thaw(holder)
+            resumed = time.time()
+            fields["late"] = round(resumed - view.lease_until, 4)
+            end = resumed + max(1.0, 3 * self.cfg.local_step)
+            while self._finish_calls(holder.slot) == calls:
+                if time.time() > end or self.board.read(holder.slot).process != view.process:
+                    raise Missed("the resumed holder did not call finish within a second")
+                yield POLL
+            late_ms = fields["late"] * 1000
+            fields["detail"] = f"finish called {late_ms:.0f} ms after the lease ran out, no claim in between"
+        finally:
+            self._thaw(holder)
+            self._open_gate(kind)
+
+    def stale_return(self, deadline: float, fields: dict[str, Any]) -> Script:
+        kind = "stale_return"
+        old: Frozen | None = None
+        new: Frozen | None = None
+        try:
+            old = yield from self._freeze_holder(kind, deadline, fields)
+            view = old.view
+            fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
+            give_up = view.lease_until + max(1.0, 2 * self.cfg.lease)
+            while True:  # wait for a takeover of the frozen holder's task
+                taker = self._holder_of(view.task, view.gen, exclude=old.slot)
+                if taker is not None:
+                    break
+                if time.time() > give_up:
+                    waited = give_up - view.lease_until
+                    raise Missed(f"no other worker took the task over within {waited:.1f} s of its expiry")
+                yield POLL
+            new_view = self.hands.probe(taker)
+            if new_view is None or new_view.task != view.task or new_view.phase not in ("working", "acting", "acted"):
+                if new_view is not None:
+                    self.hands.release(taker)
+                raise Missed("the new holder was inside a queue call (or gone) when it was to be frozen")
+            new = self._freeze(taker, new_view, kind, new_view.lease_until - time.time())
+            fields.update(new_gen=new_view.gen, new_lease_until=new_view.lease_until)
+            calls = self._finish_calls(old.slot)
+            self._thaw(old)
+            resumed = time.time()
+            end = min(new_view.lease_until - 0.002, resumed + max(1.0, 3 * self.cfg.local_step))
+            while self._finish_calls(old.slot) == calls:
+                if time.time() > end or self.board.read(old.slot).process != view.process:
+                    raise Missed("the stale holder did not call finish while the new holder's lease was valid")
+                yield POLL
+            fields["detail"] = (f"generation {view.gen}'s finish called while generation {new_view.gen} "
+                                f"held the task")  # fmt: skip
+        finally:
+            self._thaw(old)
+            self._thaw(new)
+
+    def claim_stampede(self, deadline: float, fields: dict[str, Any]) -> Script:
+        kind = "claim_stampede"
+        hold = yield from self._take_gate(kind, deadline)
+        try:
+            yield from self._claims_settled(set())
+            held = yield from self._gather(kind, self._idle_workers())
+            fresh = self.producer.register_new()
+            released = self._let_go_together(hold, held, kind)
+            if len(released) < 2:
+                raise Missed(f"only {len(released)} held worker(s) could be let go together")
+            fields.update(workers=len(released), task=fresh)
+            fields["detail"] = f"{len(released)} workers let go at the same instant to claim"
+        finally:
+            self._open_gate(kind)
+
+    def duplicate_register(self, deadline: float, fields: dict[str, Any]) -> Script:
+        kind = "duplicate_register"
+        chosen = self._pick_registered()
+        if chosen is None:
+            raise Missed("no registered task to register again")
+        state, tid = chosen
+        fields.update(task=tid, state=state)
+        hold = yield from self._take_gate(kind, deadline)
+        workers: list[int] = []
+        try:
+            yield from self._claims_settled(set())
+            try:
+                held = yield from self._gather(kind, self._idle_workers())
+            except Missed:
+                held = []  # the coordinator still registers it again
+            self.board.ask_register(hold, int(tid[1:]))
+            workers = self._let_go_together(hold, held, kind) if held else []
+        finally:
+            self._open_gate(kind)
+        done = self.producer.register_again([tid])
+        failed = "" if done else " (its call failed)"
+        fields["detail"] = f"a {state} task registered again by the coordinator{failed} and by {len(workers)} worker(s)"
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise Missed("this nemesis has no producer to register tasks with")
+        return self._producer
+
+    # -- what the scripts look at -------------------------------------------------------------------
+    def _idle_workers(self) -> int:
+        """How many workers a hold waits for: every live one nobody froze (held or on its way)."""
+        return sum(1 for s in self.hands.candidates() if s not in self.reserved)
+
+    def _holder_of(self, task: int, gen: int, exclude: int) -> int | None:
+        for slot in self.hands.candidates(HOLDING):
+            if slot == exclude or slot in self.reserved:
+                continue
+            v = self.board.read(slot)
+            if v.task == task and v.gen > gen:
+                return slot
+        return None
+
+    def _pick_registered(self) -> tuple[str, str] | None:
+        """A task in the next state of the shuffled deck (pending, running, terminal), or in another."""
+        rng = self.rngs["duplicate_register"]
+        if not self._deck:
+            self._deck = list(STATE_CLASSES)
+            rng.shuffle(self._deck)
+        wanted = self._deck.pop()
+        order = [wanted] + [s for s in STATE_CLASSES if s != wanted]
+        running = sorted({self.board.read(s).task for s in self.hands.candidates(HOLDING)} - {-1})
+        rows = None
+        for state in order:
+            if state == "running" and running:
+                return state, task_id(rng.choice(running))
+            if state != "running":
+                if rows is None:
+                    rows = self.producer.states() or []
+                ids = sorted(t for t, st in rows if _state_class(st) == state)
+                if ids:
+                    return state, rng.choice(ids)
+        return None
+
+
+
+def _state_class(state: str) -> str:
+    return state if state in ("pending", "running") else "terminal"
