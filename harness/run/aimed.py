@@ -41,9 +41,10 @@ from takeover.run.phases import HOLDING, PhaseBoard, SlotView, task_id
 # A script yields the seconds it may sleep before its next step.
 Script = Generator[float, None, None]
 
+WINDOW = 3.0  # how long an aimed fault may look for its target or wait for the gate
 POLL = 0.0005  # watching the board for a phase that lasts milliseconds
 GATE_WAIT = 1.0  # how long the claims in flight may take to return once the gate is closed
-GATHER = 0.4  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
+GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
 
@@ -148,7 +149,7 @@ class AimedFaults:
         self.hands.record("invoke", kind)
         fields: dict[str, Any] = {}
         try:
-            body = getattr(self, kind)(arrived + max(3.0, 2.0 / self.cfg.faults[kind]), fields)
+            body = getattr(self, kind)(arrived + WINDOW, fields)
             yield from body
         except Missed as exc:
             self._end(kind, False, str(exc), fields)
@@ -186,7 +187,7 @@ class AimedFaults:
                     return self._freeze(slot, view, kind, view.lease_until - time.time())
                 self.hands.release(slot)
             if time.time() > deadline:
-                raise Missed(f"no lease holder was in phase {'/'.join(phases)} within the fault's window")
+                raise Missed(f"no lease holder was in phase {'/'.join(phases)} within {WINDOW:g} s")
             yield POLL
 
     def _freeze(self, slot: int, view: SlotView, kind: str, planned: float) -> Frozen:
@@ -201,18 +202,21 @@ class AimedFaults:
     def _finish_calls(self, slot: int) -> int:
         return self.board.finish_calls(slot)
 
-    def _take_gate(self, kind: str, deadline: float) -> Generator[float, None, int]:
-        """Wait until no other aimed fault holds the claims back, then close the gate; the hold's number."""
+    def _take_gate(self, kind: str, deadline: float, close: bool = True) -> Generator[float, None, int]:
+        """Wait until no other aimed fault holds the claims back, then own the gate (and close it
+        unless ``close`` is False); the hold's number."""
         while self.gate_owner is not None:
             if time.time() > deadline:
-                raise Missed(f"claims stayed held by {self.gate_owner} for the whole window")
+                raise Missed(f"claims stayed held by {self.gate_owner} for {WINDOW:g} s")
             yield 0.005
         self.gate_owner = kind
         self.holds += 1
-        self.board.close_gate(self.holds)
+        if close:
+            self.board.close_gate(self.holds)
         return self.holds
 
     def _open_gate(self, kind: str) -> None:
+        """Open the gate (closed or not) and give it up, if ``kind`` owns it."""
         if self.gate_owner == kind:
             self.board.open_gate()
             self.gate_owner = None
@@ -257,10 +261,13 @@ class AimedFaults:
     # -- the scripts ----------------------------------------------------------------------------------
     def expire_and_return(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "expire_and_return"
-        yield from self._take_gate(kind, deadline)
+        # The gate is taken first and closed only once the holder is frozen: closed earlier, it
+        # would stop the claims that make holders, and the hunt could wait for one in vain.
+        hold = yield from self._take_gate(kind, deadline, close=False)
         holder: Frozen | None = None
         try:
             holder = yield from self._freeze_holder(kind, deadline, fields)
+            self.board.close_gate(hold)
             view = holder.view
             fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
             yield from self._claims_settled({holder.slot})
