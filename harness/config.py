@@ -65,6 +65,7 @@ class RunConfig:
     duration: float = 20.0
     lease: float = 1.0
     seed: int = 1
+    swarm: bool = False  # the fault rates were drawn from the seed (takeover.swarm); ``faults`` holds the draw
     out: str | None = None
     remedy: str = "none"
     heartbeat: float = 0.0

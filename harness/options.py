@@ -98,6 +98,11 @@ def nonneg_int(name: str, value: Any) -> None:
         raise UsageError(f"{name} must be an integer >= 0, got {value!r}")
 
 
+def boolean(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise UsageError(f"{name} must be true or false, got {value!r}")
+
+
 def _num(value: float) -> str:
     """A number as the reproduce line writes it: ``2`` for 2.0, the shortest exact repr otherwise."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
@@ -119,7 +124,7 @@ class RunOption:
 
     flag: str  # on the command line; its dest and the name in messages follow from it
     field: str
-    value_type: type[int] | type[float] | type[str]  # parses the command line, reads profile numbers, writes it back
+    value_type: type[int] | type[float] | type[str] | type[bool]  # parses the line, reads profiles, writes it back
     help: str  # ``{profiles}`` stands for the list of profiles (only ``--profile`` needs it)
     check: Callable[[str, Any], None] | None = None  # the value's own check; choices are checked anyway
     choices: tuple[str, ...] = ()
@@ -140,6 +145,17 @@ class RunOption:
     def dest(self) -> str:
         """The attribute argparse stores it under, and its key in an overrides mapping: ``task_time_mean``."""
         return self.name.replace("-", "_")
+
+    @property
+    def is_flag(self) -> bool:
+        """A flag (``--swarm``) takes no value: given, it is True; the reproduce line writes it only when True."""
+        return self.value_type is bool
+
+    def argv(self, value: Any) -> list[str]:
+        """The arguments that give this option ``value`` on the command line (none for a flag that is False)."""
+        if self.is_flag:
+            return [self.flag] if value else []
+        return [self.flag, self.render(value)]
 
     @property
     def overrides(self) -> bool:
@@ -199,6 +215,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               sweep_help="seconds of each run's faulted phase"),
     RunOption("--lease", "lease", float, "lease length in seconds", positive, grid=GRID_AXIS),
     RunOption("--seed", "seed", int, "seed of every random choice", integer, grid=GRID_OWN),
+    RunOption("--swarm", "swarm", bool,
+              "swarm testing: draw from --seed which fault kinds are on (each with probability 1/2, at least one) "
+              "and a rate for each (log-uniform, 0.25x to 4x the profile's); a rate given explicitly is kept",
+              boolean, profile=False,
+              sweep_help="each run draws its own fault mix from its seed; the fault-scale axis multiplies it"),
     RunOption("--out", "out", str, "run folder (default runs/<timestamp>, with runs/latest)",
               profile=False, reproduce=False, grid=GRID_OWN),
     RunOption("--remedy", "remedy", str, "how the external service treats repeats", choices=REMEDIES,
@@ -244,9 +265,13 @@ def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles:
         else:
             text = o.help.replace("{profiles}", ", ".join(profiles))
         extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
+        if o.is_flag:
+            extra = {"action": "store_true"}
+        else:
+            extra["type"] = o.value_type
         if o.metavar:
             extra["metavar"] = o.metavar
-        parser.add_argument(o.flag, type=o.value_type, default=o.default, help=text, **extra)
+        parser.add_argument(o.flag, default=o.default, help=text, **extra)
 
 
 def given(args: argparse.Namespace, command: Command) -> dict[str, Any]:
@@ -269,5 +294,5 @@ def command_line(cfg: RunConfig) -> str:
     parts = ["takeover", "stress"]
     for o in RUN_OPTIONS:
         if o.reproduce:
-            parts += [o.flag, o.render(o.value_in(cfg))]
+            parts += o.argv(o.value_in(cfg))
     return " ".join(shlex.quote(p) for p in parts)

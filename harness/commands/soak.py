@@ -74,7 +74,7 @@ def resolve_minutes(given: float | None) -> float:
     return value
 
 
-def header(base: RunConfig, minutes: float, checkpoint: float, root: Path) -> list[str]:
+def header(base: RunConfig, minutes: float, checkpoint: float, root: Path, pinned: tuple[str, ...] = ()) -> list[str]:
     """The soak's header: how long it runs, in what segments, and the line that reproduces the first one.
 
     Only the first segment's length is known up front (drains and checks count against the budget),
@@ -82,7 +82,7 @@ def header(base: RunConfig, minutes: float, checkpoint: float, root: Path) -> li
     whatever the checkpoint. The length comes from the driver's own ``segment_length``, so the printed
     line is exactly the run that follows.
     """
-    from takeover.soak.driver import segment_length
+    from takeover.soak.driver import segment_config, segment_length
 
     first = segment_length(checkpoint, minutes * 60.0) if minutes > 0 else None
     if first is None:
@@ -91,9 +91,9 @@ def header(base: RunConfig, minutes: float, checkpoint: float, root: Path) -> li
         shape, then = f"one segment of {first:g} s, checked as it ends", ""
     else:
         shape = f"segments of {first:g} s back to back, each checked as it ends (the last gets what is left)"
-        then = " (then seed +1 per segment)"
+        then = " (then seed +1 per segment" + (", each drawing its own fault mix)" if base.swarm else ")")
     return [f"takeover soak: {minutes:g} min in {shape}; folder {root}",
-            f"seg-0001 runs: {dataclasses.replace(base, duration=first).command()}{then}"]  # fmt: skip
+            f"seg-0001 runs: {segment_config(base, 0, first, pinned).command()}{then}"]  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> ExitCode:
                          f"use 0 to replay the banked seeds only")  # fmt: skip
     if not args.sample > 0:
         raise UsageError(f"--sample must be a positive number of seconds, got {args.sample!r}")
-    base = stress.resolve(args)
+    base, pinned = stress.resolve_base(args)  # with --swarm, each segment draws its own mix around it
     if base.arrival_rate == 0 and args.arrival_rate is None:
         base = dataclasses.replace(base, arrival_rate=DEFAULT_ARRIVAL)
     stress.check_queue(base.queue)
@@ -132,11 +132,11 @@ def run(args: argparse.Namespace) -> ExitCode:
     root = store.create(args.out)
     command = " ".join(shlex.quote(a) for a in ["takeover", "soak", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
     opts = SoakOptions(
-        base=base, out=root, minutes=minutes, checkpoint=args.checkpoint, sample=args.sample, bank=bank,
+        base=base, pinned=pinned, out=root, minutes=minutes, checkpoint=args.checkpoint, sample=args.sample, bank=bank,
         replay_from=replay_from, replay=not args.no_replay, keep=args.keep,
         fail_on_duplicates=args.fail_on_duplicates, command=command,
     )  # fmt: skip
-    for line in header(base, minutes, args.checkpoint, root):
+    for line in header(base, minutes, args.checkpoint, root, pinned):
         print(line, flush=True)
     with SoakDisplay(sys.stderr) as display:
         code = Soak(opts, display).run()

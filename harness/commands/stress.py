@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from takeover import store
+from takeover import store, swarm
 from takeover.config import RunConfig, load_profile, profile_names, with_overrides
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
@@ -52,16 +52,31 @@ def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> N
 
 
 def resolve(args: argparse.Namespace) -> RunConfig:
-    """Profile + options -> a validated RunConfig. Raises UsageError; creates nothing."""
+    """Profile + options (+ the swarm draw, with ``--swarm``) -> a validated RunConfig. Raises UsageError;
+    creates nothing."""
+    base, pinned = resolve_base(args)
+    return swarm.draw(base, pinned).validate() if base.swarm else base
+
+
+def resolve_base(args: argparse.Namespace) -> tuple[RunConfig, tuple[str, ...]]:
+    """Profile + options, validated, before any swarm draw; and the fault kinds whose rate was given
+    explicitly, which a swarm draw keeps as given.
+
+    The soak needs the two apart: each of its segments draws its own mix around the same base.
+    """
     base = load_profile(args.profile)
     overrides = given(args, "stress")
+    no_faults = getattr(args, "no_faults", False)
+    if no_faults and overrides.get("swarm"):
+        raise UsageError("--swarm draws the fault rates and --no-faults sets them all to 0: give one of them")
+    pinned = tuple(o.field.partition(".")[2] for o in FAULT_RATES if overrides[o.dest] is not None)
     # --no-faults zeroes the profile's rates; a rate given explicitly beside it still counts
     # (e.g. `--no-faults --kill-rate 1` is a run with kills only).
-    if getattr(args, "no_faults", False):
+    if no_faults:
         for o in FAULT_RATES:
             if overrides[o.dest] is None:
                 overrides[o.dest] = 0.0
-    return with_overrides(base, overrides).validate()
+    return with_overrides(base, overrides).validate(), pinned
 
 
 def check_queue(spec: str) -> None:
@@ -87,6 +102,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     cfg = dataclasses.replace(cfg, out=str(run_dir))
     out = sys.stdout
     print(f"takeover stress: run folder {run_dir}", file=out)
+    if cfg.swarm:
+        print(f"swarm mix (seed {cfg.seed}): {swarm.describe(cfg)}", file=out)
     print(f"reproduce with: {cfg.command()}", file=out, flush=True)
     with ProgressDisplay(sys.stderr) as display:
         result = Coordinator(cfg, run_dir, worker=worker_main, on_progress=display.update).run()

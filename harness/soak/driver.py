@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from takeover import store
+from takeover import store, swarm
 from takeover.config import RunConfig
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
@@ -66,11 +66,23 @@ def segment_length(checkpoint: float, remaining: float) -> float | None:
     return round(length, 3) if length >= MIN_SEGMENT else None
 
 
+def segment_config(base: RunConfig, index: int, duration: float, pinned: tuple[str, ...] = ()) -> RunConfig:
+    """Segment ``index``'s config (0 is seg-0001): ``base`` with seed ``base.seed + index`` and ``duration``.
+
+    With ``--swarm`` (``base.swarm``) each segment draws its own fault mix from its own seed, around the
+    base's rates, keeping the ``pinned`` kinds' (those given explicitly); the header prints seg-0001's
+    line from this same function.
+    """
+    cfg = dataclasses.replace(base, seed=base.seed + index, duration=duration)
+    return swarm.draw(cfg, pinned).validate() if cfg.swarm else cfg
+
+
 @dataclass(frozen=True)
 class SoakOptions:
-    base: RunConfig  # the segments' config; each segment gets seed = base.seed + its index
+    base: RunConfig  # the segments' config before any swarm draw; each segment gets seed = base.seed + its index
     out: Path
     minutes: float
+    pinned: tuple[str, ...] = ()  # with --swarm: the fault kinds given explicitly, which no segment draws
     checkpoint: float = 300.0
     sample: float = 5.0
     bank: Path = seedbank.DEFAULT_BANK  # where new failures are banked
@@ -162,7 +174,7 @@ class Soak:
             duration = segment_length(self.o.checkpoint, deadline - now)
             if duration is None:
                 break
-            cfg = dataclasses.replace(self.o.base, seed=self.o.base.seed + index, duration=duration)
+            cfg = segment_config(self.o.base, index, duration, self.o.pinned)
             index += 1
             self.run_segment(cfg, f"seg-{index:04d}", kind="segment")
             now = time.time()
@@ -241,7 +253,7 @@ class Soak:
         dup = summary["duplicates"] if summary else None
         return {
             "name": name, "kind": kind, "seed": cfg.seed, "queue": cfg.queue, "duration": cfg.duration,
-            "elapsed": round(result.elapsed, 2), "interrupted": result.interrupted,
+            "elapsed": round(result.elapsed, 2), "interrupted": result.interrupted, "mix": swarm.mix(cfg),
             "verdict": verdict, "exit_code": code,
             "registered": result.registered, "finished": int(c.get("done", 0)),
             "faults": {"kills": sum(t.kills.values()), "pauses": sum(t.pauses.values()),

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from takeover import swarm
 from takeover.config import GRID_PREFIX, PROFILE_DIR, RunConfig, TaskTime, load_profile, read_toml, with_overrides
 from takeover.errors import UsageError
-from takeover.options import BY_FIELD, FAULT_KINDS, GRID_FIXED, RUN_OPTIONS
+from takeover.options import BY_FIELD, FAULT_KINDS, GRID_FIXED, RUN_OPTIONS, WORKER_FAULTS
 from takeover.run.ledger import REMEDIES
 
 DEFAULT_GRID = "sweep-default"
@@ -103,15 +104,24 @@ class Grid:
         return [(cell, self.seed + i) for cell in self.cells() for i in range(self.seeds)]
 
     def config(self, cell: Cell, seed: int, out: Path) -> RunConfig:
-        """The validated RunConfig of one run of one cell."""
+        """The validated RunConfig of one run of one cell.
+
+        With ``swarm`` (``--swarm``, or ``swarm = true`` under ``[fixed]``) each run draws its fault mix
+        from its seed around the grid's rates, and the cell's fault scale then multiplies the drawn
+        rates: the runs with the same seed in different cells share their kinds and the proportions of
+        their rates, so a fault-scale axis still compares like with like, and scale 0 is still no faults.
+        """
         base = load_profile(self.base)
         rates = dict(base.faults) if self.faults is None else {k: float(self.faults.get(k, 0.0)) for k in FAULT_KINDS}
-        scaled = {k: v * cell.fault_scale for k, v in rates.items()}
-        for kind in ("lose_reply", "slow"):  # probabilities stay probabilities
-            scaled[kind] = min(scaled[kind], 1.0)
-        cfg = dataclasses.replace(base, faults=scaled, task_time=cell.distribution.task_time)
+        cfg = dataclasses.replace(base, faults=rates, task_time=cell.distribution.task_time)
         cfg = with_overrides(cfg, {**self.fixed, "lease": cell.lease, "seed": seed, "remedy": cell.mode.remedy,
                                    "heartbeat": round(cell.mode.heartbeat * cell.lease, 6), "out": str(out)})
+        if cfg.swarm:
+            cfg = swarm.draw(cfg)
+        scaled = {k: v * cell.fault_scale for k, v in cfg.faults.items()}
+        for kind in WORKER_FAULTS:  # probabilities stay probabilities
+            scaled[kind] = min(scaled[kind], 1.0)
+        cfg = dataclasses.replace(cfg, faults=scaled)
         try:
             return cfg.validate()
         except UsageError as exc:

@@ -43,6 +43,8 @@ def parser_for(configure: Callable[[argparse.ArgumentParser], None]) -> argparse
 def other_value(o: RunOption, cfg: RunConfig = BASE) -> Any:
     """A valid value for ``o`` that differs from the one ``cfg`` holds, of the option's type."""
     current = o.value_in(cfg)
+    if o.is_flag:
+        return not current
     if o.choices:
         return next(c for c in o.choices if c != current)
     if o.value_type is str:
@@ -68,7 +70,7 @@ def test_every_config_value_has_exactly_one_option():
 def test_stress_and_soak_parsers_take_every_option(o: RunOption):
     value = other_value(o)
     for configure in (stress.configure, soak.configure):
-        args = parser_for(configure).parse_args([o.flag, o.render(value)])
+        args = parser_for(configure).parse_args(o.argv(value))
         assert getattr(args, o.dest) == value
     assert _listed(o.flag, "stress")
     assert _listed(o.flag, "soak") == (not o.soak), "soak hides exactly the options it refuses"
@@ -95,7 +97,7 @@ assert SOAK_REFUSED and OVERRIDING and CHECKED
 
 @pytest.mark.parametrize("o", SOAK_REFUSED, ids=lambda o: o.flag)
 def test_soak_refuses_the_options_it_decides_itself_with_the_reason(o: RunOption, capsys: pytest.CaptureFixture[str]):
-    assert main(["soak", o.flag, o.render(o.value_in(BASE))]) == 2
+    assert main(["soak", *o.argv(o.value_in(BASE))]) == 2
     assert capsys.readouterr().err.strip() == f"takeover: error: {o.flag} does not apply to takeover soak: {o.soak}"
 
 
@@ -103,11 +105,12 @@ def test_sweep_takes_its_options_as_one_value_for_every_cell():
     takes = [o for o in RUN_OPTIONS if o.sweep_help]
     assert takes, "sweep takes some run options"
     parser = parser_for(sweep.configure)
-    argv = [arg for o in takes for arg in (o.flag, o.render(other_value(o)))]
+    argv = [arg for o in takes for arg in o.argv(other_value(o))]
     grid = sweep.build_grid(parser.parse_args(["--grid", "sweep-tiny", *argv]))
     for o in takes:
         assert grid.fixed[o.field] == other_value(o)
-        assert f"{o.flag} {o.flag[2:].upper().replace('-', '_')} {o.sweep_help}" in _help("sweep")
+        metavar = "" if o.is_flag else f" {o.flag[2:].upper().replace('-', '_')}"
+        assert f"{o.flag}{metavar} {o.sweep_help}" in _help("sweep")
     for o in RUN_OPTIONS:
         if not o.sweep_help and o.grid == GRID_FIXED:  # set in a grid file's [fixed] only
             assert not _listed(o.flag, "sweep")
@@ -131,7 +134,7 @@ def test_every_overriding_option_reaches_its_field(o: RunOption):
     assert o.value_in(cfg) == value
     assert {p.dest for p in RUN_OPTIONS if p.value_in(cfg) != p.value_in(BASE)} == {o.dest}
     assert with_overrides(BASE, {o.dest: None}) == BASE, "None means not given"
-    resolved = stress.resolve(parser_for(stress.configure).parse_args(["--profile", "smoke", o.flag, o.render(value)]))
+    resolved = stress.resolve(parser_for(stress.configure).parse_args(["--profile", "smoke", *o.argv(value)]))
     assert o.value_in(resolved) == value
 
 
@@ -139,7 +142,7 @@ def test_every_overriding_option_reaches_its_field(o: RunOption):
 def test_a_profile_sets_what_it_may(o: RunOption, tmp_path: Path):
     head, _, key = o.field.partition(".")
     value = other_value(o)
-    literal = f'"{value}"' if isinstance(value, str) else repr(value)
+    literal = f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else repr(value)
     text = f"[{head}]\n{key} = {literal}\n" if key else f"{head} = {literal}\n"
     path = tmp_path / "p.toml"
     path.write_text(text)
@@ -161,7 +164,7 @@ def test_a_profile_number_becomes_a_float_where_a_float_is_due(tmp_path: Path):
 
 
 _BAD = {options.positive: 0, options.nonneg: -1, options.positive_int: 0, options.nonneg_int: -1,
-        options.integer: 1.5, options.probability: 2.0}  # fmt: skip
+        options.integer: 1.5, options.probability: 2.0, options.boolean: "yes"}  # fmt: skip
 
 
 @pytest.mark.parametrize("o", CHECKED, ids=lambda o: o.flag)
@@ -176,7 +179,9 @@ def test_the_reproduce_line_has_every_option_it_should(o: RunOption):
     cfg = with_overrides(BASE, {o.dest: other_value(o)}) if o.overrides else BASE
     argv = shlex.split(cfg.command())
     assert argv[:2] == ["takeover", "stress"]
-    if o.reproduce:
+    if o.is_flag and o.reproduce:  # written only when set: other_value set it (or cleared it again)
+        assert argv.count(o.flag) == int(bool(o.value_in(cfg)))
+    elif o.reproduce:
         assert argv.count(o.flag) == 1
         assert argv[argv.index(o.flag) + 1] == o.render(o.value_in(cfg))
     else:
@@ -196,6 +201,7 @@ _VALUES = {
     options.positive_int: st.integers(1, 512),
     options.nonneg_int: st.integers(0, 10**9),
     options.integer: st.integers(-(2**63), 2**63),
+    options.boolean: st.booleans(),
 }
 # A queue is MODULE:ATTR, but the line must carry any text a user typed; argparse reads a leading "-" as an option.
 _TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1).filter(lambda s: not s.startswith("-"))
