@@ -1,4 +1,4 @@
-"""The run folder: every file a run, a soak or a sweep leaves behind, by name, with its reader and writer.
+"""The run folder: every file a run, a soak, a sweep or a hunt leaves behind, by name, with its reader and writer.
 
 Why one module: the run folder is the only thing that passes between the roles. The run writes it,
 the checker reads it (and nothing else: not the runner, not the queue's code), the reports are
@@ -67,6 +67,16 @@ SWEEP_GRID = "grid.json"  # the grid as it was expanded
 SWEEP_MD = "sweep.md"
 SWEEP_HTML = "sweep.html"
 SWEEP_CELLS = "cells"
+
+# -- a hunt folder (takeover hunt: one run folder per seed tried, the valid ones pruned) --------------------
+HUNT_FILE = "hunt.json"  # every run tried (seed, mode, mix, verdict), and the violation found, if any
+HUNT_RUN_PREFIX = "seed-"  # the run folder of seed N is seed-N
+
+
+def hunt_run_name(seed: int) -> str:
+    """The folder, inside a hunt folder, of the run with ``seed``."""
+    return f"{HUNT_RUN_PREFIX}{seed}"
+
 
 DEFAULT_BASE = "runs"  # where runs go without --out
 LATEST = "latest"  # runs/latest: a symlink to the newest run folder
@@ -292,6 +302,19 @@ def write_soak_summary(root: Path, summary: Mapping[str, Any]) -> None:
 def read_soak_summary(root: Path) -> dict[str, Any] | None:
     """The soak's ``soak.json``; None when the soak never wrote one."""
     path = root / SOAK_FILE
+    if not path.is_file():
+        return None
+    return read_json_object(path)
+
+
+# -- hunt.json ------------------------------------------------------------------------------------------------
+def write_hunt_summary(root: Path, summary: Mapping[str, Any]) -> None:
+    write_json(root / HUNT_FILE, summary)
+
+
+def read_hunt_summary(root: Path) -> dict[str, Any] | None:
+    """The hunt's ``hunt.json``; None when the hunt never wrote one."""
+    path = root / HUNT_FILE
     if not path.is_file():
         return None
     return read_json_object(path)

@@ -40,7 +40,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> Non
 
 
 _RUN_OPTIONS = (
-    "--profile --queue --workers --tasks --duration --lease --seed --out --remedy --heartbeat --arrival-rate "
+    "--profile --queue --workers --tasks --duration --lease --seed --swarm --out --remedy --heartbeat --arrival-rate "
     "--task-time-dist --task-time-mean --task-time-spread --task-time-max --local-step --poll --client-timeout "
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
@@ -55,7 +55,9 @@ _RUN_OPTIONS = (
         ("soak", ["-h", "--minutes", "--checkpoint", "--sample", "--seed-bank", "--no-replay", "--keep",
                   *(o for o in _RUN_OPTIONS if o != "--duration"), "--no-faults", "--fail-on-duplicates"]),
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--mode", "--target",
-                   "--queue", "--workers", "--tasks", "--duration", "--dry-run"]),
+                   "--queue", "--workers", "--tasks", "--duration", "--swarm", "--dry-run"]),
+        ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat", "--seed",
+                  "--budget", "--run-seconds", "--out", "--keep-valid"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:
