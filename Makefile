@@ -13,7 +13,7 @@ SOAK_MINUTES ?= 60
 SHELL := bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep
+.PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep hunt
 
 all: test
 
@@ -46,6 +46,9 @@ selftest: $(STAMP)
 
 sweep: $(STAMP)
 	$(BIN)/takeover sweep $(ARGS)
+
+hunt: $(STAMP)
+	$(BIN)/takeover hunt $(ARGS)
 
 soak: $(STAMP)
 	$(BIN)/takeover soak --minutes $(SOAK_MINUTES) $(ARGS)
