@@ -16,7 +16,8 @@ Records are Jepsen-style operations. Keys (absent means null; see docs/history.m
                (its process was killed) is indeterminate too.
 ``f``          ``register`` ``claim`` ``action`` ``finish`` ``extend`` ``resolve`` for queue
                and service operations; ``spawn`` ``exit`` for process lifecycle;
-               ``kill`` ``pause`` ``lose_reply`` ``slow`` for faults (invoke = start, ok = end)
+               ``kill`` ``pause`` ``lose_reply`` ``slow`` and the aimed faults
+               (``expire_and_return`` ...) for faults (invoke = start, ok = end)
 ``worker``     str, the worker slot (``w3``); an incarnation's ``process`` is new each spawn
 ``pid``        int, the OS pid
 ``task``       str, the task id
@@ -30,6 +31,8 @@ Records are Jepsen-style operations. Keys (absent means null; see docs/history.m
                (finish refused), ``timeout``, or an exception's one-line text
 ``target``     int, the process a fault or lifecycle event is about
 ``phase``      str, the target's published phase when a fault hit it
+``detail``     str, more about a fault or an exit: a pause's class (or the aimed fault that froze
+               the worker), who ended a process, what an aimed fault reached
 =============  ==========================================================================
 """
 
@@ -64,6 +67,7 @@ COLUMNS: dict[str, str] = {
     "error": "string",
     "target": "float64",
     "phase": "string",
+    "detail": "string",
 }
 
 

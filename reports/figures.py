@@ -25,10 +25,14 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from takeover.checker.facts import Facts  # noqa: E402
+from takeover.checker.ops import AIMED_FAULTS  # noqa: E402
 
 MAX_LANES = 40
 MAX_TASKS = 12
-FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5", "kill": "#d62828"}
+FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5", "kill": "#d62828",
+                 "aimed": "#6a040f"}
+# How the timeline labels a freeze made by an aimed fault (a pause whose ``detail`` names the fault).
+AIMED_LABELS = {"expire_and_return": "S2 expire_and_return", "stale_return": "S3 stale_return"}
 
 
 def _png(fig: Figure) -> bytes:
@@ -65,7 +69,7 @@ def windows(fx: Facts, kind: str) -> pd.DataFrame:
     planned = w["t_inv"] + pd.to_numeric(w["value"], errors="coerce")
     died = w["target"].map(_first_kill(fx))
     end = w["t_comp"].fillna(np.fmin(planned, died)).fillna(planned).fillna(died).fillna(fx.t1)
-    return pd.DataFrame({"target": w["target"], "start": w["t_inv"], "end": end})
+    return pd.DataFrame({"target": w["target"], "start": w["t_inv"], "end": end, "detail": w["detail"]})
 
 
 def timeline(fx: Facts, tasks: Sequence[float] = ()) -> tuple[bytes, str]:
@@ -116,11 +120,14 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = ()) -> tuple[Figure, str
     for kind in ("pause", "slow"):
         w = windows(fx, kind)
         w = w[w["target"].isin(lane)]
-        for y, rows in w.groupby(w["target"].map(lane)):
-            s = rows["start"].to_numpy() - rel
-            e = rows["end"].to_numpy() - rel
-            ax.broken_barh(list(zip(s, e - s, strict=True)), (y - 0.45, 0.9), facecolors="none",
-                           edgecolors=FAULT_COLOURS[kind], hatch="///", linewidth=0.8)
+        aimed = w["detail"].isin(AIMED_FAULTS).to_numpy(dtype=bool)
+        for edge, hatch, part in ((FAULT_COLOURS[kind], "///", w[~aimed]), (FAULT_COLOURS["aimed"], "xxx", w[aimed])):
+            for y, rows in part.groupby(part["target"].map(lane)):
+                s = rows["start"].to_numpy() - rel
+                e = rows["end"].to_numpy() - rel
+                ax.broken_barh(list(zip(s, e - s, strict=True)), (y - 0.45, 0.9), facecolors="none",
+                               edgecolors=edge, hatch=hatch, linewidth=0.8)
+        _label_freezes(ax, w[aimed], lane, rel)
     _label_holds(ax, fx, h[h["task"].isin(list(tasks)[:MAX_TASKS])], lane, fig.get_figwidth())
     acts = fx.ops.actions[fx.ops.actions["process"].isin(lane)]
     ax.scatter(acts["t_inv"] - rel, acts["process"].map(lane), marker="|", s=60, c="#023047", zorder=3)
@@ -142,6 +149,8 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = ()) -> tuple[Figure, str
         Patch(color="#8ecae6", label="holding a valid lease"), Patch(color="#e76f51", label="held past its lease"),
         Patch(facecolor="none", edgecolor="#212529", label="a task in a violation or duplicate (labelled)"),
         Patch(facecolor="none", edgecolor=FAULT_COLOURS["pause"], hatch="///", label="paused (SIGSTOP)"),
+        Patch(facecolor="none", edgecolor=FAULT_COLOURS["aimed"], hatch="xxx",
+              label="frozen by an aimed fault (S2, S3)"),
         Patch(facecolor="none", edgecolor=FAULT_COLOURS["slow"], hatch="///", label="slow task"),
         Line2D([], [], marker="|", ls="", color="#023047", label="action"),
         Line2D([], [], marker="o", ls="", color="#2a9d8f", label="finish accepted"),
@@ -152,6 +161,16 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = ()) -> tuple[Figure, str
     ], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return fig, note
+
+
+def _label_freezes(ax: Axes, freezes: pd.DataFrame, lane: dict[int, int], rel: float) -> None:
+    """Name each aimed freeze's fault at its start, inside its lane: a handful per run, and the lanes'
+    gaps are kept for the task labels."""
+    for r in freezes.itertuples():
+        ax.annotate(AIMED_LABELS.get(str(r.detail), str(r.detail)), (r.start - rel, lane[int(r.target)]),
+                    xytext=(2, 0), textcoords="offset points", fontsize=5.5, va="center", color=FAULT_COLOURS["aimed"],
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+                    zorder=8)
 
 
 def _label_holds(ax: Axes, fx: Facts, holds: pd.DataFrame, lane: dict[int, int], fig_width: float) -> None:

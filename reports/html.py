@@ -7,7 +7,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from takeover.reports.markdown import CAUSE_MEANING, MEANING
-from takeover.reports.words import feature_lines, plain, verdict_word
+from takeover.reports.words import AIMED_MEANING, feature_lines, missed_why, plain, verdict_word
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.checker.summary_types import Summary
@@ -114,6 +114,9 @@ def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]]) -> st
         {"fault": "slow", "total": cov["slows"]["total"], "detail": f"{cov['slows']['past_lease']} past lease"},
         {"fault": "lose_reply", "total": cov["lost_replies"]["history"],
          "detail": f"{cov['lost_replies']['ledger']} in the ledger"},
+        *({"fault": kind, "total": a["total"],
+           "detail": f"{a['hit']} hit, missed {missed_why(a)} — {AIMED_MEANING.get(kind, '')}"}
+          for kind, a in cov.get("aimed", {}).items()),
     ]))
     parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(w)}</li>" for w in s["warnings"]) + "</ul>"
                  if s["warnings"] else "<h2>Warnings</h2><p>None.</p>")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from takeover.reports.words import feature_lines, plain, verdict_word
+from takeover.reports.words import AIMED_MEANING, feature_lines, missed_why, plain, verdict_word
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.checker.summary_types import Percentiles, Summary
@@ -123,6 +123,11 @@ def render(summary: Summary) -> str:
               f"- slow tasks: {cov['slows']['total']}, {cov['slows']['past_lease']} past the lease",
               f"- lost replies: {cov['lost_replies']['history']} in the history, "
               f"{cov['lost_replies']['ledger']} in the ledger"]
+    if cov.get("aimed"):
+        lines += ["", "Aimed faults (each steers workers into one narrow window; its freezes are among the "
+                      "pauses above):", "", "| fault | window | tried | hit | missed (why) |", "|---|---|---|---|---|"]
+        lines += [f"| `{kind}` | {AIMED_MEANING.get(kind, '')} | {a['total']} | {a['hit']} | "
+                  f"{_cell(missed_why(a))} |" for kind, a in cov["aimed"].items()]
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in s["warnings"]] or ["None."]
     hist = s["history"]

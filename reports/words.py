@@ -7,7 +7,16 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import Summary
+    from takeover.checker.summary_types import AimedCoverage, Summary
+
+# What each aimed fault steers the workers into, and the promise that window tests (README, "Faults").
+AIMED_MEANING = {
+    "expire_and_return": "S2: a holder's finish after its lease ran out, before any takeover (finish_within_lease)",
+    "stale_return": "S3: a stale generation's finish while a newer one holds the task (no_stale_commit)",
+    "claim_stampede": "claims racing for one fresh task at the same instant (lease_exclusive, generation_monotonic)",
+    "duplicate_register": "a known task registered again by several producers at once: nothing may change "
+                          "(state_matches_history, generation_monotonic, no_reclaim_after_terminal)",
+}
 
 
 def plain(value: Any) -> str:
@@ -62,3 +71,18 @@ def feature_lines(summary: Summary) -> list[str]:
         lines.append(f"reconciled: {rc['done']} uncertain -> done, {rc['pending']} -> pending (retry), "
                      f"{rc['rejected']} rejected, {rc['indeterminate']} indeterminate")
     return lines
+
+
+def missed_why(aimed: AimedCoverage) -> str:
+    """How many of an aimed fault's windows were missed, and why: ``2: <reason> (1); <reason> (1)``."""
+    if not aimed["missed"]:
+        return "0"
+    return f"{aimed['missed']}: " + "; ".join(f"{why} ({n})" for why, n in aimed["reasons"].items())
+
+
+def aimed_brief(summary: Summary) -> str | None:
+    """The aimed faults on one line for the terminal (None when the run had none): hits of windows."""
+    aimed = summary["coverage"].get("aimed")
+    if not aimed:
+        return None
+    return "aimed faults (windows hit): " + ", ".join(f"{k} {a['hit']}/{a['total']}" for k, a in aimed.items())

@@ -7,6 +7,7 @@ ledger (ground truth for side effects), never from what workers believed.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -14,10 +15,13 @@ import pandas as pd
 
 from takeover.checker.facts import Facts
 from takeover.checker.invariants import _extended_leases
-from takeover.checker.summary_types import Counts, Coverage, Duplicates, Overruns, Percentiles
+from takeover.checker.ops import AIMED_FAULTS
+from takeover.checker.summary_types import AimedCoverage, Counts, Coverage, Duplicates, Overruns, Percentiles
 
 EXAMPLES = 5
-FAULT_KINDS = ("kill", "pause", "lose_reply", "slow")
+FAULT_KINDS = ("kill", "pause", "lose_reply", "slow", *AIMED_FAULTS)
+MISSED = "missed: "  # how an aimed fault's ``value`` starts when its window was not reached
+NO_END = "its end was not recorded (the coordinator stopped during the fault)"
 
 
 def _pct(values: np.ndarray, scale: float = 1.0) -> Percentiles:
@@ -229,7 +233,7 @@ def coverage(fx: Facts) -> Coverage:
     kills = faults[faults["f"] == "kill"]
     lost = faults[faults["f"] == "lose_reply"]
     ledger = fx.run.ledger
-    return {
+    cov: Coverage = {
         "kills": {"total": int(len(kills)),
                   "by_phase": {str(k): int(v) for k, v in kills["phase"].fillna("unknown").value_counts().items()},
                   "by_aim": {str(k): int(v) for k, v in kills["value"].fillna("random").value_counts().items()}},
@@ -238,6 +242,39 @@ def coverage(fx: Facts) -> Coverage:
         "lost_replies": {"history": int(len(lost)),
                          "ledger": int((ledger["reply"] == "lost").sum()) if ledger is not None else None},
     }
+    aimed = _aimed(fx)
+    if aimed:
+        cov["aimed"] = aimed
+    return cov
+
+
+def _aimed(fx: Facts) -> dict[str, AimedCoverage]:
+    """Each aimed fault kind the run requested or recorded: its windows tried, hit and missed, from
+    the records alone (``ok`` with ``value`` = ``hit`` or ``missed: <reason>``).
+
+    Why from the history and not the runner's tally: a stored run is re-checked without the runner,
+    and the records are what a reader can verify. A window whose end was never recorded (the
+    coordinator was killed during it) counts as missed: nobody saw it reached. Kinds neither
+    requested nor recorded are left out, so runs from before aimed faults keep their summary.
+    """
+    faults = fx.ops.faults
+    rows = faults[faults["f"].isin(AIMED_FAULTS)]
+    requested = {k for k, rate in requested_faults(fx.config).items() if rate}
+    out: dict[str, AimedCoverage] = {}
+    for kind in AIMED_FAULTS:
+        mine = rows[rows["f"] == kind]
+        if kind not in requested and not len(mine):
+            continue
+        ends = [v if s == "ok" else None for s, v in zip(mine["status"], mine["value_c"], strict=True)]
+        reasons: Counter[str] = Counter()
+        for end in ends:
+            if end != "hit":
+                text = str(end) if end is not None else NO_END
+                reasons[text.removeprefix(MISSED) if text.startswith(MISSED) else text] += 1
+        hit = sum(1 for end in ends if end == "hit")
+        out[kind] = {"total": len(ends), "hit": hit, "missed": len(ends) - hit,
+                     "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
+    return out
 
 
 def _overruns(fx: Facts, kind: str) -> Overruns:
@@ -269,13 +306,25 @@ def warnings(fx: Facts, cov: Coverage, dup: Duplicates) -> list[str]:
         out.append(f"{fx.ops.unpaired_completions} completion record(s) had no matching invoke")
     hits = {"kill": cov["kills"]["total"], "pause": cov["pauses"]["total"], "slow": cov["slows"]["total"],
             "lose_reply": max(cov["lost_replies"]["history"], cov["lost_replies"]["ledger"] or 0)}
+    aimed = cov.get("aimed", {})
+    hits.update({kind: a["hit"] for kind, a in aimed.items()})
     for key, rate in requested_faults(fx.config).items():
         if rate and hits.get(key, 0) == 0:
-            out.append(f"fault '{key}' was requested (rate {rate}) but never hit")
+            out.append(f"fault '{key}' was requested (rate {rate}) but never hit" + _missed_words(aimed.get(key)))
     if cov["pauses"]["total"] and not cov["pauses"]["past_lease"]:
         out.append("no pause outlasted its lease: stale finishes were not exercised")
     out.extend(fx.run.notes)
     return out
+
+
+def _missed_words(aimed: AimedCoverage | None) -> str:
+    """Why an aimed fault that never hit missed, for its warning: each reason with its count."""
+    if not aimed:
+        return ""
+    if not aimed["total"]:
+        return ": none of its windows started"
+    reasons = "; ".join(f"{why} ({n})" for why, n in aimed["reasons"].items())
+    return f": all {aimed['missed']} window(s) missed - {reasons}"
 
 
 def requested_faults(config: dict[str, Any]) -> dict[str, float]:

@@ -3,8 +3,11 @@
 Why pairing by key: a worker incarnation performs one queue call at a time, so its invoke and
 the next completion of the same ``f`` belong together. Faults are written by the nemesis (process
 0) about several targets at once, and the coordinator may register tasks in batches, so those are
-paired per target and per task. An invoke with no completion is ``open``: its process died
-mid-call, which is exactly as indeterminate as ``info``.
+paired per target and per task. The aimed faults name no target (a script may freeze two workers,
+or none): the nemesis runs at most one script of each kind at a time, so within its ``f`` each
+invoke's completion is simply the next one, whatever other kinds are under way meanwhile. An
+invoke with no completion is ``open``: its process died mid-call, which is exactly as
+indeterminate as ``info``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import numpy as np
 import pandas as pd
 
 QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
-FAULTS = ("kill", "pause", "slow", "lose_reply")
+# The aimed faults (docs/history.md): process 0 writes ``invoke <kind>`` when one starts and ``ok <kind>``
+# with ``value`` = ``hit`` or ``missed: <reason>`` when it ends. Named here, not taken from the runner's
+# options: the checker imports no part of the runner.
+AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register")
+FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS)
 INDETERMINATE = ("info", "open")
 
 # Columns every operation frame carries (invoke side, then completion side).
@@ -62,7 +69,8 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     reg_code = cats.index("register") if "register" in cats else -2
     fault_codes = [cats.index(x) for x in FAULTS if x in cats]
     is_fault = np.isin(sub_f, fault_codes)
-    # Pairing key beyond (process, f): the task for registers, the target for faults.
+    # Pairing key beyond (process, f): the task for registers, the target for faults (none, -1, for
+    # the aimed ones, which one script per kind at a time pairs in order).
     # Only the four columns pairing needs are taken at ``sel``: a full row copy of 1M events would
     # double the memory the check needs.
     task_codes = np.nan_to_num(h["task"].to_numpy(dtype="float64", na_value=np.nan)[sel], nan=-1).astype(np.int64)
@@ -101,11 +109,11 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     inv_f = f_codes[inv_rows]
     del order, s_proc, s_f, s_key, is_inv, same_next, paired, inv_pos, comp_pos, completed_mask, by_time
 
-    def part(*names: str) -> pd.DataFrame:
+    def part(*names: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
         """Each kind assembled straight from the history rows: no all-operations frame to split."""
         codes = [cats.index(x) for x in names if x in cats]
         mask = np.isin(inv_f, codes)
-        frame = _assemble(h, inv_rows[mask], comp_rows[mask])
+        frame = _assemble(h, inv_rows[mask], comp_rows[mask], extra)
         frame["f"] = pd.Series(np.asarray(cats, dtype=object)[inv_f[mask]], dtype=object)
         return frame
 
@@ -134,7 +142,8 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     extends["gen"] = extends["gen"].fillna(extends["gen_c"])
     registers = part("register")
     registers["task"] = registers["task"].fillna(registers["task_c"])
-    faults = part(*FAULTS)
+    # Only faults carry ``detail`` (a pause's class, or the aimed fault that froze the worker).
+    faults = part(*FAULTS, extra=("detail",))
     faults["task"] = faults["task"].fillna(faults["task_c"])
     faults["gen"] = faults["gen"].fillna(faults["gen_c"])
 
@@ -184,12 +193,14 @@ def _take(col: pd.Series, rows: np.ndarray) -> np.ndarray:
     return col.to_numpy()[rows]
 
 
-def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray) -> pd.DataFrame:
-    """One row per invoke: its fields, and its completion's fields (suffix ``_c``) when there is one."""
+def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray,
+              extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """One row per invoke: its fields (and the ``extra`` invoke columns), and its completion's fields
+    (suffix ``_c``) when there is one."""
     has = comp_rows >= 0
     safe = np.where(has, comp_rows, 0)
     out: dict[str, np.ndarray] = {"i": inv_rows}
-    for col in _INVOKE_COLS:
+    for col in _INVOKE_COLS + extra:
         out["t_inv" if col == "time" else col] = _take(h[col], inv_rows)
     for col in _COMPLETE_COLS:
         vals = _take(h[col], safe)

@@ -112,6 +112,15 @@ class LostReplies(TypedDict):
     ledger: int | None  # None without a ledger
 
 
+class AimedCoverage(TypedDict):
+    """One aimed fault kind: how many of its windows were tried, reached and missed, and why each miss."""
+
+    total: int  # invoke records: windows tried
+    hit: int  # ended ``hit``: the window was reached
+    missed: int  # ended ``missed: <reason>``, or never ended (total = hit + missed)
+    reasons: dict[str, int]  # reason -> missed windows, most frequent first
+
+
 class Coverage(TypedDict):
     """Which faults hit, and where."""
 
@@ -119,6 +128,9 @@ class Coverage(TypedDict):
     pauses: Overruns
     slows: Overruns
     lost_replies: LostReplies
+    # Only when the run requested or recorded an aimed fault (older runs have none): kind -> its windows,
+    # for each aimed kind requested or recorded, in the order of takeover.checker.ops.AIMED_FAULTS.
+    aimed: NotRequired[dict[str, AimedCoverage]]
 
 
 class Remedy(TypedDict):

@@ -98,6 +98,15 @@ class Run:
     def pause_end(self, target: int, end: float) -> None:
         self.rec(end, 0, "ok", "pause", target=target)
 
+    def aimed_start(self, kind: str, t: float) -> None:
+        """An aimed fault starts: process 0, no target (docs/history.md)."""
+        self.rec(t, 0, "invoke", kind)
+
+    def aimed_end(self, kind: str, t: float, reached: str = "hit", **fields: Any) -> None:
+        """An aimed fault ends: ``reached`` is ``hit`` or the reason it missed."""
+        value = "hit" if reached == "hit" else f"missed: {reached}"
+        self.rec(t, 0, "ok", kind, value=value, detail=fields.pop("detail", reached), **fields)
+
     def run_event(self, t: float, value: str) -> None:
         self.rec(t, 0, "info", "run", value=value)
 

@@ -801,3 +801,47 @@ def slow_holder_outlives_its_extended_lease() -> Run:
     r.finish(1, 9.6, "a", 1, status="rejected")
     r.snap(("a", "done", 2, None))
     return r
+
+
+# ---- aimed faults: several kinds under way at once, paired per kind ----------------------------
+FEW_AT_THE_GATE = "only 1 worker(s) reached the claim gate within 0.6 s"
+
+
+@case()
+def overlapping_aimed_faults() -> Run:
+    """Two aimed faults freeze two holders and end in the other order they started; a third kind
+    misses twice; a fourth is still under way when the history ends (the coordinator died)."""
+    r = Run()
+    r.register("a", "b", "c")
+    for p in (1, 2, 3):
+        r.spawn(p, f"w{p - 1}")
+    r.claim(1, 0.1, "a", 1)  # lease until 5.1
+    r.action(1, 0.5, "a", 1)
+    r.aimed_start("stale_return", 0.6)
+    r.pause_start(1, 0.7, 4.0, phase="acted", task="a", gen=1, detail="stale_return")
+    r.aimed_start("expire_and_return", 0.8)
+    r.claim(2, 0.9, "b", 1)  # lease until 5.9
+    r.action(2, 1.0, "b", 1)
+    r.pause_start(2, 1.1, 4.8, phase="acted", task="b", gen=1, detail="expire_and_return")
+    r.claim(3, 5.2, "a", 2)  # a taken over: lease until 10.2
+    r.pause_start(3, 5.3, 4.9, phase="working", task="a", gen=2, detail="stale_return")
+    r.pause_end(1, 5.4)
+    r.finish(1, 5.41, "a", 1, status="rejected")  # the stale generation's finish, refused
+    r.aimed_end("stale_return", 5.45, task="a", gen=1, new_gen=2)
+    r.pause_end(3, 5.46)
+    r.pause_end(2, 5.95)
+    r.finish(2, 5.96, "b", 1, status="rejected")  # called after b's lease ran out, refused
+    r.aimed_end("expire_and_return", 5.97, task="b", gen=1, late=0.05)
+    for t in (6.0, 6.2):
+        r.aimed_start("claim_stampede", t)
+        r.aimed_end("claim_stampede", t + 0.1, FEW_AT_THE_GATE)
+    r.aimed_start("duplicate_register", 6.4)  # never ends
+    r.action(3, 6.45, "a", 2)
+    r.finish(3, 6.5, "a", 2)
+    r.work(2, 7.0, "b", 2)
+    r.work(1, 7.1, "c", 1)
+    r.run_event(9.5, "drain_end")
+    r.snap(("a", "done", 2, None), ("b", "done", 2, None), ("c", "done", 1, None))
+    r.config = {"faults": {"kill": 0.0, "pause": 0.0, **dict.fromkeys(
+        ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register"), 0.5)}}
+    return r

@@ -178,3 +178,48 @@ def test_plain_words_for_missing_and_numpy_values() -> None:
     assert plain(np.int64(3)) == "3"
     assert plain(np.array([1, 2])) == "1, 2"
     assert plain({"by phase": {}, "by aim": {"random": 1}}) == "by phase: —; by aim: random 1"
+
+
+def test_reports_list_each_aimed_fault_with_hits_and_why_it_missed(tmp_path) -> None:
+    """The fault coverage of report.md and report.html has a row per aimed fault (tried, hit, missed
+    with each reason and its count); the terminal has one line of hits; a run without aimed faults
+    shows none of it."""
+    from tests.quality.cases import FEW_AT_THE_GATE
+
+    folder = CASES["overlapping_aimed_faults"][0]().write(tmp_path / "aimed")
+    out = io.StringIO()
+    assert check_and_report(folder, out=out).exit_code == 0
+    md = (folder / "report.md").read_text()
+    assert "| `expire_and_return` | S2: " in md and "(finish_within_lease) | 1 | 1 | 0 |" in md
+    assert "| `stale_return` | S3: " in md and "(no_stale_commit) | 1 | 1 | 0 |" in md
+    assert f"| 2 | 0 | 2: {FEW_AT_THE_GATE} (2) |" in md
+    assert "| 1 | 0 | 1: its end was not recorded" in md
+    html = (folder / "report.html").read_text()
+    assert f"<td>claim_stampede</td><td>2</td><td>0 hit, missed 2: {FEW_AT_THE_GATE} (2)" in html
+    assert ("aimed faults (windows hit): expire_and_return 1/1, stale_return 1/1, claim_stampede 0/2, "
+            "duplicate_register 0/1") in out.getvalue()
+    clean = CASES["clean_run"][0]().write(tmp_path / "clean")
+    out = io.StringIO()
+    check_and_report(clean, out=out)
+    assert "aimed faults" not in out.getvalue() and "stale_return" not in (clean / "report.md").read_text()
+
+
+def test_the_timeline_marks_and_names_the_freezes_of_aimed_faults(tmp_path) -> None:
+    """A freeze made by an aimed fault is drawn apart from a random pause and named by its fault,
+    at its start, on its worker's lane."""
+    import matplotlib.pyplot as plt
+
+    from takeover.checker import analyse
+    from takeover.reports import figures
+
+    fx = analyse(CASES["overlapping_aimed_faults"][0]().write(tmp_path / "aimed")).facts
+    fig, _ = figures.timeline_figure(fx)
+    try:
+        ax = fig.axes[0]
+        named = sorted((t.get_text(), round(t.xy[0], 2), t.xy[1]) for t in ax.texts if "_" in t.get_text())
+        # lanes top to bottom are processes 1, 2, 3; times since the first record (t=0 in the case)
+        assert named == [("S2 expire_and_return", 1.1, 1), ("S3 stale_return", 0.7, 0),
+                         ("S3 stale_return", 5.3, 2)]
+        assert "frozen by an aimed fault (S2, S3)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    finally:
+        plt.close(fig)

@@ -77,6 +77,21 @@ def test_the_types_describe_a_summary_without_a_ledger(tmp_path: Path) -> None:
     assert mismatches(summary, Summary) == []
 
 
+def test_the_types_describe_a_summary_with_aimed_faults(tmp_path: Path) -> None:
+    """The aimed faults' coverage, which the stored runs (recorded before aimed faults) lack."""
+    from tests.quality.cases import CASES
+
+    folder = CASES["overlapping_aimed_faults"][0]().write(tmp_path / "run")
+    check_and_report(folder, out=io.StringIO(), reports=False)
+    summary = json.loads((folder / "summary.json").read_text())
+    assert list(summary["coverage"]["aimed"]) == ["expire_and_return", "stale_return", "claim_stampede",
+                                                  "duplicate_register"]
+    assert mismatches(summary, Summary) == []
+    summary["coverage"]["aimed"]["stale_return"]["reasons"] = ["a list"]
+    assert mismatches(summary, Summary) == ["summary.coverage.aimed['stale_return'].reasons: ['a list'] "
+                                            "is not an object"]
+
+
 def test_the_walk_finds_a_departure() -> None:
     """The walk itself can fail: a misplaced key, a missing one, a value of the wrong kind."""
     summary = json.loads((STORED[0] / "expected-summary.json").read_text())

@@ -1,0 +1,81 @@
+"""The aimed faults in the checker: their records paired per kind while several are under way at
+once, their windows counted (hit, missed and why) in summary.json's fault coverage, and a warning
+when a requested kind never reached its window. Real stress runs with aimed faults are in
+tests/system/test_aimed.py; these hand-written histories pin the exact counts.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from takeover.checker.counts import NO_END
+from takeover.pipeline import check_and_report
+from tests.quality.builder import Run
+from tests.quality.cases import FEW_AT_THE_GATE as FEW
+from tests.quality.cases import overlapping_aimed_faults
+
+AIMED = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register")
+
+
+def _summary(folder: Path, out: io.StringIO | None = None) -> dict[str, Any]:
+    check_and_report(folder, out=out or io.StringIO())
+    return json.loads((folder / "summary.json").read_text())
+
+
+def test_each_aimed_kind_is_counted_from_its_own_records_while_others_run(tmp_path: Path) -> None:
+    s = _summary(overlapping_aimed_faults().write(tmp_path / "run"))
+    assert s["valid"] is True
+    assert s["counts"]["unpaired_completions"] == 0
+    assert s["coverage"]["aimed"] == {
+        "expire_and_return": {"total": 1, "hit": 1, "missed": 0, "reasons": {}},
+        "stale_return": {"total": 1, "hit": 1, "missed": 0, "reasons": {}},
+        "claim_stampede": {"total": 2, "hit": 0, "missed": 2, "reasons": {FEW: 2}},
+        "duplicate_register": {"total": 1, "hit": 0, "missed": 1, "reasons": {NO_END: 1}},
+    }
+    # The freezes the aimed faults made are pauses, each ended by its own resume.
+    assert s["coverage"]["pauses"]["total"] == 3
+    assert s["coverage"]["pauses"]["length_s"]["max"] == 4.85
+
+
+def test_a_requested_aimed_kind_that_never_hit_is_a_warning_with_its_reasons(tmp_path: Path) -> None:
+    s = _summary(overlapping_aimed_faults().write(tmp_path / "run"))
+    aimed_warnings = [w for w in s["warnings"] if any(f"'{k}'" in w for k in AIMED)]
+    assert aimed_warnings == [
+        f"fault 'claim_stampede' was requested (rate 0.5) but never hit: all 2 window(s) missed - {FEW} (2)",
+        f"fault 'duplicate_register' was requested (rate 0.5) but never hit: all 1 window(s) missed - {NO_END} (1)",
+    ]
+
+
+def test_a_requested_aimed_kind_without_records_is_counted_as_never_started(tmp_path: Path) -> None:
+    r = Run()
+    r.register("a")
+    r.spawn(1, "w0")
+    r.work(1, 0.1, "a", 1)
+    r.run_event(3.0, "drain_end")
+    r.snap(("a", "done", 1, None))
+    s = _summary(r.write(tmp_path / "run", config={"faults": {"pause": 0.0, "stale_return": 0.3,
+                                                                "claim_stampede": 0.0}}))
+    assert s["coverage"]["aimed"] == {"stale_return": {"total": 0, "hit": 0, "missed": 0, "reasons": {}}}
+    assert "fault 'stale_return' was requested (rate 0.3) but never hit: none of its windows started" in s["warnings"]
+
+
+def test_a_run_without_aimed_faults_has_no_aimed_coverage(tmp_path: Path) -> None:
+    """Older runs (no aimed kinds in config.json) and runs with every aimed rate at 0 keep the
+    summary they had: no ``aimed`` key, no warning."""
+    r = overlapping_aimed_faults()
+    r.records = [rec for rec in r.records if rec["f"] not in AIMED]
+    for faults in ({"kill": 0.0, "pause": 0.0}, {"pause": 0.0, **dict.fromkeys(AIMED, 0.0)}):
+        folder = r.write(tmp_path / f"run{len(faults)}", config={"faults": faults})
+        s = _summary(folder)
+        assert "aimed" not in s["coverage"]
+        assert not [w for w in s["warnings"] if "never hit" in w]
+
+
+def test_aimed_records_of_a_kind_not_requested_are_still_counted(tmp_path: Path) -> None:
+    """A history is the evidence: records of a kind whose rate config.json lacks are counted too."""
+    s = _summary(overlapping_aimed_faults().write(tmp_path / "run", config={"faults": {"pause": 0.0}}))
+    assert list(s["coverage"]["aimed"]) == list(AIMED)
+    assert not [w for w in s["warnings"] if "never hit" in w]
