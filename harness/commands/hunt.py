@@ -293,6 +293,8 @@ class Hunt:
         what = f"run {row['run']}, seed {row['seed']}, {row['mode']}"
         if row["mode"] == "swarm":
             what += f" ({', '.join(f'{k} {v:g}' for k, v in row['mix'].items())})"
+        else:
+            what += f" (every fault kind of the profile: {len(row['mix'])} on)"
         verdict = row["verdict"].upper()
         if row["verdict"] == VIOLATED:
             verdict += " (" + ", ".join(f"{n} {c}" for n, c in row["violated"].items()) + ")"
