@@ -3,8 +3,9 @@ figures bench.json keeps, and nothing left behind.
 
 StealsLiveLeases is the bug used: it hands out a lease that a slow or paused holder still has, so
 ``lease_exclusive`` breaks within a second or two of any run (tests/system/test_soak.py relies on
-it too). Two seeds of 3 s keep the test near 25 s; the figures are asserted for their shape and
-for what this bug makes certain (caught every time, at a moment inside the run), never for speed.
+it too). One seed of 3 s, aimed and random-only, and the reference queue beside them (four runs,
+two at a time) keep the test near 30 s; the figures are asserted for their shape and for what this
+bug makes certain (caught, at a moment inside the run), never for speed.
 """
 
 from __future__ import annotations
@@ -19,31 +20,39 @@ from tests.helpers.processes import REPO, child_env
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_detection_catches_a_reliable_bug_in_every_run(tmp_path):
+@pytest.mark.timeout(150)
+def test_detection_catches_a_reliable_bug_beside_random_faults_and_the_reference(tmp_path):
     env = {**child_env(), "TMPDIR": str(tmp_path)}
     proc = subprocess.run(
-        [sys.executable, "-m", "takeover.benchmarks.detection", "--bugs", "StealsLiveLeases", "--seeds", "2",
+        [sys.executable, "-m", "takeover.benchmarks.detection", "--bugs", "StealsLiveLeases", "--seeds", "1",
          "--seconds", "3", "--json"],
-        cwd=REPO, capture_output=True, text=True, timeout=110, env=env, check=False,
+        cwd=REPO, capture_output=True, text=True, timeout=140, env=env, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     fig = json.loads(proc.stdout)
-    assert (fig["seeds"], fig["seconds"], fig["profile"]) == (2, 3, "stress")
+    assert (fig["seeds"], fig["seconds"], fig["profile"], fig["modes"]) == (1, 3, "stress", ["aimed", "random"])
     assert list(fig["bugs"]) == ["StealsLiveLeases"]
     bug = fig["bugs"]["StealsLiveLeases"]
-    assert bug["expected"] == ["lease_exclusive"]
-    assert (bug["runs"], bug["caught"], bug["caught_fraction"]) == (2, 2, 1.0)
-    assert [r["seed"] for r in bug["per_run"]] == [1, 2]
-    for r in bug["per_run"]:
-        assert "lease_exclusive" in r["violated"] and not r["at_end"], r
-        # A moment of the run: after its first record, before the run (faults, drain, check) ended.
-        assert 0 <= r["first_violation_s"] < r["wall_s"], r
-    times = sorted(r["first_violation_s"] for r in bug["per_run"])
-    assert bug["median_first_violation_s"] == pytest.approx(sum(times) / 2, abs=1e-3)
-    assert fig["caught_runs"] == 2 and fig["total_runs"] == 2
-    assert fig["bugs_per_minute"] == pytest.approx(2 / fig["run_minutes"], rel=0.05)
+    assert bug["expected"] == ["lease_exclusive"] and bug["time_target"] == "median_first_violation_s"
+    assert (bug["runs"], bug["caught"], bug["caught_fraction"]) == (1, 1, 1.0)
+    (run,) = bug["per_run"]
+    assert run["mode"] == "aimed" and "lease_exclusive" in run["violated"] and not run["at_end"], run
+    assert run["first_invariant"] == "lease_exclusive"
+    # A moment of the faulted phase, counted from its start record: before the run ended.
+    assert 0 <= run["first_violation_s"] < run["wall_s"], run
+    assert bug["median_first_violation_s"] == run["first_violation_s"]
+    # The same seed with every aimed fault at 0: its history has no aimed fault at all.
+    rnd = bug["random_only"]
+    assert rnd["runs"] == 1 and rnd["per_run"][0]["mode"] == "random" and rnd["per_run"][0]["aimed"] == {}
+    assert fig["caught_runs"] == 1 and fig["total_runs"] == 1
+    assert fig["bugs_per_minute"] == pytest.approx(1 / fig["run_minutes"], rel=0.05)
+    assert fig["random_only"]["total_runs"] == 1 and "bugs_per_minute" in fig["gain"]
     assert fig["targets"] == {"caught_fraction": ">= 0.95", "median_first_violation_s": "<= 3"}
+    # The false-alarm check: the reference queue over the same seed, in both modes.
+    for mode in ("aimed", "random_only"):
+        ref = fig["reference"][mode]
+        assert (ref["runs"], ref["valid"], ref["invalid"]) == (1, 1, []), ref
+    assert fig["pass"]["reference"] is True
     # The runs' folders went into a temp dir that is gone.
     assert not list(tmp_path.glob("takeover-detection-*")), list(tmp_path.iterdir())
 

@@ -39,10 +39,10 @@ def test_steady_rate_counts_only_the_steady_window(tmp_path):
     assert rate == pytest.approx(100, rel=0.01)
 
 
-def _run(seed: int, caught: bool, first: float | None, at_end: bool = False) -> dict:
-    return {"seed": seed, "exit": 1 if caught else 0, "caught": caught,
+def _run(seed: int, caught: bool, first: float | None, at_end: bool = False, mode: str = "aimed") -> dict:
+    return {"seed": seed, "mode": mode, "exit": 1 if caught else 0, "caught": caught,
             "violated": ["lease_exclusive"] if caught else [], "first_violation_s": first, "at_end": at_end,
-            "wall_s": 12.0}
+            "wall_s": 12.0, "aimed": {}}
 
 
 def test_detection_figures_and_targets():
@@ -53,28 +53,102 @@ def test_detection_figures_and_targets():
     assert [r["seed"] for r in b["per_run"]] == [1, 2, 3]
     assert (b["runs"], b["caught"], b["caught_fraction"]) == (3, 2, 0.667)
     assert b["median_first_violation_s"] == 2.5
-    assert (b["caught_pass"], b["first_pass"]) == (False, True)
-    # Seen only at the end of a run: timed by the run's last record, and counted as such.
+    assert (b["caught_pass"], b["first_pass"], b["time_pass"]) == (False, True, True)
+    assert b["time_target"] == "median_first_violation_s" and b["time_target_reason"] == ""
+    # Seen only at the end of a run: timed by the run's end, counted as such; the median target
+    # cannot apply (first_pass stays the literal verdict), "caught at the end" does, with its reason.
     b = summarise("X", ("no_lost_task",), [_run(1, True, 30.0, at_end=True)])
     assert (b["caught_fraction"], b["median_first_violation_s"], b["at_end"]) == (1.0, 30.0, 1)
-    assert (b["caught_pass"], b["first_pass"]) == (True, False)
+    assert (b["caught_pass"], b["first_pass"], b["time_pass"]) == (True, False, True)
+    assert b["time_target"] == "at_end" and "final snapshot" in b["time_target_reason"]
     b = summarise("X", ("no_lost_task",), [_run(1, False, None)])
-    assert (b["caught_fraction"], b["median_first_violation_s"], b["first_pass"]) == (0.0, None, False)
+    assert (b["caught_fraction"], b["median_first_violation_s"], b["first_pass"], b["time_pass"]) == (0.0, None, False,
+                                                                                                      False)
+    # One operation-level invariant among the expected ones: the median target applies.
+    b = summarise("X", ("generation_monotonic", "state_matches_history"), [_run(1, True, 30.0, at_end=True)])
+    assert (b["time_target"], b["time_pass"]) == ("median_first_violation_s", False)
+
+
+def _fig(reference_invalid: bool = False) -> dict:
+    from takeover.benchmarks.detection import _gain, summarise
+
+    bugs = {"A": summarise("A", ("x",), [_run(1, True, 1.0), _run(2, True, 2.0)]),
+            "B": summarise("B", ("x",), [_run(1, True, 9.0), _run(2, False, None)])}
+    bugs["A"]["random_only"] = summarise("A", ("x",), [_run(1, True, 6.0, mode="random"),
+                                                      _run(2, False, None, mode="random")])
+    bugs["B"]["random_only"] = summarise("B", ("x",), [_run(1, False, None, mode="random"),
+                                                      _run(2, False, None, mode="random")])
+    ref_bad = [{"seed": 2, "valid": False, "not_holding": {"lease_exclusive": []}, "run_dir": "/tmp/ref-s2"}]
+    fig = {"profile": "stress", "seeds": 2, "seconds": 10.0, "jobs": 2, "bugs_per_minute": 4.0, "caught_runs": 3,
+           "total_runs": 4, "run_minutes": 0.75,
+           "targets": {"caught_fraction": ">= 0.95", "median_first_violation_s": "<= 3"}, "bugs": bugs,
+           "random_only": {"caught_runs": 1, "total_runs": 4, "run_minutes": 0.8, "bugs_per_minute": 1.25},
+           "reference": {"aimed": {"runs": 2, "valid": 2, "invalid": [], "wall_s": [12.0, 12.0]},
+                         "random_only": {"runs": 2, "valid": 1 if reference_invalid else 2,
+                                         "invalid": ref_bad if reference_invalid else [], "wall_s": [12.0, 12.0]}}}
+    fig["gain"] = _gain(fig)
+    return fig
+
+
+def test_detection_gain_is_aimed_against_random():
+    """Caught more often is aimed/random, caught sooner random/aimed; a bug random faults never
+    caught has no finite ratio (None in JSON, "inf" in the table), and neither has one neither caught."""
+    fig = _fig()
+    assert fig["gain"]["bugs"]["A"] == {"caught_fraction": 2.0, "median_first_violation": 4.0}
+    assert fig["gain"]["bugs"]["B"] == {"caught_fraction": None, "median_first_violation": None}
+    assert fig["gain"]["bugs_per_minute"] == pytest.approx(4.0 / 1.25, abs=0.01)
 
 
 def test_detection_table_shows_every_bug_with_pass_or_miss(capsys):
-    from takeover.benchmarks.detection import summarise, table
+    from takeover.benchmarks.detection import table
     from takeover.commands.bench import print_detection
 
-    fig = {"profile": "stress", "seeds": 2, "seconds": 10.0, "bugs_per_minute": 4.0, "caught_runs": 3,
-           "total_runs": 4, "run_minutes": 0.75,
-           "targets": {"caught_fraction": ">= 0.95", "median_first_violation_s": "<= 3"},
-           "bugs": {"A": summarise("A", ("x",), [_run(1, True, 1.0), _run(2, True, 2.0)]),
-                    "B": summarise("B", ("x",), [_run(1, True, 9.0), _run(2, False, None)])}}
+    fig = _fig()
     text = table(fig)
-    assert "A" in text and "2/2" in text and "1/2" in text and "PASS" in text and "MISS" in text
-    assert "4.00" in text
+    lines = {line.split()[0]: line for line in text.splitlines() if line.startswith(("A ", "B "))}
+    assert lines["A"].split()[1:5] == ["2/2", "1/2", "2.00x", "1.50"]
+    assert "4.00x" in lines["A"] and "PASS" in lines["A"]
+    assert lines["B"].split()[1:4] == ["1/2", "0/2", "inf"] and "MISS" in lines["B"]
+    assert "aimed: 4.00" in text and "random only: 1.25" in text and "aimed/random 3.20x" in text
+    assert "reference queue (random_only): 2/2 VALID" in text
     print_detection(fig)
     out = capsys.readouterr().out
-    assert "2/2 (100%)" in out and "1/2 (50%)" in out and "9.00 s" in out and "MISS" in out
-    assert "bugs found per minute of run time: 4.00" in out
+    assert "2/2" in out and "1/2" in out and "9.00 s" in out and "MISS" in out and "inf" in out
+    assert "bugs found per minute of run time, aimed: 4.00" in out
+
+
+def test_detection_names_an_invalid_reference_run_as_a_release_blocker():
+    from takeover.benchmarks.detection import table
+
+    text = table(_fig(reference_invalid=True))
+    assert "reference queue (random_only): 1/2 VALID, RELEASE BLOCKER: seed 2 /tmp/ref-s2: lease_exclusive" in text
+
+
+def test_random_mode_sets_every_aimed_fault_to_zero_and_nothing_else():
+    """The two modes differ by the aimed faults alone: parsed as takeover stress parses them."""
+    from takeover.benchmarks.detection import mode_args
+    from takeover.config import load_profile
+    from takeover.options import AIMED_FAULTS, FAULT_KINDS
+
+    assert mode_args("aimed") == ()
+    args = mode_args("random")
+    flags = dict(zip(args[::2], args[1::2], strict=True))
+    assert set(flags.values()) == {"0"} and len(flags) == len(AIMED_FAULTS)
+    profile = load_profile("stress")
+    assert all(profile.faults[k] > 0 for k in AIMED_FAULTS)  # else the comparison compares nothing
+    for kind in FAULT_KINDS:
+        flag = f"--{kind.replace('_', '-')}-rate"
+        assert (flag in flags) == (kind in AIMED_FAULTS), kind
+
+
+def test_aimed_tally_counts_hits_and_misses_per_kind(tmp_path):
+    from takeover.benchmarks.detection import _aimed_tally
+
+    recs = [{"type": "invoke", "f": "stale_return"},
+            {"type": "ok", "f": "stale_return", "value": "hit", "task": "t1"},
+            {"type": "invoke", "f": "claim_stampede"},
+            {"type": "ok", "f": "claim_stampede", "value": "missed: only 1 worker(s) reached the claim gate"},
+            {"type": "ok", "f": "claim", "value": "hit"}]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in recs))
+    assert _aimed_tally(tmp_path) == {"stale_return": {"hit": 1, "missed": 0},
+                                      "claim_stampede": {"hit": 0, "missed": 1}}
