@@ -134,7 +134,10 @@ class IdempotentFinish(_Planted):
 
 class FinishNotDurable(_Planted):
     """For about one task in four, finish answers True but the write is rolled back (a lost
-    commit). Caught by ``state_matches_history`` (and a reclaim after a finish)."""
+    commit). The task stays ``running`` under its old lease, so once that lease runs out it is
+    handed out again, in the middle of the run: caught there by ``no_reclaim_after_terminal`` (and
+    by ``single_finish`` when the next holder finishes it too), and by ``state_matches_history``
+    in the final snapshot."""
 
     def _after_finish(self, task_id: str, accepted: bool) -> bool:
         if accepted and zlib.crc32(task_id.encode()) % 4 == 0:
@@ -193,7 +196,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
     "BumpsByTwo": ("generation_monotonic", "state_matches_history"),
     "StealsLiveLeases": ("lease_exclusive",),
     "IdempotentFinish": ("single_finish",),
-    "FinishNotDurable": ("state_matches_history",),
+    "FinishNotDurable": ("no_reclaim_after_terminal", "single_finish", "state_matches_history"),
     "SnapshotOffByOne": ("state_matches_history",),
     "DropsTasks": ("no_lost_task",),
     "NonAtomicClaim": ("lease_exclusive",),
