@@ -89,30 +89,6 @@ def mode_args(mode: str) -> tuple[str, ...]:
     return tuple(a for kind in AIMED_FAULTS for a in (flags[kind], "0"))
 
 
-def _aimed_tally(run_dir: Path) -> dict[str, dict[str, int]]:
-    """Per aimed fault kind, how many of its windows the run hit and missed (from the history's
-    ``hit`` / ``missed: ...`` completions): to tell a miss of the bug from a miss of the window."""
-    from takeover.options import AIMED_FAULTS
-
-    tally: dict[str, dict[str, int]] = {}
-    path = run_dir / "history.jsonl"
-    if not path.exists():
-        return tally
-    with path.open() as fh:
-        for line in fh:
-            if not any(k in line for k in AIMED_FAULTS):  # a cheap look before parsing
-                continue
-            rec = json.loads(line)
-            value = rec.get("value")
-            if rec.get("f") not in AIMED_FAULTS or rec.get("type") == "invoke" or not isinstance(value, str):
-                continue
-            outcome = "hit" if value == "hit" else "missed" if value.startswith("missed") else None
-            if outcome:
-                kind = tally.setdefault(rec["f"], {"hit": 0, "missed": 0})
-                kind[outcome] += 1
-    return tally
-
-
 def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, root: Path,
              profile: str = PROFILE, mode: str = "aimed", keep: bool = False) -> dict[str, Any]:
     """One real stress run of planted queue ``name`` (or the reference queue, ``name`` =
@@ -130,7 +106,6 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
         # Checked again in this process: the earliest violating operation's time is on the
         # checker's results, not in summary.json (whose examples hold only the first few).
         result = analyse(out)
-        aimed = _aimed_tally(out)
         kept = kept or (name == REFERENCE and result.verdict is not True)
     finally:
         if not kept:
@@ -142,7 +117,7 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
     first_invariant = timed[0][1] if timed else hits[0] if hits else None
     row: dict[str, Any] = {"seed": seed, "mode": mode, "exit": int(code), "caught": bool(hits), "violated": fired,
                            "first_violation_s": first, "first_invariant": first_invariant, "at_end": at_end,
-                           "wall_s": round(took, 2), "aimed": aimed}
+                           "wall_s": round(took, 2), "aimed": _aimed(result)}
     if name == REFERENCE:
         row["valid"] = result.verdict
         row["not_holding"] = {n: inv.to_json()["examples"][:1] for n, inv in result.invariants.items()
@@ -150,6 +125,13 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
     if kept:
         row["run_dir"] = str(out)
     return row
+
+
+def _aimed(result: CheckResult) -> dict[str, dict[str, Any]]:
+    """Per aimed fault kind, the windows the run hit and missed and why (the checker's coverage):
+    to tell a miss of the bug from a miss of the window it needs."""
+    aimed = result.summary["coverage"].get("aimed", {})
+    return {k: {"hit": a["hit"], "missed": a["missed"], "reasons": a["reasons"]} for k, a in aimed.items()}
 
 
 def first_violation(result: CheckResult, names: list[str]) -> tuple[float | None, bool]:

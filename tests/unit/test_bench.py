@@ -139,16 +139,3 @@ def test_random_mode_sets_every_aimed_fault_to_zero_and_nothing_else():
     for kind in FAULT_KINDS:
         flag = f"--{kind.replace('_', '-')}-rate"
         assert (flag in flags) == (kind in AIMED_FAULTS), kind
-
-
-def test_aimed_tally_counts_hits_and_misses_per_kind(tmp_path):
-    from takeover.benchmarks.detection import _aimed_tally
-
-    recs = [{"type": "invoke", "f": "stale_return"},
-            {"type": "ok", "f": "stale_return", "value": "hit", "task": "t1"},
-            {"type": "invoke", "f": "claim_stampede"},
-            {"type": "ok", "f": "claim_stampede", "value": "missed: only 1 worker(s) reached the claim gate"},
-            {"type": "ok", "f": "claim", "value": "hit"}]
-    (tmp_path / "history.jsonl").write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in recs))
-    assert _aimed_tally(tmp_path) == {"stale_return": {"hit": 1, "missed": 0},
-                                      "claim_stampede": {"hit": 0, "missed": 1}}
