@@ -77,7 +77,7 @@ class Worker:
         self.name = f"w{spec.slot}"
         self.rng = random.Random(worker_seed(self.cfg.seed, spec.process))
         self.hist = HistoryWriter(spec.history_path, spec.process)
-        self.client = ServiceClient(spec.service_port, self.cfg.client_timeout)
+        self.client = ServiceClient(spec.service_address, self.cfg.client_timeout)
         self.queue: LeaseQueue | None = None
 
     # -- helpers ----------------------------------------------------------------------------------

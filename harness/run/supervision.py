@@ -35,7 +35,7 @@ from takeover.config import RunConfig
 from takeover.history import HistoryWriter
 from takeover.run.lifeline import RUN_ENV
 from takeover.run.phases import PhaseBoard
-from takeover.run.service import ServiceSpec, listen, service_main
+from takeover.run.service import ServiceAddress, ServiceSpec, address_of, listen_local, service_main
 
 STOP_GRACE = 2.0  # seconds a worker gets to leave on its own before SIGTERM, then SIGKILL
 RESPAWN_BACKOFF = 0.2  # a worker that exits by itself (a crash) is restarted after this
@@ -55,7 +55,7 @@ class WorkerSpec:
     process: int
     queue_path: str
     history_path: str
-    service_port: int
+    service_address: ServiceAddress
     parent_pid: int
 
 
@@ -86,7 +86,7 @@ class Supervisor:
         self.next_process = 1
         self.service: Any = None
         self.listener: socket.socket | None = None
-        self.port = 0
+        self.address: ServiceAddress = 0
         self.signals = 0  # stop requests so far: SIGINT, SIGTERM, SIGHUP (or a caller's request)
         self.killed_all = False  # a second signal SIGKILLed every child
         self.spawned = 0
@@ -144,8 +144,8 @@ class Supervisor:
     # -- starting -----------------------------------------------------------------------------------
     def start_service(self) -> None:
         if self.listener is None:
-            self.listener = listen()
-            self.port = self.listener.getsockname()[1]
+            self.listener = listen_local()
+            self.address = address_of(self.listener)
         spec = ServiceSpec(str(self.run_dir / store.LEDGER_FILE), self.cfg.remedy, os.getpid())
         self.service = self.ctx.Process(target=service_main, args=(spec, self.listener), name="takeover-service")
         self.service.daemon = True
@@ -160,7 +160,7 @@ class Supervisor:
             process=process,
             queue_path=str(self.run_dir / store.QUEUE_FILE),
             history_path=str(self.run_dir / store.HISTORY_FILE),
-            service_port=self.port,
+            service_address=self.address,
             parent_pid=os.getpid(),
         )
         self.board.set_owner(slot, process, 0)

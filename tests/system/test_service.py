@@ -17,7 +17,7 @@ import time
 
 import psutil
 
-from takeover.run.service import ServiceClient, ServiceSpec, listen, service_main
+from takeover.run.service import ServiceClient, ServiceSpec, address_of, listen, listen_local, service_main
 
 _FROZEN_CHILD = r"""
 import sys, json
@@ -72,15 +72,18 @@ def test_a_worker_frozen_mid_wait_gets_its_own_replies_in_order(tmp_path) -> Non
 
 
 def test_a_generation_beyond_64_bits_is_refused_without_killing_the_service(tmp_path) -> None:
-    """SQLite integers are 64-bit: such a request is malformed, the service keeps serving the rest."""
+    """SQLite integers are 64-bit: such a request is malformed, the service keeps serving the rest.
+
+    On the socket a run's service listens on (a Unix domain socket on Linux; the other test uses TCP).
+    """
     ctx = multiprocessing.get_context("spawn")
-    sock = listen()
-    port = sock.getsockname()[1]
+    sock = listen_local()
+    address = address_of(sock)
     ledger = tmp_path / "ledger.sqlite"
     service = ctx.Process(target=service_main, args=(ServiceSpec(str(ledger), "none", os.getpid()), sock))
     service.start()
     sock.close()
-    client = ServiceClient(port, timeout=30.0)
+    client = ServiceClient(address, timeout=30.0)
     try:
         assert client.call({"task": "a", "gen": 1})["reply"] == "ok"
         assert client.call({"task": "a", "gen": 2**63}) == {"reply": "error", "result": "malformed"}

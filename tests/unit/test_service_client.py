@@ -1,7 +1,8 @@
-"""ServiceClient against real TCP sockets: the timeout and reply-matching semantics workers rely on.
+"""ServiceClient against real sockets: the timeout and reply-matching semantics workers rely on.
 
-The peer is a small scripted server on 127.0.0.1 (the client is the thing under test, so the
-server may misbehave on purpose: answer late, split a reply, trickle it, hang up). One test also
+The peer is a small scripted server, on 127.0.0.1 and on a Unix domain socket (a run's service
+listens on the latter on Linux: every test runs on both), so the client is the thing under test and
+the server may misbehave on purpose: answer late, split a reply, trickle it, hang up. One test also
 drives the real service process, with a worker-like child frozen by SIGSTOP in the middle of its
 wait. Assertions are on what came back (which reply, which exception), never on elapsed time,
 except that a wait bounded by one timeout must end long before an unbounded one would.
@@ -11,22 +12,30 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
-from takeover.run.service import ServiceClient
+from takeover.run.service import ServiceClient, address_of, listen_local
+
+FAMILIES = ["tcp", "unix"]
 
 
 class ScriptedServer:
     """Accepts connections; each is handled by ``script(conn, request_line)`` per request line."""
 
-    def __init__(self, script: Callable[[socket.socket, bytes, int], None]) -> None:
+    def __init__(self, script: Callable[[socket.socket, bytes, int], None], family: str) -> None:
         self.script = script
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
+        if family == "tcp":
+            self.sock = socket.create_server(("127.0.0.1", 0))
+        else:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.bind("")  # an abstract name the kernel picks, as the run's service does
+            self.sock.listen()
+        self.address = address_of(self.sock)
         self.requests: list[bytes] = []
         self.connections = 0
         self._stop = threading.Event()
@@ -79,12 +88,12 @@ class ScriptedServer:
             t.join(5)
 
 
-@pytest.fixture
-def serve():
+@pytest.fixture(params=FAMILIES)
+def serve(request):
     servers: list[ScriptedServer] = []
 
     def start(script):
-        server = ScriptedServer(script)
+        server = ScriptedServer(script, request.param)
         servers.append(server)
         return server
 
@@ -108,7 +117,7 @@ def test_a_late_reply_to_a_timed_out_request_is_never_read_as_the_next_answer(se
         _answer(conn, line)
 
     server = serve(script)
-    client = ServiceClient(server.port, timeout=0.5)
+    client = ServiceClient(server.address, timeout=0.5)
     try:
         with pytest.raises(TimeoutError):
             client.call({"task": "a", "gen": 1})
@@ -129,7 +138,7 @@ def test_a_reply_split_over_segments_is_reassembled(serve) -> None:
             time.sleep(0.02)
 
     server = serve(script)
-    client = ServiceClient(server.port, timeout=10.0)
+    client = ServiceClient(server.address, timeout=10.0)
     try:
         assert client.call({"task": "a", "gen": 1}) == {"reply": "ok", "result": "performed", "count": 7}
         assert client.call({"task": "a", "gen": 2})["count"] == 7  # and the stream stays in step
@@ -147,7 +156,7 @@ def test_one_timeout_bounds_a_reply_that_trickles_forever(serve) -> None:
             time.sleep(0.05)
 
     server = serve(script)
-    client = ServiceClient(server.port, timeout=0.5)
+    client = ServiceClient(server.address, timeout=0.5)
     started = time.monotonic()
     try:
         with pytest.raises(TimeoutError):
@@ -172,7 +181,7 @@ def test_a_hang_up_is_a_connection_error_and_the_next_call_reconnects_clean(serv
         _answer(conn, line)
 
     server = serve(script)
-    client = ServiceClient(server.port, timeout=10.0)
+    client = ServiceClient(server.address, timeout=10.0)
     try:
         with pytest.raises(ConnectionError):
             client.call({"task": "a", "gen": 1})
@@ -180,3 +189,26 @@ def test_a_hang_up_is_a_connection_error_and_the_next_call_reconnects_clean(serv
     finally:
         client.close()
     assert server.connections == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract Unix socket names are Linux's")
+def test_a_runs_service_listens_on_an_abstract_unix_socket_that_a_client_reaches() -> None:
+    """No TCP/IP stack per round trip, and no socket file anywhere (so no path length limit)."""
+    sock = listen_local()
+    try:
+        address = address_of(sock)
+        assert sock.family == socket.AF_UNIX and isinstance(address, bytes) and address.startswith(b"\0")
+        client = ServiceClient(address, timeout=10.0)
+        try:
+            threading.Thread(target=lambda: _echo_one(sock), daemon=True).start()
+            assert client.call({"task": "a", "gen": 3})["count"] == 3
+        finally:
+            client.close()
+    finally:
+        sock.close()
+
+
+def _echo_one(listener: socket.socket) -> None:
+    conn, _ = listener.accept()
+    with conn:
+        _answer(conn, conn.recv(65536).split(b"\n")[0])
