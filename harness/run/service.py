@@ -105,7 +105,7 @@ def service_main(spec: ServiceSpec, sock: socket.socket) -> None:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     ledger = Ledger(spec.ledger_path, spec.remedy)
-    checkpointer = ledger.defer_checkpoints()
+    ledger.no_fsync()
     loop = _Loop(sock, ledger)
     try:
         while not stopping.is_set() and parent_alive(spec.parent_pid):
@@ -116,7 +116,6 @@ def service_main(spec: ServiceSpec, sock: socket.socket) -> None:
                 loop.answer(batch)
     finally:
         loop.close()
-        checkpointer.stop()
         ledger.close()
     os._exit(0)
 
