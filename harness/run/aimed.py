@@ -333,11 +333,11 @@ class AimedFaults:
         try:
             yield from self._claims_settled(set())
             held = yield from self._gather(kind, self._idle_workers())
-            fresh = self.producer.register_new()
+            fields["task"] = self.producer.register_new()  # recorded even when the stampede misses
             released = self._let_go_together(hold, held, kind)
             if len(released) < 2:
                 raise Missed(f"only {len(released)} held worker(s) could be let go together")
-            fields.update(workers=len(released), task=fresh)
+            fields["workers"] = len(released)
             fields["detail"] = f"{len(released)} workers let go at the same instant to claim"
         finally:
             self._open_gate(kind)

@@ -43,6 +43,7 @@ from takeover.run.registration import register_tasks
 from takeover.run.supervision import Supervisor, WorkerEntry
 
 SNAPSHOT_EVERY = 0.25  # drain: how often the queue is asked whether everything is terminal
+STATES_TIMEOUT = 0.5  # an aimed fault's look at the task states (duplicate_register picks a task by state)
 
 
 @dataclass
@@ -303,8 +304,11 @@ class _Producer:
         return register_tasks(c.queue, c.hist, list(ids), time.time(), c._queue_call)
 
     def states(self) -> list[tuple[str, str]] | None:
+        """The queue's snapshot, given up after STATES_TIMEOUT: the faulted phase's loop must not wait
+        for a queue that hangs in snapshot() (the drain's deadline is minutes long)."""
+        c = self.c
         try:
-            rows = self.c._queue_call("snapshot", self.c.queue.snapshot)
+            rows = c.caller.call("snapshot", c.queue.snapshot, timeout=STATES_TIMEOUT, abandon=lambda: c.signals >= 1)
         except Exception:  # noqa: BLE001 - a locked or broken queue: the fault picks a running task or misses
             return None
         return [(str(r[0]), str(r[1])) for r in rows]
