@@ -186,7 +186,11 @@ class Worker:
         """
         hold = self.board.gate()
         self.publish("held")
-        while self.board.gate() and not self.should_stop():
+        # Wait for *this* hold to end, not for the gate to be open: the next aimed fault may close
+        # the gate again a moment after this one opened it, before a worker it let go has been
+        # scheduled, and that worker would otherwise stay for the next hold and claim (or register)
+        # hundreds of milliseconds after the others it was let go with.
+        while hold and self.board.gate() == hold and not self.should_stop():
             # The nemesis freezes held workers before it opens the gate; a sleep with an absolute
             # deadline (CPython's time.sleep) returns at once when they are let go together.
             time.sleep(GATE_POLL)
