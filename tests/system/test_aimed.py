@@ -1,0 +1,179 @@
+"""Aimed faults in real stress runs: each reaches its window, the reference queue keeps every
+promise there, and a planted bug is caught by the fault aimed at it.
+
+A record saying ``hit`` is the nemesis' own word. These tests ask the history for the evidence
+instead, the way a reader of the run would: the finish of a frozen holder called after its lease
+ran out with no claim of its task in between (S2), a stale generation's finish called while a newer
+generation's claim holds the task (S3), claims of several workers in the same few milliseconds
+(a stampede), a known task registered again by the coordinator and by a worker (a producer's
+retry). One run with all four kinds at high rates serves those (module fixture); each planted bug
+gets a short run with only its fault on, so nothing else can have exposed it. The checker's side
+(pairing, coverage counts, warnings) is pinned on hand-written histories in
+tests/quality/test_aimed_coverage.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.processes import reap_stragglers, records, takeover, wait_no_stragglers
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+AIMED = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register")
+STAMPEDE_MS = 10  # how close together a stampede's claims must start
+
+
+def stress(run_dir: Path, *args: str, seed: int, duration: float = 5) -> tuple[int, str]:
+    """A smoke-profile run of the reference queue (unless ``args`` name another) with no fault but
+    those ``args`` turn on; its exit code and output. Nothing of it outlives the call."""
+    try:
+        proc = takeover("stress", "--profile", "smoke", "--no-faults", *args, "--seed", str(seed),
+                        "--duration", str(duration), "--out", str(run_dir), timeout=150)
+    finally:
+        reap_stragglers(run_dir)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def rate(kind: str, per_s: float) -> tuple[str, str]:
+    return f"--{kind.replace('_', '-')}-rate", str(per_s)
+
+
+EVERY_AIMED = tuple(arg for kind in AIMED for arg in rate(kind, 1))
+
+
+@pytest.fixture(scope="module")
+def aimed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str, list[dict[str, Any]]]:
+    run_dir = tmp_path_factory.mktemp("aimed") / "run"
+    code, out = stress(run_dir, *EVERY_AIMED, seed=1)
+    return run_dir, code, out, records(run_dir)
+
+
+def hits(recs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for r in recs if r["f"] == kind and r["type"] == "ok" and r.get("value") == "hit"]
+
+
+def ops(recs: list[dict[str, Any]], f: str, type_: str, **fields: Any) -> Iterator[dict[str, Any]]:
+    return (r for r in recs if r["f"] == f and r["type"] == type_ and all(r.get(k) == v for k, v in fields.items()))
+
+
+def the_claim(recs: list[dict[str, Any]], task: str, gen: int) -> dict[str, Any]:
+    """The one claim that returned generation ``gen`` of ``task``."""
+    got = list(ops(recs, "claim", "ok", task=task, gen=gen))
+    assert len(got) == 1, (task, gen, got)
+    return got[0]
+
+
+def finish_before(recs: list[dict[str, Any]], claim: dict[str, Any], t: float) -> dict[str, Any] | None:
+    """The last finish invoke of ``claim``'s generation by its holder before time ``t``."""
+    fins = [r for r in ops(recs, "finish", "invoke", process=claim["process"], task=claim["task"], gen=claim["gen"])
+            if r["time"] <= t]
+    return fins[-1] if fins else None
+
+
+def test_the_reference_queue_stays_valid_and_every_aimed_fault_hits(aimed_run) -> None:
+    run_dir, code, out, recs = aimed_run
+    assert code == 0, out[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["valid"] is True
+    coverage = summary["coverage"]["aimed"]
+    assert list(coverage) == list(AIMED)
+    for kind in AIMED:  # the checker counts from the records what the records say
+        assert coverage[kind]["hit"] == len(hits(recs, kind)) >= 1, (kind, coverage[kind])
+        assert coverage[kind]["total"] == len(list(ops(recs, kind, "invoke")))
+    assert not wait_no_stragglers(run_dir, timeout=5)
+
+
+def test_expire_and_return_finishes_after_the_lease_and_before_any_takeover(aimed_run) -> None:
+    """S2's window, every time it is said to be hit: the frozen holder's finish is called with a
+    ``now`` past its lease, and no claim returned its task between its own claim and that finish."""
+    _, _, _, recs = aimed_run
+    for hit in hits(recs, "expire_and_return"):
+        claim = the_claim(recs, hit["task"], hit["gen"])
+        assert claim["lease_until"] == hit["lease_until"]
+        fin = finish_before(recs, claim, hit["time"])
+        assert fin is not None, hit
+        assert fin["now"] > hit["lease_until"], (fin, hit)
+        taken = [r for r in ops(recs, "claim", "ok", task=hit["task"]) if claim["time"] < r["time"] < fin["time"]]
+        assert not taken, (hit, taken)
+        frozen = [r for r in ops(recs, "pause", "invoke", detail="expire_and_return", task=hit["task"], gen=hit["gen"])]
+        assert [r["target"] for r in frozen] == [claim["process"]]
+
+
+def test_stale_return_finishes_a_stale_generation_while_a_newer_one_holds_the_task(aimed_run) -> None:
+    """S3's window: generation g's finish is called after generation g' > g was granted to another
+    worker, inside g''s lease, and before g''s holder called its own finish."""
+    _, _, _, recs = aimed_run
+    for hit in hits(recs, "stale_return"):
+        old = the_claim(recs, hit["task"], hit["gen"])
+        new = the_claim(recs, hit["task"], hit["new_gen"])
+        assert hit["new_gen"] > hit["gen"] and new["process"] != old["process"]
+        fin = finish_before(recs, old, hit["time"])
+        assert fin is not None, hit
+        assert new["time"] < fin["time"] and fin["now"] < new["lease_until"], (new, fin)
+        assert finish_before(recs, new, fin["time"]) is None, "the new holder had finished already"
+        frozen = {r["gen"]: r["target"] for r in ops(recs, "pause", "invoke", detail="stale_return", task=hit["task"])}
+        assert frozen[hit["gen"]] == old["process"] and frozen[hit["new_gen"]] == new["process"]
+
+
+def test_claim_stampede_lets_several_workers_claim_at_the_same_instant(aimed_run) -> None:
+    """Right after the stampede registers its fresh task (just before it lets the held workers go),
+    claims of at least two different workers start within a few milliseconds."""
+    _, _, _, recs = aimed_run
+    racing = []
+    for hit in hits(recs, "claim_stampede"):
+        (fresh,) = ops(recs, "register", "invoke", process=0, task=hit["task"])
+        racing.append({r["process"] for r in ops(recs, "claim", "invoke")
+                       if fresh["time"] <= r["time"] <= fresh["time"] + STAMPEDE_MS / 1000})
+    assert any(len(procs) >= 2 for procs in racing), racing
+
+
+def test_duplicate_register_registers_a_known_task_from_the_coordinator_and_workers(aimed_run) -> None:
+    """Every hit registers an already registered task again from the coordinator inside its window;
+    at least one also from a worker process at that instant."""
+    _, _, _, recs = aimed_run
+    starts = [r["time"] for r in ops(recs, "duplicate_register", "invoke")]
+    by_workers = []
+    for hit in hits(recs, "duplicate_register"):
+        began = max(t for t in starts if t < hit["time"])
+        regs = [r for r in ops(recs, "register", "invoke", task=hit["task"])]
+        assert regs[0]["time"] < began, "the task was not registered before"
+        again = [r["process"] for r in regs if began <= r["time"] <= hit["time"]]
+        assert 0 in again, (hit, again)
+        by_workers.append([p for p in again if p > 0])
+    assert any(by_workers), by_workers
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_the_reference_queue_stays_valid_under_every_aimed_fault(tmp_path: Path, seed: int) -> None:
+    code, out = stress(tmp_path / "run", *EVERY_AIMED, seed=seed, duration=3)
+    assert code == 0, out[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert sum(a["hit"] for a in summary["coverage"]["aimed"].values()) >= 4, summary["coverage"]["aimed"]
+
+
+@pytest.mark.parametrize(("queue", "kind", "invariants"), [
+    ("FinishIgnoresLease", "expire_and_return", ("finish_within_lease",)),
+    ("FinishIgnoresGeneration", "stale_return", ("no_stale_commit",)),
+    ("RegisterReplaces", "duplicate_register",
+     ("no_reclaim_after_terminal", "generation_monotonic", "lease_exclusive", "state_matches_history")),
+])  # fmt: skip
+def test_a_planted_bug_is_caught_by_the_fault_aimed_at_it(tmp_path: Path, queue: str, kind: str,
+                                                          invariants: tuple[str, ...]) -> None:
+    """Only ``kind`` is on (no kills, pauses, slow tasks or lost replies, and smoke's work never
+    outlasts its lease), and a violation names a task that fault's window was reached on."""
+    run_dir = tmp_path / "run"
+    code, out = stress(run_dir, "--queue", f"takeover.queues.planted:{queue}", *rate(kind, 1.5), seed=1, duration=3)
+    assert code == 1, out[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary["coverage"]["aimed"]) == {kind}
+    targeted = {r["task"] for r in hits(records(run_dir), kind)}
+    caught = [inv for inv in invariants if summary["invariants"][inv]["valid"] is False]
+    assert caught, {k: v["valid"] for k, v in summary["invariants"].items()}
+    named = {ex.get("task") for inv in caught for ex in summary["invariants"][inv]["examples"]}
+    assert named & targeted, (named, targeted)
