@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -38,21 +39,25 @@ from typing import Any
 from takeover.contract import (
     LeaseQueue,
     QueueFactory,
+    has_extension,
     load_queue_factory,
     open_queue,
     validate_claim_result,
     validate_finish_result,
     validate_snapshot,
 )
-from takeover.errors import UsageError
+from takeover.errors import ContractError, UsageError
 from takeover.run.ledger import Ledger
 from takeover.run.queue_caller import QueueCaller, QueueHung
 from takeover.store import LEDGER_FILE, QUEUE_FILE
 
 TASK_ID = "task"
 LANGS = ("en", "zh")
+# What a step can do: the spec's five, plus the optional heartbeat and reconciliation calls.
+STEP_KINDS = ("register", "claim", "finish", "extend", "resolve", "exit_and_reopen", "external_action")
+RESOLUTIONS = ("done", "pending")
 # The keys of a spec step that describe what the step does (not what it observes).
-ACTION_KEYS = ("outcome", "with_generation", "response_lost")
+ACTION_KEYS = ("outcome", "with_generation", "lease", "response_lost")
 # What is compared, in the order mismatches are reported.
 OBSERVED_KEYS = ("returns", "state", "generation", "lease_until", "ledger_actions")
 # Generous: a healthy queue answers one call on a tiny file in milliseconds, even on a loaded CI box.
@@ -187,6 +192,19 @@ class ScenarioResult:
     def ok(self) -> bool:
         return self.hung is None and self.ledger_ok and all(s.ok for s in self.steps)
 
+    def failures(self) -> list[str]:
+        """One plain line per departure (a step, the hang, the ledger): what a test prints when the
+        scenario fails, without the transcript's table."""
+        lines = [f"{self.id}: {self.hung.error}"] if self.hung is not None else []
+        for step in self.failed_steps():
+            parts = [f"{k} expected {step.spec.get(k)!r}, got {step.observed.get(k)!r}" for k in step.mismatches]
+            where = f"{self.id} step {step.index} (t={step.spec['t']} {step.spec['actor'] or ''} {step.spec['step']})"
+            lines.append(f"{where}: {'; '.join(parts + step.errors)}")
+        if not self.ledger_ok:
+            lines.append(f"{self.id}: ledger actions expected {self.spec.get('final_ledger_actions')!r}, "
+                         f"got {self.final_ledger_actions!r}")
+        return lines
+
     def failed_steps(self) -> list[StepResult]:
         """Steps that ran and differ (a hung step included); steps not run are not departures."""
         return [s for s in self.steps if not s.ok and not s.skipped]
@@ -219,16 +237,30 @@ class _Replay:
         lease: float,
         caller: QueueCaller,
         step_timeout: float,
+        task: str = TASK_ID,
     ) -> None:
         self.queue_spec = queue_spec
         self.factory = factory
+        self.workdir = workdir
         self.db_path = str(workdir / QUEUE_FILE)
         self.lease = lease
         self.caller = caller
         self.step_timeout = step_timeout
+        self.task = task
         self.queue: LeaseQueue | None = None
-        self.ledger = Ledger(str(workdir / LEDGER_FILE), remedy="none")
+        self._ledger: Ledger | None = None
         self.held: dict[str, int] = {}  # actor -> generation of its latest claim
+
+    @property
+    def ledger(self) -> Ledger:
+        """Opened on first use: most scenarios (every replayed one) never act on the service, and
+        a second SQLite file per run is a third of a short scenario's cost."""
+        if self._ledger is None:
+            self._ledger = Ledger(str(self.workdir / LEDGER_FILE), remedy="none")
+        return self._ledger
+
+    def performed_count(self) -> int:
+        return 0 if self._ledger is None else self._ledger.performed_count(self.task)
 
     def open(self) -> None:
         """The first open is outside any step: a queue that cannot even be built is bad input
@@ -252,7 +284,8 @@ class _Replay:
             except Exception:  # noqa: BLE001 - cleanup of a possibly broken user queue
                 pass
         try:
-            self.ledger.close()
+            if self._ledger is not None:
+                self._ledger.close()
         except Exception:  # noqa: BLE001
             pass
 
@@ -275,6 +308,7 @@ class _Replay:
             except Exception as exc:  # noqa: BLE001 - a raising queue is a finding, not a crash
                 result.errors.append(one_line(exc))
                 result.observed["returns"] = None
+                result.observed["raised"] = one_line(exc)
             self._observe(result)
         except StepHung as hung:
             result.hung = True
@@ -287,23 +321,45 @@ class _Replay:
 
     def _act(self, st: dict[str, Any], result: StepResult) -> Any:
         kind, t, actor = st["step"], st["t"], st["actor"]
+        task = self.task
         if kind == "register":
-            self._call("register", self._queue().register, TASK_ID, t)
+            self._call("register", self._queue().register, task, t)
             return None
         if kind == "claim":
-            got = validate_claim_result(self._call("claim", self._queue().claim, actor, t, self.lease), self.queue_spec)
+            lease = st.get("lease", self.lease)
+            got = validate_claim_result(self._call("claim", self._queue().claim, actor, t, lease), self.queue_spec)
+            result.observed["claimed"] = got
             if got is None:
                 return None
             task_id, generation, lease_until = got
             self.held[actor] = generation
-            if task_id != TASK_ID:
-                result.errors.append(f"claim returned task {task_id!r}, only {TASK_ID!r} exists")
-            if not same(t + self.lease, lease_until):
-                result.errors.append(f"claim returned lease_until {lease_until!r}, expected {t + self.lease:g}")
+            if task_id != task:
+                result.errors.append(f"claim returned task {task_id!r}, only {task!r} exists")
+            if not same(t + lease, lease_until):
+                result.errors.append(f"claim returned lease_until {lease_until!r}, expected {t + lease:g}")
             return generation
         if kind == "finish":
-            accepted = self._call("finish", self._queue().finish, TASK_ID, st["with_generation"], st["outcome"], t)
+            accepted = self._call("finish", self._queue().finish, task, st["with_generation"], st["outcome"], t)
             return validate_finish_result(accepted, self.queue_spec)
+        if kind == "extend":
+            q = self._queue()
+            if not has_extension(q, "extend"):
+                raise ContractError(f"queue {self.queue_spec!r} has no extend() (an optional method this step needs)")
+            lease = st.get("lease", self.lease)
+            got = self._call("extend", q.extend, task, st["with_generation"], t, lease)  # type: ignore[attr-defined]
+            if got is not None and (isinstance(got, bool) or not isinstance(got, int | float)):
+                raise ContractError(f"queue {self.queue_spec!r}: extend() returned {got!r}; the contract wants "
+                                    "the new lease_until or None")
+            return None if got is None else float(got)
+        if kind == "resolve":
+            q = self._queue()
+            if not has_extension(q, "resolve"):
+                raise ContractError(f"queue {self.queue_spec!r} has no resolve() (an optional method this step needs)")
+            got = self._call("resolve", q.resolve, task, st["with_generation"], st["outcome"], t)  # type: ignore[attr-defined]
+            if not isinstance(got, bool):
+                raise ContractError(f"queue {self.queue_spec!r}: resolve() returned {got!r}; the contract wants "
+                                    "True (resolved) or False")
+            return got
         if kind == "exit_and_reopen":
             queue, self.queue = self.queue, None
             if queue is not None:
@@ -316,8 +372,8 @@ class _Replay:
             self.queue = self._call(OPEN, open_queue, self.queue_spec, self.db_path, self.factory)
             return None
         if kind == "external_action":
-            generation = self.held.get(actor, st["generation"])
-            action = self.ledger.act(TASK_ID, generation, worker=actor, lose_reply=bool(st["response_lost"]), t=t)
+            generation = self.held.get(actor, st.get("generation", 0))
+            action = self.ledger.act(task, generation, worker=actor, lose_reply=bool(st.get("response_lost")), t=t)
             return "timeout" if action.reply == "lost" else action.performed_count
         raise ValueError(f"unknown step {kind!r} in the scenario data")
 
@@ -325,7 +381,7 @@ class _Replay:
         obs = result.observed
         obs.update(state=None, generation=None, lease_until=None)
         if "ledger_actions" in result.spec:
-            obs["ledger_actions"] = self.ledger.performed_count(TASK_ID)
+            obs["ledger_actions"] = self.performed_count()
         try:
             rows = validate_snapshot(self._call("snapshot", self._queue().snapshot), self.queue_spec)
         except StepHung:
@@ -333,12 +389,12 @@ class _Replay:
         except Exception as exc:  # noqa: BLE001
             result.errors.append(f"snapshot: {one_line(exc)}")
             return
-        mine = [r for r in rows if r[0] == TASK_ID]
-        others = [r[0] for r in rows if r[0] != TASK_ID]
+        mine = [r for r in rows if r[0] == self.task]
+        others = [r[0] for r in rows if r[0] != self.task]
         if others:
             result.errors.append(f"snapshot() lists unknown tasks {others[:3]!r}")
         if len(mine) != 1:
-            result.errors.append(f"snapshot() lists task {TASK_ID!r} {len(mine)} times, expected once")
+            result.errors.append(f"snapshot() lists task {self.task!r} {len(mine)} times, expected once")
             if not mine:
                 return
         _task, obs["state"], obs["generation"], obs["lease_until"] = mine[0]
@@ -353,10 +409,14 @@ def run_scenario(
 ) -> ScenarioResult:
     """Replay one scenario in its own temporary folder, removed afterwards whatever happens
     (Ctrl-C included: a KeyboardInterrupt while a call hangs leaves through the same finally)."""
-    workdir = Path(tempfile.mkdtemp(prefix=f"takeover-{scenario['id']}-"))
+    # The id in the folder's name says which scenario a file belongs to; a file's own ids may hold
+    # anything, so only a safe part of them goes into a path.
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", str(scenario["id"]))[:40]
+    workdir = Path(tempfile.mkdtemp(prefix=f"takeover-{safe}-"))
     caller = QueueCaller()  # a fresh thread: the previous scenario's may still be stuck in a call
+    lease = float(scenario.get("lease_seconds", lease))
     try:
-        replay = _Replay(queue_spec, factory, workdir, lease, caller, step_timeout)
+        replay = _Replay(queue_spec, factory, workdir, lease, caller, step_timeout, scenario.get("task", TASK_ID))
         try:
             steps = [StepResult(index=i, spec=st) for i, st in enumerate(scenario["steps"], start=1)]
             result = ScenarioResult(id=scenario["id"], spec=scenario, steps=steps)
@@ -373,7 +433,7 @@ def run_scenario(
                     result.hung = Hang(step_hang.call, step.index, step_timeout, str(step_hang))
             if result.hung is None:
                 try:
-                    result.final_ledger_actions = replay.ledger.performed_count(TASK_ID)
+                    result.final_ledger_actions = replay.performed_count()
                 except Exception as exc:  # noqa: BLE001
                     result.ledger_error = one_line(exc)
             return result
@@ -385,17 +445,22 @@ def run_scenario(
 
 
 def run_scenarios(
-    queue_spec: str, only: list[str] | None = None, step_timeout: float = DEFAULT_STEP_TIMEOUT
+    queue_spec: str,
+    only: list[str] | None = None,
+    step_timeout: float = DEFAULT_STEP_TIMEOUT,
+    doc: dict[str, Any] | None = None,
 ) -> list[ScenarioResult]:
-    """Replay the chosen scenarios (all by default) against ``queue_spec`` (``MODULE:ATTR``).
+    """Replay the chosen scenarios (all by default) of ``doc`` (the spec's five when None; a file's
+    from :func:`takeover.scenario_file.load_scenario_file`) against ``queue_spec`` (``MODULE:ATTR``).
 
     Raises :class:`UsageError` (exit 2) for a queue that cannot be loaded, built or does not offer
     the contract, for an unknown scenario id and for a step timeout that is not a positive number.
     """
     step_timeout = check_step_timeout(step_timeout)
-    spec = load_spec()
+    spec = doc if doc is not None else load_spec()
     known = scenario_ids(spec)
-    wanted = [s.upper() for s in only] if only else known
+    by_key = {k.upper(): k for k in known}
+    wanted = [s if s in known else by_key.get(s.upper(), s) for s in only] if only else known
     unknown = [s for s in wanted if s not in known]
     if unknown:
         raise UsageError(f"unknown scenario {unknown[0]!r}; choose from {', '.join(known)}")
@@ -409,9 +474,12 @@ def run_scenarios(
 
 
 def results_to_json(
-    results: list[ScenarioResult], queue_spec: str, step_timeout: float = DEFAULT_STEP_TIMEOUT
+    results: list[ScenarioResult],
+    queue_spec: str,
+    step_timeout: float = DEFAULT_STEP_TIMEOUT,
+    doc: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    spec = load_spec()
+    spec = doc if doc is not None else load_spec()
     return {
         "queue": queue_spec,
         "lease_seconds": spec["lease_seconds"],
