@@ -1,0 +1,165 @@
+"""``takeover replay RUN_DIR``: turn a run's violations into one-process replays and minimal scenarios.
+
+Why: real processes never interleave the same way twice, so a stress run's violation cannot be
+rerun, and a fix cannot be checked against the sequence that failed. Every queue call carries the
+``now`` it was judged by, so one task's calls can be replayed in this process, on a fresh SQLite
+file holding only that task, on the recorded clock: the same answer every time. What reproduces is
+shrunk to the fewest calls, actors and smallest numbers that still break the same invariant, and
+written as a scenario file (``takeover scenarios --file``) and a pytest file.
+
+Exit 1: the queue breaks an invariant in the replay (the scenarios fail until it is fixed); 3: the
+run's violations did not reproduce in one process (a race, other tasks: the report says which and
+why); 0: nothing to replay, or the tasks named replay as the spec says; 2: bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from takeover.exit_codes import ExitCode
+from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, replay_run
+from takeover.replay.output import report_json, write_outputs
+from takeover.scenarios import DEFAULT_STEP_TIMEOUT
+
+HELP = "replay a run's violating tasks in one process, shrink them, write scenarios that fail until the queue is fixed"
+
+REPLAY_FILE = "replay.json"  # in the run folder, without --out; the pytest file goes beside it
+SHOWN = 6  # tasks described in full; the rest are counted
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Each task is replayed alone on a fresh temporary SQLite file, on the clock of its recorded nows; "
+        "calls of unknown outcome are tried both ways. Exit 1: the queue breaks an invariant in the replay; "
+        "3: the run's violations do not reproduce in one process; 0: nothing to replay; 2: bad input."
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (e.g. runs/latest)")
+    parser.add_argument("--task", action="append", metavar="ID",
+                        help="replay this task (repeat for several); default: every task with a violation")
+    parser.add_argument("--queue", metavar="MODULE:ATTR",
+                        help="replay on this queue (default: the run's, from its config.json): your fix")
+    parser.add_argument("--out", metavar="FILE",
+                        help=f"write the scenarios here (default: RUN_DIR/{REPLAY_FILE}); the pytest file goes "
+                        "beside it as test_<name>.py")
+    parser.add_argument("--max-tasks", type=_positive_int, default=50, metavar="N",
+                        help="replay at most this many violating tasks (default: 50)")
+    parser.add_argument("--repeat", type=_positive_int, default=DEFAULT_REPEAT, metavar="N",
+                        help=f"replay each shrunk scenario N more times to show it breaks every time "
+                        f"(default: {DEFAULT_REPEAT})")
+    parser.add_argument("--json", action="store_true", help="print the replay's findings as JSON")
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    report = replay_run(args.run_dir, args.task, args.queue, repeat=args.repeat,
+                        step_timeout=DEFAULT_STEP_TIMEOUT, max_tasks=args.max_tasks)
+    files = None
+    ids: dict[tuple[str, str], str] = {}
+    if any(tr.shrunk for tr in report.tasks):
+        out = Path(args.out) if args.out else report.run_dir / REPLAY_FILE
+        scenario_file, test_file, ids = write_outputs(report, out)
+        files = (scenario_file, test_file)
+    if args.json:
+        json.dump(report_json(report, ids, files), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        _print(report, ids, files)
+    return exit_code(report)
+
+
+def exit_code(report: ReplayReport) -> ExitCode:
+    if report.reproduced:
+        return ExitCode.VIOLATED
+    if any(tr.flagged for tr in report.tasks):
+        return ExitCode.INCONCLUSIVE
+    return ExitCode.VALID
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+def _task_block(tr: TaskReplay, ids: dict[tuple[str, str], str]) -> list[str]:
+    tc = tr.calls
+    processes = len({c.process for c in tc.calls})
+    head = f"{tr.task} · " + ("checker: " + ", ".join(tr.flagged) if tr.flagged else "no violation in the run")
+    lines = [head, f"  history: {_plural(len(tc.calls), 'call')} by {_plural(processes, 'process')}, "
+                   f"{len(tc.indeterminate)} of unknown outcome; {_plural(tr.tried, 'placement')} replayed"]
+    if tr.outcome is not None:
+        same, total = tr.matched
+        lines.append(f"  replayed {tr.variant}: {same} of {total} answers as recorded")
+        seen: set[str] = set()
+        for d in tr.outcome.departures:  # each once: a lying snapshot lies again at every later step
+            if not set(d.invariants) <= seen:
+                lines.append(f"  departs at step {d.index}: {d.what}")
+                seen |= set(d.invariants)
+    if tr.reproduced:
+        lines.append("  reproduced: " + ", ".join(tr.reproduced))
+    for inv in tr.reproduced:
+        sh = tr.shrunk.get(inv)
+        if sh is not None:
+            actors = len({s["actor"] for s in sh.steps if s.get("actor")})
+            broke, of = tr.repeats[inv]
+            lines.append(f"    {inv}: shrunk to {_plural(len(sh.steps), 'step')}, {_plural(actors, 'actor')}, "
+                         f"lease {sh.lease:g} ({sh.replays} replays); breaks it {broke} of {of} times: "
+                         f"scenario {ids.get((tr.task, inv))}")
+        elif inv in tr.same_as:
+            lines.append(f"    {inv}: as task {tr.same_as[inv]}, scenario {ids.get((tr.same_as[inv], inv))}")
+    for inv in tr.missed:
+        lines.append(f"  NOT reproduced {inv}: {tr.reasons[inv]}")
+    if not tr.flagged and not tr.reproduced:
+        lines.append("  the queue answers every call as the spec says")
+    return lines
+
+
+def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[Path, Path] | None) -> None:
+    out = sys.stdout
+    recorded = " (the run's)" if report.recorded_queue and report.queue.endswith(
+        report.recorded_queue.partition(":")[2]) and report.queue.partition(":")[2] else ""
+    print(f"takeover replay: {report.run_dir} on {report.queue}{recorded}", file=out)
+    if not report.tasks:
+        print("Nothing to replay: the run broke no invariant (name a task with --task).", file=out)
+        return
+    print(f"{len(report.tasks)} task(s), each replayed alone on a fresh SQLite file, on the clock of its "
+          f"recorded nows ({report.replays} replays in all).", file=out)
+    if report.skipped:
+        print(f"{report.skipped} more violating task(s) not replayed (--max-tasks).", file=out)
+    shown = 0
+    rest: Counter[str] = Counter()
+    for tr in report.tasks:
+        if shown < SHOWN or tr.shrunk:
+            print(file=out)
+            print("\n".join(_task_block(tr, ids)), file=out)
+            shown += 1
+        else:
+            what = ("reproduced " + ", ".join(tr.reproduced)) if tr.reproduced else "not reproduced"
+            rest[what] += 1
+    if rest:
+        print(file=out)
+        print(f"{sum(rest.values())} more task(s): " + "; ".join(f"{what} ({n})" for what, n in rest.items()),
+              file=out)
+    print(file=out)
+    if files is not None:
+        print(f"Scenarios: {files[0]} · pytest: {files[1]}", file=out)
+        print(f"  takeover scenarios --file {files[0]} --queue {report.queue}   # fails until the queue is fixed",
+              file=out)
+    n, total = len(report.reproduced), len(report.tasks)
+    if n:
+        print(f"REPRODUCED in one process: {n} of {total} task(s).", file=out)
+    elif any(tr.flagged for tr in report.tasks):
+        print(f"NOT REPRODUCED in one process: 0 of {total} task(s) (see why above).", file=out)
+    else:
+        print("The queue answers every replayed call as the spec says.", file=out)

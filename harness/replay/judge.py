@@ -1,0 +1,136 @@
+"""Run a sequence of steps against a queue in this process and judge its answers by the spec's model.
+
+Why through the scenario engine (``takeover.scenarios.run_scenario``): the replay and the scenario
+file it writes must be the same experiment. Both open a fresh SQLite file, make every call on one
+deadlined thread, and read the queue's own ``snapshot()`` after each step; a scenario that departs
+from the spec in the replay departs in ``takeover scenarios --file`` too.
+
+Why judge with the model rather than run the checker over the replayed answers: a replay is one
+process with no indeterminate call, so every rule the checker applies collapses to "this answer is
+the one a correct queue gives after everything the queue answered so far", which is what
+:func:`takeover.replay.model.step_departures` computes; the model also names the invariant a wrong
+answer breaks. It is stricter than the checker in one way, on purpose: the snapshot is compared after
+every step, not only at the end, so a snapshot that lies is caught on the step that makes it lie.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from takeover.contract import QueueFactory
+from takeover.replay.model import STATE_MATCHES, TaskState, apply, returns, snapshot_departure, step_departures
+from takeover.scenarios import DEFAULT_STEP_TIMEOUT, ScenarioResult, run_scenario
+
+
+@dataclass(frozen=True)
+class Departure:
+    index: int  # 1-based step number
+    invariants: tuple[str, ...]
+    what: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one replay showed: the departures, and a signature of every answer (for "the answers
+    stayed the same" while the shrinker rounds the clock)."""
+
+    departures: tuple[Departure, ...]
+    signature: tuple[Any, ...]
+    answers: tuple[Any, ...]  # the queue's answers, step by step (a claim's generation; None if it raised)
+    hung: str | None = None
+
+    def invariants(self) -> set[str]:
+        return {name for d in self.departures for name in d.invariants}
+
+    def breaks(self, invariant: str) -> bool:
+        return any(invariant in d.invariants for d in self.departures)
+
+    def first(self, invariant: str) -> Departure | None:
+        return next((d for d in self.departures if invariant in d.invariants), None)
+
+
+def scenario_of(task: str, lease: float, steps: list[dict[str, Any]], sid: str = "replay",
+                title: str = "replay") -> dict[str, Any]:
+    return {"id": sid, "title": title, "task": task, "lease_seconds": lease, "steps": steps}
+
+
+def _answer(step: dict[str, Any], observed: dict[str, Any]) -> Any:
+    """The queue's full answer as the model takes it (a claim: generation and lease_until)."""
+    if step["step"] == "claim":
+        got = observed.get("claimed")
+        return None if got is None else (got[1], got[2])
+    return observed.get("returns")
+
+
+def judge(result: ScenarioResult, lease: float) -> Outcome:
+    """Walk the replayed steps with the model, fed the queue's own answers."""
+    s = TaskState()
+    departures: list[Departure] = []
+    signature: list[Any] = []
+    answers: list[Any] = []
+    for step in result.steps:
+        spec, obs = step.spec, step.observed
+        if step.skipped:
+            break
+        raised = obs.get("raised")
+        if raised is not None or step.hung:
+            what = "; ".join(step.errors) or str(raised)
+            departures.append(Departure(step.index, ("spec",), f"{spec['step']} raised {what}"))
+            signature.append((spec["step"], "raised"))
+            answers.append(None)
+            continue
+        answer = _answer(spec, obs)
+        names, words = step_departures(s, spec, answer, lease)
+        s = apply(s, spec, answer)
+        snap = snapshot_departure(s, obs)
+        if snap:
+            names = [*names, STATE_MATCHES]
+            words = f"{words}; {snap}" if words else snap
+        if names:
+            departures.append(Departure(step.index, tuple(dict.fromkeys(names)), words))
+        shown = returns(spec["step"], answer)
+        answers.append(shown)
+        lease_ok = answer is None or spec["step"] != "claim" or answer[1] == float(spec["t"]) + float(
+            spec.get("lease", lease))
+        signature.append((spec["step"], shown if not isinstance(shown, float) else "lease", lease_ok,
+                          obs.get("state"), obs.get("generation"), obs.get("lease_until") is None,
+                          tuple(sorted(set(names)))))
+    hung = result.hung.error if result.hung is not None else None
+    return Outcome(tuple(departures), tuple(signature), tuple(answers), hung)
+
+
+class Replayer:
+    """Runs scenarios of one task against one queue, remembering each answer: the shrinker asks
+    about the same sequence more than once, and the queue is deterministic in one process."""
+
+    def __init__(self, queue_spec: str, factory: QueueFactory, step_timeout: float = DEFAULT_STEP_TIMEOUT) -> None:
+        self.queue_spec = queue_spec
+        self.factory = factory
+        self.step_timeout = step_timeout
+        self.runs = 0  # replays actually run (not answered from memory)
+        self._memo: dict[str, Outcome] = {}
+        self._repeats: dict[str, list[Outcome]] = {}
+
+    def run(self, task: str, lease: float, steps: list[dict[str, Any]]) -> Outcome:
+        key = json.dumps([task, lease, steps], sort_keys=True, default=str)
+        got = self._memo.get(key)
+        if got is None:
+            got = self.fresh(task, lease, steps)
+            self._memo[key] = got
+        return got
+
+    def repeated(self, task: str, lease: float, steps: list[dict[str, Any]], times: int) -> list[Outcome]:
+        """``times`` real replays of one sequence (each on a fresh file), made once per sequence."""
+        key = json.dumps([task, lease, steps, times], sort_keys=True, default=str)
+        if key not in self._repeats:
+            self._repeats[key] = [self.fresh(task, lease, steps) for _ in range(times)]
+        return self._repeats[key]
+
+    def fresh(self, task: str, lease: float, steps: list[dict[str, Any]]) -> Outcome:
+        """A real replay, never from memory (what the determinism check repeats)."""
+        self.runs += 1
+        result = run_scenario(scenario_of(task, lease, steps), self.queue_spec, self.factory, lease,
+                              self.step_timeout)
+        return judge(result, lease)

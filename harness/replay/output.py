@@ -1,0 +1,153 @@
+"""What ``takeover replay`` leaves behind: a scenario file, a pytest file, and its report.
+
+Why a scenario file in the spec's own format: it is the regression test a user keeps. Its expected
+values (``returns``, ``state``, ``generation``, ``lease_until``) come from the spec's model
+(:func:`takeover.replay.model.expected_steps`), never from the queue that broke, so the scenario
+fails on that queue until it is fixed and passes on any correct one, and ``takeover scenarios
+--file`` shows it step by step like the spec's five.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from takeover.replay.core import ReplayReport, TaskReplay
+from takeover.replay.model import expected_steps
+from takeover.replay.shrink import Shrunk
+
+PYTEST_TEMPLATE = '''"""Regression scenarios written by `takeover replay` from the run {run_dir}.
+
+Each is the shortest sequence of queue calls found that made {queue} break a promise, with what a
+correct queue must answer at every step (from the spec, not from that queue): they fail until the
+queue is fixed. Run them with pytest, against another queue with TAKEOVER_QUEUE=MODULE:ATTR, or step
+by step with `takeover scenarios --file {scenario_file}`.
+"""
+
+import json
+import os
+
+import pytest
+
+from takeover.scenario_file import validate_scenarios
+from takeover.scenarios import run_scenarios
+
+QUEUE = os.environ.get("TAKEOVER_QUEUE", {queue!r})
+SCENARIOS = validate_scenarios(json.loads({text}), "replayed scenarios")
+
+
+@pytest.mark.parametrize("scenario_id", [s["id"] for s in SCENARIOS["scenarios"]])
+def test_replayed_scenario(scenario_id):
+    [result] = run_scenarios(QUEUE, [scenario_id], doc=SCENARIOS)
+    assert result.ok, "\\n".join(result.failures())
+'''
+
+
+def _title(invariants: list[str], sh: Shrunk) -> str:
+    first = next((d for d in sh.outcome.departures if set(d.invariants) & set(invariants)), None)
+    what = first.what.split("; ")[0] if first is not None else ""
+    return f"{', '.join(invariants)}: {what}" if what else ", ".join(invariants)
+
+
+def scenarios_doc(report: ReplayReport) -> tuple[dict[str, Any], dict[tuple[str, str], str]]:
+    """The scenario file for every shrunk sequence (one scenario per distinct sequence), and which
+    scenario stands for each (task, invariant)."""
+    found: dict[str, dict[str, Any]] = {}  # the sequence as JSON -> its scenario
+    ids: dict[tuple[str, str], str] = {}
+    for tr in report.tasks:
+        for inv, sh in tr.shrunk.items():
+            key = json.dumps([sh.task, sh.lease, sh.steps], sort_keys=True)
+            sc = found.get(key)
+            if sc is None:
+                sid = inv
+                n = 2
+                while any(s["id"] == sid for s in found.values()):
+                    sid, n = f"{inv}-{n}", n + 1
+                sc = found[key] = _scenario(sid, tr, inv, sh, report)
+            elif inv not in sc["_invariants"]:
+                sc["_invariants"].append(inv)
+                sc["title"] = _title(sc["_invariants"], sh)
+            ids[(tr.task, inv)] = sc["id"]
+    scenarios = [{k: v for k, v in sc.items() if not k.startswith("_")} for sc in found.values()]
+    doc: dict[str, Any] = {
+        "source": f"takeover replay {report.run_dir} (queue {report.queue})",
+        "title": f"Replayed from {report.run_dir}",
+        "queue": report.queue,
+    }
+    leases = {sc["lease_seconds"] for sc in scenarios}
+    if len(leases) == 1:  # one lease for all: said once, as the spec's file does
+        doc["lease_seconds"] = leases.pop()
+        for sc in scenarios:
+            del sc["lease_seconds"]
+    doc["scenarios"] = scenarios
+    return doc, ids
+
+
+def _scenario(sid: str, tr: TaskReplay, inv: str, sh: Shrunk, report: ReplayReport) -> dict[str, Any]:
+    steps = expected_steps(sh.steps, sh.lease)
+    where = {d.index: d.what for d in sh.outcome.departures}
+    for n, st in enumerate(steps, start=1):
+        if n in where:
+            st["why"] = f"{report.queue.rpartition(':')[2]} departed here: {where[n]}"
+    sc: dict[str, Any] = {"id": sid, "title": _title([inv], sh), "_invariants": [inv],
+                          "heading": f"replayed from task {tr.task} of {report.run_dir.name}, shrunk"}
+    if sh.task != "task":
+        sc["task"] = sh.task
+    sc["lease_seconds"] = sh.lease
+    sc["steps"] = steps
+    return sc
+
+
+def pytest_text(report: ReplayReport, doc: dict[str, Any], scenario_file: Path) -> str:
+    text = json.dumps(doc, indent=1, ensure_ascii=True)
+    literal = f"r'''{text}'''" if "'''" not in text and not text.endswith("\\") else repr(text)
+    return PYTEST_TEMPLATE.format(run_dir=report.run_dir, queue=report.queue, scenario_file=scenario_file,
+                                  text=literal)
+
+
+def write_outputs(report: ReplayReport, out: Path) -> tuple[Path, Path, dict[tuple[str, str], str]]:
+    """Write the scenario file to ``out`` and the pytest file beside it (``test_<name>.py``)."""
+    doc, ids = scenarios_doc(report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    test = out.with_name(f"test_{out.stem}.py")
+    test.write_text(pytest_text(report, doc, out), encoding="utf-8")
+    return out, test, ids
+
+
+def report_json(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[Path, Path] | None
+                ) -> dict[str, Any]:
+    tasks = []
+    for tr in report.tasks:
+        entry: dict[str, Any] = {
+            "task": tr.task,
+            "flagged": tr.flagged,
+            "reproduced": tr.reproduced,
+            "not_reproduced": {inv: tr.reasons.get(inv, "") for inv in tr.missed},
+            "calls": len(tr.calls.calls),
+            "indeterminate_calls": len(tr.calls.indeterminate),
+            "placements_tried": tr.tried,
+            "placement": tr.variant,
+            "recorded_answers_matched": list(tr.matched),
+            "departures": [{"step": d.index, "invariants": list(d.invariants), "what": d.what}
+                           for d in (tr.outcome.departures if tr.outcome else ())],
+            "scenarios": {inv: ids.get((tr.task, inv)) or ids.get((tr.same_as.get(inv, ""), inv))
+                          for inv in tr.reproduced},
+        }
+        if tr.shrunk:
+            entry["shrunk"] = {inv: {"steps": len(sh.steps), "actors": len({s.get("actor") for s in sh.steps
+                                                                            if s.get("actor")}),
+                                     "replays": sh.replays, "broke": list(tr.repeats[inv])}
+                               for inv, sh in tr.shrunk.items()}
+        tasks.append(entry)
+    return {
+        "run_dir": str(report.run_dir),
+        "queue": report.queue,
+        "recorded_queue": report.recorded_queue,
+        "replays": report.replays,
+        "reproduced": len(report.reproduced),
+        "tasks": tasks,
+        "scenario_file": str(files[0]) if files else None,
+        "test_file": str(files[1]) if files else None,
+    }
