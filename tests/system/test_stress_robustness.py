@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -224,8 +225,11 @@ def test_a_service_that_dies_is_restarted_and_the_restart_is_recorded(tmp_path):
     proc = start_takeover("stress", "--profile", "smoke", "--no-faults", "--duration", "3", "--out", str(run_dir))
     try:
         assert wait_for_record(run_dir, lambda r: r["f"] == "run" and r["value"] == "start")
+        # The one child with a socket bound to an address: a TCP listener, or the named end of the
+        # Unix socket (workers' client ends are unnamed; psutil reports no LISTEN state for Unix sockets).
         listening = [c for c in psutil.Process(proc.pid).children()
-                     if any(k.status == psutil.CONN_LISTEN for k in c.net_connections())]  # fmt: skip
+                     if any(k.status == psutil.CONN_LISTEN or (k.family == socket.AF_UNIX and k.laddr)
+                            for k in c.net_connections(kind="all"))]  # fmt: skip
         assert len(listening) == 1, "the service is the one child that listens"
         listening[0].send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=90)
