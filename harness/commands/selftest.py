@@ -23,6 +23,7 @@ from takeover import store
 from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
+from takeover.options import positive
 
 if TYPE_CHECKING:  # the selftest reads the summaries its runs wrote; it never runs the checker itself
     from takeover.checker.summary_types import Summary
@@ -42,6 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=3,
                         help="seeds for the reference queue; a planted bug may use up to this many tries (default 3)")
     parser.add_argument("--profile", default="smoke", help="stress profile for every run (default smoke)")
+    parser.add_argument("--duration", type=float, metavar="SECONDS",
+                        help="faulted seconds of every run (default: the profile's; 3 with --quick), e.g. "
+                             "--profile stress --duration 10 for the detection bench's runs")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run only this planted queue (repeatable)")
     parser.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (default: a temp dir)")
@@ -105,6 +109,8 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
+    if args.duration is not None:
+        positive("--duration", args.duration)  # the stress runs would refuse it, one run later
     unknown = [n for n in args.only if n not in PLANTED]
     if unknown:
         raise UsageError(f"unknown planted queue {unknown[0]!r}; known: {', '.join(PLANTED)}")
@@ -112,7 +118,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     ref_seeds = 1 if args.quick else args.seeds
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="takeover-selftest-"))
     root.mkdir(parents=True, exist_ok=True)
-    extra = ("--duration", "3") if args.quick else ()
+    duration = args.duration if args.duration is not None else 3.0 if args.quick else None
+    extra = ("--duration", f"{duration:g}") if duration is not None else ()
     results: list[dict[str, Any]] = []
     out = sys.stdout
     for name in names:

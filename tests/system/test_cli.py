@@ -28,6 +28,7 @@ def test_every_command_is_offered() -> None:
         (["stress", "--lease"], "takeover: error: stress: argument --lease: expected one argument"),
         (["stress", "--no-such-option"], "takeover: error: unrecognized arguments: --no-such-option"),
         (["check"], "takeover: error: check: the following arguments are required"),
+        (["selftest", "--duration", "0"], "takeover: error: --duration must be a positive number"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:
