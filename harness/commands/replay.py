@@ -20,6 +20,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from takeover.commands.scenarios import positive_seconds
 from takeover.exit_codes import ExitCode
 from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, replay_run
 from takeover.replay.output import report_json, write_outputs
@@ -60,12 +61,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=_positive_int, default=DEFAULT_REPEAT, metavar="N",
                         help=f"replay each shrunk scenario N more times to show it breaks every time "
                         f"(default: {DEFAULT_REPEAT})")
+    parser.add_argument("--step-timeout", type=positive_seconds, default=DEFAULT_STEP_TIMEOUT, metavar="SECONDS",
+                        help="give each queue call this long; one that does not return stops the replay "
+                        f"(default: {DEFAULT_STEP_TIMEOUT:g})")
     parser.add_argument("--json", action="store_true", help="print the replay's findings as JSON")
 
 
 def run(args: argparse.Namespace) -> ExitCode:
     report = replay_run(args.run_dir, args.task, args.queue, repeat=args.repeat,
-                        step_timeout=DEFAULT_STEP_TIMEOUT, max_tasks=args.max_tasks)
+                        step_timeout=args.step_timeout, max_tasks=args.max_tasks)
     files = None
     ids: dict[tuple[str, str], str] = {}
     if any(tr.shrunk for tr in report.tasks):
@@ -127,16 +131,18 @@ def _task_block(tr: TaskReplay, ids: dict[tuple[str, str], str]) -> list[str]:
 
 def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[Path, Path] | None) -> None:
     out = sys.stdout
-    recorded = " (the run's)" if report.recorded_queue and report.queue.endswith(
-        report.recorded_queue.partition(":")[2]) and report.queue.partition(":")[2] else ""
-    print(f"takeover replay: {report.run_dir} on {report.queue}{recorded}", file=out)
+    whose = "the run's queue" if report.queue_from_run else f"not the run's queue, {report.recorded_queue}"
+    print(f"takeover replay: {report.run_dir} on {report.queue} ({whose})", file=out)
     if not report.tasks:
         print("Nothing to replay: the run broke no invariant (name a task with --task).", file=out)
         return
     print(f"{len(report.tasks)} task(s), each replayed alone on a fresh SQLite file, on the clock of its "
           f"recorded nows ({report.replays} replays in all).", file=out)
+    if report.hung:
+        print(f"STOPPED: the queue hung in a replay ({report.hung}).", file=out)
     if report.skipped:
-        print(f"{report.skipped} more violating task(s) not replayed (--max-tasks).", file=out)
+        why = "the replay stopped" if report.hung else "--max-tasks"
+        print(f"{report.skipped} more violating task(s) not replayed ({why}).", file=out)
     shown = 0
     rest: Counter[str] = Counter()
     for tr in report.tasks:

@@ -150,7 +150,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--step-timeout",
-        type=_seconds,
+        type=positive_seconds,
         default=DEFAULT_STEP_TIMEOUT,
         metavar="SECONDS",
         help="give each queue call this long before its step fails as hung "
@@ -158,7 +158,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
     """argparse turns the ArgumentTypeError into one line naming --step-timeout (exit 2)."""
     try:
         value = float(text)

@@ -60,17 +60,6 @@ class Call:
         out.update(self.inputs)
         return out
 
-    def describe(self, t0: float) -> str:
-        who = f"process {self.process}" if self.process else "the coordinator"
-        what = {"ok": "", "fail": "", "info": ", outcome unknown (info)",
-                "open": ", never returned (killed mid-call)"}[self.status]
-        inputs = dict(self.inputs)
-        args = ", ".join(f"{k}={v}" for k, v in inputs.items() if k != "lease")
-        head = f"t={self.now - t0:.3f} {who} {self.kind}({args})"
-        if self.probe:
-            return f"{head} -> {self.recorded!r} (took {'no task' if self.recorded is None else 'another task'})"
-        return f"{head} -> {self.recorded!r}{what}" if self.status in ("ok", "fail") else head + what
-
 
 @dataclass
 class TaskCalls:

@@ -19,7 +19,7 @@ from takeover.checker.facts import Facts
 from takeover.contract import canonical_module, load_queue_factory
 from takeover.errors import UsageError
 from takeover.replay.calls import Call, TaskCalls, task_calls
-from takeover.replay.judge import Outcome, Replayer
+from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.model import LEASE_EXCLUSIVE, NO_LOST_TASK, STATE_MATCHES
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
 from takeover.scenarios import DEFAULT_STEP_TIMEOUT
@@ -61,6 +61,8 @@ class ReplayReport:
     replays: int  # queue replays run in all
     t0: float  # the run's first record, for relative times
     skipped: int = 0  # violating tasks left out by max_tasks
+    hung: str | None = None  # the queue call that did not return, which stopped the replay
+    queue_from_run: bool = True  # replayed on the run's own queue (no --queue)
 
     @property
     def reproduced(self) -> list[TaskReplay]:
@@ -107,17 +109,29 @@ def replay_run(run_dir: str | Path, tasks: list[str] | None = None, queue: str |
         chosen, skipped = chosen[:max_tasks], len(chosen) - max_tasks
     out: list[TaskReplay] = []
     shrunk_for: dict[str, str] = {}  # invariant -> the first task shrunk for it
+    hung: str | None = None
     for task in chosen:
-        tr = _replay_task(fx, replayer, task, flagged.get(task, []))
-        for inv in tr.reproduced:
-            if named or inv not in shrunk_for:
-                tr.shrunk[inv] = shrink(replayer, task, tr.calls.lease, tr.sources[inv], inv)
-                tr.repeats[inv] = _repeat(replayer, tr.shrunk[inv], inv, repeat)
-                shrunk_for.setdefault(inv, task)
-            else:
-                tr.same_as[inv] = shrunk_for[inv]
+        tr = TaskReplay(task, flagged.get(task, []), task_calls(fx, task, probe_empty=NO_LOST_TASK in
+                                                                flagged.get(task, [])))
         out.append(tr)
-    return ReplayReport(result.run_dir, spec, fx.config.get("queue"), out, replayer.runs, fx.t0, skipped)
+        try:
+            _replay_task(fx, replayer, tr)
+            for inv in tr.reproduced:
+                if named or inv not in shrunk_for:
+                    tr.shrunk[inv] = shrink(replayer, task, tr.calls.lease, tr.sources[inv], inv)
+                    tr.repeats[inv] = _repeat(replayer, tr.shrunk[inv], inv, repeat)
+                    shrunk_for.setdefault(inv, task)
+                else:
+                    tr.same_as[inv] = shrunk_for[inv]
+        except ReplayHung as exc:
+            hung = str(exc)
+            tr.shrunk.clear()
+            tr.reproduced, tr.missed = [], list(tr.flagged)
+            tr.reasons = dict.fromkeys(tr.flagged, f"the queue hung in the replay: {hung}; the replay stopped there")
+            skipped += len(chosen) - len(out)
+            break
+    return ReplayReport(result.run_dir, spec, fx.config.get("queue"), out, replayer.runs, fx.t0, skipped, hung,
+                        queue_from_run=not queue)
 
 
 def _steps(tc: TaskCalls, calls: list[Call], t0: float) -> list[dict[str, Any]]:
@@ -127,9 +141,10 @@ def _steps(tc: TaskCalls, calls: list[Call], t0: float) -> list[dict[str, Any]]:
     return drop_default_lease([dict(c.step(), t=c.now - t0) for c in calls], tc.lease)
 
 
-def _replay_task(fx: Facts, replayer: Replayer, task: str, flagged: list[str]) -> TaskReplay:
-    tc = task_calls(fx, task, probe_empty=NO_LOST_TASK in flagged)
-    tr = TaskReplay(task, flagged, tc)
+def _replay_task(fx: Facts, replayer: Replayer, tr: TaskReplay) -> None:
+    """Replay the placements of ``tr``'s calls until every invariant the checker found on it shows
+    (or none is left to try); fills in ``tr``."""
+    tc, task, flagged = tr.calls, tr.task, tr.flagged
     wanted = set(flagged)
     first: tuple[str, list[Call], Outcome] | None = None
     found: dict[str, tuple[str, list[Call], Outcome]] = {}
@@ -162,7 +177,6 @@ def _replay_task(fx: Facts, replayer: Replayer, task: str, flagged: list[str]) -
         # A task named without a violation: whatever the queue breaks on it is the finding.
         tr.reproduced = sorted(tr.outcome.invariants())
         tr.sources = dict.fromkeys(tr.reproduced, tr.steps)
-    return tr
 
 
 def _matched(calls: list[Call], outcome: Outcome) -> tuple[int, int]:

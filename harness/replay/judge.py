@@ -101,6 +101,11 @@ def judge(result: ScenarioResult, lease: float) -> Outcome:
     return Outcome(tuple(departures), tuple(signature), tuple(answers), hung)
 
 
+class ReplayHung(Exception):
+    """A queue call did not return within the step timeout: the replay stops there (the call may
+    still be running, and every further sequence would likely wait out the same deadline)."""
+
+
 class Replayer:
     """Runs scenarios of one task against one queue, remembering each answer: the shrinker asks
     about the same sequence more than once, and the queue is deterministic in one process."""
@@ -133,4 +138,7 @@ class Replayer:
         self.runs += 1
         result = run_scenario(scenario_of(task, lease, steps), self.queue_spec, self.factory, lease,
                               self.step_timeout)
-        return judge(result, lease)
+        outcome = judge(result, lease)
+        if outcome.hung is not None:
+            raise ReplayHung(outcome.hung)
+        return outcome

@@ -146,6 +146,8 @@ def report_json(report: ReplayReport, ids: dict[tuple[str, str], str], files: tu
         "queue": report.queue,
         "recorded_queue": report.recorded_queue,
         "replays": report.replays,
+        "hung": report.hung,
+        "not_replayed": report.skipped,
         "reproduced": len(report.reproduced),
         "tasks": tasks,
         "scenario_file": str(files[0]) if files else None,
