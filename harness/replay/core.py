@@ -172,11 +172,20 @@ def _replay_task(fx: Facts, replayer: Replayer, tr: TaskReplay) -> None:
     tr.sources = {inv: _steps(tc, found[inv][1], fx.t0) for inv in tr.reproduced}
     tr.missed = [inv for inv in flagged if inv not in found]
     for inv in tr.missed:
-        tr.reasons[inv] = _why_not(tc, inv, tr.outcome)
+        tr.reasons[inv] = _why_not(tc, inv, tr.outcome, _final_state(fx, task))
     if not flagged and tr.outcome is not None:
         # A task named without a violation: whatever the queue breaks on it is the finding.
         tr.reproduced = sorted(tr.outcome.invariants())
         tr.sources = dict.fromkeys(tr.reproduced, tr.steps)
+
+
+def _final_state(fx: Facts, task: str) -> str | None:
+    """The task's state in the run's final snapshot (None when the snapshot does not list it)."""
+    snap = fx.run.snapshot
+    if snap is None:
+        return None
+    rows = snap[snap["task"].to_numpy(dtype="float64") == fx.code(task)]
+    return None if rows.empty else str(rows["state"].iloc[0])
 
 
 def _matched(calls: list[Call], outcome: Outcome) -> tuple[int, int]:
@@ -202,11 +211,16 @@ def _repeat(replayer: Replayer, sh: Shrunk, invariant: str, times: int) -> tuple
     return sum(1 for o in outcomes if o.breaks(invariant) and o.signature == signature), times
 
 
-def _why_not(tc: TaskCalls, invariant: str, outcome: Outcome | None) -> str:
+def _why_not(tc: TaskCalls, invariant: str, outcome: Outcome | None, final_state: str | None) -> str:
     """Why a violation the checker found does not show in one process, with the evidence."""
     tried = "every placement tried" if len(tc.indeterminate) else "the replay"
-    others = sorted(outcome.invariants()) if outcome is not None else []
-    instead = f" (it breaks {', '.join(others)} instead)" if others else ""
+    first = outcome.departures[0] if outcome is not None and outcome.departures else None
+    if first is not None:
+        others = ", ".join(sorted(outcome.invariants())) if outcome is not None else ""
+        instead = f" (in {tried} the queue breaks {others} instead; step {first.index}: {first.what})"
+        answers = f"in {tried} the queue breaks {others} instead (step {first.index}: {first.what})"
+    else:
+        instead, answers = "", f"in {tried} the queue answers every call as the spec says"
     if invariant == LEASE_EXCLUSIVE:
         races = [(a, b) for a, b in tc.overlapping() if a.kind == "claim" and b.kind == "claim"]
         if races:
@@ -224,15 +238,14 @@ def _why_not(tc: TaskCalls, invariant: str, outcome: Outcome | None) -> str:
             return (f"on a queue that holds only this task, a claim takes it; in the run, a claim made while it "
                     f"was pending (process {p.process}) got {took}{instead}. The queue passes it over only "
                     "among the other tasks of its table, which a one-task replay leaves out")
-        if any(c.kind == "finish" and c.recorded is True for c in tc.calls):
+        if final_state in ("done", "uncertain"):
             return ("it was finished without its action at the service attempted: that is the worker's doing, "
                     "which the queue cannot see, and the replay makes no actions")
         if not any(c.kind == "claim" for c in tc.calls):
             return (f"no claim in the run passed it over while it was pending (none came back empty or with "
                     f"a task registered after it), so the replay has nothing to ask the queue{instead}")
-        return (f"it was claimed, but never finished after the drain; in {tried} the queue answers as the "
-                f"spec says{instead}")
-    if invariant == STATE_MATCHES:
+        return f"after the drain it was left {final_state or 'unfinished'}; {answers}"
+    if invariant == STATE_MATCHES and first is None:
         return (f"the final snapshot disagreed with the history, but in {tried} every snapshot agrees with "
-                f"the queue's answers{instead}: what the snapshot showed may depend on other tasks or calls")
-    return f"in {tried} the queue answers as the spec says{instead}"
+                "the queue's answers: what it showed may depend on other tasks or calls")
+    return answers
