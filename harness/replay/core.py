@@ -166,7 +166,7 @@ def _replay_task(fx: Facts, replayer: Replayer, tr: TaskReplay) -> None:
     if pick is not None:
         tr.variant, calls, tr.outcome = pick
         tr.steps = _steps(tc, calls, fx.t0)
-        tr.matched = _matched(calls, tr.outcome)
+        tr.matched = _matched(calls, tr.outcome, fx.t0)
     tr.reproduced = [inv for inv in flagged if inv in found]
     # Each reproduced invariant is shrunk from the placement that showed it.
     tr.sources = {inv: _steps(tc, found[inv][1], fx.t0) for inv in tr.reproduced}
@@ -188,8 +188,9 @@ def _final_state(fx: Facts, task: str) -> str | None:
     return None if rows.empty else str(rows["state"].iloc[0])
 
 
-def _matched(calls: list[Call], outcome: Outcome) -> tuple[int, int]:
-    """How many of the calls with a known recorded answer got that answer again."""
+def _matched(calls: list[Call], outcome: Outcome, t0: float) -> tuple[int, int]:
+    """How many of the calls with a known recorded answer got that answer again (a heartbeat's new
+    lease on the replay's clock, which starts at the run's first record)."""
     same = total = 0
     for call, got in zip(calls, outcome.answers, strict=False):
         if call.status not in ("ok", "fail") or call.probe or call.kind == "register":
@@ -198,8 +199,10 @@ def _matched(calls: list[Call], outcome: Outcome) -> tuple[int, int]:
         recorded = call.recorded
         if call.kind == "claim" and call.status == "fail":
             recorded = None
+        if call.kind == "extend" and isinstance(recorded, float):
+            recorded -= t0
         same += got == recorded or (isinstance(got, float) and isinstance(recorded, float)
-                                    and math.isclose(got, recorded))
+                                    and math.isclose(got, recorded, abs_tol=1e-6))
     return same, total
 
 

@@ -257,3 +257,13 @@ def test_not_a_run_folder(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "missing")]) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_heartbeat_run_replays_every_answer_as_recorded(capsys):
+    """Heartbeats (extend) are replayed too, on the run's clock: on the reference queue every one of
+    the task's recorded answers comes back, new leases included, and nothing departs."""
+    run = FIXTURE_RUNS / "ref-heartbeat-key"  # its config names the queue by its old harness. name
+    assert main(["replay", str(run), "--task", "t000000", "--json"]) == ExitCode.VALID
+    [task] = json.loads(capsys.readouterr().out)["tasks"]
+    assert task["calls"] == 11 and task["recorded_answers_matched"] == [10, 10]
+    assert task["departures"] == [] and task["reproduced"] == []
