@@ -225,10 +225,11 @@ def step_departures(s: TaskState, step: dict[str, Any], answer: Any, lease: floa
         # Accepted after another finish took effect: even where the model, following the queue's
         # own answers (a task handed out again), would accept it, one task finished twice.
         names, words = _finish_departure(s, step, answer) if answer != want else ([], "")
+        if SINGLE_FINISH in names:  # already said: "accepted although the task was already done"
+            return names, words
         gen, outcome = s.finishes[-1]
         more = f"a second finish accepted (generation {gen}'s {outcome} was accepted before)"
-        return [SINGLE_FINISH, *[n for n in names if n not in (SINGLE_FINISH, SPEC)]], (
-            f"{words}; {more}" if words else more)
+        return [SINGLE_FINISH, *[n for n in names if n != SPEC]], f"{words}; {more}" if words else more
     if kind in ("finish", "resolve"):
         if answer == want:
             return [], ""
