@@ -27,7 +27,11 @@ OPS = ("claim", "action", "finish", "extend", "slow", "lose_reply")
 def smoke(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("stress") / "run"
     try:
-        proc = takeover("stress", "--profile", "smoke", "--seed", "7", "--out", str(run_dir), timeout=150)
+        # Random faults only: these tests want every random kind (each aim of a kill, every pause class)
+        # seen in a 4 s run, and the aimed faults' holds take much of those seconds on a loaded machine.
+        # tests/system/test_aimed.py runs the aimed faults.
+        no_aimed = [arg for kind in AIMED_FAULTS for arg in (f"--{kind.replace('_', '-')}-rate", "0")]
+        proc = takeover("stress", "--profile", "smoke", "--seed", "7", *no_aimed, "--out", str(run_dir), timeout=150)
     finally:
         reap_stragglers(run_dir)
     return run_dir, proc, records(run_dir)
