@@ -11,6 +11,13 @@ ceiling (``queue4_vs_raw``) and takeover's own overhead on top of it (``workers4
 Each process calls the queue object's ``claim`` and ``finish`` back to back, nothing else: no
 history, no service, no phase board. The processes start together at a barrier (start-up and
 imports are not counted) and count the pairs they complete in the same window.
+
+With ``service=True`` each pair also makes the one action a real worker makes between its claim
+and its finish, on a real service (its own process, the run's socket, a committed ledger row per
+action): what 4 workers could reach if takeover's own bookkeeping (history, phase board,
+coordinator) cost nothing. Against it, a real run's rate measures that bookkeeping alone; against
+the plain figure, the action's own cost shows (a round trip and a commit per task, in a fifth
+process on the same cores).
 """
 
 from __future__ import annotations
@@ -18,18 +25,24 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.run.lifeline import die_with_parent
+from takeover.run.service import ServiceAddress, ServiceClient, ServiceSpec, address_of, listen_local, service_main
 
 LEASE = 60.0
+CLIENT_TIMEOUT = 5.0  # the bench run's --client-timeout (workers4.bench_config)
 _BARRIER_TIMEOUT = 60.0  # generous: spawning 4 interpreters on a loaded 2-core machine
 
 
-def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid: int) -> None:
-    """One process: open the queue, wait for the others, then claim+finish for ``seconds``.
+def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid: int, index: int,
+               service: ServiceAddress | None) -> None:  # fmt: skip
+    """One process: open the queue, wait for the others, then claim+finish for ``seconds``
+    (with one action on the service between the two when it is given).
 
     It dies with its parent (a SIGKILLed bench runs no clean-up, and these would otherwise go on
     claiming for the whole window or wait a minute at the barrier) and leaves Ctrl-C to it.
@@ -37,6 +50,8 @@ def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     queue = SQLiteLeaseQueue(path)
+    client = None if service is None else ServiceClient(service, CLIENT_TIMEOUT)
+    name = f"w{index}"
     pairs = 0
     try:
         barrier.wait(_BARRIER_TIMEOUT)
@@ -44,39 +59,65 @@ def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid
         end = start + seconds
         while True:
             now = time.time()
-            claimed = queue.claim("bench", now, LEASE)
+            claimed = queue.claim(name, now, LEASE)
             if claimed is None:
                 break  # ran dry: the window ends early for this process (reported below)
+            if client is not None:  # the request a worker sends (workloads/worker.py), answered after its commit
+                client.call({"task": claimed[0], "gen": claimed[1], "worker": name, "process": index + 1,
+                             "key": claimed[0], "lose": False})  # fmt: skip
             queue.finish(claimed[0], claimed[1], "done", time.time())
             pairs += 1
             if time.perf_counter() >= end:
                 break
         results.put((pairs, time.perf_counter() - start))
     finally:
+        if client is not None:
+            client.close()
         queue.close()
 
 
-def queue4_rate(path: str, seconds: float, processes: int = 4) -> float:
-    """Pairs per second of ``processes`` processes sharing the queue file at ``path`` (tasks registered)."""
+def queue4_rate(path: str, seconds: float, processes: int = 4, *, service: bool = False) -> float:
+    """Pairs per second of ``processes`` processes sharing the queue file at ``path`` (tasks registered);
+    with ``service``, each pair also acts once on a real service with a fresh ledger."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(processes)
     results = ctx.Queue()
-    procs = [ctx.Process(target=_pairs_for, args=(path, seconds, barrier, results, os.getpid()), daemon=True)
-             for _ in range(processes)]  # fmt: skip
-    got: list[tuple[int, float]] = []
-    try:
-        for p in procs:
-            p.start()
-        got = [results.get(timeout=_BARRIER_TIMEOUT + seconds + 30) for _ in procs]
-    finally:
-        for p in procs:
-            if p.pid is None:
-                continue  # never started (start() of an earlier one raised): join() would mask why
-            if len(got) == len(procs):
-                p.join(5.0)  # they all reported: let them close their queues
-            if p.is_alive():
-                p.kill()  # interrupted or failed: no reason to wait out their window
-            p.join()
+    with tempfile.TemporaryDirectory(prefix="takeover-bench-service-") as folder:
+        server, address = _start_service(ctx, Path(folder)) if service else (None, None)
+        procs = [ctx.Process(target=_pairs_for, args=(path, seconds, barrier, results, os.getpid(), i, address),
+                             daemon=True) for i in range(processes)]  # fmt: skip
+        got: list[tuple[int, float]] = []
+        try:
+            for p in procs:
+                p.start()
+            got = [results.get(timeout=_BARRIER_TIMEOUT + seconds + 30) for _ in procs]
+        finally:
+            for p in procs:
+                if p.pid is None:
+                    continue  # never started (start() of an earlier one raised): join() would mask why
+                if len(got) == len(procs):
+                    p.join(5.0)  # they all reported: let them close their queues
+                if p.is_alive():
+                    p.kill()  # interrupted or failed: no reason to wait out their window
+                p.join()
+            if server is not None:
+                server.terminate()  # SIGTERM: it closes its ledger and leaves
+                server.join(10.0)
+                if server.is_alive():
+                    server.kill()
+                    server.join()
     pairs = sum(n for n, _ in got)
     window = max(elapsed for _, elapsed in got)
     return pairs / window if window > 0 else float("inf")
+
+
+def _start_service(ctx: Any, folder: Path) -> tuple[Any, ServiceAddress]:
+    """The service a run starts (its entry point and socket), on a fresh ledger in ``folder``."""
+    sock = listen_local()
+    try:
+        server = ctx.Process(target=service_main, args=(ServiceSpec(str(folder / "ledger.sqlite"), "none", os.getpid()),
+                                                        sock), daemon=True)  # fmt: skip
+        server.start()
+        return server, address_of(sock)
+    finally:
+        sock.close()  # the service holds its own copy

@@ -147,11 +147,15 @@ def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, An
 def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -> dict[str, Any]:
     """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions``.
 
-    Beside it, the queue alone in 4 processes (:mod:`takeover.benchmarks.queue4`), measured in the
-    same rotation: the most the 4 workers could reach if takeover cost nothing.
+    Beside it, in the same rotation, the queue alone in 4 processes (:mod:`takeover.benchmarks.queue4`):
+    the most the 4 workers could reach if takeover cost nothing; and the same with one action per
+    pair on a real service: the most they could reach if only takeover's bookkeeping (history,
+    phase board, coordinator) cost nothing. The two split the gap into the action's cost and the
+    bookkeeping's.
     """
     raws: list[float] = []
     alone: list[float] = []
+    acting: list[float] = []
     runs: list[dict[str, Any]] = []
     with queue_raw.FreshQueues(raw_pairs + 10) as fresh, tempfile.TemporaryDirectory(prefix="takeover-bench-w4-") as d:
 
@@ -166,14 +170,17 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -
             steps = {
                 "raw": lambda: raws.append(rate(prepare_raw)),
                 "queue4": lambda: alone.append(queue4_rate(fresh4.path(), seconds)),
+                "queue4_service": lambda: acting.append(queue4_rate(fresh4.path(), seconds, service=True)),
                 "workers4": lambda: runs.append(run_once(tasks, seconds, Path(d), len(runs))),
             }
             order = list(steps)
             for i in range(repetitions):
                 # Rotate the order so that no measurement always runs first (on a cooler machine).
-                for name in order[i % 3:] + order[: i % 3]:
+                shift = i % len(order)
+                for name in order[shift:] + order[:shift]:
                     steps[name]()
-    w4, raw, q4 = Sample(tuple(r["rate"] for r in runs)), Sample(tuple(raws)), Sample(tuple(alone))
+    w4, raw, q4, q4s = (Sample(tuple(r["rate"] for r in runs)), Sample(tuple(raws)), Sample(tuple(alone)),
+                        Sample(tuple(acting)))  # fmt: skip
     return {
         "workers4_vs_raw": w4.median / raw.median,
         "workers4_pairs_per_s": w4.median,
@@ -181,7 +188,11 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -
         "queue4_pairs_per_s": q4.median,
         "queue4_vs_raw": q4.median / raw.median,  # SQLite's multi-process ceiling here, with nothing of takeover's
         "workers4_vs_queue4": w4.median / q4.median,  # takeover's own cost on top of that ceiling
-        "workers4_vs_raw_spread": max(w4.spread, raw.spread, q4.spread),
+        # the same ceiling when each pair also acts once on a real service, and what takeover's bookkeeping keeps of it
+        "queue4_service_pairs_per_s": q4s.median,
+        "queue4_service_vs_queue4": q4s.median / q4.median,
+        "workers4_vs_queue4_service": w4.median / q4s.median,
+        "workers4_vs_raw_spread": max(w4.spread, raw.spread, q4.spread, q4s.spread),
         "workers4_window_s": statistics.median(r["window"] for r in runs),
         # from the median run: where a worker's claim -> action -> finish cycle goes, in ms
         "workers4_split_ms": sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]["split"],
