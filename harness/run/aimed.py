@@ -172,21 +172,37 @@ class AimedFaults:
         Without a local step that phase is too short to catch, so then a working holder is taken."""
         return ("acted",) if self.cfg.local_step >= 0.005 else ("working",)
 
-    def _freeze_holder(self, kind: str, deadline: float, fields: dict[str, Any]) -> Generator[float, None, Frozen]:
-        """Find a lease holder in the aimed phase and freeze it there (recorded as a pause of ``kind``)."""
+    def _freeze_holder(self, kind: str, deadline: float, fields: dict[str, Any], gated: bool = False,
+                       past_lease: float = 0.0) -> Generator[float, None, Frozen]:  # fmt: skip
+        """Find a lease holder in the aimed phase and freeze it there (recorded as a pause of ``kind``).
+
+        ``gated``: the fault needs the claim gate as soon as it has its holder, so it looks only while
+        no other aimed fault owns the gate, and takes the gate (closed) in the same step as the freeze.
+        Owning the gate while it hunts would keep the other gated faults waiting for seconds.
+        ``past_lease``: how long past the lease's end the fault means to resume it (the pause's plan).
+        """
         phases = self._holder_phases()
         pick = self.rngs["targets"]
+        blocked_by = ""
         while True:
-            slots = [s for s in self.hands.candidates(phases) if s not in self.reserved]
-            pick.shuffle(slots)
-            for slot in slots:
-                view = self.hands.probe(slot)
-                if view is None:
-                    continue
-                if view.phase in phases and view.lease_until > time.time() + 0.005:
-                    return self._freeze(slot, view, kind, view.lease_until - time.time())
-                self.hands.release(slot)
+            if gated and self.gate_owner is not None:
+                blocked_by = self.gate_owner
+            else:
+                slots = [s for s in self.hands.candidates(phases) if s not in self.reserved]
+                pick.shuffle(slots)
+                for slot in slots:
+                    view = self.hands.probe(slot)
+                    if view is None:
+                        continue
+                    if view.phase in phases and view.lease_until > time.time() + 0.005:
+                        if gated:
+                            self._own_gate(kind, close=True)
+                        return self._freeze(slot, view, kind, view.lease_until + past_lease - time.time())
+                    self.hands.release(slot)
             if time.time() > deadline:
+                if blocked_by:
+                    raise Missed(f"claims were held by {blocked_by} or no lease holder was in phase "
+                                 f"{'/'.join(phases)} for {WINDOW:g} s")  # fmt: skip
                 raise Missed(f"no lease holder was in phase {'/'.join(phases)} within {WINDOW:g} s")
             yield POLL
 
@@ -202,13 +218,15 @@ class AimedFaults:
     def _finish_calls(self, slot: int) -> int:
         return self.board.finish_calls(slot)
 
-    def _take_gate(self, kind: str, deadline: float, close: bool = True) -> Generator[float, None, int]:
-        """Wait until no other aimed fault holds the claims back, then own the gate (and close it
-        unless ``close`` is False); the hold's number."""
+    def _take_gate(self, kind: str, deadline: float) -> Generator[float, None, int]:
+        """Wait until no other aimed fault holds the claims back, then close the gate; the hold's number."""
         while self.gate_owner is not None:
             if time.time() > deadline:
                 raise Missed(f"claims stayed held by {self.gate_owner} for {WINDOW:g} s")
             yield 0.005
+        return self._own_gate(kind, close=True)
+
+    def _own_gate(self, kind: str, close: bool) -> int:
         self.gate_owner = kind
         self.holds += 1
         if close:
@@ -253,25 +271,31 @@ class AimedFaults:
                 self.hands.release(slot)
                 continue
             frozen.append(slot)
-        self._open_gate(kind)
+        self.board.open_gate()
         for slot in frozen:
             self.hands.release(slot)
         return frozen
 
+    def _left_the_gate(self, released: list[int]) -> Generator[float, None, None]:
+        """Keep the gate until the released workers have left it: a hold closed again before one of
+        them ran would keep it for the next hold, hundreds of milliseconds after the others."""
+        end = time.time() + 0.2
+        while time.time() < end and any(self.board.phase(s) == "held" for s in released):
+            yield POLL
+
     # -- the scripts ----------------------------------------------------------------------------------
     def expire_and_return(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "expire_and_return"
-        # The gate is taken first and closed only once the holder is frozen: closed earlier, it
-        # would stop the claims that make holders, and the hunt could wait for one in vain.
-        hold = yield from self._take_gate(kind, deadline, close=False)
+        # The gate closes only once the holder is frozen: closed earlier, it would stop the claims
+        # that make holders, and the hunt could wait for one in vain.
         holder: Frozen | None = None
         try:
-            holder = yield from self._freeze_holder(kind, deadline, fields)
-            self.board.close_gate(hold)
+            margin = self.rngs[kind].uniform(*MARGIN)
+            holder = yield from self._freeze_holder(kind, deadline, fields, gated=True, past_lease=margin)
             view = holder.view
             fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
             yield from self._claims_settled({holder.slot})
-            resume_at = view.lease_until + self.rngs[kind].uniform(*MARGIN)
+            resume_at = view.lease_until + margin
             while time.time() < resume_at:
                 yield resume_at - time.time()
             calls = self._finish_calls(holder.slot)
@@ -335,6 +359,7 @@ class AimedFaults:
             held = yield from self._gather(kind, self._idle_workers())
             fields["task"] = self.producer.register_new()  # recorded even when the stampede misses
             released = self._let_go_together(hold, held, kind)
+            yield from self._left_the_gate(released)
             if len(released) < 2:
                 raise Missed(f"only {len(released)} held worker(s) could be let go together")
             fields["workers"] = len(released)
@@ -359,11 +384,17 @@ class AimedFaults:
                 held = []  # the coordinator still registers it again
             self.board.ask_register(hold, int(tid[1:]))
             workers = self._let_go_together(hold, held, kind) if held else []
+            done = self.producer.register_again([tid])  # while the released workers register it too
+            yield from self._left_the_gate(workers)
         finally:
             self._open_gate(kind)
-        done = self.producer.register_again([tid])
-        failed = "" if done else " (its call failed)"
-        fields["detail"] = f"a {state} task registered again by the coordinator{failed} and by {len(workers)} worker(s)"
+        fields["workers"] = len(workers)
+        if not done:
+            raise Missed(f"the coordinator's register of the {state} task failed")
+        if len(workers) < 2:
+            raise Missed(f"only {len(workers)} worker(s) reached the claim gate to register the {state} task "
+                         f"again at once (the coordinator did)")  # fmt: skip
+        fields["detail"] = f"a {state} task registered again by the coordinator and {len(workers)} workers at once"
 
     @property
     def producer(self) -> Producer:

@@ -117,9 +117,13 @@ def test_one_aimed_fault_at_a_time_owns_the_claim_gate() -> None:
     assert board.gate() == 1 and faults.gate_owner == "claim_stampede"
     faults._open_gate("claim_stampede")
     assert board.gate() == 0 and faults.gate_owner is None
-    # expire_and_return owns the gate before it closes it (it first hunts for a holder): claims go on.
-    hold = _until_returned(faults._take_gate("expire_and_return", time.time() + 1, close=False))
-    assert hold == 2 and board.gate() == 0 and faults.gate_owner == "expire_and_return"
+    # expire_and_return hunts for its holder only while nobody owns the gate, and does not own it
+    # meanwhile (owning it, it kept the other gated faults waiting for seconds): claims go on.
+    _until_returned(faults._take_gate("claim_stampede", time.time() + 1))
+    hunt = faults._freeze_holder("expire_and_return", time.time() - 0.001, {}, gated=True)
+    with pytest.raises(Missed, match="claims were held by claim_stampede"):
+        next(hunt)
+    assert faults.gate_owner == "claim_stampede"
 
 
 def test_a_script_stopped_midway_opens_the_gate_and_records_the_miss() -> None:
