@@ -39,6 +39,10 @@ KILL_AIMS = {
 AIM_PHASES = {"before_action": ("working",), "after_action": ("acted",), "during_finish": ("finishing",)}
 
 
+# RunConfig fields that say where the run was started rather than what it does (see there).
+LOCATION_FIELDS = ("workdir", "pythonpath")
+
+
 @dataclass(frozen=True)
 class TaskTime:
     """How long a worker's local work takes.
@@ -76,6 +80,10 @@ class RunConfig:
     client_timeout: float = 0.4  # the worker's timeout on the external service
     drain_timeout: float = 0.0  # 0 = derived: a few leases plus the longest task
     faults: Mapping[str, float] = field(default_factory=lambda: {k: 0.0 for k in FAULT_KINDS})
+    # Where the run was started, as far as a rerun needs it (takeover.locate): found out, not chosen, so
+    # no option sets them; the reproduce line writes them as ``cd WORKDIR &&`` and ``PYTHONPATH=...``.
+    workdir: str | None = None
+    pythonpath: tuple[str, ...] = ()
 
     # -- derived values -------------------------------------------------------------------------
     @property
@@ -100,6 +108,11 @@ class RunConfig:
     # -- serialisation --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        for name in LOCATION_FIELDS:  # only when a rerun needs them: other runs' config.json stays as it was
+            if not data[name]:
+                del data[name]
+            elif name == "pythonpath":
+                data[name] = list(data[name])
         data["faults"] = {k: float(self.faults.get(k, 0.0)) for k in FAULT_KINDS}
         data["drain_timeout_effective"] = self.effective_drain_timeout
         data["command"] = self.command()
@@ -114,6 +127,8 @@ class RunConfig:
         values = {k: v for k, v in data.items() if k in known}
         if isinstance(values.get("task_time"), Mapping):
             values["task_time"] = TaskTime(**values["task_time"])
+        if isinstance(values.get("pythonpath"), list):
+            values["pythonpath"] = tuple(values["pythonpath"])
         if "faults" in values:
             values["faults"] = {k: float(values["faults"].get(k, 0.0)) for k in FAULT_KINDS}
         return cls(**values)

@@ -104,17 +104,24 @@ def canonical_module(module_name: str) -> str:
 
 
 def load_queue_factory(spec: str) -> QueueFactory:
-    """Resolve ``MODULE:ATTR`` to a callable, with a one-line error naming what is wrong."""
+    """Resolve ``MODULE:ATTR`` to a callable, with a one-line error naming what is wrong.
+
+    The module is looked for in the current folder first, as ``python -m`` does (:mod:`takeover.locate`).
+    """
     if not isinstance(spec, str) or spec.count(":") != 1:
         raise ContractError(f"--queue must be MODULE:ATTR, got {spec!r}")
     module_name, attr = spec.split(":")
     if not module_name or not attr:
         raise ContractError(f"--queue must be MODULE:ATTR, got {spec!r}")
     module_name = canonical_module(module_name)
+    from takeover import locate  # it reads canonical_module from here
+
+    locate.cwd_first(spec)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise ContractError(f"queue module {module_name!r} not found ({exc.name} is missing)") from None
+        raise ContractError(f"queue module {module_name!r} not found ({exc.name} is missing); "
+                            f"{locate.not_found_hint()}") from None
     except Exception as exc:  # noqa: BLE001 - any import-time failure is the user's module's
         raise ContractError(
             f"queue module {module_name!r} failed to import: {type(exc).__name__}: {exc}"

@@ -295,4 +295,13 @@ def command_line(cfg: RunConfig) -> str:
     for o in RUN_OPTIONS:
         if o.reproduce:
             parts += o.argv(o.value_in(cfg))
-    return " ".join(shlex.quote(p) for p in parts)
+    return location_prefix(cfg) + " ".join(shlex.quote(p) for p in parts)
+
+
+def location_prefix(cfg: RunConfig) -> str:
+    """``cd DIR && PYTHONPATH=DIR `` when a fresh shell needs them to import the queue (takeover.locate);
+    empty for an installed queue, so those lines stay exactly as they were."""
+    prefix = f"cd {shlex.quote(cfg.workdir)} && " if cfg.workdir else ""
+    if cfg.pythonpath:
+        prefix += f"PYTHONPATH={shlex.quote(':'.join(cfg.pythonpath))} "
+    return prefix

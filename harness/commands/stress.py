@@ -23,6 +23,7 @@ from takeover.config import RunConfig, load_profile, profile_names, with_overrid
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
+from takeover.locate import locate
 from takeover.options import AIMED_FAULTS, FAULT_RATES, NEMESIS_FAULTS, Command, add_run_options, given
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
@@ -60,7 +61,8 @@ def resolve(args: argparse.Namespace) -> RunConfig:
 
 def resolve_base(args: argparse.Namespace) -> tuple[RunConfig, tuple[str, ...]]:
     """Profile + options, validated, before any swarm draw; and the fault kinds whose rate was given
-    explicitly, which a swarm draw keeps as given.
+    explicitly, which a swarm draw keeps as given. The config carries where the queue and the profile
+    were found (takeover.locate), so its reproduce line runs again from a fresh shell.
 
     The soak needs the two apart: each of its segments draws its own mix around the same base.
     """
@@ -76,7 +78,9 @@ def resolve_base(args: argparse.Namespace) -> tuple[RunConfig, tuple[str, ...]]:
         for o in FAULT_RATES:
             if overrides[o.dest] is None:
                 overrides[o.dest] = 0.0
-    return with_overrides(base, overrides).validate(), pinned
+    cfg = with_overrides(base, overrides).validate()
+    where = locate(cfg.queue, cfg.profile)
+    return dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath), pinned
 
 
 def check_queue(spec: str) -> None:

@@ -48,7 +48,9 @@ def test_bad_input_in_a_real_process():
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.splitlines() == [
-        "takeover: error: queue module 'nope_not_a_module' not found (nope_not_a_module is missing)"
+        "takeover: error: queue module 'nope_not_a_module' not found (nope_not_a_module is missing); looked in the "
+        f"current folder ({REPO}) and on the import path; run from the folder that holds it, or add that folder to "
+        "PYTHONPATH"
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shlex
+import sys
 
 import pytest
 
@@ -166,3 +167,45 @@ def test_a_fault_rate_that_is_not_a_number_is_a_usage_error(tmp_path, value):
     profile.write_text(f"[faults]\nkill = {value}\n")
     with pytest.raises(UsageError, match="kill"):
         stress.resolve(parse("--profile", str(profile)))
+
+
+# -- where the run was started: what a fresh shell needs to run the reproduce line again --------------------
+def test_the_reproduce_line_carries_the_working_folder_and_the_import_path():
+    """A queue found in the current folder gets ``cd``; one found through another folder ``PYTHONPATH=``;
+    the rest of the line is the pinned one, and config.json has the two keys only when they are set."""
+    base = RunConfig(profile="smoke", queue="myq:Q", seed=1, out="runs/x")
+    here = dataclasses.replace(base, workdir="/home/me/my proj")
+    path = dataclasses.replace(base, workdir="/w", pythonpath=("/src/a", "/src/b"))
+    assert here.command() == "cd '/home/me/my proj' && " + base.command()
+    assert path.command() == "cd /w && PYTHONPATH=/src/a:/src/b " + base.command()
+    assert base.command().startswith("takeover stress --profile smoke --queue myq:Q ")
+    assert {"workdir", "pythonpath"}.isdisjoint(base.to_dict())
+    assert (path.to_dict()["workdir"], path.to_dict()["pythonpath"]) == ("/w", ["/src/a", "/src/b"])
+    assert RunConfig.from_json(path.to_json()) == path
+    assert RunConfig.from_json(base.to_json()) == base  # a config.json from before the keys existed reads the same
+
+
+def test_a_queue_in_the_current_folder_is_found_there_and_recorded(tmp_path, monkeypatch):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "myq_in_cwd.py").write_text("from takeover.queues.sqlite_lease import SQLiteLeaseQueue as Q\n")
+    elsewhere = tmp_path / "lib"
+    elsewhere.mkdir()
+    (elsewhere / "myq_on_path.py").write_text("from takeover.queues.sqlite_lease import SQLiteLeaseQueue as Q\n")
+    (proj / "p.toml").write_text("workers = 2\n")
+    monkeypatch.chdir(proj)
+    monkeypatch.setattr(sys, "path", [str(elsewhere), *(p for p in sys.path if p not in ("", str(proj)))])
+    cfg = stress.resolve(parse("--queue", "myq_in_cwd:Q"))
+    assert (cfg.workdir, cfg.pythonpath) == (str(proj), ())
+    assert cfg.command().startswith(f"cd {proj} && takeover stress ")
+    other = stress.resolve(parse("--queue", "myq_on_path:Q"))
+    assert (other.workdir, other.pythonpath) == (None, (str(elsewhere),))
+    assert stress.resolve(parse("--profile", "p.toml")).workdir == str(proj)  # a relative profile path
+    installed = stress.resolve(parse("--queue", "takeover.queues.planted:StealsLiveLeases"))
+    assert (installed.workdir, installed.pythonpath) == (None, ())
+    # the command finds the module in the current folder first, as `python -m` does
+    from takeover.contract import load_queue_factory
+
+    assert load_queue_factory("myq_in_cwd:Q").__name__ == "SQLiteLeaseQueue"
+    with pytest.raises(UsageError, match=r"not found .*looked in the current folder .* PYTHONPATH$"):
+        load_queue_factory("no_such_queue_module_anywhere:Q")

@@ -1,0 +1,122 @@
+"""Where a queue's code lives: the current folder first, as ``python -m`` looks, and what a fresh shell
+needs to find it again.
+
+Why the current folder first: a user names their queue from their own project folder
+(``takeover scenarios --queue jobs_adapter:JobsAdapter``), as they would with ``python -m``, pytest or
+uvicorn. The ``takeover`` console script's import path starts at its own ``bin`` folder instead, so
+without this the module is "not found" although it sits right there.
+
+Why record a location: a run's reproduce line must run again from a fresh shell, in CI or on a
+colleague's machine. A queue found in the current folder needs that folder (``cd DIR && ...``), and
+one found through ``PYTHONPATH`` (or any folder outside the installed packages) needs that folder on
+the path (``PYTHONPATH=DIR ...``). :func:`locate` finds out which, without running the module's code
+(only finders are asked, as ``importlib.util.find_spec`` does for a top-level name), so it is safe on
+any text a user typed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from importlib.machinery import ModuleSpec, PathFinder
+from pathlib import Path
+
+from takeover.contract import canonical_module
+
+
+@dataclass(frozen=True)
+class Location:
+    """What a fresh shell needs before ``takeover`` can import the queue again; empty for an installed one.
+
+    ``workdir``: the folder to run from (the queue was found in the current folder, or the profile is a
+    relative path). ``pythonpath``: folders to put on ``PYTHONPATH`` (the queue was found in a folder
+    that is neither installed nor the current one).
+    """
+
+    workdir: str | None = None
+    pythonpath: tuple[str, ...] = ()
+
+
+def top_level(queue: str) -> str | None:
+    """``pkg.sub.mod:Attr`` -> ``pkg``; None for text that names no importable module."""
+    module = canonical_module(queue.partition(":")[0]) if isinstance(queue, str) else ""
+    top = module.split(".")[0]
+    return top if top.isidentifier() else None
+
+
+def _current() -> str:
+    return os.getcwd()
+
+
+def _search_path(cwd: str) -> list[str]:
+    """The import path a command searches for a queue: the current folder first, then ``sys.path``
+    (an empty entry is the current folder too)."""
+    return [cwd, *(p for p in sys.path if p and os.path.abspath(p) != cwd)]
+
+
+def _root(spec: ModuleSpec) -> str | None:
+    """The folder that holds a top-level module or package: the one to put on the import path."""
+    if spec.submodule_search_locations:
+        return str(Path(next(iter(spec.submodule_search_locations))).parent)
+    if spec.origin and spec.origin not in ("built-in", "frozen"):
+        return str(Path(spec.origin).parent)
+    return None
+
+
+def find_root(queue: str) -> str | None:
+    """The folder a command would import the queue's top-level module from (current folder first),
+    or None: not found on the path (an editable install's own finder, a builtin, a typo)."""
+    top = top_level(queue)
+    if top is None:
+        return None
+    spec = PathFinder.find_spec(top, _search_path(_current()))
+    return None if spec is None else _root(spec)
+
+
+def cwd_first(queue: str) -> None:
+    """Put the current folder first on ``sys.path`` when the queue's module is there, as ``python -m``
+    does. Nothing changes otherwise, so a caller's path is left alone when the folder does not matter.
+
+    The folder goes in as an absolute path: worker processes inherit ``sys.path``, and a relative entry
+    would mean another folder in a process that changed its own.
+    """
+    cwd = _current()
+    if find_root(queue) == cwd and sys.path[:1] != [cwd]:
+        sys.path.insert(0, cwd)
+
+
+def _installed_roots() -> list[str]:
+    """The folders every fresh interpreter searches: the standard library and site-packages."""
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return [os.path.realpath(r) for r in roots]
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def locate(queue: str, profile: str | None = None) -> Location:
+    """What a fresh shell needs to run a command with this queue (and profile) again."""
+    cwd = _current()
+    workdir: str | None = None
+    pythonpath: tuple[str, ...] = ()
+    root = find_root(queue)
+    if root is not None and not _under(root, _installed_roots()):
+        if os.path.realpath(root) == os.path.realpath(cwd):
+            workdir = cwd
+        else:
+            pythonpath = (os.path.abspath(root),)
+    if profile and (profile.endswith(".toml") or "/" in profile) and not os.path.isabs(profile):
+        workdir = cwd  # a profile given as a relative path is read from the current folder
+    return Location(workdir, pythonpath)
+
+
+def not_found_hint() -> str:
+    """The end of the one-line error for a queue module that cannot be found."""
+    return (f"looked in the current folder ({_current()}) and on the import path; run from the folder that "
+            f"holds it, or add that folder to PYTHONPATH")
+
