@@ -19,12 +19,14 @@ from takeover.reports import write_reports
 from takeover.reports.console import short_summary
 
 
-def check_and_report(run_dir: str | Path, *, fail_on_duplicates: bool = False, reports: bool = True,
+def check_and_report(run_dir: str | Path, *, fail_on_duplicates: bool = False,
+                     max_duplicates_per_1000: float | None = None, reports: bool = True,
                      as_json: bool = False, out: TextIO | None = None) -> CheckResult:
     """Check a stored run, write ``summary.json`` (and, with ``reports``, report.md, report.html and
     junit.xml) into it, print the short summary (or, with ``as_json``, summary.json) on ``out`` when
-    one is given, and return the result; its ``exit_code`` is the command's."""
-    result = analyse(run_dir, fail_on_duplicates=fail_on_duplicates)
+    one is given, and return the result; its ``exit_code`` is the command's. The duplicate options are the
+    gate of :mod:`takeover.checker.gate`."""
+    result = analyse(run_dir, fail_on_duplicates=fail_on_duplicates, max_duplicates_per_1000=max_duplicates_per_1000)
     folder = Path(run_dir)
     written = [store.write_summary(folder, result.summary)]
     if reports:

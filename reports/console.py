@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from takeover.reports.words import aimed_brief, feature_lines, verdict_word
+from takeover.reports.words import aimed_brief, feature_lines, gate_line, verdict_word
 from takeover.store import json_default
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
@@ -36,6 +36,9 @@ def short_summary(summary: Summary, written: list[str]) -> str:
                  f"stale finishes refused {c['finishes']['rejected_stale']}")
     lines.append(f"  duplicate side effects: {d.get('tasks')} task(s), {d.get('extra_actions')} extra "
                  f"action(s)" + (f" ({by})" if by else ""))
+    gate = gate_line(summary)
+    if gate:
+        lines.append(f"  {gate}")
     lines += [f"  {line}" for line in feature_lines(summary)]
     aimed = aimed_brief(summary)
     if aimed:

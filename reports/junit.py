@@ -13,11 +13,14 @@ if TYPE_CHECKING:  # the reports import no part of the checker at run time
 def render(summary: Summary) -> bytes:
     invs = summary["invariants"]
     cases: list[tuple[str, InvariantJson]] = list(invs.items())
-    if summary.get("fail_on_duplicates"):
+    gate = summary.get("duplicate_gate")
+    if summary.get("fail_on_duplicates") or gate:
         d = summary["duplicates"]
-        cases.append(("no_duplicate_side_effects", {
-            "valid": not summary["failed_on_duplicates"], "violations": d.get("extra_actions") or 0,
-            "examples": d.get("examples", [])}))
+        gate_case: InvariantJson = {"valid": not summary["failed_on_duplicates"],
+                                    "violations": d.get("extra_actions") or 0, "examples": d.get("examples", [])}
+        if gate and gate["reasons"]:
+            gate_case["note"] = "; ".join(gate["reasons"])
+        cases.append(("no_duplicate_side_effects", gate_case))
     failures = sum(1 for _, c in cases if c["valid"] is False)
     skipped = sum(1 for _, c in cases if c["valid"] not in (True, False))
     suite = ET.Element("testsuite", name="takeover", tests=str(len(cases)), failures=str(failures),

@@ -61,7 +61,8 @@ def render(summary: Summary) -> str:
     if s["inconclusive"]:
         lines += ["", f"**Inconclusive:** {s['inconclusive']} — this run proves nothing about the queue."]
     if s["failed_on_duplicates"]:
-        lines += ["", "**Failed because of duplicate side effects** (`--fail-on-duplicates`)."]
+        lines += ["", "**Failed because of duplicate side effects**: " + "; ".join(
+            s.get("duplicate_gate", {}).get("reasons") or ["`--fail-on-duplicates`"]) + "."]
     lines += ["", "## Invariants", "", "| invariant | verdict | violations | meaning |", "|---|---|---|---|"]
     for name, inv in s["invariants"].items():
         lines.append(f"| `{name}` | {_mark(inv['valid'])} | {inv['violations']} | {MEANING.get(name, '')} |")

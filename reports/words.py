@@ -53,6 +53,20 @@ def verdict_word(summary: Summary) -> str:
     return "VALID (duplicates fail this run)" if summary["failed_on_duplicates"] else "VALID"
 
 
+def gate_line(summary: Summary) -> str | None:
+    """The duplicate gate's verdict in one line (takeover.checker.gate); None when no gate was asked for."""
+    g = summary.get("duplicate_gate")
+    if not g:
+        return None
+    if g.get("note"):
+        return f"duplicate gate: {g['note']}"
+    if g["failed"]:
+        return "duplicate gate FAILED: " + "; ".join(g["reasons"])
+    cap = f", cap {g['max_per_1000']:g}" if g["max_per_1000"] is not None else ""
+    return (f"duplicate gate passed: {g['promised']} that remedy {g['remedy']} and the lease promise to prevent; "
+            f"{g['per_1000']:g} per 1000 tasks{cap}")
+
+
 def feature_lines(summary: Summary) -> list[str]:
     """What the remedy, the heartbeats and reconciliation did: for the terminal, report.md and report.html."""
     lines = []

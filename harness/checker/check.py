@@ -13,8 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from takeover.checker.counts import counts, coverage, duplicates, warnings
+from takeover.checker.counts import counts, coverage, duplicates, extra_actions, warnings
 from takeover.checker.facts import Facts, build_facts
+from takeover.checker.gate import Gate, judge
 from takeover.checker.invariants import InvariantResult, check_invariants
 from takeover.checker.load import load_run
 from takeover.checker.remedies import feature_sections
@@ -44,8 +45,10 @@ class CheckResult:
     duplicate_tasks: list[float]  # codes of the tasks whose side effect was performed more than once
 
 
-def analyse(run_dir: str | Path, *, fail_on_duplicates: bool = False) -> CheckResult:
-    """The whole check of a stored run, without writing anything."""
+def analyse(run_dir: str | Path, *, fail_on_duplicates: bool = False,
+            max_duplicates_per_1000: float | None = None) -> CheckResult:
+    """The whole check of a stored run, without writing anything. The two duplicate options are the
+    gate of takeover.checker.gate: which duplicates fail the run besides its invariants."""
     # The cyclic GC off while checking: loading the snapshot and the ledger allocates a few hundred
     # thousand lists and tuples, and each burst of allocations set off collections that walked every
     # live object (a fifth of their load time). The check makes next to no cycles; the collector
@@ -53,31 +56,33 @@ def analyse(run_dir: str | Path, *, fail_on_duplicates: bool = False) -> CheckRe
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _analyse(run_dir, fail_on_duplicates=fail_on_duplicates)
+        return _analyse(run_dir, Gate(fail_on_duplicates, max_duplicates_per_1000))
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _analyse(run_dir: str | Path, *, fail_on_duplicates: bool) -> CheckResult:
+def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     started = time.perf_counter()
     run = load_run(run_dir)
     fx = build_facts(run)
     results = check_invariants(fx)
     cnt = counts(fx)
-    dup, dup_tasks = duplicates(fx)
+    extra = extra_actions(fx)
+    dup, dup_tasks = duplicates(fx, extra)
     cov = coverage(fx)
     warn = warnings(fx, cov, dup)
     why = inconclusive_reason(cnt, run.stats.lines)
     valid = combine(results, why)
-    dup_fail = bool(fail_on_duplicates and dup.get("tasks"))
+    judged = judge(fx, extra, cnt["tasks"], gate) if gate.requested else None
+    dup_fail = bool(judged and judged["failed"])
     code = exit_code(valid, dup_fail)
     summary: Summary = {
         "valid": valid,
         "exit_code": int(code),  # summary.json holds the number, whatever json makes of an enum
         "inconclusive": why,
         "interrupted": fx.interrupted,
-        "fail_on_duplicates": fail_on_duplicates,
+        "fail_on_duplicates": gate.fail_on_duplicates,
         "failed_on_duplicates": dup_fail,
         "run_dir": str(run.run_dir),
         "config": {k: run.config[k] for k in CONFIG_KEYS if k in run.config},
@@ -92,4 +97,6 @@ def _analyse(run_dir: str | Path, *, fail_on_duplicates: bool) -> CheckResult:
                     "corrupt_examples": list(run.stats.corrupt_examples)},
         "check_seconds": round(time.perf_counter() - started, 3),
     }
+    if judged is not None:  # last, so a summary checked without a gate keeps its keys and their order
+        summary["duplicate_gate"] = judged
     return CheckResult(run.run_dir, valid, code, summary, results, fx, dup_tasks)

@@ -1,6 +1,6 @@
 """What the run did, counted: duplicates by cause, outcomes, latencies, fault coverage, warnings.
 
-None of these fail a run by default (duplicates can, with ``--fail-on-duplicates``): they say how
+None of these fail a run by default (duplicates can, through the gate in takeover.checker.gate): they say how
 hard the run pushed and what a user of this queue would have seen. Duplicates come from the
 ledger (ground truth for side effects), never from what workers believed.
 """
@@ -43,9 +43,28 @@ def _killed_at(fx: Facts) -> pd.Series:
     return both.groupby("target")["t"].min()
 
 
-def duplicates(fx: Facts) -> tuple[Duplicates, list[float]]:
+def duplicates(fx: Facts, extra: pd.DataFrame | None) -> tuple[Duplicates, list[float]]:
     """Tasks with more than one performed action, and each extra action's cause: the summary's
     ``duplicates`` section, and the codes of the tasks involved (the report draws their generations).
+    ``extra`` is :func:`extra_actions`' frame (the duplicate gate, takeover.checker.gate, reads it too)."""
+    if extra is None:
+        return {"tasks": None, "extra_actions": None, "by_cause": {}, "examples": [], "note": "no ledger"}, []
+    if not len(extra):
+        return {"tasks": 0, "extra_actions": 0, "by_cause": {"s5": 0, "lost_lease": 0, "other": 0},
+                "examples": []}, []
+    cause = extra["cause"]
+    by_cause = {c: int((cause == c).sum()) for c in ("s5", "lost_lease", "other")}
+    ex = [{"task": fx.name(r.task), "cause": r.cause, "gen": _i(r.gen), "by": _i(r.process), "at": fx.rel(r.t),
+           "earlier_gen": _i(r.p_gen), "earlier_by": _i(r.p_process), "earlier_at": fx.rel(r.p_t),
+           "older_lease_until": fx.rel(r.held_until), "taken_over_at": fx.rel(r.taken_at)}
+          for r in extra.sort_values("t").head(EXAMPLES).itertuples()]
+    tasks = np.unique(extra["task"].to_numpy(dtype="float64")).tolist()
+    return {"tasks": len(tasks), "extra_actions": int(len(extra)), "by_cause": by_cause, "examples": ex}, tasks
+
+
+def extra_actions(fx: Facts) -> pd.DataFrame | None:
+    """One row per extra action (a performed action on a task that already had one), with its
+    ``cause``; None without a ledger.
 
     Each extra action is paired with the performed action before it; of the two generations, the
     lower one is the *earlier holder* and the claim that took the task over from it is the next
@@ -69,12 +88,11 @@ def duplicates(fx: Facts) -> tuple[Duplicates, list[float]]:
     """
     ledger = fx.run.ledger
     if ledger is None:
-        return {"tasks": None, "extra_actions": None, "by_cause": {}, "examples": [], "note": "no ledger"}, []
+        return None
     done = ledger[ledger["performed"] == 1].sort_values(["task", "seq"], kind="stable").reset_index(drop=True)
     same = done["task"].eq(done["task"].shift())
     if not same.any():
-        return {"tasks": 0, "extra_actions": 0, "by_cause": {"s5": 0, "lost_lease": 0, "other": 0},
-                "examples": []}, []
+        return done.iloc[0:0].assign(cause=pd.Series(dtype=object))
     prev = done.shift()
     extra = done[same].copy()
     extra["p_gen"] = prev["gen"][same]
@@ -107,13 +125,7 @@ def duplicates(fx: Facts) -> tuple[Duplicates, list[float]]:
     cause = np.where(same_gen | double_lease, "other", np.where(late_stale, "lost_lease", np.where(
         extra["fin"], "other", np.where(killed_after, "s5", "lost_lease"))))
     extra["cause"] = cause
-    by_cause = {c: int((cause == c).sum()) for c in ("s5", "lost_lease", "other")}
-    ex = [{"task": fx.name(r.task), "cause": r.cause, "gen": _i(r.gen), "by": _i(r.process), "at": fx.rel(r.t),
-           "earlier_gen": _i(r.p_gen), "earlier_by": _i(r.p_process), "earlier_at": fx.rel(r.p_t),
-           "older_lease_until": fx.rel(r.held_until), "taken_over_at": fx.rel(r.taken_at)}
-          for r in extra.sort_values("t").head(EXAMPLES).itertuples()]
-    tasks = np.unique(extra["task"].to_numpy(dtype="float64")).tolist()
-    return {"tasks": len(tasks), "extra_actions": int(len(extra)), "by_cause": by_cause, "examples": ex}, tasks
+    return extra
 
 
 def _lease_at_takeover(fx: Facts, task: pd.Series, gen: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -52,6 +52,22 @@ class Duplicates(TypedDict):
     note: NotRequired[str]  # only without a ledger
 
 
+class DuplicateGate(TypedDict):
+    """What ``--fail-on-duplicates`` and ``--max-duplicates-per-1000`` concluded (takeover.checker.gate):
+    written only when one of them was given."""
+
+    remedy: str
+    promise: str  # what the remedy (and the lease) promise to prevent, in words
+    fail_on_duplicates: bool
+    max_per_1000: float | None
+    promised: int | None  # extra actions that the remedy and the lease promised to prevent; None without a ledger
+    promised_by_cause: dict[str, int]
+    per_1000: float | None  # every extra action per 1000 tasks
+    failed: bool
+    reasons: list[str]  # why the gate failed the run, one line each
+    note: NotRequired[str]  # only without a ledger
+
+
 class Claims(TypedDict):
     ok: int
     empty: int
@@ -205,3 +221,4 @@ class Summary(TypedDict):
     reconcile: Reconcile | None
     history: HistoryStats
     check_seconds: float
+    duplicate_gate: NotRequired[DuplicateGate]  # only when a duplicate gate was asked for (written last)

@@ -134,7 +134,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     opts = SoakOptions(
         base=base, pinned=pinned, out=root, minutes=minutes, checkpoint=args.checkpoint, sample=args.sample, bank=bank,
         replay_from=replay_from, replay=not args.no_replay, keep=args.keep,
-        fail_on_duplicates=args.fail_on_duplicates, command=command,
+        fail_on_duplicates=args.fail_on_duplicates, max_duplicates_per_1000=args.max_duplicates_per_1000,
+        command=command,
     )  # fmt: skip
     for line in header(base, minutes, args.checkpoint, root, pinned):
         print(line, flush=True)

@@ -48,8 +48,9 @@ def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> N
                  "before the check")  # fmt: skip
     parser.add_argument("--reconcile", action="store_true",
                         help=reconcile if command == "stress" else argparse.SUPPRESS)  # fmt: skip
-    parser.add_argument("--fail-on-duplicates", action="store_true",
-                        help="duplicate side effects fail the run (exit 1), for CI that requires none")  # fmt: skip
+    from takeover.commands.check import add_duplicate_gate
+
+    add_duplicate_gate(parser)
 
 
 def resolve(args: argparse.Namespace) -> RunConfig:
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> ExitCode:
             from takeover.reconcile import describe, reconcile_run
 
             out.write(describe(reconcile_run(run_dir)))
-        code = finish_run(result, fail_on_duplicates=args.fail_on_duplicates, out=out)
+        code = finish_run(result, fail_on_duplicates=args.fail_on_duplicates,
+                          max_duplicates_per_1000=args.max_duplicates_per_1000, out=out)
         print(f"run folder: {run_dir}", file=out)
         print(f"reproduce with: {cfg.command()}", file=out, flush=True)
     except KeyboardInterrupt:  # the run is complete and kept: only the verdict (or its printing) is missing
@@ -130,7 +132,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     return code
 
 
-def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> ExitCode:
+def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any,
+               max_duplicates_per_1000: float | None = None) -> ExitCode:
     """Hand the run to the checker when it is installed; otherwise summarise our own counts."""
     print_run_summary(result, out)
     try:
@@ -142,7 +145,8 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any) -> ExitCode:
         return ExitCode.VALID
     _hold_before_check()
     try:
-        return check_and_report(result.run_dir, fail_on_duplicates=fail_on_duplicates, out=out).exit_code
+        return check_and_report(result.run_dir, fail_on_duplicates=fail_on_duplicates,
+                                max_duplicates_per_1000=max_duplicates_per_1000, out=out).exit_code
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - the run is kept; say why there is no verdict

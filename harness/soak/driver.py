@@ -91,6 +91,7 @@ class SoakOptions:
     keep: str = "failed"  # failed | all: which segments keep their bulky files
     keep_failed: int = 5
     fail_on_duplicates: bool = False
+    max_duplicates_per_1000: float | None = None  # the duplicate gate (takeover.checker.gate), per segment
     command: str = ""
 
 
@@ -226,7 +227,8 @@ class Soak:
                 raise KeyboardInterrupt
             from takeover.pipeline import check_and_report  # loaded by run() already
 
-            code = check_and_report(run_dir, fail_on_duplicates=self.o.fail_on_duplicates).exit_code
+            code = check_and_report(run_dir, fail_on_duplicates=self.o.fail_on_duplicates,
+                                    max_duplicates_per_1000=self.o.max_duplicates_per_1000).exit_code
             # As written: soak.json takes the segment's counts from the summary's plain JSON values.
             return code, store.read_summary(run_dir)
         except KeyboardInterrupt:

@@ -52,9 +52,11 @@ _RUN_OPTIONS = (
 @pytest.mark.parametrize(
     ("command", "listed"),
     [
-        ("stress", ["-h", *_RUN_OPTIONS, "--no-faults", "--reconcile", "--fail-on-duplicates"]),
+        ("stress", ["-h", *_RUN_OPTIONS, "--no-faults", "--reconcile", "--fail-on-duplicates",
+                    "--max-duplicates-per-1000"]),
         ("soak", ["-h", "--minutes", "--checkpoint", "--sample", "--seed-bank", "--no-replay", "--keep",
-                  *(o for o in _RUN_OPTIONS if o != "--duration"), "--no-faults", "--fail-on-duplicates"]),
+                  *(o for o in _RUN_OPTIONS if o != "--duration"), "--no-faults", "--fail-on-duplicates",
+                  "--max-duplicates-per-1000"]),
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--mode", "--target",
                    "--queue", "--workers", "--tasks", "--duration", "--swarm", "--dry-run"]),
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat", "--seed",

@@ -32,9 +32,9 @@ def test_violation_exits_1_and_fail_on_duplicates(tmp_path, capsys) -> None:
     folder = _run(tmp_path, "lease_granted_twice")
     assert main(["check", str(folder)]) == 1
     assert "lease_exclusive: VIOLATED" in capsys.readouterr().out
-    dup = _run(tmp_path, "killed_finish_that_did_not_happen")
+    dup = CASES["killed_finish_that_did_not_happen"][0]().write(tmp_path / "dup", config={"remedy": "idempotency-key"})
     assert main(["check", str(dup)]) == 0
-    assert main(["check", str(dup), "--fail-on-duplicates"]) == 1
+    assert main(["check", str(dup), "--fail-on-duplicates"]) == 1  # the remedy promised none (see test_duplicate_gate)
     suite = ET.parse(dup / "junit.xml").getroot()
     assert [c.get("name") for c in suite.iter("testcase")][-1] == "no_duplicate_side_effects"
     assert suite.get("failures") == "1"
