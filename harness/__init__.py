@@ -1,3 +1,55 @@
-"""takeover: a stress harness for lease-based task queues on SQLite."""
+"""takeover: a stress harness for lease-based task queues on SQLite.
+
+The Python API (see :mod:`takeover.api`)::
+
+    import takeover
+
+    takeover.scenarios("myq:Queue")                      # the spec's five scenarios, step by step
+    result = takeover.stress("myq:Queue", duration=5, seed=1)   # real workers, real faults, checked
+    assert result.ok, result.message()
+    takeover.check("runs/latest")                        # re-check a stored run
+
+Why the names are loaded on first use: every worker process of a run imports this package, and the
+API pulls in the command line; a worker must not pay for it.
+
+Why the package guards its attribute ``scenarios``: ``takeover.scenarios`` is the API function, and
+also the name of the module that replays the scenarios (``from takeover.scenarios import ...`` keeps
+working). Importing a submodule sets it as an attribute of its package, which would replace the function
+with the module the first time anything imported it; the guard keeps the function.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from takeover.api import QueueLike, RunResult, ScenarioResult, check, scenarios, stress
+
+__all__ = ["QueueLike", "RunResult", "ScenarioResult", "check", "scenarios", "stress", "__version__"]
+_API = frozenset(__all__) - {"__version__"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from takeover import api
+
+        value = getattr(api, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'takeover' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """The package module, which keeps its API functions when a submodule of the same name is imported."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _API and isinstance(value, types.ModuleType):
+            return  # the submodule stays in sys.modules, where ``from takeover.scenarios import x`` finds it
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -94,9 +94,10 @@ def _installed_roots() -> list[str]:
     return [os.path.realpath(r) for r in roots]
 
 
-def _under(path: str, roots: list[str]) -> bool:
+def installed(path: str) -> bool:
+    """Whether ``path`` is in a folder every fresh interpreter searches (the standard library, site-packages)."""
     real = os.path.realpath(path)
-    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in _installed_roots())
 
 
 def locate(queue: str, profile: str | None = None) -> Location:
@@ -105,7 +106,7 @@ def locate(queue: str, profile: str | None = None) -> Location:
     workdir: str | None = None
     pythonpath: tuple[str, ...] = ()
     root = find_root(queue)
-    if root is not None and not _under(root, _installed_roots()):
+    if root is not None and not installed(root):
         if os.path.realpath(root) == os.path.realpath(cwd):
             workdir = cwd
         else:

@@ -1,0 +1,462 @@
+"""The Python API: ``takeover.stress``, ``takeover.check`` and ``takeover.scenarios``, for tests and scripts.
+
+Why an API beside the command line: a user tests their own queue in their own repository, from their
+own test suite, and wants a result to assert on rather than a process to parse. Each function runs the
+command line's own code, so a test and ``takeover ...`` in a shell give the same verdict:
+
+- :func:`stress` runs ``takeover stress`` itself, in a child process. A run installs signal handlers,
+  spawns worker processes that import the queue by name, and must be reaped whatever happens to its
+  caller: in a session of its own the run is out of reach of the caller's terminal; when the caller
+  is interrupted (Ctrl-C, or pytest-timeout's exception) the run gets a terminal's Ctrl-C (the clean
+  stop: faults end, paused workers resume, the history is closed), then SIGKILL for whatever is left
+  after a grace period; and should the caller die outright (pytest-timeout's thread method ends the
+  process), the kernel kills the run (``PR_SET_PDEATHSIG``, :mod:`takeover.run.lifeline`), whose own
+  workers die with it.
+- :func:`check` is ``takeover check``'s pipeline, in this process (it starts no process).
+- :func:`scenarios` replays the scenarios in this process, as ``takeover scenarios`` does, with the
+  same per-call deadline for a queue that hangs.
+
+The options of :func:`stress` are the command's options under their Python names (``--task-time-mean``
+is ``task_time_mean=``); which names exist, and how each value is written and checked, comes from the
+command's own parser, which is built from the one table of run options (:data:`takeover.options.RUN_OPTIONS`).
+Bad input raises :class:`takeover.errors.UsageError` with the command's one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import importlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+from takeover.errors import UsageError
+
+if TYPE_CHECKING:
+    from takeover.checker.summary_types import Summary
+    from takeover.checker.verdict import Verdict
+    from takeover.scenarios import ScenarioResult as OneScenario
+
+# A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
+QueueLike = str | type | Callable[[str], Any]
+
+# How long a stopped run may take to end cleanly (its drain is cut short; the check of what was recorded
+# runs) before it is SIGKILLed.
+STOP_GRACE = 15.0
+# The run's own entry point: the command line's main(), after arranging to die with this process.
+_CHILD = "import sys; from takeover.api import _child_main; sys.exit(_child_main(sys.argv[1:]))"
+
+
+# -- results -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunResult:
+    """What one checked run concluded: the fields a test asserts on, and the message it fails with.
+
+    ``valid`` is summary.json's verdict: True, False, or ``"unknown"`` (the run tested nothing, or was
+    never checked). ``exit_code`` is the command's (0 valid, 1 violated or a duplicate gate failed,
+    3 inconclusive, 130 interrupted). ``violations`` counts each violated invariant's violations;
+    ``duplicates`` is summary.json's ``duplicates`` section (``tasks``, ``extra_actions``, ``by_cause``).
+    """
+
+    valid: Verdict
+    exit_code: int
+    run_dir: Path
+    summary: dict[str, Any]  # summary.json as written (empty when the run was never checked)
+    violations: dict[str, int]
+    duplicates: dict[str, Any]
+    command: str  # the line that reproduces the run, from a fresh shell
+    output: str = ""  # what the command printed on stdout
+
+    @property
+    def ok(self) -> bool:
+        """The run passed: exit code 0."""
+        return self.exit_code == 0
+
+    @property
+    def verdict(self) -> str:
+        """The verdict in one word, as the terminal and the reports print it: VALID, INVALID, INCONCLUSIVE,
+        ``VALID (duplicates fail this run)``; ``NOT CHECKED`` when the run has no summary."""
+        if not self.summary:
+            return "NOT CHECKED"
+        from takeover.reports.words import verdict_word
+
+        return verdict_word(cast("Summary", self.summary))
+
+    def verdict_lines(self) -> list[str]:
+        """The short summary ``takeover check`` prints: the verdict first, then what broke."""
+        if not self.summary:
+            lines = [line for line in self.output.splitlines() if line.strip()]
+            return lines[-5:] or [f"no verdict: the run ended with exit code {self.exit_code}"]
+        from takeover.reports.console import short_summary
+
+        summary = cast("Summary", self.summary)  # as summary.json holds it (another version's may lack keys)
+        return short_summary(summary, [])[:-1].splitlines()[:-1]  # without the "wrote ..." line
+
+    def diagnosis(self) -> list[str]:
+        """The plain-words diagnosis, when the checker wrote one into summary.json (``diagnosis``)."""
+        value = self.summary.get("diagnosis")
+        if not value:
+            return []
+        if isinstance(value, str):
+            return value.splitlines()
+        if isinstance(value, Mapping):
+            return [f"{k}: {v}" for k, v in value.items()]
+        if isinstance(value, list):
+            return [v if isinstance(v, str) else json.dumps(v, default=str) for v in value]
+        return [str(value)]
+
+    def violation_rows(self) -> list[dict[str, Any]]:
+        """Every violation the run folder lists: ``violations.csv`` when the checker wrote one (the full
+        list), otherwise the examples in summary.json (at most five per invariant), each with its
+        ``invariant``."""
+        csv_path = self.run_dir / "violations.csv"
+        if csv_path.is_file():
+            import csv
+
+            with csv_path.open(newline="") as f:
+                return list(csv.DictReader(f))
+        return [{"invariant": name, **ex} for name, inv in self.summary.get("invariants", {}).items()
+                for ex in inv.get("examples", [])]
+
+    def message(self) -> str:
+        """What a failing test says: the verdict lines, the diagnosis, the reproduce line, the run folder."""
+        lines = self.verdict_lines()
+        diagnosis = self.diagnosis()
+        if diagnosis:
+            lines += ["diagnosis:", *(f"  {d}" for d in diagnosis)]
+        lines += [f"reproduce with: {self.command}", f"run folder: {self.run_dir}"]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """What replaying the scenarios concluded (every scenario of the spec, or of a file).
+
+    ``ok`` when every step matches; ``exit_code`` is the command's (0 or 1). ``scenarios`` holds each
+    scenario's own result (``takeover.scenarios.ScenarioResult``: its steps, what each returned);
+    ``failures`` one plain line per departure; ``transcript`` what ``takeover scenarios`` prints;
+    ``json`` what ``takeover scenarios --json`` prints.
+    """
+
+    ok: bool
+    exit_code: int
+    queue: str
+    scenarios: list[OneScenario]
+    failures: list[str]
+    transcript: str
+    json: dict[str, Any] = field(repr=False)
+
+    def message(self) -> str:
+        """What a failing test says: each departure from the scenarios, and how to see them all."""
+        ids = ", ".join(s.id for s in self.scenarios if not s.ok)
+        return "\n".join([f"scenarios that depart from the spec on {self.queue}: {ids}", *self.failures,
+                          f"see every step with: takeover scenarios --queue {self.queue}"])
+
+
+# -- the queue, by name --------------------------------------------------------------------------------------
+def queue_name(queue: QueueLike) -> str:
+    """``queue`` as ``MODULE:ATTR``. A class or factory must be importable by that name: every worker
+    process imports the queue again. A one-line :class:`UsageError` says why one is not (defined inside a
+    function, nested in a class, defined in the script being run, or imported under another name)."""
+    if isinstance(queue, str):
+        return queue
+    module, qualname = getattr(queue, "__module__", None), getattr(queue, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        raise UsageError(f"queue must be 'MODULE:ATTR', a class or a factory function, got {queue!r}")
+    where = f"{module}.{qualname}"
+    if "<locals>" in qualname or "<lambda>" in qualname:
+        raise UsageError(f"queue {where} is defined inside a function, so worker processes cannot import it by "
+                         f"name: define it at the top level of a module")
+    if "." in qualname:
+        raise UsageError(f"queue {where} is nested in a class, so it cannot be named MODULE:ATTR: define it at "
+                         f"the top level of a module")
+    if module == "__main__":
+        raise UsageError(f"queue {qualname} is defined in the script being run (__main__), which worker processes "
+                         f"cannot import: move it into a module and import it from there")
+    try:
+        found = getattr(importlib.import_module(module), qualname, None)
+    except Exception:  # noqa: BLE001 - any failure means the same: not importable by name
+        found = None
+    if found is not queue:
+        raise UsageError(f"queue {where} cannot be imported by that name (is it imported under another name?): "
+                         f"pass it as 'MODULE:ATTR'")
+    return f"{module}:{qualname}"
+
+
+def _import_path(spec: str) -> list[str]:
+    """Folders this process imports the queue from that a fresh ``takeover`` process would not search:
+    they go on the run's PYTHONPATH (its reproduce line then names them)."""
+    from takeover import locate
+
+    module = spec.partition(":")[0]
+    root = locate.find_root(spec)  # where a fresh process looks: the current folder, then the path
+    loaded = sys.modules.get(module)
+    if root is None and loaded is not None and getattr(loaded, "__file__", None) and not _hooked(spec):
+        # Imported here from a folder that is not on the path (pytest puts a test's folder there, or
+        # imports it by file): that folder goes on the run's path, if the module's name leads to its file.
+        root = _loaded_root(loaded, module)
+        if root is None:
+            raise UsageError(f"queue module {module!r} was imported under a name that does not match where its file "
+                             f"is ({loaded.__file__}), so worker processes cannot import it by that name")
+    if root is None or os.path.realpath(root) == os.path.realpath(os.getcwd()) or locate.installed(root):
+        return []  # installed, or in the current folder, which the command searches first
+    return [root]
+
+
+def _hooked(spec: str) -> bool:
+    """Whether an import hook other than the path's finds the queue's top-level module (an editable
+    install's finder does): a fresh process has the same hook, so no folder is needed."""
+    from importlib.machinery import PathFinder
+
+    from takeover import locate
+
+    top = locate.top_level(spec)
+    for finder in sys.meta_path:
+        if top is None or finder is PathFinder or not hasattr(finder, "find_spec"):
+            continue
+        with contextlib.suppress(Exception):
+            if finder.find_spec(top, None) is not None and top not in sys.builtin_module_names:
+                return True
+    return False
+
+
+def _loaded_root(module: Any, name: str) -> str | None:
+    """The folder to put on the path so that ``import name`` finds this module's file again."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    parts = name.split(".")
+    depth = len(parts) - 1 + (path.name == "__init__.py")
+    root = path.parents[depth]
+    expected = root.joinpath(*parts)
+    if path not in (expected.with_suffix(path.suffix), expected / "__init__.py"):
+        return None  # imported under a name its file's place does not give (e.g. pytest's importlib mode)
+    return str(root)
+
+
+# -- stress --------------------------------------------------------------------------------------------------
+def _stress_parser() -> argparse.ArgumentParser:
+    from takeover.cli import OneLineParser
+    from takeover.commands import stress as stress_command
+
+    parser = OneLineParser(prog="takeover.stress()")
+    stress_command.configure(parser)
+    return parser
+
+
+def stress_options() -> dict[str, str]:
+    """Every keyword :func:`stress` takes, with its command-line flag: the ``takeover stress`` options
+    (``queue`` is the positional argument)."""
+    return {a.dest: a.option_strings[-1] for a in _stress_parser()._actions
+            if a.option_strings and a.dest not in ("help", "queue")}
+
+
+def _argv(options: Mapping[str, Any]) -> list[str]:
+    """The command-line arguments that give ``options``; a one-line UsageError for an unknown name or a
+    value of the wrong kind."""
+    from takeover.options import BY_DEST
+
+    parser = _stress_parser()
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "queue")}
+    argv: list[str] = []
+    for name, value in options.items():
+        action = actions.get(name)
+        if action is None:
+            close = difflib.get_close_matches(name, actions, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f"; known: {', '.join(sorted(actions))}"
+            raise UsageError(f"takeover.stress() got an unknown option {name!r}{hint}")
+        if value is None:
+            continue  # not given: the profile's value
+        flag = action.option_strings[-1]
+        if action.nargs == 0:  # a flag
+            if not isinstance(value, bool):
+                raise UsageError(f"{name} is a flag: True or False, got {value!r}")
+            argv += [flag] if value else []
+        elif name in BY_DEST and not isinstance(value, str):
+            argv += [flag, BY_DEST[name].render(value) if isinstance(value, int | float) else str(value)]
+        else:
+            argv += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    return argv
+
+
+def stress(queue: QueueLike, **options: Any) -> RunResult:
+    """Run ``takeover stress`` against ``queue`` with real worker processes and real faults; check it.
+
+    ``options`` are the command's options under their Python names: ``profile``, ``workers``, ``tasks``,
+    ``duration``, ``lease``, ``seed``, ``swarm``, ``out``, ``remedy``, ``heartbeat``, the task-time and
+    fault-rate options (``kill_rate``, ``pause_rate``, ...), ``no_faults``, ``reconcile``,
+    ``fail_on_duplicates``, ``max_duplicates_per_1000`` (:func:`stress_options` lists them all).
+    ``out`` is the run folder (default ``runs/<timestamp>``, as the command's). The run's output goes
+    to this process's stdout and stderr as it happens.
+
+    Returns the checked run; raises :class:`UsageError` on bad input (nothing is started) and re-raises
+    an interrupt or a test timeout once every process of the run is gone.
+    """
+    from takeover import store
+    from takeover.commands import stress as stress_command
+
+    spec = queue_name(queue)
+    argv = ["--queue", spec, *_argv({k: v for k, v in options.items() if k != "out"})]
+    try:
+        args = _stress_parser().parse_args(argv)
+    except UsageError as exc:  # argparse's own complaint, about a value it could not read
+        raise UsageError(f"takeover.stress(): {exc}") from None
+    stress_command.resolve(args)  # every value checked before anything starts
+    stress_command.check_queue(spec)  # the command's own check of the contract, before any folder exists
+    out = options.get("out")
+    out = None if out is None else os.fspath(out)
+    store.check_out(out)
+    run_dir = store.create(out).absolute()
+    env = dict(os.environ)
+    extra = _import_path(spec)
+    if extra:
+        env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, [env.get("PYTHONPATH")])])
+    code, stdout, stderr = _run_child(["stress", *argv, "--out", str(run_dir)], env, run_dir)
+    if code == 2:
+        lines = [line for line in stderr.splitlines() if line.startswith("takeover: error: ")]
+        raise UsageError(lines[-1].removeprefix("takeover: error: ") if lines else stderr.strip() or "bad input")
+    return _result(run_dir, code, stdout)
+
+
+def _run_child(argv: list[str], env: dict[str, str], run_dir: Path) -> tuple[int, str, str]:
+    """Run the command line in a child process of its own session; its output is passed through to this
+    process's and kept. Whatever ends the wait early (an interrupt, a test's timeout) stops the run first."""
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(os.getpid()), *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                            errors="replace", start_new_session=True)
+    kept: dict[str, list[str]] = {"out": [], "err": []}
+    tees = [threading.Thread(target=_tee, args=(stream, sink, kept[key]), daemon=True)
+            for stream, sink, key in ((proc.stdout, sys.stdout, "out"), (proc.stderr, sys.stderr, "err"))]
+    for t in tees:
+        t.start()
+    try:
+        code = proc.wait()
+    except BaseException:
+        stop_run(proc, run_dir)
+        raise
+    for t in tees:
+        t.join(timeout=5)
+    return code, "".join(kept["out"]), "".join(kept["err"])
+
+
+def _tee(stream: TextIO | None, sink: TextIO, kept: list[str]) -> None:
+    if stream is None:
+        return
+    for line in stream:
+        kept.append(line)
+        with contextlib.suppress(Exception):  # a closed or swapped sink must not lose the rest
+            sink.write(line)
+            sink.flush()
+
+
+def stop_run(proc: subprocess.Popen[str], run_dir: Path, grace: float = STOP_GRACE) -> None:
+    """Stop a run the way a terminal's Ctrl-C does, SIGKILL it when it does not end within ``grace``,
+    and kill any process of the run that is still there. Never raises: it runs while another exception
+    is on its way out."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=grace)
+    except BaseException:  # noqa: BLE001 - the grace ran out, or a second interrupt: no more waiting
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+    _kill_stragglers(run_dir)
+
+
+def _kill_stragglers(run_dir: Path) -> None:
+    """Every process that carries this run's folder in its environment (takeover.run.lifeline) and is
+    still alive: SIGKILLed. Children die with the run already; this is the net below that."""
+    import psutil
+
+    from takeover.run.lifeline import RUN_ENV
+
+    want = str(run_dir)
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.environ().get(RUN_ENV) == want:
+                p.kill()
+
+
+def _child_main(argv: list[str]) -> int:
+    """The run's process: die with the caller (a caller that is killed cannot stop its run), then the
+    command line."""
+    from takeover.cli import main
+    from takeover.run.lifeline import die_with_parent
+
+    die_with_parent(int(argv[0]))
+    return main(argv[1:])
+
+
+def _result(run_dir: Path, code: int, output: str) -> RunResult:
+    from takeover import store
+
+    summary: dict[str, Any] = {}
+    if (run_dir / store.SUMMARY_FILE).is_file():
+        with contextlib.suppress(UsageError):
+            summary = store.read_json_object(run_dir / store.SUMMARY_FILE)
+    command = str(summary.get("config", {}).get("command", ""))
+    if not command and (run_dir / store.CONFIG_FILE).is_file():
+        with contextlib.suppress(UsageError):
+            command = str(store.read_config(run_dir).get("command", ""))
+    valid = summary.get("valid", "unknown")
+    violations = {name: int(inv.get("violations", 0)) for name, inv in summary.get("invariants", {}).items()
+                  if inv.get("valid") is False}
+    return RunResult(valid=valid, exit_code=code, run_dir=run_dir, summary=summary, violations=violations,
+                     duplicates=dict(summary.get("duplicates", {})), command=command, output=output)
+
+
+# -- check ---------------------------------------------------------------------------------------------------
+def check(run_dir: str | os.PathLike[str], *, fail_on_duplicates: bool = False,
+          max_duplicates_per_1000: float | None = None, reports: bool = True) -> RunResult:
+    """Re-check a stored run folder, as ``takeover check RUN_DIR`` does: write summary.json (and, with
+    ``reports``, report.md, report.html and junit.xml) into it and return the verdict. The two
+    duplicate options are the command's gate. Raises :class:`UsageError` for a folder that is not a run."""
+    from takeover.pipeline import check_and_report
+
+    buf = io.StringIO()
+    result = check_and_report(Path(run_dir), fail_on_duplicates=fail_on_duplicates,
+                              max_duplicates_per_1000=max_duplicates_per_1000, reports=reports, out=buf)
+    return _result(Path(run_dir), int(result.exit_code), buf.getvalue())
+
+
+# -- scenarios -----------------------------------------------------------------------------------------------
+def scenarios(queue: QueueLike | None = None, file: str | os.PathLike[str] | None = None, *,
+              only: list[str] | None = None, step_timeout: float | None = None, lang: str = "en") -> ScenarioResult:
+    """Replay the spec's five scenarios (or those of ``file``, in the format of the spec's scenarios.json,
+    as ``takeover scenarios --file`` runs them) against ``queue`` and compare every step.
+
+    ``queue`` defaults to the queue the file names, else the reference queue. ``only`` picks scenarios by
+    id; ``step_timeout`` is each queue call's deadline (the command's default when None). Raises
+    :class:`UsageError` for a queue that cannot be loaded and a malformed file.
+    """
+    from takeover.commands.scenarios import print_transcript
+    from takeover.contract import REFERENCE_QUEUE
+    from takeover.scenario_file import load_scenario_file
+    from takeover.scenarios import DEFAULT_STEP_TIMEOUT, LANGS, results_to_json, run_scenarios
+
+    if lang not in LANGS:
+        raise UsageError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    timeout = DEFAULT_STEP_TIMEOUT if step_timeout is None else step_timeout
+    doc = load_scenario_file(os.fspath(file)) if file is not None else None
+    spec = queue_name(queue) if queue is not None else (doc or {}).get("queue") or REFERENCE_QUEUE
+    results = run_scenarios(spec, only, timeout, doc=doc)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_transcript(results, spec, lang, timeout, doc=doc)
+    ok = all(r.ok for r in results)
+    return ScenarioResult(ok=ok, exit_code=0 if ok else 1, queue=spec, scenarios=results,
+                          failures=[line for r in results for line in r.failures()], transcript=buf.getvalue(),
+                          json=results_to_json(results, spec, timeout, doc=doc))
