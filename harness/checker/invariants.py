@@ -26,6 +26,10 @@ TERMINAL = ("done", "uncertain")
 EXAMPLES = 5
 
 
+# How a run of violating rows reads: one example (summary.json's fields) per row, in order.
+Describe = Callable[[pd.DataFrame], list[Example]]
+
+
 @dataclass
 class InvariantResult:
     name: str
@@ -39,6 +43,11 @@ class InvariantResult:
     # summary.json's examples already carry times, and the detection bench
     # (takeover.benchmarks.detection) needs the earliest one, which the first EXAMPLES may not hold.
     first_at: float | None = None
+    # Every violation, one row each (``violations`` rows), in the invariant's own columns, and how
+    # a row reads (the examples' fields). Kept as a frame: only a run with violations pays for
+    # turning them into dicts (violations.csv, the diagnosis, the report's task sections).
+    found: pd.DataFrame | None = None
+    describe: Describe | None = None
 
     def to_json(self) -> InvariantJson:
         out: InvariantJson = {"valid": self.valid, "violations": self.violations, "examples": self.examples}
@@ -46,13 +55,22 @@ class InvariantResult:
             out["note"] = self.note
         return out
 
+    def every_violation(self) -> list[Example]:
+        """Each violation's fields, as an example shows them, in the order of ``found``."""
+        if self.found is None or self.describe is None or not len(self.found):
+            return []
+        return self.describe(self.found)
 
-def _result(name: str, bad: pd.DataFrame, examples: list[Example], note: str = "",
-            fx: Facts | None = None, at: str = "") -> InvariantResult:
-    """``at``: the column of ``bad`` holding each violating operation's time (record clock)."""
+
+def _result(name: str, bad: pd.DataFrame, describe: Describe, note: str = "",
+            fx: Facts | None = None, at: str = "", found: pd.DataFrame | None = None) -> InvariantResult:
+    """``at``: the column of ``bad`` holding each violating operation's time (record clock).
+    ``found``: the violations one row each, when a row of ``bad`` is not one violation."""
     tasks = np.unique(bad["task"].dropna().to_numpy(dtype="float64")).tolist() if len(bad) else []
     first = fx.rel(bad[at].min()) if fx is not None and at and len(bad) else None
-    return InvariantResult(name, len(bad) == 0, int(len(bad)), examples[:EXAMPLES], tasks, note, first)
+    examples = describe(bad.head(EXAMPLES)) if len(bad) else []
+    return InvariantResult(name, len(bad) == 0, int(len(bad)), examples, tasks, note, first,
+                           bad if found is None else found, describe)
 
 
 def _sfx(frame: pd.DataFrame, suffix: str, keys: tuple[str, ...] = ("task",)) -> pd.DataFrame:
@@ -79,10 +97,12 @@ def no_stale_commit(fx: Facts) -> InvariantResult:
     m = m[(m["gen_c"] > m["gen_f"]) & (m["t_inv_c"] < m["t_comp_f"])]
     bad = m[~reopened_between(fx, m, "t_inv_f", "t_comp_c")]
     bad = bad.sort_values("gen_c").drop_duplicates("i_f", keep="last").sort_values("t_inv_f")
-    ex = [{"task": fx.name(r.task), "finish_gen": _p(r.gen_f), "outcome": r.outcome_f, "finish_by": _p(r.process_f),
-           "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _p(r.gen_c), "claimed_by": _p(r.process_c),
-           "claimed_at": fx.rel(r.t_comp_c)} for r in bad.head(EXAMPLES).itertuples()]
-    return _result("no_stale_commit", bad, ex, fx=fx, at="t_inv_f")
+    def describe(rows: pd.DataFrame) -> list[Example]:
+        return [{"task": fx.name(r.task), "finish_gen": _p(r.gen_f), "outcome": r.outcome_f,
+                 "finish_by": _p(r.process_f), "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _p(r.gen_c),
+                 "claimed_by": _p(r.process_c), "claimed_at": fx.rel(r.t_comp_c)} for r in rows.itertuples()]
+
+    return _result("no_stale_commit", bad, describe, fx=fx, at="t_inv_f")
 
 
 def _plausible_ind_extends(fx: Facts) -> pd.DataFrame:
@@ -166,25 +186,29 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
     bad = bad.assign(problem=pd.Series(np.where(unheld[keep], "no claim of this process returned that generation",
                                                 "finished after its lease"), index=bad.index, dtype=object))
     bad = bad.sort_values("t_inv")
-    ex = [{"task": fx.name(r.task), "gen": _p(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
-           "problem": r.problem, "now": fx.rel(r.now), "lease_until": fx.rel(r.eff),
-           "late_by": None if np.isnan(r.eff) else round(float(r.now - r.eff), 3)}
-          for r in bad.head(EXAMPLES).itertuples()]
-    return _result("finish_within_lease", bad, ex, fx=fx, at="t_inv")
+    def describe(rows: pd.DataFrame) -> list[Example]:
+        return [{"task": fx.name(r.task), "gen": _p(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
+                 "problem": r.problem, "now": fx.rel(r.now), "lease_until": fx.rel(r.eff),
+                 "late_by": None if np.isnan(r.eff) else round(float(r.now - r.eff), 3)}
+                for r in rows.itertuples()]
+
+    return _result("finish_within_lease", bad, describe, fx=fx, at="t_inv")
 
 
 def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:
     """A successful claim invoked after an accepted finish of that task had returned."""
     fa = _sfx(fx.fin_acc[["task", "gen", "outcome", "t_comp", "process"]], "_f")
-    c = _sfx(fx.claims_ok[["i", "task", "gen", "t_inv", "process"]], "_c")
+    c = _sfx(fx.claims_ok[["i", "task", "gen", "now", "t_inv", "t_comp", "process"]], "_c")
     m = c.merge(fa, on="task")
     m = m[m["t_inv_c"] > m["t_comp_f"]]
     m = m[~reopened_between(fx, m, "t_comp_f", "t_inv_c")]  # a resolve back to pending reopens it
     bad = m.sort_values("t_comp_f").drop_duplicates("i_c").sort_values("t_inv_c")
-    ex = [{"task": fx.name(r.task), "finished_gen": _p(r.gen_f), "outcome": r.outcome_f, "finished_by": _p(r.process_f),
-           "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _p(r.gen_c), "reclaimed_by": _p(r.process_c),
-           "reclaimed_at": fx.rel(r.t_inv_c)} for r in bad.head(EXAMPLES).itertuples()]
-    return _result("no_reclaim_after_terminal", bad, ex, fx=fx, at="t_inv_c")
+    def describe(rows: pd.DataFrame) -> list[Example]:
+        return [{"task": fx.name(r.task), "finished_gen": _p(r.gen_f), "outcome": r.outcome_f,
+                 "finished_by": _p(r.process_f), "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _p(r.gen_c),
+                 "reclaimed_by": _p(r.process_c), "reclaimed_at": fx.rel(r.t_inv_c)} for r in rows.itertuples()]
+
+    return _result("no_reclaim_after_terminal", bad, describe, fx=fx, at="t_inv_c")
 
 
 def unexplained(deadlines: np.ndarray, missing: np.ndarray, ind_times: np.ndarray) -> np.ndarray:
@@ -203,6 +227,24 @@ def unexplained(deadlines: np.ndarray, missing: np.ndarray, ind_times: np.ndarra
     deficit = np.maximum(due - avail, 0)
     out = np.zeros(len(deadlines), dtype=np.int64)
     out[order] = deficit
+    return out
+
+
+def unexplained_each(deadlines: np.ndarray, missing: np.ndarray, ind_times: np.ndarray) -> np.ndarray:
+    """Per gap, the generations it leaves unexplained when indeterminate claims are matched to the
+    gaps earliest deadline first. Every claim that may explain a gap may also explain any gap due
+    later, so this matching explains as many generations as any can: the counts sum to the largest
+    deficit of :func:`unexplained`, and each unexplained generation is one violation of one gap
+    (what violations.csv lists), not of every gap after it."""
+    order = np.argsort(deadlines, kind="stable")
+    avail = np.searchsorted(ind_times, deadlines[order], side="left")
+    out = np.zeros(len(deadlines), dtype=np.int64)
+    used = 0
+    for k, free in zip(order.tolist(), avail.tolist(), strict=True):
+        need = int(missing[k])
+        take = min(need, free - used)
+        used += take
+        out[k] = need - take
     return out
 
 
@@ -235,26 +277,33 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     inverted = (c["t_inv"] > later_min) & (gen_higher_rev.iloc[::-1] > c["gen"])
     missing = (c["gen"] - c["prev_gen"] - 1).clip(lower=0).where(~dup, 0).to_numpy(dtype="float64")
     has_gap = missing > 0
-    deficit = np.zeros(len(c), dtype=np.int64)
+    left = np.zeros(len(c), dtype=np.int64)
     if has_gap.any():
-        deficit[has_gap] = unexplained(c["t_comp"].to_numpy()[has_gap], missing[has_gap].astype(np.int64),
-                                       fx.ind_claim_times)
-    gap_bad = deficit > 0
-    unexplained_total = int(deficit.max()) if len(deficit) else 0
+        left[has_gap] = unexplained_each(c["t_comp"].to_numpy()[has_gap], missing[has_gap].astype(np.int64),
+                                         fx.ind_claim_times)
+    gap_bad = left > 0
+    unexplained_total = int(left.sum())
     kinds = np.where(dup, "duplicate generation", np.where(inverted, "generation went back in time",
                                                               np.where(gap_bad, "unexplained gap", "")))
     c["kind"] = pd.Series(kinds, index=c.index, dtype=object)  # object: no arrow string conversion
     c["prev_process"] = prev["process"].where(same)
     c["prev_t"] = prev["t_comp"].where(same)
+    c["prev_t_inv"] = prev["t_inv"].where(same)
+    # A claim both duplicate and inverted is one bad claim (tests/quality/test_violation_counts.py);
+    # a gap is one violation per generation it leaves unexplained.
+    c["weight"] = (dup | inverted).to_numpy(dtype=np.int64) + left
     bad = c[kinds != ""].sort_values("t_inv")
-    ex = [{"task": fx.name(r.task), "problem": r.kind, "gen": _p(r.gen), "previous_gen": _p(r.prev_gen),
-           "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
-           "previous_at": fx.rel(r.prev_t)} for r in bad.head(EXAMPLES).itertuples()]
-    # A claim both duplicate and inverted is one bad claim (tests/quality/test_violation_counts.py).
+
+    def describe(rows: pd.DataFrame) -> list[Example]:
+        return [{"task": fx.name(r.task), "problem": r.kind, "gen": _p(r.gen), "previous_gen": _p(r.prev_gen),
+                 "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
+                 "previous_at": fx.rel(r.prev_t)} for r in rows.itertuples()]
+
     violations = int((dup | inverted).sum()) + unexplained_total
-    res = _result("generation_monotonic", bad, ex,
+    res = _result("generation_monotonic", bad, describe,
                   f"{unexplained_total} generation(s) skipped beyond what {len(fx.ind_claim_times)} "
-                  f"indeterminate claim(s) can explain" if unexplained_total else "", fx=fx, at="t_inv")
+                  f"indeterminate claim(s) can explain" if unexplained_total else "", fx=fx, at="t_inv",
+                  found=bad.loc[bad.index.repeat(bad["weight"].to_numpy())])
     res.violations = violations
     res.valid = violations == 0
     return res
@@ -273,8 +322,14 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
     })[same]
     # Every step counts, not only 0 and 1: a gap left by an indeterminate claim does not excuse a
     # grant inside the older lease (case lease_granted_across_an_info_claim in tests/quality/cases.py).
+    def describe(rows: pd.DataFrame) -> list[Example]:
+        return [{"task": fx.name(r.task), "held_gen": _p(r.p_gen), "held_by": _p(r.p_process),
+                 "lease_until": fx.rel(r.p_eff), "granted_gen": _p(r.gen), "granted_to": _p(r.process),
+                 "granted_now": fx.rel(r.now), "overlap_s": round(float(r.p_eff - r.now), 3)}
+                for r in rows.itertuples()]
+
     if len(pairs) == 0:
-        return _result("lease_exclusive", pairs, [])
+        return _result("lease_exclusive", pairs, describe)
     # The previous lease, as extended by heartbeats surely done before this claim started.
     ext = _extended_leases(fx, pairs.assign(task=pairs["task"], gen=pairs["p_gen"]), "t_inv")[0]
     p_eff = np.fmax(pairs["p_lease"].to_numpy(dtype="float64"), ext.to_numpy(dtype="float64"))
@@ -306,11 +361,7 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
                     np.where(this_first, overlap_prev_after, overlap_this_after & overlap_prev_after))
     pairs["p_eff"] = p_eff
     bad = pairs[viol & not_released].sort_values("t_inv")
-    ex = [{"task": fx.name(r.task), "held_gen": _p(r.p_gen), "held_by": _p(r.p_process),
-           "lease_until": fx.rel(r.p_eff), "granted_gen": _p(r.gen), "granted_to": _p(r.process),
-           "granted_now": fx.rel(r.now), "overlap_s": round(float(r.p_eff - r.now), 3)}
-          for r in bad.head(EXAMPLES).itertuples()]
-    return _result("lease_exclusive", bad, ex, fx=fx, at="t_inv")
+    return _result("lease_exclusive", bad, describe, fx=fx, at="t_inv")
 
 
 def single_finish(fx: Facts) -> InvariantResult:
@@ -325,12 +376,26 @@ def single_finish(fx: Facts) -> InvariantResult:
         processes=("process", lambda s: [int(x) for x in s]),
         at=("t_inv", lambda s: [fx.rel(x) for x in s]), first=("t_inv", "min"),
     ).reset_index().sort_values("first") if len(bad_rows) else pd.DataFrame(columns=["task"])
-    ex = [{"task": fx.name(r.task), "accepted_finishes": int(r.n), "gens": r.gens, "outcomes": r.outcomes,
-           "finished_by": r.processes, "finished_at": r.at} for r in per_task.head(EXAMPLES).itertuples()]
-    res = _result("single_finish", per_task, ex)
+
+    def per_task_example(rows: pd.DataFrame) -> list[Example]:
+        return [{"task": fx.name(r.task), "accepted_finishes": int(r.n), "gens": r.gens, "outcomes": r.outcomes,
+                 "finished_by": r.processes, "finished_at": r.at} for r in rows.itertuples()]
+
+    # One violation per accepted finish after a task's first: each beside the accepted finish before it.
+    earlier = bad_rows.shift()
+    later_mask = bad_rows["task"].duplicated()
+    later = bad_rows.assign(e_gen=earlier["gen"], e_outcome=earlier["outcome"], e_process=earlier["process"],
+                            e_t_comp=earlier["t_comp"])[later_mask]
+
+    def describe(rows: pd.DataFrame) -> list[Example]:
+        return [{"task": fx.name(r.task), "gen": _p(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
+                 "finish_at": fx.rel(r.t_inv), "earlier_gen": _p(r.e_gen), "earlier_outcome": r.e_outcome,
+                 "earlier_by": _p(r.e_process), "earlier_at": fx.rel(r.e_t_comp)} for r in rows.itertuples()]
+
+    res = _result("single_finish", per_task, per_task_example, found=later.sort_values("t_inv"))
+    res.describe = describe
     res.violations = int((per_task["n"] - 1).sum()) if len(per_task) else 0
     # The violating operation is each task's second accepted finish (rows sorted by task, t_inv).
-    later = bad_rows[bad_rows["task"].duplicated()]
     res.first_at = fx.rel(later["t_inv"].min()) if len(later) else None
     return res
 
@@ -446,15 +511,18 @@ def state_matches_history(fx: Facts) -> InvariantResult:
             "max_gen": np.nan} for t in invented])
     if len(extra_rows):
         bad = pd.concat([bad[["task", "problem", "state", "gen", "max_gen"]], extra_rows], ignore_index=True)
-    ex = []
-    for r in bad.head(EXAMPLES).itertuples():
-        item: dict[str, Any] = {"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": _p(r.gen),
-                                "highest_claimed_gen": _p(r.max_gen)}
-        fins = fx.fin_acc[fx.fin_acc["task"] == r.task]
-        item["accepted_finishes"] = [[_p(g), o, _p(p)] for g, o, p in
-                                     zip(fins["gen"], fins["outcome"], fins["process"], strict=True)]
-        ex.append(item)
-    return _result("state_matches_history", bad, ex)
+
+    def describe(rows: pd.DataFrame) -> list[Example]:
+        # Each task's accepted finishes looked up once for all the rows, not one scan of them per row.
+        fa = fx.fin_acc[fx.fin_acc["task"].isin(rows["task"].to_numpy())]
+        fins: dict[float, list[list[Any]]] = {}
+        for t, g, o, p in zip(fa["task"], fa["gen"], fa["outcome"], fa["process"], strict=True):
+            fins.setdefault(float(t), []).append([_p(g), o, _p(p)])
+        return [{"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": _p(r.gen),
+                 "highest_claimed_gen": _p(r.max_gen), "accepted_finishes": fins.get(float(r.task), [])}
+                for r in rows.itertuples()]
+
+    return _result("state_matches_history", bad, describe)
 
 
 _LOST_PROBLEMS = ("", "missing from the snapshot", "not terminal after the drain",
@@ -500,15 +568,22 @@ def no_lost_task(fx: Facts) -> InvariantResult:
     bad = bad.assign(problem=pd.Series(np.asarray(_LOST_PROBLEMS, dtype=object)[problem[problem != 0]],
                                        index=bad.index, dtype=object))  # object: no arrow string conversion
     expected = fx.config.get("tasks")
-    # Successful claims counted for the few example tasks only, not grouped over every claim.
+    # Successful claims counted for the rows described only, not grouped over every claim.
     claim_tasks = fx.claims_ok["task"].to_numpy(dtype="float64")
-    ex = [{"task": fx.name(r.task), "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
-           "gen": _p(r.gen), "successful_claims": int((claim_tasks == r.task).sum())}
-          for r in bad.head(EXAMPLES).itertuples()]
-    res = _result("no_lost_task", bad, ex, note)
+
+    def describe(rows: pd.DataFrame) -> list[Example]:
+        counted = pd.Series(claim_tasks[np.isin(claim_tasks, rows["task"].to_numpy(dtype="float64"))]).value_counts()
+        return [{"task": fx.name(r.task), "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
+                 "gen": _p(r.gen), "successful_claims": int(counted.get(r.task, 0))} for r in rows.itertuples()]
+
+    res = _result("no_lost_task", bad, describe, note)
     if isinstance(expected, int) and not len(fx.ops.registers) and len(snap) < expected:
         res.valid = False
         res.violations += expected - len(snap)
+        # Tasks the history never named: one row each, with no id to give.
+        unnamed = pd.DataFrame({"task": np.full(expected - len(snap), np.nan), "state": None, "gen": np.nan,
+                                "problem": "missing from the snapshot"})
+        res.found = pd.concat([bad[["task", "state", "gen", "problem"]], unnamed], ignore_index=True)
         res.note = (note + "; " if note else "") + f"the snapshot has {len(snap)} of {expected} tasks"
     if fx.interrupted and res.valid is True:
         res.valid = UNKNOWN
