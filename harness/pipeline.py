@@ -22,13 +22,13 @@ from takeover.reports.console import short_summary
 def check_and_report(run_dir: str | Path, *, fail_on_duplicates: bool = False,
                      max_duplicates_per_1000: float | None = None, reports: bool = True,
                      as_json: bool = False, out: TextIO | None = None) -> CheckResult:
-    """Check a stored run, write ``summary.json`` (and, with ``reports``, report.md, report.html and
-    junit.xml) into it, print the short summary (or, with ``as_json``, summary.json) on ``out`` when
-    one is given, and return the result; its ``exit_code`` is the command's. The duplicate options are the
-    gate of :mod:`takeover.checker.gate`."""
+    """Check a stored run, write ``summary.json`` and ``violations.csv`` (and, with ``reports``,
+    report.md, report.html and junit.xml) into it, print the short summary (or, with ``as_json``,
+    summary.json) on ``out`` when one is given, and return the result; its ``exit_code`` is the
+    command's. The duplicate options are the gate of :mod:`takeover.checker.gate`."""
     result = analyse(run_dir, fail_on_duplicates=fail_on_duplicates, max_duplicates_per_1000=max_duplicates_per_1000)
     folder = Path(run_dir)
-    written = [store.write_summary(folder, result.summary)]
+    written = [store.write_summary(folder, result.summary), store.write_violations(folder, result.violations)]
     if reports:
         written += write_reports(folder, result)
     if out is not None:

@@ -22,6 +22,7 @@ This module imports nothing of the runner, the checker or the reports, so each o
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import tempfile
@@ -46,6 +47,7 @@ HISTORY_FILE = "history.jsonl"  # every operation of every process (docs/history
 HISTORY_GZ_FILE = "history.jsonl.gz"  # a soak's failed segment past its keep limit keeps this instead
 SNAPSHOT_FILE = "snapshot.json"  # the queue's final state, after every recorded operation
 SUMMARY_FILE = "summary.json"  # the checker's verdict, invariants, duplicates and counts
+VIOLATIONS_CSV = "violations.csv"  # every violation of every invariant, one row each (summary.json has examples)
 RECONCILE_FILE = "reconcile.json"  # every reconciliation pass over the run
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -277,6 +279,36 @@ def read_summary(run_dir: Path) -> Summary | None:
     if not path.is_file():
         return None
     return cast("Summary", read_json_object(path))
+
+
+# -- violations.csv -------------------------------------------------------------------------------------------
+# The columns every row has, whatever its invariant; each invariant's own fields (its examples' keys in
+# summary.json) follow, in the order they first appear.
+VIOLATION_COLUMNS = ("invariant", "pattern", "task", "at", "generations", "processes")
+
+
+def write_violations(run_dir: Path, rows: Sequence[Mapping[str, Any]]) -> str:
+    """``violations.csv``: one row per violation (header only when there is none); returns its name.
+
+    ``at`` is the violating operation's time in seconds since the run started (empty for what only
+    the final snapshot shows), ``generations`` and ``processes`` the ones involved, space-separated.
+    A list or an object in a field is written as JSON; a missing value as an empty cell."""
+    columns = list(dict.fromkeys([*VIOLATION_COLUMNS, *(k for row in rows for k in row)]))
+
+    def cell(value: Any) -> Any:
+        if value is None or (isinstance(value, float) and value != value):
+            return ""
+        if isinstance(value, list | tuple | dict):
+            return json.dumps(value, default=json_default)
+        return value.item() if hasattr(value, "item") else value
+
+    tmp = run_dir / f".{VIOLATIONS_CSV}.tmp"
+    with tmp.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        writer.writerows([cell(row.get(c)) for c in columns] for row in rows)
+    os.replace(tmp, run_dir / VIOLATIONS_CSV)
+    return VIOLATIONS_CSV
 
 
 # -- reconcile.json -------------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from takeover.reports.words import aimed_brief, feature_lines, gate_line, verdict_word
-from takeover.store import json_default
+from takeover.reports.words import aimed_brief, diagnosis_lines, feature_lines, gate_line, verdict_word
+from takeover.store import VIOLATIONS_CSV, json_default
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.checker.summary_types import Summary
@@ -27,6 +27,10 @@ def short_summary(summary: Summary, written: list[str]) -> str:
                 lines.append(f"    e.g. {json.dumps(inv['examples'][0], default=json_default)}")
     ok = sum(1 for inv in summary["invariants"].values() if inv["valid"] is True)
     lines.append(f"  invariants: {ok}/{len(summary['invariants'])} hold")
+    diagnosis = diagnosis_lines(summary)
+    if diagnosis:
+        lines.append(f"  diagnosis (the likely defect; every violation is in {VIOLATIONS_CSV}):")
+        lines += [f"    {'- ' if not line.startswith(' ') else '  '}{line.strip()}" for line in diagnosis]
     c, d = summary["counts"], summary["duplicates"]
     by = ", ".join(f"{k} {v}" for k, v in d.get("by_cause", {}).items())
     final = c.get("final_states")

@@ -4,10 +4,14 @@ lines. One place, so the terminal, report.md and report.html never call the same
 from __future__ import annotations
 
 import math
+import shlex
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from takeover.store import VIOLATIONS_CSV
+
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import AimedCoverage, Summary
+    from takeover.checker.summary_types import AimedCoverage, DiagnosisJson, Summary
 
 # What each aimed fault steers the workers into, and the promise that window tests (README, "Faults").
 AIMED_MEANING = {
@@ -100,3 +104,58 @@ def aimed_brief(summary: Summary) -> str | None:
     if not aimed:
         return None
     return "aimed faults (windows hit): " + ", ".join(f"{k} {a['hit']}/{a['total']}" for k, a in aimed.items())
+
+
+@dataclass(frozen=True)
+class Defect:
+    """Every pattern of the diagnosis that points at one defect: one item in each report."""
+
+    defect: str
+    scenario: str
+    sentence: str  # the sentence of its most frequent pattern
+    entries: list[DiagnosisJson]
+    confirmed_by: str | None  # the first confirmation any of its patterns got
+    replay_task: str | None  # the task `takeover replay --task` shows it on, where one process can
+
+
+def defects(summary: Summary) -> list[Defect]:
+    """The diagnosis grouped by defect, most violations first: a stale finish shows as
+    ``no_stale_commit``, ``finish_within_lease`` and ``state_matches_history`` at once, and the
+    reader needs the one defect, with every invariant it broke beside it."""
+    groups: dict[str, list[DiagnosisJson]] = {}
+    for entry in summary.get("diagnosis", []):
+        groups.setdefault(entry["defect"], []).append(entry)
+    out = []
+    for defect, entries in groups.items():
+        lead = max(entries, key=lambda e: e["count"])
+        out.append(Defect(defect, lead["scenario"], lead["sentence"], entries,
+                          next((e["confirmed_by"] for e in entries if e.get("confirmed_by")), None),
+                          lead["replay_task"] or next((e["replay_task"] for e in entries if e["replay_task"]), None)))
+    return sorted(out, key=lambda d: -sum(e["count"] for e in d.entries))
+
+
+def seen_as(d: Defect) -> str:
+    """Where a defect showed: ``no_stale_commit 1, state_matches_history 1 (stale_overwrite)``."""
+    return ", ".join(f"{e['invariant']} {e['count']} ({e['pattern']}, {e['task_count']} task(s))" for e in d.entries)
+
+
+def replay_command(summary: Summary, task: str) -> str:
+    """The command that replays one task's calls in one process (``takeover replay``)."""
+    return f"takeover replay {shlex.quote(str(summary['run_dir']))} --task {shlex.quote(task)}"
+
+
+def diagnosis_lines(summary: Summary) -> list[str]:
+    """The diagnosis as plain lines (the terminal and report.md): per defect its sentence, where it
+    showed, and how to confirm it."""
+    lines: list[str] = []
+    for d in defects(summary):
+        lines.append(d.sentence)
+        lines.append(f"  seen as: {seen_as(d)}")
+        if d.confirmed_by:
+            lines.append(f"  confirmed by the spec: {d.confirmed_by}")
+        if d.replay_task:
+            lines.append(f"  confirm it in one process: {replay_command(summary, d.replay_task)}")
+        else:
+            lines.append("  one process cannot replay it (a race, or a task passed over among others): "
+                         f"see the tasks in {VIOLATIONS_CSV}")
+    return lines

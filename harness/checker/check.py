@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from takeover.checker.counts import counts, coverage, duplicates, extra_actions, warnings
+from takeover.checker.diagnosis import diagnose
 from takeover.checker.facts import Facts, build_facts
 from takeover.checker.gate import Gate, judge
 from takeover.checker.invariants import InvariantResult, check_invariants
 from takeover.checker.load import load_run
 from takeover.checker.remedies import feature_sections
-from takeover.checker.summary_types import Summary
+from takeover.checker.summary_types import Example, Summary
 from takeover.checker.verdict import Verdict, combine, exit_code, inconclusive_reason
 from takeover.exit_codes import ExitCode
 
@@ -43,6 +45,8 @@ class CheckResult:
     invariants: dict[str, InvariantResult]
     facts: Facts
     duplicate_tasks: list[float]  # codes of the tasks whose side effect was performed more than once
+    # Every violation of every invariant, one row each, with its pattern (violations.csv); empty when valid.
+    violations: list[Example] = field(default_factory=list)
 
 
 def analyse(run_dir: str | Path, *, fail_on_duplicates: bool = False,
@@ -67,6 +71,7 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     run = load_run(run_dir)
     fx = build_facts(run)
     results = check_invariants(fx)
+    diagnosis = diagnose(fx, results)
     cnt = counts(fx)
     extra = extra_actions(fx)
     dup, dup_tasks = duplicates(fx, extra)
@@ -99,4 +104,8 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     }
     if judged is not None:  # last, so a summary checked without a gate keeps its keys and their order
         summary["duplicate_gate"] = judged
-    return CheckResult(run.run_dir, valid, code, summary, results, fx, dup_tasks)
+    if diagnosis.entries:  # right after the invariants it explains; absent from a valid run's summary
+        items = list(summary.items())
+        at = [k for k, _ in items].index("invariants") + 1
+        summary = cast("Summary", dict([*items[:at], ("diagnosis", diagnosis.entries), *items[at:]]))
+    return CheckResult(run.run_dir, valid, code, summary, results, fx, dup_tasks, diagnosis.rows)

@@ -42,6 +42,22 @@ class InvariantJson(TypedDict):
     note: NotRequired[str]  # why the verdict is unknown, or what it was judged on
 
 
+class DiagnosisJson(TypedDict):
+    """One way the run broke an invariant (a pattern), told in words: ``summary["diagnosis"]`` lists
+    them, invariant by invariant, the most frequent pattern first (takeover.checker.diagnosis)."""
+
+    invariant: str
+    pattern: str  # e.g. "stale_commit", "no_bump", "claim_race" (PATTERNS in takeover.checker.diagnosis)
+    scenario: str  # the spec scenario whose promise it breaks: "S1" ... "S5" (docs/spec.md)
+    defect: str  # the likely defect in the queue, in words
+    sentence: str  # what happened to the first such violation, the defect and the scenario
+    count: int  # violations of this pattern (all patterns of an invariant add up to its violations)
+    task_count: int
+    tasks: list[str | None]  # the first tasks involved, in the order of their first violation
+    replay_task: str | None  # the task to give `takeover replay --task`; None where one process cannot show it
+    confirmed_by: NotRequired[str]  # added by the pipeline: the spec scenario that departs the same way
+
+
 class Duplicates(TypedDict):
     """Side effects performed more than once, from the ledger; the counts are None without a ledger."""
 
@@ -212,6 +228,7 @@ class Summary(TypedDict):
     # a run stored by another version may lack some or hold other types, and the readers only show them.
     config: dict[str, Any]
     invariants: dict[str, InvariantJson]
+    diagnosis: NotRequired[list[DiagnosisJson]]  # only when an invariant is violated
     duplicates: Duplicates
     counts: Counts
     coverage: Coverage

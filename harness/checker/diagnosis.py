@@ -1,0 +1,590 @@
+"""Plain-words diagnosis: for each way a run broke an invariant, the likely defect in the queue and
+the spec scenario (docs/spec.md, S1-S5) it breaks.
+
+Why a pattern per defect and not a sentence per invariant: one invariant is broken by different
+mistakes. ``generation_monotonic`` fails when a takeover does not raise the generation, when a claim
+raises it by two, and when a task registered again starts over at 0; ``lease_exclusive`` when a
+live lease is taken for expired and when two claims race through a claim that is not atomic. The
+user needs to know which, so every violation (one row of the invariant's ``found``) is sorted into a
+pattern by what the run folder shows around it: whether the task was registered again in between,
+whether the two claims were in flight together, whether the task was already finished when a stale
+finish was answered True, what the final snapshot holds. Each pattern carries the defect it points
+at, in words, and the scenario of the spec that pins the promise. The words are a likely cause, not
+a proof: ``takeover replay`` and the spec scenarios confirm it (the pipeline runs those, outside the
+checker, which never imports the queue).
+
+A pattern whose violations are the consequence of another invariant's (a task finished twice
+because it was handed out again) names that invariant's defect, so the reports can group every
+symptom of one defect under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from takeover.checker.facts import Facts
+from takeover.checker.invariants import InvariantResult
+from takeover.checker.summary_types import DiagnosisJson, Example
+
+TASKS_SHOWN = 10  # task ids listed per pattern in summary.json; violations.csv has every one
+
+Fields = dict[str, Any]
+
+# Defects named by patterns of several invariants, so the same defect reads the same everywhere.
+NOT_FENCED = "completion is not fenced by the generation"
+IDEMPOTENT = ("finish() answers True for a task that is already finished, whatever the generation (an "
+              "\"idempotent success\"), so a stale holder believes its commit counted")
+REGISTER_RESETS = ("register() of a known task puts it back to pending at generation 0 (an upsert) instead of "
+                   "changing nothing")
+LOST_COMMIT = "finish() answers True without its write being committed (a lost commit)"
+NOT_ATOMIC = "the claim reads the claimable row outside its write transaction, so it is not atomic"
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One way of breaking an invariant: the spec scenario it breaks, the likely defect, and what
+    happened, told from the first violation's fields (an example's keys, plus the classifier's)."""
+
+    scenario: str
+    defect: str
+    what: Callable[[Fields], str]
+    # False where one process cannot show it (a race, a task passed over among others): the
+    # reports then do not offer ``takeover replay`` as the way to confirm it.
+    replay: bool = True
+    # The invariant whose diagnosis this pattern inherits (its violations are that one's consequence).
+    follows: str | None = None
+
+
+def _s(value: Any) -> str:
+    """A time or a length in seconds, as a sentence shows it."""
+    return "?" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:g} s"
+
+
+def _reset(f: Fields) -> str:
+    return f"task {f['task']} was registered again"
+
+
+PATTERNS: dict[str, dict[str, Pattern]] = {
+    "no_stale_commit": {
+        "stale_commit": Pattern("S3", NOT_FENCED, lambda f: (
+            f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])} after "
+            f"generation {f['claimed_gen']} was claimed")),
+        "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
+            f"finish() of generation {f['finish_gen']} of task {f['task']} was answered True at "
+            f"{_s(f['finish_at'])}, after generation {f['claimed_gen']} had taken the task over and finished it")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])} after "
+            f"generation {f['claimed_gen']} was claimed; {_reset(f)} in between")),
+    },
+    "finish_within_lease": {
+        "late_finish": Pattern("S2", "completion does not check now < lease_until", lambda f: (
+            f"finish() accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])}, {_s(f['late_by'])} "
+            f"after its lease ran out at {_s(f['lease_until'])}")),
+        "late_after_takeover": Pattern("S3", NOT_FENCED, lambda f: (
+            f"finish() accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])}, after its lease ran "
+            f"out at {_s(f['lease_until'])} and generation {f['newer_gen']} had claimed the task (the finish was "
+            f"judged by the new holder's lease)")),
+        "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
+            f"finish() of generation {f['gen']} of task {f['task']} was answered True at {_s(f['now'])}, after its "
+            f"lease ran out at {_s(f['lease_until'])} and the task was already finished")),
+        "unheld_generation": Pattern("S3", "completion does not check that the caller holds the current generation",
+                                     lambda f: (
+            f"finish() accepted generation {f['gen']} of task {f['task']} from worker #{f['finish_by']}, which no "
+            f"claim gave that generation")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"finish() accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])} after its lease ran "
+            f"out; {_reset(f)} before it")),
+    },
+    "no_reclaim_after_terminal": {
+        "reclaimed_after_lease": Pattern("S1", "the claim takes a task whose lease time has passed without checking "
+                                               "that it is still running", lambda f: (
+            f"claim() handed out task {f['task']} again as generation {f['reclaimed_gen']} at "
+            f"{_s(f['reclaimed_at'])}, after generation {f['finished_gen']}'s {f['outcome']} finish had taken "
+            f"effect, once that generation's lease time had passed")),
+        "reclaimed": Pattern("S1", "the claim does not exclude finished tasks (done and uncertain are never "
+                                   "claimable)", lambda f: (
+            f"claim() handed out task {f['task']} again as generation {f['reclaimed_gen']} at "
+            f"{_s(f['reclaimed_at'])}, after generation {f['finished_gen']}'s {f['outcome']} finish had taken "
+            f"effect")),
+        "lost_commit": Pattern("S1", LOST_COMMIT, lambda f: (
+            f"generation {f['finished_gen']}'s {f['outcome']} finish of task {f['task']} was answered True at "
+            f"{_s(f['finished_at'])}, yet the task was handed out again as generation {f['reclaimed_gen']} once "
+            f"its lease ran out, and the final snapshot shows it {f['final_state']}")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"claim() handed out task {f['task']} again as generation {f['reclaimed_gen']} at "
+            f"{_s(f['reclaimed_at'])} after generation {f['finished_gen']}'s {f['outcome']} finish; {_reset(f)} "
+            f"in between")),
+    },
+    "generation_monotonic": {
+        "no_bump": Pattern("S2", "a takeover does not raise the generation, so the fence cannot tell the old "
+                                 "holder from the new", lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, the generation worker "
+            f"#{f['previous_by']} had been given at {_s(f['previous_at'])}")),
+        "claim_race": Pattern("S1", NOT_ATOMIC, replay=False, what=lambda f: (
+            f"two claims of task {f['task']} in flight at the same time were both given generation {f['gen']} "
+            f"(workers #{f['previous_by']} and #{f['claimed_by']})")),
+        "went_back": Pattern("S2", "the stored generation went back (a lost or rolled-back write)", lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, after generation "
+            f"{f['higher_gen']} had been given")),
+        "skipped": Pattern("S1", "the claim raises the generation by more than one", lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])} after generation "
+            f"{f['previous_gen']}, and no claim can have taken the generation(s) between")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, after generation "
+            f"{f['higher_gen']} had been given; {_reset(f)} in between")),
+    },
+    "lease_exclusive": {
+        "lease_stolen": Pattern("S2", "the claim counts a lease as expired before lease_until <= now", lambda f: (
+            f"claim() granted task {f['task']} to worker #{f['granted_to']} as generation {f['granted_gen']} at "
+            f"{_s(f['granted_now'])} while generation {f['held_gen']}'s lease ran until {_s(f['lease_until'])} "
+            f"({_s(f['overlap_s'])} early)")),
+        "claim_race": Pattern("S1", NOT_ATOMIC, replay=False, what=lambda f: (
+            f"two claims of task {f['task']} in flight at the same time both took it (generations {f['held_gen']} "
+            f"and {f['granted_gen']}, workers #{f['held_by']} and #{f['granted_to']}), their leases overlapping "
+            f"by {_s(f['overlap_s'])}")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"claim() granted task {f['task']} as generation {f['granted_gen']} while generation {f['held_gen']}'s "
+            f"lease (until {_s(f['lease_until'])}) overlapped it; {_reset(f)} in between")),
+    },
+    "single_finish": {
+        "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
+            f"finish() of generation {f['gen']} of task {f['task']} was answered True at {_s(f['finish_at'])} "
+            f"although generation {f['earlier_gen']}'s {f['earlier_outcome']} had already finished it")),
+        "after_reclaim": Pattern("S1", "the task was handed out again after its first finish (see "
+                                       "no_reclaim_after_terminal)", follows="no_reclaim_after_terminal",
+                                 what=lambda f: (
+            f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
+            f"generation {f['gen']} at {_s(f['finish_at'])}) because it was handed out again in between")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
+            f"generation {f['gen']} at {_s(f['finish_at'])}); {_reset(f)} in between")),
+    },
+    "state_matches_history": {
+        "snapshot_behind": Pattern("S1", "snapshot() reports the generation off by one", lambda f: (
+            f"snapshot() shows task {f['task']} at generation {f['gen']}, one below generation "
+            f"{f['highest_claimed_gen']} that a claim returned")),
+        "generation_lost": Pattern("S1", "a claim's write of the generation was lost or undone", lambda f: (
+            f"snapshot() shows task {f['task']} at generation {f['gen']}, below generation "
+            f"{f['highest_claimed_gen']} that a claim returned")),
+        "generation_unreported": Pattern("S1", "the generation is raised where no claim reports it", lambda f: (
+            f"snapshot() shows task {f['task']} at generation {f['gen']}, above every generation a claim returned "
+            f"({f['highest_claimed_gen']})")),
+        "stale_overwrite": Pattern("S3", NOT_FENCED, lambda f: (
+            f"task {f['task']} ended {f['state']} at generation {f['gen']}, but the finish accepted for it was "
+            f"generation {f['stale_gen']}'s: a stale holder completed the current holder's task")),
+        "terminal_unexplained": Pattern("S1", "the stored state was written by something other than an accepted "
+                                              "finish of that generation", lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} in the final snapshot, but no accepted "
+            f"finish of that generation and outcome explains it")),
+        "finish_not_durable": Pattern("S1", LOST_COMMIT, lambda f: (
+            f"a finish of task {f['task']} was answered True, but the final snapshot shows it {f['state']} at "
+            f"generation {f['gen']}")),
+        "reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",
+                            follows="no_reclaim_after_terminal", what=lambda f: (
+            f"the final snapshot shows task {f['task']} {f['state']} at generation {f['gen']} although a finish of "
+            f"it was accepted before: it was handed out again")),
+        "lease_mismatch": Pattern("S2", "the claim stores another lease than it answers (or snapshot() misreports "
+                                        "it)", lambda f: (
+            f"snapshot() shows task {f['task']} running at generation {f['gen']} with a lease_until other than "
+            f"its claim returned")),
+        "resolve_not_applied": Pattern("S4", "resolve() answers without storing its resolution", lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']}, not what its last resolve set")),
+        "snapshot_malformed": Pattern("S1", "the stored row, or snapshot(), leaves the model's states", lambda f: (
+            f"snapshot() shows task {f['task']} {f['problem']} ({f['state']}, generation {f['gen']})")),
+        "row_missing": Pattern("S1", "the queue lost a registered task (or snapshot() leaves rows out)", lambda f: (
+            f"task {f['task']} is missing from the final snapshot")),
+        "row_invented": Pattern("S1", "the queue holds a task nobody registered (or snapshot() reads another "
+                                      "table)", lambda f: f"task {f['task']} is in the final snapshot but was never "
+                                                          f"registered"),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"the final snapshot shows task {f['task']} {f['state']} at generation {f['gen']} "
+            f"({f['problem']}); {_reset(f)} after it was claimed")),
+    },
+    "no_lost_task": {
+        "passed_over": Pattern("S1", "the claim's pick passes over some pending tasks", replay=False, what=lambda f: (
+            f"task {f['task']} stayed pending through the run and the drain, never handed out, while tasks "
+            f"registered after it were, or claims answered that nothing was claimable")),
+        "starved": Pattern("S1", "finished tasks handed out again crowd out the pending ones (see "
+                                 "no_reclaim_after_terminal)", follows="no_reclaim_after_terminal", what=lambda f: (
+            f"task {f['task']} stayed pending through the run and the drain while claims kept handing out tasks "
+            f"that were already finished")),
+        "never_claimed": Pattern("S1", "the claim does not hand out every pending task (or the drain ended before "
+                                       "it could)", lambda f: (
+            f"task {f['task']} stayed pending through the run and the drain, never handed out")),
+        "finish_not_durable": Pattern("S1", LOST_COMMIT, lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain, although a finish of it "
+            f"was answered True")),
+        "reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",
+                            follows="no_reclaim_after_terminal", what=lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain although a finish of it "
+            f"was accepted before: it was handed out again")),
+        "left_running": Pattern("S2", "an expired lease is not taken over (a claim must take a running task once "
+                                      "lease_until <= now)", lambda f: (
+            f"task {f['task']} is still running at generation {f['gen']} after the drain")),
+        "left_unfinished": Pattern("S2", "a task that was claimed went back to pending and was not handed out "
+                                         "again", lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain, though it had been "
+            f"claimed")),
+        "terminal_without_action": Pattern("S1", "a finish or a claim wrote another task's row", lambda f: (
+            f"task {f['task']} is {f['state']} although no worker ever acted on it")),
+        "row_missing": Pattern("S1", "the queue lost a registered task (or snapshot() leaves rows out)", lambda f: (
+            f"task {f['task'] or '(unnamed)'} is missing from the final snapshot")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain; {_reset(f)} after it was "
+            f"claimed")),
+    },
+}
+
+
+# -- what the run folder shows around a violation -----------------------------------------------------------
+def _reregisters(fx: Facts) -> pd.DataFrame:
+    """Every registration of a task after its first: a producer's retry, or the duplicate_register
+    fault. A correct queue ignores them; an upsert starts the task over."""
+    cached = getattr(fx, "_reregisters", None)
+    if cached is None:
+        r = fx.ops.registers[["i", "task", "t_inv", "t_comp"]].dropna(subset=["task"]).sort_values("i", kind="stable")
+        cached = fx._reregisters = r[r["task"].duplicated()]  # type: ignore[attr-defined]
+    return cached
+
+
+def _reset_tasks(fx: Facts) -> np.ndarray:
+    """The tasks a repeated registration visibly started over: the first claim after it returned a
+    lower generation than one returned before it, or the same one inside that generation's lease
+    or after the task was finished; or the final snapshot shows pending at generation 0 a task
+    that had been claimed before it was registered again. A queue that ignores a repeated
+    registration, as the contract says, shows none of these, so a violation of another kind that
+    happens to surround a repeated registration is not blamed on it."""
+    cached = getattr(fx, "_reset_tasks", None)
+    if cached is not None:
+        return cached
+    again = _reregisters(fx)[["task", "t_inv"]].rename(columns={"t_inv": "r_t"})
+    reset: list[float] = []
+    if len(again):
+        m = fx.claims_ok[["task", "gen", "now", "t_inv", "lease_until"]].merge(again, on="task")
+        before = m[m["t_inv"] < m["r_t"]].groupby(["task", "r_t"]).agg(top=("gen", "max"), lease=("lease_until", "max"))
+        after = m[m["t_inv"] > m["r_t"]].sort_values("t_inv").groupby(["task", "r_t"]).first()
+        j = before.join(after[["gen", "now", "t_inv"]], how="inner").reset_index()
+        if len(j):
+            finished = _finished_before(fx, j["task"], j["t_inv"])
+            went_back = (j["gen"] < j["top"]) | ((j["gen"] == j["top"]) & ((j["now"] < j["lease"]) | finished))
+            reset += j.loc[went_back.to_numpy(dtype=bool), "task"].tolist()
+        snap = fx.run.snapshot
+        if snap is not None:
+            first = _first_claim(fx, again["task"])
+            claimed_before = again.loc[first < again["r_t"].to_numpy(dtype="float64"), "task"]
+            zero = snap[(snap["state"] == "pending") & (snap["gen"] == 0)]["task"]
+            reset += np.intersect1d(zero.to_numpy(dtype="float64"), claimed_before.to_numpy(dtype="float64")).tolist()
+    cached = fx._reset_tasks = np.unique(np.asarray(reset, dtype="float64"))  # type: ignore[attr-defined]
+    return cached
+
+
+def _registered_again(fx: Facts, task: Any, lo: Any, hi: Any) -> np.ndarray:
+    """Per row: a repeated registration of the row's task that may have taken effect between ``lo``
+    and ``hi`` (invoked before ``hi``, not returned before ``lo``), of a task it visibly started over."""
+    task = np.asarray(task, dtype="float64")
+    out = np.zeros(len(task), dtype=bool)
+    again = _reregisters(fx)
+    again = again[again["task"].isin(_reset_tasks(fx))]
+    if not len(again) or not len(task):
+        return out
+    rows = pd.DataFrame({"row": np.arange(len(task)), "task": task, "lo": np.asarray(lo, dtype="float64"),
+                         "hi": np.asarray(hi, dtype="float64")})
+    m = rows.merge(again, on="task")
+    hit = (m["t_inv"] < m["hi"]) & ~(m["t_comp"] < m["lo"])
+    out[m.loc[hit, "row"].to_numpy(dtype=np.int64)] = True
+    return out
+
+
+def _last_before(rows: pd.DataFrame, events: pd.DataFrame, at: str, value: str) -> np.ndarray:
+    """Per row of ``rows`` (``task``, ``t``): ``value`` of the task's last event (``events``: task, ``at``,
+    ``value``) strictly before ``t``; NaN where there is none."""
+    out = np.full(len(rows), np.nan)
+    known = rows["t"].notna().to_numpy() & rows["task"].notna().to_numpy()
+    ev = pd.DataFrame({"task": events["task"].to_numpy(dtype="float64"), "_at": events[at].to_numpy(dtype="float64"),
+                       "_value": events[value].to_numpy(dtype="float64")}).dropna(subset=["task", "_at"])
+    if not known.any() or not len(ev):
+        return out
+    left = pd.DataFrame({"row": np.flatnonzero(known), "task": rows["task"].to_numpy(dtype="float64")[known],
+                         "t": rows["t"].to_numpy(dtype="float64")[known]}).sort_values("t", kind="stable")
+    right = ev.sort_values("_at", kind="stable")
+    m = pd.merge_asof(left, right, left_on="t", right_on="_at", by="task", allow_exact_matches=False)
+    out[m["row"].to_numpy(dtype=np.int64)] = m["_value"].to_numpy(dtype="float64")
+    return out
+
+
+def _finished_before(fx: Facts, task: Any, t: Any) -> np.ndarray:
+    """Per row: the task was already finished at ``t``: an accepted finish of it had returned, and no
+    successful claim of it was invoked since."""
+    rows = pd.DataFrame({"task": np.asarray(task, dtype="float64"), "t": np.asarray(t, dtype="float64")})
+    finished = _last_before(rows, fx.fin_acc, "t_comp", "t_comp")
+    claimed = _last_before(rows, fx.claims_ok, "t_inv", "t_inv")
+    return ~np.isnan(finished) & ~(claimed > finished)
+
+
+def _first_claim(fx: Facts, task: Any) -> np.ndarray:
+    """Per row: when the task's first successful claim was invoked (NaN: never claimed)."""
+    first = fx.claims_ok.groupby("task", sort=False)["t_inv"].min()
+    return pd.Series(np.asarray(task, dtype="float64")).map(first).to_numpy(dtype="float64")
+
+
+def _lost_commits(fx: Facts) -> np.ndarray:
+    """The tasks the final snapshot shows pending or running at the generation of one of their
+    accepted finishes: that finish was answered True and did not stick. Only a finish that was never
+    committed leaves that trace; a task handed out again after a real finish is running at a newer
+    generation instead."""
+    cached = getattr(fx, "_lost_commits", None)
+    if cached is None:
+        snap = fx.run.snapshot
+        cached = np.zeros(0)
+        if snap is not None:
+            open_ = snap[snap["state"].isin(["pending", "running"])][["task", "gen"]]
+            m = open_.merge(fx.fin_acc[["task", "gen"]], on=["task", "gen"])
+            cached = np.unique(m["task"].to_numpy(dtype="float64"))
+        fx._lost_commits = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _snapshot_state(fx: Facts, task: Any) -> np.ndarray:
+    snap = fx.run.snapshot
+    if snap is None:
+        return np.full(len(task), None, dtype=object)
+    state = snap.drop_duplicates("task").set_index("task")["state"]
+    return pd.Series(np.asarray(task, dtype="float64")).map(state).to_numpy(dtype=object)
+
+
+Classified = tuple[np.ndarray, dict[str, Any]]  # a pattern key per row, and extra fields per row for the words
+
+
+def _pick(default: str, *rules: tuple[Any, str]) -> np.ndarray:
+    """The first rule whose mask holds, per row; ``default`` where none does."""
+    out = np.full(len(rules[0][0]) if rules else 0, default, dtype=object)
+    done = np.zeros(len(out), dtype=bool)
+    for mask, key in rules:
+        hit = np.asarray(mask, dtype=bool) & ~done
+        out[hit] = key
+        done |= hit
+    return out
+
+
+def _no_stale_commit(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
+    reset = _registered_again(fx, f["task"], f["t_inv_c"], f["t_comp_f"])
+    finished = _finished_before(fx, f["task"], f["t_inv_f"])
+    return _pick("stale_commit", (reset, "reset_by_register"), (finished, "accepted_when_finished")), {}
+
+
+def _finish_within_lease(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
+    # A register that starts the task over does not explain a late finish (the finish's generation is
+    # then gone), so there is no register rule here.
+    finished = _finished_before(fx, f["task"], f["t_inv"])
+    rows = f[["task", "gen", "t_inv"]].reset_index(drop=True).reset_index(names="row")
+    m = rows.merge(fx.claims_ok[["task", "gen", "t_inv"]], on="task", suffixes=("", "_c"))
+    m = m[(m["gen_c"] > m["gen"]) & (m["t_inv_c"] < m["t_inv"])]
+    newer = np.full(len(f), np.nan)
+    top = m.groupby("row")["gen_c"].max()
+    newer[top.index.to_numpy(dtype=np.int64)] = top.to_numpy(dtype="float64")
+    unheld = (f["problem"] == "no claim of this process returned that generation").to_numpy(dtype=bool)
+    keys = _pick("late_finish", (finished, "accepted_when_finished"), (unheld, "unheld_generation"),
+                 (~np.isnan(newer), "late_after_takeover"))
+    return keys, {"newer_gen": [None if np.isnan(g) else int(g) for g in newer]}
+
+
+def _no_reclaim(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
+    reset = _registered_again(fx, f["task"], f["t_comp_f"], f["t_comp_c"])
+    state = _snapshot_state(fx, f["task"])
+    # Handed out again and never terminal after, in a run where finishes are seen not to stick.
+    lost = np.isin(state, ["pending", "running"]) & bool(len(_lost_commits(fx)))
+    lease = fx.claim_lease()
+    held = lease.reindex(pd.MultiIndex.from_arrays([f["task"], f["gen_f"]])).to_numpy(dtype="float64")
+    after_lease = f["now_c"].to_numpy(dtype="float64") >= held
+    keys = _pick("reclaimed", (reset, "reset_by_register"), (lost, "lost_commit"),
+                 (after_lease, "reclaimed_after_lease"))
+    return keys, {"final_state": state}
+
+
+def _generation_monotonic(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
+    kind = f["kind"].to_numpy(dtype=object)
+    dup = kind == "duplicate generation"
+    back = kind == "generation went back in time"
+    # The highest generation returned before this claim started: what it went back from.
+    rows = f[["task", "gen", "t_inv"]].reset_index(drop=True).reset_index(names="row")
+    m = rows.merge(fx.claims_ok[["task", "gen", "t_comp"]], on="task", suffixes=("", "_c"))
+    top = m[m["t_comp"] < m["t_inv"]].groupby("row")["gen_c"].max()
+    higher = f["prev_gen"].to_numpy(dtype="float64").copy()
+    higher[top.index.to_numpy(dtype=np.int64)] = np.fmax(higher[top.index.to_numpy(dtype=np.int64)],
+                                                         top.to_numpy(dtype="float64"))
+    reset = (dup | back) & _registered_again(fx, f["task"], f["prev_t"], f["t_comp"])
+    t_inv, t_comp = f["t_inv"].to_numpy(dtype="float64"), f["t_comp"].to_numpy(dtype="float64")
+    race = dup & (t_inv < f["prev_t"].to_numpy(dtype="float64")) & (f["prev_t_inv"].to_numpy(dtype="float64") < t_comp)
+    keys = _pick("skipped", (reset, "reset_by_register"), (race, "claim_race"), (dup, "no_bump"), (back, "went_back"))
+    return keys, {"higher_gen": [None if np.isnan(g) else int(g) for g in higher]}
+
+
+def _lease_exclusive(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
+    t_inv, t_comp = f["t_inv"].to_numpy(dtype="float64"), f["t_comp"].to_numpy(dtype="float64")
+    p_inv, p_comp = f["p_t_inv"].to_numpy(dtype="float64"), f["p_t_comp"].to_numpy(dtype="float64")
+    # Pairs go by generation: after a reset, the "previous" claim may be the later one.
+    reset = _registered_again(fx, f["task"], np.fmin(t_inv, p_inv), np.fmax(t_comp, p_comp))
+    race = (t_inv < p_comp) & (p_inv < t_comp)
+    return _pick("lease_stolen", (reset, "reset_by_register"), (race, "claim_race")), {}
+
+
+def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
+    reset = _registered_again(fx, f["task"], f["e_t_comp"], f["t_comp"])
+    rows = pd.DataFrame({"task": f["task"].to_numpy(dtype="float64"), "t": f["t_inv"].to_numpy(dtype="float64")})
+    claimed = _last_before(rows, fx.claims_ok, "t_inv", "t_inv")
+    reclaimed = claimed > f["e_t_comp"].to_numpy(dtype="float64")
+    return _pick("accepted_when_finished", (reset, "reset_by_register"), (reclaimed, "after_reclaim")), {}
+
+
+_STATE_PROBLEMS = {
+    "generation above every claim, beyond what indeterminate claims explain": "generation_unreported",
+    "not terminal although a finish was accepted": "finish_not_durable",
+    "lease_until differs from the one its claim returned": "lease_mismatch",
+    "state or generation differs from its last resolve": "resolve_not_applied",
+    "missing from the snapshot": "row_missing",
+    "in the snapshot but never registered": "row_invented",
+}
+
+
+def _state_matches(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
+    problem = f["problem"].to_numpy(dtype=object)
+    keys = np.array([_STATE_PROBLEMS.get(p, "snapshot_malformed") for p in problem], dtype=object)
+    gen, top = f["gen"].to_numpy(dtype="float64"), f["max_gen"].to_numpy(dtype="float64")
+    lower = problem == "generation lower than one a claim returned"
+    keys[lower] = np.where(gen[lower] == top[lower] - 1, "snapshot_behind", "generation_lost")
+    # A terminal state no finish of its generation explains: the latest lower generation whose
+    # finish was accepted is the stale holder that wrote it.
+    unexplained = problem == "terminal state no finish of that generation and outcome explains"
+    rows = f[["task", "gen"]].reset_index(drop=True).reset_index(names="row")
+    m = rows.merge(fx.fin_acc[["task", "gen"]], on="task", suffixes=("", "_f"))
+    stale = m[m["gen_f"] < m["gen"]].groupby("row")["gen_f"].max()
+    stale_gen = np.full(len(f), np.nan)
+    stale_gen[stale.index.to_numpy(dtype=np.int64)] = stale.to_numpy(dtype="float64")
+    keys[unexplained] = np.where(np.isnan(stale_gen[unexplained]), "terminal_unexplained", "stale_overwrite")
+    first = _first_claim(fx, f["task"])
+    reset = _registered_again(fx, f["task"], first, np.full(len(f), np.inf)) & ~np.isnan(first)
+    not_durable = keys == "finish_not_durable"
+    keys[not_durable & ~np.isin(f["task"].to_numpy(dtype="float64"), _lost_commits(fx))] = "reopened"
+    keys[reset] = "reset_by_register"
+    return keys, {"stale_gen": [None if np.isnan(g) else int(g) for g in stale_gen]}
+
+
+def _no_lost_task(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
+    problem = f["problem"].to_numpy(dtype=object)
+    state = f["state"].to_numpy(dtype=object)
+    task = f["task"].to_numpy(dtype="float64")
+    unfinished = problem == "not terminal after the drain"
+    finished = np.isin(task, fx.fin_acc["task"].to_numpy(dtype="float64"))
+    first = _first_claim(fx, task)
+    never = unfinished & (state == "pending") & np.isnan(first)
+    # Passed over: a task registered after this one was handed out while this one never was.
+    reg = fx.ops.registers.dropna(subset=["task"]).drop_duplicates("task")
+    order = pd.Series(reg["i"].to_numpy(dtype="float64"), index=reg["task"].to_numpy(dtype="float64"))
+    mine = pd.Series(task).map(order).to_numpy(dtype="float64")
+    claimed = order[order.index.isin(fx.claims_ok["task"].to_numpy(dtype="float64"))]
+    later_taken = mine < (claimed.max() if len(claimed) else -np.inf)
+    # ... or a claim answered that nothing was claimable while it was pending.
+    c = fx.ops.claims
+    empty = np.sort(c.loc[(c["status"] == "fail").to_numpy(dtype=bool), "t_inv"].to_numpy(dtype="float64"))
+    reg_done = pd.Series(reg["t_comp"].fillna(reg["t_inv"]).to_numpy(dtype="float64"),
+                         index=reg["task"].to_numpy(dtype="float64"))
+    done_at = pd.Series(task).map(reg_done).to_numpy(dtype="float64")
+    refused_after = np.searchsorted(empty, done_at, side="right") < len(empty)
+    passed = never & (later_taken | refused_after)
+    # Starved: finished tasks were handed out again after this one was registered.
+    reclaims = results["no_reclaim_after_terminal"].found
+    registered_at = pd.Series(reg["t_inv"].to_numpy(dtype="float64"), index=reg["task"].to_numpy(dtype="float64"))
+    since = pd.Series(task).map(registered_at).to_numpy(dtype="float64")
+    last_reclaim = reclaims["t_inv_c"].max() if reclaims is not None and len(reclaims) else -np.inf
+    starved = never & ~(since >= last_reclaim)
+    reset = _registered_again(fx, task, first, np.full(len(f), np.inf)) & ~np.isnan(first)
+    keys = _pick("left_unfinished", (problem == "missing from the snapshot", "row_missing"),
+                 (reset, "reset_by_register"),
+                 (problem == "terminal but its action was never attempted", "terminal_without_action"),
+                 (unfinished & np.isin(task, _lost_commits(fx)), "finish_not_durable"),
+                 (unfinished & finished, "reopened"), (passed, "passed_over"), (starved, "starved"),
+                 (never, "never_claimed"), (unfinished & (state == "running"), "left_running"))
+    return keys, {}
+
+
+CLASSIFY: dict[str, Callable[[Facts, pd.DataFrame, dict[str, InvariantResult]], Classified]] = {
+    "no_stale_commit": _no_stale_commit,
+    "finish_within_lease": _finish_within_lease,
+    "no_reclaim_after_terminal": _no_reclaim,
+    "generation_monotonic": _generation_monotonic,
+    "lease_exclusive": _lease_exclusive,
+    "single_finish": _single_finish,
+    "state_matches_history": _state_matches,
+    "no_lost_task": _no_lost_task,
+}
+
+
+# -- every violation, and the diagnosis --------------------------------------------------------------------
+# Per invariant, which of a violation's fields are the violating operation's time, the generations
+# and the worker incarnations involved: the columns violations.csv shares across invariants.
+AT = {"no_stale_commit": "finish_at", "finish_within_lease": "now", "no_reclaim_after_terminal": "reclaimed_at",
+      "generation_monotonic": "claimed_at", "lease_exclusive": "granted_now", "single_finish": "finish_at"}
+GENERATIONS = {"no_stale_commit": ("finish_gen", "claimed_gen"), "finish_within_lease": ("gen",),
+               "no_reclaim_after_terminal": ("finished_gen", "reclaimed_gen"),
+               "generation_monotonic": ("previous_gen", "gen"), "lease_exclusive": ("held_gen", "granted_gen"),
+               "single_finish": ("earlier_gen", "gen"), "state_matches_history": ("gen", "highest_claimed_gen"),
+               "no_lost_task": ("gen",)}
+PROCESSES = {"no_stale_commit": ("finish_by", "claimed_by"), "finish_within_lease": ("finish_by",),
+             "no_reclaim_after_terminal": ("finished_by", "reclaimed_by"),
+             "generation_monotonic": ("previous_by", "claimed_by"), "lease_exclusive": ("held_by", "granted_to"),
+             "single_finish": ("earlier_by", "finish_by")}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Every violation of the run, one row each (what violations.csv holds), and the patterns they
+    fall into, each with its sentence (summary.json's ``diagnosis``)."""
+
+    rows: list[Example]
+    entries: list[DiagnosisJson]
+
+
+def _common(name: str, fields: Fields) -> Fields:
+    def joined(keys: tuple[str, ...]) -> str:
+        return " ".join(str(fields[k]) for k in keys if fields.get(k) is not None)
+
+    return {"at": fields.get(AT.get(name, ""), None), "generations": joined(GENERATIONS.get(name, ())),
+            "processes": joined(PROCESSES.get(name, ()))}
+
+
+def diagnose(fx: Facts, results: dict[str, InvariantResult]) -> Diagnosis:
+    """Sort every violation into its pattern and tell each pattern in one sentence."""
+    rows: list[Example] = []
+    entries: list[DiagnosisJson] = []
+    for name, res in results.items():
+        if res.valid is not False or res.found is None or not len(res.found):
+            continue
+        found = res.found.reset_index(drop=True)
+        keys, extra = CLASSIFY[name](fx, found, results)
+        fields = res.every_violation()
+        for key, f in zip(keys, fields, strict=True):
+            rows.append({"invariant": name, "pattern": key, "task": f.get("task"), **_common(name, f),
+                         **{k: v for k, v in f.items() if k != "task"}})
+        by_key: dict[str, list[int]] = {}
+        for j, key in enumerate(keys):
+            by_key.setdefault(str(key), []).append(j)
+        mine: list[DiagnosisJson] = []
+        for key, at in by_key.items():
+            pattern = PATTERNS[name][key]
+            first = {**fields[at[0]], **{k: v[at[0]] for k, v in extra.items()}}
+            defect, scenario = pattern.defect, pattern.scenario
+            leader = next((e for e in entries if e["invariant"] == pattern.follows), None)
+            if leader is not None:  # the consequence of another invariant's violations: its defect
+                defect, scenario = leader["defect"], leader["scenario"]
+            tasks = list(dict.fromkeys(fields[j].get("task") for j in at))
+            mine.append({"invariant": name, "pattern": key, "scenario": scenario, "defect": defect,
+                         "sentence": f"{pattern.what(first)}: {defect} ({scenario})", "count": len(at),
+                         "task_count": len(tasks), "tasks": tasks[:TASKS_SHOWN],
+                         "replay_task": tasks[0] if pattern.replay and tasks[0] is not None else None})
+        entries += sorted(mine, key=lambda e: -e["count"])  # stable: ties keep the order of their first violation
+    return Diagnosis(rows, entries)
