@@ -111,8 +111,9 @@ class RunResult:
             return value.splitlines()
         if isinstance(value, Mapping):
             return [f"{k}: {v}" for k, v in value.items()]
-        if isinstance(value, list):
-            return [v if isinstance(v, str) else json.dumps(v, default=str) for v in value]
+        if isinstance(value, list):  # the checker's: one entry per pattern, each with its sentence
+            return [v if isinstance(v, str) else str(v["sentence"]) if isinstance(v, Mapping) and "sentence" in v
+                    else json.dumps(v, default=str) for v in value]
         return [str(value)]
 
     def violation_rows(self) -> list[dict[str, Any]]:
@@ -132,7 +133,7 @@ class RunResult:
         """What a failing test says: the verdict lines, the diagnosis, the reproduce line, the run folder."""
         lines = self.verdict_lines()
         diagnosis = self.diagnosis()
-        if diagnosis:
+        if diagnosis and not any(line.lstrip().startswith("diagnosis") for line in lines):  # not told already
             lines += ["diagnosis:", *(f"  {d}" for d in diagnosis)]
         lines += [f"reproduce with: {self.command}", f"run folder: {self.run_dir}"]
         return "\n".join(lines)

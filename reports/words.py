@@ -124,7 +124,8 @@ def defects(summary: Summary) -> list[Defect]:
     reader needs the one defect, with every invariant it broke beside it."""
     groups: dict[str, list[DiagnosisJson]] = {}
     for entry in summary.get("diagnosis", []):
-        groups.setdefault(entry["defect"], []).append(entry)
+        if isinstance(entry, dict) and "defect" in entry:  # a summary of another version may hold other shapes
+            groups.setdefault(entry["defect"], []).append(entry)
     out = []
     for defect, entries in groups.items():
         lead = max(entries, key=lambda e: e["count"])

@@ -148,3 +148,13 @@ def test_a_gap_of_two_generations_is_two_violations(tmp_path: Path) -> None:
         per_invariant, _, rows = _csv_counts(folder)
         assert per_invariant["generation_monotonic"] == expected
         assert {r["generations"] for r in rows if r["invariant"] == "generation_monotonic"} == {"0 3"}
+
+
+def test_the_python_api_message_tells_the_diagnosis_once(tmp_path: Path) -> None:
+    """A failing ``takeover.check``/``stress`` says the defect in its message, once."""
+    import takeover
+
+    result = takeover.check(_folder(tmp_path, "StealsLiveLeases"))
+    [entry] = result.summary["diagnosis"]
+    assert result.diagnosis() == [entry["sentence"]]
+    assert result.message().count(entry["sentence"]) == 1
