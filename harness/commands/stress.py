@@ -146,7 +146,7 @@ def finish_run(result: Any, *, fail_on_duplicates: bool, out: Any,
     _hold_before_check()
     try:
         return check_and_report(result.run_dir, fail_on_duplicates=fail_on_duplicates,
-                                max_duplicates_per_1000=max_duplicates_per_1000, out=out).exit_code
+                                max_duplicates_per_1000=max_duplicates_per_1000, out=out, confirm=True).exit_code
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - the run is kept; say why there is no verdict

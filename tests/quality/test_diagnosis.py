@@ -158,3 +158,35 @@ def test_the_python_api_message_tells_the_diagnosis_once(tmp_path: Path) -> None
     [entry] = result.summary["diagnosis"]
     assert result.diagnosis() == [entry["sentence"]]
     assert result.message().count(entry["sentence"]) == 1
+
+
+@pytest.mark.parametrize("name, scenario, step", [("FinishIgnoresGeneration", "S3", 6), ("NoBumpOnTakeover", "S2", 5),
+                                                  ("StealsLiveLeases", "S2", 4), ("BumpsByTwo", "S1", 2)])
+def test_the_spec_scenario_confirms_the_diagnosis_on_the_runs_queue(tmp_path: Path, name: str, scenario: str,
+                                                                    step: int) -> None:
+    """Right after a run (``confirm``), the spec's scenarios run against the run's own queue: the
+    pattern is confirmed where a scenario step departs from the spec breaking the same invariant."""
+    out = io.StringIO()
+    folder = _folder(tmp_path, name)
+    result = check_and_report(folder, out=out, reports=False, confirm=True)
+    invariant, pattern, _ = EXPECTED[name]
+    [entry] = [e for e in result.summary["diagnosis"] if (e["invariant"], e["pattern"]) == (invariant, pattern)]
+    assert entry["confirmed_by"].startswith(f"spec scenario {scenario} departs at step {step}: "), entry
+    assert json.loads((folder / "summary.json").read_text())["diagnosis"] == result.summary["diagnosis"]
+    assert f"confirmed by the spec: spec scenario {scenario}" in out.getvalue()
+
+
+@pytest.mark.parametrize("queue", ["takeover.queues.sqlite_lease:SQLiteLeaseQueue", "not_installed_here:Queue"])
+def test_nothing_is_confirmed_by_a_queue_that_keeps_the_spec_or_cannot_be_loaded(tmp_path: Path, queue: str) -> None:
+    """The same history, judged with a queue that passes every scenario (or one not installed
+    here): the diagnosis stands on the run folder, unconfirmed, and nothing fails."""
+    folder = BUILDS["FinishIgnoresGeneration"]().write(tmp_path / "run", config={"queue": queue})
+    result = check_and_report(folder, out=io.StringIO(), reports=False, confirm=True)
+    assert result.summary["diagnosis"] and not any("confirmed_by" in e for e in result.summary["diagnosis"])
+
+
+def test_takeover_check_confirms_nothing(tmp_path: Path) -> None:
+    """Re-checking a folder reads the folder only: no scenario runs, nothing is confirmed."""
+    folder = _folder(tmp_path, "FinishIgnoresGeneration")
+    check_and_report(folder, out=io.StringIO(), reports=False)
+    assert not any("confirmed_by" in e for e in json.loads((folder / "summary.json").read_text())["diagnosis"])
