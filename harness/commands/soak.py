@@ -1,11 +1,12 @@
 """``takeover soak``: a long run under faults, bounded in memory and disk, checked every few minutes.
 
-First every banked failing seed is replayed (``workloads/seed-bank.json``, or ``--seed-bank`` /
-``$TAKEOVER_SEED_BANK``), then segments of ``--checkpoint`` seconds run back to back until
-``--minutes`` are used up, tasks arriving continuously at the profile's arrival rate. Each segment
-is checked when it ends (the checkpoint) and ``soak.json`` is rewritten, so a soak that is killed
-still leaves the verdict of everything checked so far. A segment that finds a violation banks its
-seed and config. See :mod:`takeover.soak.driver` for why segments keep memory and disk bounded.
+First every banked failing seed is replayed (``--seed-bank``, or ``$TAKEOVER_SEED_BANK``, or
+``seed-bank.json`` beside the soak folder, with takeover's own ``workloads/seed-bank.json``), then segments
+of ``--checkpoint`` seconds run back to back until ``--minutes`` are used up, tasks arriving
+continuously at the profile's arrival rate. Each segment is checked when it ends (the checkpoint)
+and ``soak.json`` is rewritten, so a soak that is killed still leaves the verdict of everything
+checked so far. A segment that finds a violation banks its seed and config. See
+:mod:`takeover.soak.driver` for why segments keep memory and disk bounded.
 
 Exit codes: 0 valid, 1 a violation (in a segment or a replayed seed), 2 bad input, 3 nothing was
 tested, 130 interrupted with no violation found.
@@ -42,8 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds between checkpoints: each segment runs this long, then is checked (default 300)")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between resource samples (default 5)")
     parser.add_argument("--seed-bank", help="the bank of failing seeds, replayed first and where new ones go "
-                                            "(default $TAKEOVER_SEED_BANK, replayed together with "
-                                            "workloads/seed-bank.json, or that file alone)")  # fmt: skip
+                                            "(default $TAKEOVER_SEED_BANK, else seed-bank.json beside the soak "
+                                            "folder: runs/seed-bank.json, or DIR/seed-bank.json for --out "
+                                            "DIR/soak)")  # fmt: skip
     parser.add_argument("--no-replay", action="store_true", help="do not replay the banked seeds first")
     parser.add_argument("--keep", choices=("failed", "all"), default="failed",
                         help="which checked segments keep their history, queue and ledger (default failed)")
@@ -120,9 +122,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     if base.arrival_rate == 0 and args.arrival_rate is None:
         base = dataclasses.replace(base, arrival_rate=DEFAULT_ARRIVAL)
     stress.check_queue(base.queue)
-    bank = seedbank.bank_path(args.seed_bank)
-    # --seed-bank names exactly one bank; otherwise the committed bank is replayed too, so a bank kept
-    # elsewhere ($TAKEOVER_SEED_BANK, e.g. a CI cache) adds to it rather than hiding it.
+    bank = seedbank.bank_path(args.seed_bank, args.out)
+    # --seed-bank names exactly one bank; otherwise takeover's own committed bank is replayed too (read,
+    # never written), so a bank kept elsewhere ($TAKEOVER_SEED_BANK, e.g. a CI cache) adds to it.
     replay_from = (bank,) if args.seed_bank else (seedbank.DEFAULT_BANK, bank)
     if not args.no_replay:
         seedbank.load_all(list(replay_from))  # a broken bank is bad input: say so before starting

@@ -82,11 +82,11 @@ class SoakOptions:
     base: RunConfig  # the segments' config before any swarm draw; each segment gets seed = base.seed + its index
     out: Path
     minutes: float
+    bank: Path  # where new failures are banked (takeover.soak.seedbank.bank_path: never inside the package)
     pinned: tuple[str, ...] = ()  # with --swarm: the fault kinds given explicitly, which no segment draws
     checkpoint: float = 300.0
     sample: float = 5.0
-    bank: Path = seedbank.DEFAULT_BANK  # where new failures are banked
-    replay_from: tuple[Path, ...] = (seedbank.DEFAULT_BANK,)  # banks whose entries are replayed first
+    replay_from: tuple[Path, ...] = ()  # banks whose entries are replayed first
     replay: bool = True
     keep: str = "failed"  # failed | all: which segments keep their bulky files
     keep_failed: int = 5

@@ -22,16 +22,28 @@ from typing import Any
 
 from takeover.config import RunConfig
 from takeover.errors import UsageError
-from takeover.store import QUEUE_CAPABILITIES
+from takeover.store import DEFAULT_BASE, QUEUE_CAPABILITIES
 
 BANK_ENV = "TAKEOVER_SEED_BANK"
-DEFAULT_BANK = Path(str(resources.files("takeover.workloads").joinpath("seed-bank.json")))
+BANK_FILE = "seed-bank.json"
+# takeover's own bank, committed with the package (its reference queue's seeds): replayed, never written.
+DEFAULT_BANK = Path(str(resources.files("takeover.workloads").joinpath(BANK_FILE)))
 _VOLATILE = ("out", "command", "drain_timeout_effective", QUEUE_CAPABILITIES)
 
 
-def bank_path(given: str | None) -> Path:
-    """--seed-bank, else $TAKEOVER_SEED_BANK, else workloads/seed-bank.json in the checkout."""
-    return Path(given or os.environ.get(BANK_ENV) or DEFAULT_BANK)
+def bank_path(given: str | None, out: str | None = None) -> Path:
+    """Where new failures are banked: --seed-bank, else $TAKEOVER_SEED_BANK, else ``seed-bank.json`` in the
+    output folder, beside the soak folders (``runs/seed-bank.json`` without ``--out``; ``DIR/seed-bank.json``
+    for ``--out DIR/soak``).
+
+    Why beside and not inside the soak folder: each soak gets a new folder, and the bank must outlive it
+    to be replayed the next night. Why never the package's own file: an installed package is nobody's to
+    write (a read-only site-packages, or a shared one), and a user's failures belong with their runs.
+    """
+    if given or os.environ.get(BANK_ENV):
+        return Path(given or os.environ[BANK_ENV])
+    parent = Path(out).parent if out else Path(DEFAULT_BASE)
+    return parent / BANK_FILE
 
 
 def key(config: dict[str, Any]) -> str:

@@ -272,3 +272,17 @@ def test_unusable_seed_bank_is_refused_before_anything_runs(tmp_path, make_bank)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "seed bank" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
         assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()
+
+
+def test_the_seed_bank_defaults_to_the_output_folder_never_the_package(tmp_path, monkeypatch):
+    """Without --seed-bank or $TAKEOVER_SEED_BANK the bank is seed-bank.json beside the soak folder: a user's
+    failures are banked with their runs, and the installed package is never written."""
+    from takeover.soak.seedbank import DEFAULT_BANK
+
+    monkeypatch.delenv("TAKEOVER_SEED_BANK", raising=False)
+    before = DEFAULT_BANK.read_bytes()
+    root = tmp_path / "nightly" / "soak"
+    proc = takeover("soak", "--minutes", "0", "--sample", "1", "--out", str(root), timeout=120)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # nothing banked, so nothing was tested
+    assert _soak_json(root)["seed_bank"] == str(tmp_path / "nightly" / "seed-bank.json")
+    assert DEFAULT_BANK.read_bytes() == before

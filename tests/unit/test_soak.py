@@ -61,3 +61,16 @@ def test_the_header_says_how_long_the_segments_really_run():
                        "gets what is left); folder runs/x")  # fmt: skip
     assert many[1] == f"seg-0001 runs: {dataclasses.replace(base, duration=300.0).command()} (then seed +1 per segment)"
     assert header(base, 0, 300, root) == ["takeover soak: the banked seeds only (--minutes 0), folder runs/x"]
+
+
+def test_the_bank_is_given_or_beside_the_soak_folder(monkeypatch):
+    from takeover.soak.seedbank import BANK_ENV, DEFAULT_BANK, bank_path
+
+    monkeypatch.delenv(BANK_ENV, raising=False)
+    assert bank_path(None) == Path("runs/seed-bank.json")
+    assert bank_path(None, "ci/nightly/soak-7") == Path("ci/nightly/seed-bank.json")
+    assert bank_path("mine.json", "ci/soak") == Path("mine.json")
+    monkeypatch.setenv(BANK_ENV, "/cache/bank.json")
+    assert bank_path(None, "ci/soak") == Path("/cache/bank.json")
+    assert bank_path("mine.json") == Path("mine.json")
+    assert DEFAULT_BANK not in (bank_path(None), bank_path(None, "x/y"))
