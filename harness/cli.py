@@ -17,7 +17,8 @@ from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 
 # Order is the order shown in --help. A module that does not exist yet is simply not offered.
-COMMANDS = ("scenarios", "stress", "check", "replay", "selftest", "hunt", "reconcile", "sweep", "soak", "bench")
+COMMANDS = ("scenarios", "stress", "check", "replay", "selftest", "hunt", "reconcile", "sweep", "soak", "bench",
+            "init-ci")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"takeover {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMANDS:
-        module_name = f"takeover.commands.{name}"
+        module_name = f"takeover.commands.{name.replace('-', '_')}"  # init-ci lives in init_ci.py
         if importlib.util.find_spec(module_name) is None:
             continue
         module = importlib.import_module(module_name)

@@ -4,6 +4,7 @@ any process of a run that outlived it (every child carries ``TAKEOVER_RUN_DIR``)
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -75,23 +76,26 @@ def wait_for_record(run_dir: Path, pred, timeout: float = 60.0) -> bool:
     return False
 
 
-def stragglers(run_dir: Path) -> list[psutil.Process]:
-    """Processes whose environment marks them as part of the run in ``run_dir``."""
+def stragglers(run_dir: Path, *, under: bool = False) -> list[psutil.Process]:
+    """Processes whose environment marks them as part of the run in ``run_dir`` (with ``under``: of any
+    run in a folder under it, for runs whose folders a test does not name, such as an inner pytest's)."""
     marker = str(Path(run_dir).absolute())
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get(RUN_ENV) == marker and proc.status() != psutil.STATUS_ZOMBIE:
+            run = proc.environ().get(RUN_ENV, "")
+            mine = run.startswith(marker + os.sep) if under else run == marker
+            if mine and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
 
 
-def wait_no_stragglers(run_dir: Path, timeout: float = 15.0) -> list[psutil.Process]:
+def wait_no_stragglers(run_dir: Path, timeout: float = 15.0, *, under: bool = False) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout
     while True:
-        left = stragglers(run_dir)
+        left = stragglers(run_dir, under=under)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
@@ -106,9 +110,9 @@ def stop_and_reap(proc: subprocess.Popen, *run_dirs: Path) -> None:
         reap_stragglers(run_dir)
 
 
-def reap_stragglers(run_dir: Path) -> None:
+def reap_stragglers(run_dir: Path, *, under: bool = False) -> None:
     """Never leave a test's processes behind, whatever the test found."""
-    for proc in stragglers(run_dir):
+    for proc in stragglers(run_dir, under=under):
         try:
             proc.send_signal(signal.SIGKILL)
         except psutil.NoSuchProcess:

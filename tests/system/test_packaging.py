@@ -57,5 +57,9 @@ def test_the_wheel_holds_only_takeover_and_its_dist_info(tmp_path: Path) -> None
 
     assert {n.split("/")[0] for n in names} == {"takeover", f"takeover-{__version__}.dist-info"}
     for needed in ("takeover/py.typed", "takeover/data/scenarios.json", "takeover/workloads/stress.toml",
-                   "takeover/workloads/smoke.toml", "takeover/reports/html.py", "takeover/checker/check.py"):
+                   "takeover/workloads/smoke.toml", "takeover/reports/html.py", "takeover/checker/check.py",
+                   "takeover/pytest_plugin.py", "takeover/data/ci/takeover.yml",
+                   "takeover/data/ci/test_takeover.py.tmpl"):
         assert needed in names
+    entry_points = zipfile.ZipFile(wheel).read(f"takeover-{__version__}.dist-info/entry_points.txt").decode()
+    assert "[pytest11]\ntakeover = takeover.pytest_plugin" in entry_points

@@ -1,0 +1,85 @@
+"""``takeover init-ci``: write a GitHub Actions workflow (and a starter test) into a user's repository.
+
+Why a template and not only docs: the first CI setup is where a user decides what to gate on, how long
+to run and where the evidence goes, and a working file is the quickest way to a good answer. The
+workflow (``harness/data/ci/takeover.yml``) runs, on every pull request, the spec's scenarios and the
+tests that use the ``takeover`` pytest fixture, short; every night the same tests long on several seeds,
+a soak whose failing seeds are banked in the Actions cache and replayed the next night, and a lease
+sweep, publishing JUnit and uploading the run folders. The starter test
+(``harness/data/ci/test_takeover.py.tmpl``) is the ten lines those jobs run.
+
+Nothing is overwritten without ``--force``: a workflow a user edited is theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from importlib import resources
+from pathlib import Path
+
+from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
+
+HELP = "write a GitHub Actions workflow for your queue (pull requests: scenarios + short stress; nightly: soak + sweep)"
+
+WORKFLOW = Path(".github") / "workflows" / "takeover.yml"
+TEST_FILE = Path("tests") / "test_takeover.py"
+DEFAULT_INSTALL = "takeover"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queue", required=True, metavar="MODULE:ATTR",
+                        help="the queue under test, as importable from the repository's root")
+    parser.add_argument("--dir", default=".", metavar="REPO", help="the repository's root (default: here)")
+    parser.add_argument("--install", default=DEFAULT_INSTALL, metavar="PIP_SPEC",
+                        help=f"how the workflow installs takeover, as pip names it (default {DEFAULT_INSTALL!r}; "
+                             "e.g. 'takeover==0.1.0' or 'takeover @ git+https://...')")
+    parser.add_argument("--tests", default=str(TEST_FILE), metavar="PATH",
+                        help=f"the tests that use the takeover fixture (default {TEST_FILE}; written when missing)")
+    parser.add_argument("--force", action="store_true", help="overwrite files that exist")
+
+
+def template(name: str) -> str:
+    return resources.files("takeover.data.ci").joinpath(name).read_text()
+
+
+def render(text: str, *, queue: str, install: str, tests: str) -> str:
+    from takeover import __version__
+
+    values = {"@QUEUE@": queue, "@INSTALL@": install, "@TESTS@": tests, "@VERSION@": __version__}
+    for marker, value in values.items():
+        text = text.replace(marker, value)
+    return text
+
+
+def _quote_safe(name: str, value: str) -> None:
+    """The values go into YAML strings and a Python string: refuse what would break out of them."""
+    if not value or any(c in value for c in "\"\\\n'$`"):
+        raise UsageError(f"--{name} must be non-empty, without quotes, backslashes, $ or backticks, got {value!r}")
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    if args.queue.count(":") != 1 or not all(args.queue.split(":")):
+        raise UsageError(f"--queue must be MODULE:ATTR, got {args.queue!r}")
+    for name in ("queue", "install", "tests"):
+        _quote_safe(name, getattr(args, name))
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise UsageError(f"--dir {args.dir!r} is not a folder")
+    files = {WORKFLOW: template("takeover.yml"), Path(args.tests): template("test_takeover.py.tmpl")}
+    targets = {root / rel: render(text, queue=args.queue, install=args.install, tests=args.tests)
+               for rel, text in files.items()}
+    workflow = root / WORKFLOW
+    if workflow.exists() and not args.force:
+        raise UsageError(f"{workflow} exists; --force overwrites it")
+    for path, text in targets.items():
+        if path.exists() and not args.force:
+            print(f"kept {path} (exists; --force overwrites it)")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
+    print(f"pull requests: takeover scenarios --queue {args.queue}, then pytest {args.tests} -m takeover "
+          "--takeover-duration 5; nightly: the tests on 5 seeds, takeover soak and takeover sweep. Add .takeover/ "
+          "to .gitignore; the README's 'Your own repository' section says what each step gates on.")
+    return ExitCode.VALID

@@ -1,0 +1,56 @@
+"""``takeover init-ci`` in this process: what it writes, what it keeps, and bad input in one line.
+
+The written workflow's steps run as CI would run them in tests/system/test_user_project.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+import yaml
+
+from takeover.cli import main
+
+
+def test_it_writes_the_workflow_and_a_starter_test_and_overwrites_nothing(tmp_path, capsys) -> None:
+    assert main(["init-ci", "--queue", "jobs.adapter:JobsAdapter", "--dir", str(tmp_path),
+                 "--install", "takeover==0.1.0"]) == 0
+    workflow = tmp_path / ".github" / "workflows" / "takeover.yml"
+    doc = yaml.safe_load(workflow.read_text())
+    assert doc["env"]["TAKEOVER_QUEUE"] == "jobs.adapter:JobsAdapter"
+    assert doc["env"]["TAKEOVER_TESTS"] == "tests/test_takeover.py"
+    on = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` key as true
+    assert {"pull_request", "schedule", "workflow_dispatch"} <= set(on)
+    install = [s["run"] for job in doc["jobs"].values() for s in job["steps"] if s.get("name") == "Install"]
+    assert len(install) == 2 and all('"takeover==0.1.0"' in run for run in install)
+    assert not re.search(r"@[A-Z]+@", workflow.read_text()), "every placeholder filled in"
+    test = (tmp_path / "tests" / "test_takeover.py").read_text()
+    tree = ast.parse(test)
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == ["test_the_spec_scenarios",
+                                                                           "test_under_faults"]
+    assert 'QUEUE = "jobs.adapter:JobsAdapter"' in test
+    starter = tmp_path / "tests" / "test_takeover.py"
+    assert capsys.readouterr().out.splitlines()[:2] == [f"wrote {workflow}", f"wrote {starter}"]
+
+    workflow.unlink()
+    (tmp_path / "tests" / "test_takeover.py").write_text("# mine\n")
+    assert main(["init-ci", "--queue", "q:Q", "--dir", str(tmp_path)]) == 0
+    assert "kept" in capsys.readouterr().out and (tmp_path / "tests" / "test_takeover.py").read_text() == "# mine\n"
+    assert main(["init-ci", "--queue", "q:Q", "--dir", str(tmp_path)]) == 2
+    assert "takeover.yml exists; --force overwrites it" in capsys.readouterr().err
+    assert main(["init-ci", "--queue", "q:Q", "--dir", str(tmp_path), "--force"]) == 0
+    assert 'QUEUE = "q:Q"' in (tmp_path / "tests" / "test_takeover.py").read_text()
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--queue", "noattr"], "--queue must be MODULE:ATTR, got 'noattr'"),
+    (["--queue", 'q:Q"; rm -rf /'], "--queue must be non-empty, without quotes"),
+    (["--queue", "q:Q", "--install", ""], "--install must be non-empty"),
+    (["--queue", "q:Q", "--dir", "/no/such/folder"], "--dir '/no/such/folder' is not a folder"),
+])  # fmt: skip
+def test_bad_input_is_one_line(argv, words, capsys) -> None:
+    assert main(["init-ci", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
