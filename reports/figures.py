@@ -42,7 +42,7 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _holds(fx: Facts) -> pd.DataFrame:
+def holds(fx: Facts) -> pd.DataFrame:
     """Each successful claim as a held interval: from the claim to its holder's finish or death."""
     c = fx.claims_ok[["task", "gen", "process", "t_inv", "t_comp", "lease_until"]].copy()
     fin = fx.ops.finishes[["task", "gen", "process", "t_comp", "status", "accepted"]].dropna(subset=["task"])
@@ -103,7 +103,7 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = ()) -> tuple[Figure, str
     lane_height = 0.5 if len(tasks) else 0.32  # room for task labels above and below a lane
     fig, ax = plt.subplots(figsize=(12, max(2.5, lane_height * len(procs) + 1.5)))
     rel = fx.t0
-    h = _holds(fx)
+    h = holds(fx)
     h = h[h["process"].isin(lane)]
     for _, rows in h.groupby(h["process"].map(lane)):
         y = rows["process"].map(lane).iloc[0]
@@ -216,7 +216,7 @@ def generations_figure(fx: Facts, tasks: list[float]) -> tuple[Figure, str]:
     cols = 3 if len(tasks) > 2 else len(tasks)
     rows_n = int(np.ceil(len(tasks) / cols))
     fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 2.6 * rows_n), squeeze=False)
-    h = _holds(fx)
+    h = holds(fx)
     ledger = fx.run.ledger
     rel = fx.t0
     for ax, task in zip(axes.flat, tasks, strict=False):

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from takeover.reports.markdown import CAUSE_MEANING, MEANING
-from takeover.reports.words import AIMED_MEANING, feature_lines, missed_why, plain, verdict_word
+from takeover.reports.words import (
+    AIMED_MEANING,
+    anchor,
+    defects,
+    feature_lines,
+    missed_why,
+    notes,
+    plain,
+    verdict_word,
+)
+from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.checker.summary_types import Summary
@@ -33,12 +44,19 @@ def _e(x: Any) -> str:
     return html.escape(plain(x))
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
+def _table(rows: list[dict[str, Any]], linked: Collection[str] = ()) -> str:
+    """Rows as a table; a ``task`` cell naming a task of ``linked`` links to that task's section."""
     if not rows:
         return ""
     keys = list(dict.fromkeys(k for r in rows for k in r))
     head = "".join(f"<th>{_e(k)}</th>" for k in keys)
-    body = "".join("<tr>" + "".join(f"<td>{_e(r.get(k, ''))}</td>" for k in keys) + "</tr>" for r in rows)
+
+    def cell(key: str, value: Any) -> str:
+        if key == "task" and isinstance(value, str) and value in linked:
+            return f"<td><a href='#{anchor(value)}'>{_e(value)}</a></td>"
+        return f"<td>{_e(value)}</td>"
+
+    body = "".join("<tr>" + "".join(cell(k, r.get(k, "")) for k in keys) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -48,7 +66,22 @@ def _img(png: bytes | None, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
-def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]]) -> str:
+def _diagnosis(s: Summary) -> str:
+    """The likely defects, each with where it showed and how to confirm it; nothing for a valid run."""
+    found = defects(s)
+    if not found:
+        return ""
+    items = [f"<li><b>{_e(d.sentence)}</b><ul>" + "".join(
+        f"<li>{_e(words)}" + (f"<code>{html.escape(command)}</code>" if command else "") + "</li>"
+        for words, command in notes(s, d)) + "</ul></li>" for d in found]
+    return (f"<h2>Diagnosis</h2><p class='note'>What the violations point at, most first (every violation, one row "
+            f"each: <code>{VIOLATIONS_CSV}</code>).</p><ul>{''.join(items)}</ul>")
+
+
+def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]], tasks_html: str = "",
+           linked: Collection[str] = ()) -> str:
+    """The page. ``tasks_html``: the section of every violating task (takeover.reports.tasks), placed
+    after the figures; ``linked``: the tasks it has a section for, which the example tables link to."""
     s = summary
     cls = VERDICT_CLASS.get(s["valid"], "unknown")
     if s["failed_on_duplicates"]:
@@ -62,6 +95,7 @@ def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]]) -> st
              "</p>"]
     if s["inconclusive"]:
         parts.append(f"<p class='bad'>Inconclusive: {_e(s['inconclusive'])}</p>")
+    parts.append(_diagnosis(s))
     parts.append("<h2>Invariants</h2><table><tr><th>invariant</th><th>verdict</th><th>violations</th>"
                  "<th>meaning</th></tr>")
     for name, inv in s["invariants"].items():
@@ -75,17 +109,22 @@ def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]]) -> st
         parts.append(f"<h3><code>{name}</code></h3>")
         if inv.get("note"):
             parts.append(f"<p class='note'>{_e(inv['note'])}</p>")
-        parts.append(_table(inv["examples"]))
+        if inv["examples"] and inv["violations"] > len(inv["examples"]):
+            parts.append(f"<p class='note'>The first {len(inv['examples'])} of {inv['violations']}: every one is in "
+                         f"<code>{VIOLATIONS_CSV}</code>, every task under <a href='#violating-tasks'>Every violating "
+                         "task</a>.</p>")
+        parts.append(_table(inv["examples"], linked))
     gen_png, gen_note = figures.get("generations", (None, ""))
     if gen_png:
         parts.append("<h2>Generation history of the tasks involved</h2>" + _img(gen_png, "generations"))
         if gen_note:
             parts.append(f"<p class='note'>{_e(gen_note)}</p>")
     tl_png, tl_note = figures.get("timeline", (None, ""))
-    parts.append("<h2>Timeline</h2>" + _img(tl_png, "timeline"))
+    parts.append("<h2 id='timeline'>Timeline</h2>" + _img(tl_png, "timeline"))
     if tl_note:
         parts.append(f"<p class='note'>{_e(tl_note)}</p>")
     parts.append("<h2>Throughput</h2>" + _img(figures.get("throughput", (None, ""))[0], "throughput"))
+    parts.append(tasks_html)
     d = s["duplicates"]
     if s.get("remedy"):
         parts.append("<h2>Remedy, heartbeats, reconciliation</h2><ul>"

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from takeover.reports.words import AIMED_MEANING, feature_lines, missed_why, plain, verdict_word
+from takeover.reports.words import (
+    AIMED_MEANING,
+    defects,
+    feature_lines,
+    missed_why,
+    notes,
+    plain,
+    verdict_word,
+)
+from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.checker.summary_types import Percentiles, Summary
@@ -63,6 +72,7 @@ def render(summary: Summary) -> str:
     if s["failed_on_duplicates"]:
         lines += ["", "**Failed because of duplicate side effects**: " + "; ".join(
             s.get("duplicate_gate", {}).get("reasons") or ["`--fail-on-duplicates`"]) + "."]
+    lines += _diagnosis(s)
     lines += ["", "## Invariants", "", "| invariant | verdict | violations | meaning |", "|---|---|---|---|"]
     for name, inv in s["invariants"].items():
         lines.append(f"| `{name}` | {_mark(inv['valid'])} | {inv['violations']} | {MEANING.get(name, '')} |")
@@ -73,7 +83,10 @@ def render(summary: Summary) -> str:
         if inv.get("note"):
             lines += ["", inv["note"]]
         if inv["examples"]:
-            lines += ["", "Examples (times in seconds since the run started; `by` = worker incarnation):", ""]
+            shown = (f"the first {len(inv['examples'])} of {inv['violations']}; every one is in `{VIOLATIONS_CSV}`"
+                     if inv["violations"] > len(inv["examples"]) else f"every one is also in `{VIOLATIONS_CSV}`")
+            lines += ["", f"Examples ({shown}; times in seconds since the run started; `by` = worker incarnation):",
+                      ""]
             lines += _table(inv["examples"])
     d = s["duplicates"]
     lines += ["", "## Duplicate side effects (from the ledger)", ""]
@@ -137,6 +150,20 @@ def render(summary: Summary) -> str:
     if cfg.get("command"):
         lines += ["", "## Reproduce", "", "```", str(cfg["command"]), "```"]
     return "\n".join(lines) + "\n"
+
+
+def _diagnosis(s: Summary) -> list[str]:
+    """The likely defects, each with where it showed and how to confirm it; nothing for a valid run."""
+    found = defects(s)
+    if not found:
+        return []
+    lines = ["", "## Diagnosis", "",
+             f"What the violations point at, most first (every violation, one row each: `{VIOLATIONS_CSV}`):",
+             ""]
+    for d in found:
+        lines.append(f"- **{d.sentence}**")
+        lines += [f"  - {words}" + (f"`{command}`" if command else "") for words, command in notes(s, d)]
+    return lines
 
 
 def _trio(p: Percentiles) -> str:

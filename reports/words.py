@@ -4,6 +4,7 @@ lines. One place, so the terminal, report.md and report.html never call the same
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -145,18 +146,31 @@ def replay_command(summary: Summary, task: str) -> str:
     return f"takeover replay {shlex.quote(str(summary['run_dir']))} --task {shlex.quote(task)}"
 
 
+def notes(summary: Summary, d: Defect) -> list[tuple[str, str]]:
+    """What each report says under a defect's sentence, as (words, command): where it showed, the
+    spec's confirmation, and the command that replays it (empty where there is none)."""
+    out = [(f"seen as: {seen_as(d)}", "")]
+    if d.confirmed_by:
+        out.append((f"confirmed by the spec: {d.confirmed_by}", ""))
+    if d.replay_task:
+        out.append(("confirm it in one process: ", replay_command(summary, d.replay_task)))
+    else:
+        out.append(("one process cannot replay it (a race, or a task passed over among others): see the tasks in "
+                    f"{VIOLATIONS_CSV}", ""))
+    return out
+
+
 def diagnosis_lines(summary: Summary) -> list[str]:
-    """The diagnosis as plain lines (the terminal and report.md): per defect its sentence, where it
-    showed, and how to confirm it."""
+    """The diagnosis as plain lines for the terminal: per defect its sentence, then its notes indented."""
     lines: list[str] = []
     for d in defects(summary):
         lines.append(d.sentence)
-        lines.append(f"  seen as: {seen_as(d)}")
-        if d.confirmed_by:
-            lines.append(f"  confirmed by the spec: {d.confirmed_by}")
-        if d.replay_task:
-            lines.append(f"  confirm it in one process: {replay_command(summary, d.replay_task)}")
-        else:
-            lines.append("  one process cannot replay it (a race, or a task passed over among others): "
-                         f"see the tasks in {VIOLATIONS_CSV}")
+        lines += [f"  {words}{command}" for words, command in notes(summary, d)]
     return lines
+
+
+def anchor(task: str) -> str:
+    """The id of a task's section in report.html: ``task-`` and the task id, with anything outside
+    [A-Za-z0-9.-] (``_`` included, so no two ids meet) spelled as ``_``, its code point in hex and
+    ``_``: any id makes a valid fragment of its own."""
+    return "task-" + re.sub(r"[^A-Za-z0-9.-]", lambda m: f"_{ord(m.group()):x}_", task)
