@@ -32,12 +32,18 @@ def render(summary: Summary) -> bytes:
     why = summary.get("inconclusive")
     if why:
         ET.SubElement(props, "property", name="inconclusive", value=why)
+    # Each invariant's diagnosis leads its failure text: what CI shows first is the likely defect.
+    told: dict[str, list[str]] = {}
+    for entry in summary.get("diagnosis", []):
+        if isinstance(entry, dict) and "sentence" in entry:
+            told.setdefault(str(entry.get("invariant")), []).append(
+                f"{entry['sentence']} [{entry.get('count')} violation(s), pattern {entry.get('pattern')}]")
     for name, c in cases:
         case = ET.SubElement(suite, "testcase", classname="takeover.invariants", name=name, time="0")
         if c["valid"] is False:
             fail = ET.SubElement(case, "failure", message=f"{name}: {c['violations']} violation(s)",
                                  type="InvariantViolated")
-            fail.text = "\n".join(json.dumps(e, default=str) for e in c["examples"]) + (
+            fail.text = "\n".join([*told.get(name, []), *(json.dumps(e, default=str) for e in c["examples"])]) + (
                 f"\n{c['note']}" if c.get("note") else "")
         elif c["valid"] is not True:
             ET.SubElement(case, "skipped", message=c.get("note") or "unknown")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from takeover.history import HistoryWriter
 from takeover.pipeline import check_and_report
 from takeover.queues.planted import NEEDS_FAULT, PLANTED
 from takeover.run.registration import register_tasks
-from takeover.store import HISTORY_FILE
+from takeover.store import HISTORY_FILE, VIOLATIONS_CSV
 
 LEASE = 1.0
 T0 = 1_000.0
@@ -40,7 +42,22 @@ def test_quick_selftest_catches_planted_bugs_and_passes_the_reference(tmp_path) 
     for row in result["planted"]:
         assert row["caught"], row
         assert set(row["violated"]) & set(row["expected"])
+        _assert_diagnosed(row["queue"], Path(row["run_dir"]))
     assert [r["valid"] for r in result["reference"]] == [True]
+
+
+def _assert_diagnosed(name: str, folder: Path) -> None:
+    """A real run of a planted bug: violations.csv lists every violation, the diagnosis names the
+    planted defect, and the spec scenario run right after the run confirms it."""
+    from tests.quality.test_diagnosis import EXPECTED
+
+    summary = json.loads((folder / "summary.json").read_text())
+    with (folder / VIOLATIONS_CSV).open(newline="") as f:
+        listed = Counter(row["invariant"] for row in csv.DictReader(f))
+    assert dict(listed) == {n: inv["violations"] for n, inv in summary["invariants"].items() if inv["violations"]}
+    invariant, pattern, defect = EXPECTED[name]
+    [entry] = [e for e in summary["diagnosis"] if (e["invariant"], e["pattern"]) == (invariant, pattern)]
+    assert entry["defect"] == defect and entry.get("confirmed_by", "").startswith("spec scenario S2 departs"), entry
 
 
 class _Scripted:

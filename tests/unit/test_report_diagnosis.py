@@ -59,6 +59,18 @@ def test_report_html_links_every_violating_task_to_its_figure(tmp_path: Path) ->
     assert "http://" not in page and "<script" not in page  # still one self-contained file
 
 
+def test_junit_leads_each_failure_with_its_diagnosis(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    folder = _stored_copy(tmp_path)
+    check_and_report(folder, out=io.StringIO())
+    cases = {c.get("name"): c for c in ET.parse(folder / "junit.xml").getroot().iter("testcase")}
+    failure = cases["lease_exclusive"].find("failure")
+    assert failure is not None and failure.text is not None
+    assert failure.text.splitlines()[0].endswith("the claim counts a lease as expired before lease_until <= now (S2) "
+                                                 "[5 violation(s), pattern lease_stolen]")
+
+
 def test_past_the_section_limit_the_report_points_at_violations_csv(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tasks, "MAX_SECTIONS", 2)
