@@ -120,7 +120,9 @@ class RunResult:
         """Every violation the run folder lists: ``violations.csv`` when the checker wrote one (the full
         list), otherwise the examples in summary.json (at most five per invariant), each with its
         ``invariant``."""
-        csv_path = self.run_dir / "violations.csv"
+        from takeover import store
+
+        csv_path = self.run_dir / store.VIOLATIONS_CSV
         if csv_path.is_file():
             import csv
 

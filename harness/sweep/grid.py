@@ -41,6 +41,7 @@ from typing import Any
 from takeover import swarm
 from takeover.config import GRID_PREFIX, PROFILE_DIR, RunConfig, TaskTime, load_profile, read_toml, with_overrides
 from takeover.errors import UsageError
+from takeover.locate import locate
 from takeover.options import BY_FIELD, FAULT_KINDS, GRID_FIXED, RUN_OPTIONS, WORKER_FAULTS
 from takeover.run.ledger import REMEDIES
 
@@ -121,7 +122,8 @@ class Grid:
         scaled = {k: v * cell.fault_scale for k, v in cfg.faults.items()}
         for kind in WORKER_FAULTS:  # probabilities stay probabilities
             scaled[kind] = min(scaled[kind], 1.0)
-        cfg = dataclasses.replace(cfg, faults=scaled)
+        where = locate(cfg.queue, cfg.profile)  # so each cell's reproduce line runs from a fresh shell
+        cfg = dataclasses.replace(cfg, faults=scaled, workdir=where.workdir, pythonpath=where.pythonpath)
         try:
             return cfg.validate()
         except UsageError as exc:

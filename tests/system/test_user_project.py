@@ -205,6 +205,10 @@ def test_init_ci_writes_a_workflow_whose_steps_run_here(venv: Path, tmp_path) ->
     assert json.loads((takeover_dir / "soak" / "soak.json").read_text())["verdict"] == "valid"
     assert (takeover_dir / "sweep" / "sweep.csv").is_file() and (takeover_dir / "junit-pytest.xml").is_file()
     assert (takeover_dir / "soak" / "junit.xml").is_file()
+    configs = [*(takeover_dir / "sweep").rglob("config.json"), *(takeover_dir / "soak").rglob("config.json")]
+    assert len(configs) >= 2, "a sweep cell and a soak segment"
+    for path in configs:  # each run's line finds the user's queue again from a fresh shell
+        assert json.loads(path.read_text())["command"].startswith(f"cd {proj} && takeover stress "), path
     # what the publish and upload steps pick up is where the commands put it
     named = {s.get("name", s.get("uses")): s for s in doc["jobs"]["nightly"]["steps"]}
     assert named["Publish JUnit"]["with"]["report_paths"] == ".takeover/**/junit*.xml"
