@@ -4,9 +4,9 @@ message, JUnit properties, run folders kept only for failures, and every process
 times out.
 
 Each test runs an inner pytest session on a small test file (pytester). The API itself is in
-tests/unit/test_api.py and tests/system/test_api.py; a failing stress run's message, its kept folder,
-``--takeover-duration`` and the JUnit properties of a run, from a fresh install outside the repository,
-in tests/system/test_user_project.py.
+tests/unit/test_api.py; a failing stress run's message, its kept folder, ``--takeover-duration`` and the
+JUnit properties of a run, from a fresh install outside the repository, in
+tests/system/test_user_project.py.
 """
 
 from __future__ import annotations

@@ -6,14 +6,15 @@ here as CI would run them.
 The environment: a fresh venv whose site-packages has takeover installed from the checkout (a real,
 non-editable install: the package as a wheel lays it out, the ``takeover`` script, the ``pytest11``
 entry point), with this environment's third-party packages (pandas, pytest, ...) on its path, so no
-network is needed. Nothing of the repository is on the user's path.
+network is needed. Nothing of the repository is on the user's path. A queue passed as a class from a
+folder only the test process has on its path (pytest's) reaches every worker through the run's
+PYTHONPATH.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -131,10 +132,16 @@ def test_the_installed_package_is_takeover_from_the_checkout_not_the_editable_on
 
 
 def test_a_ten_line_test_file_runs_the_scenarios_and_stress_and_fails_readably_on_a_bug(venv: Path, tmp_path) -> None:
+    """The user's queue is in the project's root (the current folder); the buggy one beside the tests, in a
+    folder only pytest puts on the path: the run gets that folder on its PYTHONPATH, and so does its
+    reproduce line."""
     proj = _project(tmp_path)
-    (proj / "test_myq.py").write_text(TEN_LINES)
+    tests = proj / "tests"
+    tests.mkdir()
+    (proj / "buggyq.py").rename(tests / "buggyq.py")
+    (tests / "test_myq.py").write_text(TEN_LINES)
     try:
-        out = _run(venv, ["python", "-m", "pytest", "test_myq.py", "--takeover-duration", "1.5", "-p",
+        out = _run(venv, ["python", "-m", "pytest", "tests/test_myq.py", "--takeover-duration", "1.5", "-p",
                           "no:cacheprovider", "--junitxml=junit.xml", "--basetemp", str(proj / "bt")], proj)
     finally:
         assert _reap(proj) == []
@@ -144,34 +151,37 @@ def test_a_ten_line_test_file_runs_the_scenarios_and_stress_and_fails_readably_o
     message = "\n".join(line for line in lines if line.startswith("E "))
     assert "AssertionError: takeover stress failed (exit 1):" in message
     assert "INVALID: " in message and "generation_monotonic: VIOLATED" in message
-    assert f"reproduce with: cd {proj} && takeover stress --profile smoke --queue buggyq:BumpsByTwo " in message
+    assert f"reproduce with: PYTHONPATH={tests} takeover stress --profile smoke --queue buggyq:BumpsByTwo " in message
     (run_dir,) = [p for p in (proj / "bt").glob("test_a_buggy*/takeover/stress-1") if not p.parents[1].is_symlink()]
     assert f"run folder: {run_dir}" in message
     assert not list((proj / "bt").glob("test_my_queue*/takeover/stress-*")), "a passing test's run is removed"
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["workdir"] == str(proj) and config["duration"] == 1.5
+    assert config["pythonpath"] == [str(tests)] and "workdir" not in config and config["duration"] == 1.5
     case = next(c for c in ET.parse(proj / "junit.xml").getroot().iter("testcase")
                 if c.get("name") == "test_a_buggy_queue_under_faults")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["takeover.stress.verdict"] == "INVALID" and props["takeover.stress.run_dir"] == str(run_dir)
     assert props["takeover.stress.reproduce"] == config["command"]
 
-    # the command line finds the user's module in the current folder, as python -m would
+    # the command line finds the user's module in the current folder, as python -m would, and says where
+    # it looked for one that is elsewhere
     good = _run(venv, ["takeover", "scenarios", "--queue", "myq:Q"], proj)
     assert good.returncode == 0, good.stdout + good.stderr
     assert "All 5 scenario(s) match the spec" in good.stdout
-    bad = _run(venv, ["takeover", "scenarios", "--queue", "buggyq:BumpsByTwo"], proj)
-    assert bad.returncode == 1 and "Mismatches" in bad.stdout, bad.stdout + bad.stderr
+    elsewhere = _run(venv, ["takeover", "scenarios", "--queue", "buggyq:BumpsByTwo"], proj)
+    assert elsewhere.returncode == 2 and elsewhere.stderr == (
+        f"takeover: error: queue module 'buggyq' not found (buggyq is missing); looked in the current folder "
+        f"({proj}) and on the import path; run from the folder that holds it, or add that folder to PYTHONPATH\n")
 
-    # the reproduce line runs again from a fresh shell started anywhere
-    line = config["command"]
+    # the reproduce line runs again from a fresh shell started in another folder
+    other = tmp_path / "other"
+    other.mkdir()
     try:
-        again = _run(venv, line, Path("/"))
+        again = _run(venv, config["command"], other)
     finally:
-        assert _reap(proj) == []
+        assert _reap(other) == []
     assert again.returncode == 1, again.stdout + again.stderr  # the bug shows on every claim: it fires again
-    assert "takeover stress: run folder runs/" in again.stdout and (proj / "runs" / "latest").exists()
-    assert shlex.split(line)[:4] == ["cd", str(proj), "&&", "takeover"]
+    assert "takeover stress: run folder runs/" in again.stdout and (other / "runs" / "latest").exists()
 
 
 def test_init_ci_writes_a_workflow_whose_steps_run_here(venv: Path, tmp_path) -> None:
