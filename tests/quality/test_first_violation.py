@@ -48,3 +48,17 @@ def test_a_stolen_lease_is_timed_inside_the_run(tmp_path):
 def test_a_valid_run_has_no_first_violation(tmp_path):
     res = _analyse("ref-valid", tmp_path)
     assert all(r.first_at is None for r in res.invariants.values())
+
+
+def test_a_lease_granted_with_the_generation_back_is_timed_at_the_later_grant(tmp_path):
+    """A queue that resets a task hands out generation 1 at 8 while generation 2 (claimed at 6) is
+    held: the double grant exists from 8 on. Pairs go by generation, so the pair's own claim is the
+    earlier one (6), when nothing was wrong yet; the time is the later of the two."""
+    from tests.quality.cases import CASES
+
+    res = analyse(CASES["reregister_then_claim_with_the_generation_back"][0]().write(tmp_path / "run"))
+    inv = res.invariants
+    assert inv["lease_exclusive"].valid is False
+    back = inv["generation_monotonic"].first_at  # the generation-1 claim at 8
+    assert back is not None and inv["lease_exclusive"].first_at == pytest.approx(back)
+    assert inv["lease_exclusive"].first_at > inv["lease_exclusive"].examples[0]["granted_now"]
