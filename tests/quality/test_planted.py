@@ -39,6 +39,7 @@ def test_quick_selftest_catches_planted_bugs_and_passes_the_reference(tmp_path) 
     result = json.loads(out.stdout)
     assert out.returncode == 0, out.stdout + out.stderr
     assert result["ok"] is True
+    assert (result["profile"], result["duration"]) == ("smoke", 3)
     for row in result["planted"]:
         assert row["caught"], row
         assert set(row["violated"]) & set(row["expected"])
