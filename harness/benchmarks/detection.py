@@ -365,14 +365,17 @@ def rows(fig: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-HEADERS = ("planted bug", "caught aimed", "random", "aimed/random", "median first aimed", "random",
-           "random/aimed", "time target", "caught", "time")
+HEADERS = ("planted bug", "caught aimed", "random", "ratio", "median first aimed", "random", "ratio",
+           "time target", "caught", "time")
+LEGEND = ("ratio: caught fraction aimed/random and median first violation random/aimed (above 1: the aimed "
+          "faults catch the bug more often, or sooner)")
 
 
 def footer(fig: dict[str, Any]) -> list[str]:
     """The lines under the table: bugs per minute per mode, the reference queue, what the time
     target means for end-only bugs, and how loaded the machine was."""
-    lines = [f"bugs found per minute of run time, aimed: {fig['bugs_per_minute']:.2f} ({fig['caught_runs']} of "
+    lines = [LEGEND] if "random_only" in fig else []
+    lines += [f"bugs found per minute of run time, aimed: {fig['bugs_per_minute']:.2f} ({fig['caught_runs']} of "
              f"{fig['total_runs']} runs caught their bug in {fig['run_minutes']:.1f} min of runs)"]
     rnd = fig.get("random_only")
     if rnd:

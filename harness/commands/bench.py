@@ -209,8 +209,8 @@ def print_detection(fig: dict[str, Any]) -> None:
     table = Table(title=f"detection power: {fig['seeds']} seed(s) x {fig['seconds']:g} s runs, profile "
                         f"{fig['profile']} (targets: caught {t['caught_fraction']}, median first violation "
                         f"{t['median_first_violation_s']} s; shown, not judged)")
-    for col in HEADERS:
-        table.add_column(col)
+    for i, col in enumerate(HEADERS):
+        table.add_column(col, no_wrap=i == 0)
     for cells in rows(fig):
         table.add_row(*cells[:-2], *(_verdict(c == "PASS") for c in cells[-2:]))
     console = Console(file=sys.stdout, width=max(120, _width()))
