@@ -57,6 +57,10 @@ def test_soak_checkpoints_resources_and_interruption(tmp_path):
         interim = _soak_json(root)
         assert interim["status"] == "running"
         assert len(interim["segments"]) >= 2, "two checkpoints were written while the soak ran"
+        # SIGTERM while the next segment runs (its faulted phase has started): a signal between two
+        # segments stops the soak before the next one, with no segment to interrupt.
+        running = root / f"seg-{len(interim['segments']) + 1:04d}" / "history.jsonl"
+        _wait_while_running(proc, lambda: running.exists() and '"start"' in running.read_text())
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
