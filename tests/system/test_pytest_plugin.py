@@ -80,7 +80,7 @@ def test_a_test_that_times_out_leaves_no_process_behind(pytester: pytest.Pyteste
     """)
     base = pytester.path / "tmp"
     try:
-        result = pytester.runpytest_subprocess("--timeout", "8", "--timeout-method", method, "-p",
+        result = pytester.runpytest_subprocess("--timeout", "5", "--timeout-method", method, "-p",
                                                "no:cacheprovider", "--basetemp", str(base), timeout=150)
         assert result.ret != 0
         (run_dir,) = _runs(base, "test_long")

@@ -39,11 +39,11 @@ def test_scenarios(takeover):
 
 
 def test_my_queue_under_faults(takeover):
-    takeover.stress("myq:Q", profile="smoke", seed=1)
+    takeover.stress("myq:Q", profile="smoke", seed=1, tasks=30)
 
 
 def test_a_buggy_queue_under_faults(takeover):
-    takeover.stress(BumpsByTwo, profile="smoke", seed=1)
+    takeover.stress(BumpsByTwo, profile="smoke", seed=1, tasks=30)
 """
 
 MY_QUEUE = """\
@@ -156,7 +156,8 @@ def test_a_ten_line_test_file_runs_the_scenarios_and_stress_and_fails_readably_o
     assert f"run folder: {run_dir}" in message
     assert not list((proj / "bt").glob("test_my_queue*/takeover/stress-*")), "a passing test's run is removed"
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["pythonpath"] == [str(tests)] and "workdir" not in config and config["duration"] == 1.5
+    assert config["pythonpath"] == [str(tests)] and "workdir" not in config
+    assert (config["duration"], config["tasks"]) == (1.5, 30)
     case = next(c for c in ET.parse(proj / "junit.xml").getroot().iter("testcase")
                 if c.get("name") == "test_a_buggy_queue_under_faults")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
