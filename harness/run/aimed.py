@@ -417,11 +417,17 @@ class AimedFaults:
         return None
 
     def _pick_registered(self) -> tuple[str, str] | None:
-        """A task in the next state of the shuffled deck (pending, running, terminal), or in another."""
+        """A task in the next state of the deck (pending, running, terminal), or in another.
+
+        Each round of the deck takes every state once: running and terminal first, in a seeded
+        order, then pending. A short run sees one or two of these faults, and registering a pending
+        task again is the one case a queue that resets a known task (an upsert) survives.
+        """
         rng = self.rngs["duplicate_register"]
         if not self._deck:
-            self._deck = list(STATE_CLASSES)
-            rng.shuffle(self._deck)
+            first = ["running", "terminal"]
+            rng.shuffle(first)
+            self._deck = ["pending", *reversed(first)]  # popped from the end
         wanted = self._deck.pop()
         order = [wanted] + [s for s in STATE_CLASSES if s != wanted]
         running = sorted({self.board.read(s).task for s in self.hands.candidates(HOLDING)} - {-1})

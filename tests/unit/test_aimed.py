@@ -81,6 +81,7 @@ def test_duplicate_register_takes_each_state_once_per_deck_in_a_seeded_order() -
     classes = [state for state, _ in picks]
     for deck in range(3):  # every state once in each round of three, whatever the shuffle
         assert sorted(classes[3 * deck:3 * deck + 3]) == sorted(STATE_CLASSES)
+        assert classes[3 * deck + 2] == "pending", "a pending task last: it exposes the fewest bugs"
     assert ("running", "t000005") in picks
     assert {tid for state, tid in picks if state == "terminal"} <= {"t000002", "t000003"}
     again, _, _ = aimed()
