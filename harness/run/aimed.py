@@ -67,6 +67,7 @@ class Frozen:
     slot: int
     view: SlotView
     token: Any  # what the nemesis' ``thaw`` needs to resume it and record the pause's end
+    thawed: bool = False
 
 
 class Producer(Protocol):
@@ -211,9 +212,31 @@ class AimedFaults:
         return Frozen(slot, view, self.hands.freeze(slot, view, kind, planned))
 
     def _thaw(self, frozen: Frozen | None) -> None:
-        if frozen is not None and frozen.slot in self.reserved:
+        """Resume it once (a later call, from a ``finally``, does nothing)."""
+        if frozen is not None and not frozen.thawed:
+            frozen.thawed = True
             self.reserved.discard(frozen.slot)
             self.hands.thaw(frozen.token)
+
+    def _thaw_guarded(self, frozen: Frozen) -> int:
+        """Resume a frozen holder but keep its slot reserved: no kill or pause may cut into the finish
+        its window set up (a kill inside it leaves the finish's outcome unknown, and the window wasted)."""
+        self._thaw(frozen)
+        self.reserved.add(frozen.slot)
+        return frozen.slot
+
+    def _finish_returned(self, slot: int, process: int, calls: int, end: float, missed: str
+                         ) -> Generator[float, None, None]:  # fmt: skip
+        """Wait until the slot's worker has called finish (its count went past ``calls``) and the call
+        returned; Missed with ``missed`` if it has not called it by ``end``."""
+        while self._finish_calls(slot) == calls or self.board.phase(slot) == "finishing":
+            if self.board.read(slot).process != process:
+                raise Missed(missed)
+            if self._finish_calls(slot) == calls and time.time() > end:
+                raise Missed(missed)
+            if time.time() > end + 1.0:
+                return  # called, and still inside it a second later: the window was reached anyway
+            yield POLL
 
     def _finish_calls(self, slot: int) -> int:
         return self.board.finish_calls(slot)
@@ -289,6 +312,7 @@ class AimedFaults:
         # The gate closes only once the holder is frozen: closed earlier, it would stop the claims
         # that make holders, and the hunt could wait for one in vain.
         holder: Frozen | None = None
+        guarded = -1
         try:
             margin = self.rngs[kind].uniform(*MARGIN)
             holder = yield from self._freeze_holder(kind, deadline, fields, gated=True, past_lease=margin)
@@ -299,24 +323,24 @@ class AimedFaults:
             while time.time() < resume_at:
                 yield resume_at - time.time()
             calls = self._finish_calls(holder.slot)
-            self._thaw(holder)
+            guarded = self._thaw_guarded(holder)
             resumed = time.time()
             fields["late"] = round(resumed - view.lease_until, 4)
             end = resumed + max(1.0, 3 * self.cfg.local_step)
-            while self._finish_calls(holder.slot) == calls:
-                if time.time() > end or self.board.read(holder.slot).process != view.process:
-                    raise Missed("the resumed holder did not call finish within a second")
-                yield POLL
+            yield from self._finish_returned(guarded, view.process, calls, end,
+                                             "the resumed holder did not call finish within a second")  # fmt: skip
             late_ms = fields["late"] * 1000
             fields["detail"] = f"finish called {late_ms:.0f} ms after the lease ran out, no claim in between"
         finally:
             self._thaw(holder)
+            self.reserved.discard(guarded)
             self._open_gate(kind)
 
     def stale_return(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "stale_return"
         old: Frozen | None = None
         new: Frozen | None = None
+        guarded = -1
         try:
             old = yield from self._freeze_holder(kind, deadline, fields)
             view = old.view
@@ -338,17 +362,16 @@ class AimedFaults:
             new = self._freeze(taker, new_view, kind, new_view.lease_until - time.time())
             fields.update(new_gen=new_view.gen, new_lease_until=new_view.lease_until)
             calls = self._finish_calls(old.slot)
-            self._thaw(old)
+            guarded = self._thaw_guarded(old)
             resumed = time.time()
             end = min(new_view.lease_until - 0.002, resumed + max(1.0, 3 * self.cfg.local_step))
-            while self._finish_calls(old.slot) == calls:
-                if time.time() > end or self.board.read(old.slot).process != view.process:
-                    raise Missed("the stale holder did not call finish while the new holder's lease was valid")
-                yield POLL
+            yield from self._finish_returned(guarded, view.process, calls, end, "the stale holder did not call "
+                                             "finish while the new holder's lease was valid")  # fmt: skip
             fields["detail"] = (f"generation {view.gen}'s finish called while generation {new_view.gen} "
                                 f"held the task")  # fmt: skip
         finally:
             self._thaw(old)
+            self.reserved.discard(guarded)
             self._thaw(new)
 
     def claim_stampede(self, deadline: float, fields: dict[str, Any]) -> Script:

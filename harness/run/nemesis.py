@@ -48,6 +48,7 @@ from takeover.run.aimed import AimedFaults, AimTally, Producer
 from takeover.run.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0
+FIRST_AIM = 1.0  # an aimed kind's first window opens within this many seconds of the faulted phase
 HUNT_POLL = 0.0002  # a finish call lasts a fraction of a millisecond
 PAUSE_CLASSES = ("before_expiry", "just_after_expiry", "long_after_expiry")
 PAUSE_PHASES = ("working", "acting", "acted")  # holders not inside a database call
@@ -143,10 +144,19 @@ class Nemesis:
                 self.next_at[kind] = self._plan(kind)
 
     def _plan(self, kind: str) -> float:
-        """The next arrival: a uniform instant inside the kind's next 1/rate-second slot."""
+        """The next arrival: a uniform instant inside the kind's next 1/rate-second slot.
+
+        An aimed fault's first arrival falls in the first FIRST_AIM seconds instead (when its slot is
+        longer): each of them sets up one window on purpose, and a short CI run should reach every
+        window early rather than, at 0.2/s, half of them after 2.5 s. The later arrivals keep their
+        slots, so the kind's count over a run stays rate x duration.
+        """
         i = self._slot_no[kind]
         self._slot_no[kind] = i + 1
-        return self._t0 + (i + self.rngs[kind].random()) / self.cfg.faults[kind]
+        slot = 1.0 / self.cfg.faults[kind]
+        if i == 0 and kind in AIMED_FAULTS:
+            return self._t0 + self.rngs[kind].random() * min(slot, FIRST_AIM)
+        return self._t0 + (i + self.rngs[kind].random()) * slot
 
     def stop(self) -> None:
         """Faults stop: no new ones, hunts called off, every paused worker resumed now."""
