@@ -218,28 +218,27 @@ class AimedFaults:
             self.reserved.discard(frozen.slot)
             self.hands.thaw(frozen.token)
 
-    def _thaw_guarded(self, frozen: Frozen) -> int:
-        """Resume a frozen holder but keep its slot reserved: no kill or pause may cut into the finish
-        its window set up (a kill inside it leaves the finish's outcome unknown, and the window wasted)."""
+    def _resume_to_finish(self, frozen: Frozen, end: float, missed: str) -> Generator[float, None, None]:
+        """Resume a frozen holder and see the finish its window set up through: the slot stays reserved
+        until the call has returned, so no kill or pause cuts into it (a kill inside it leaves the
+        finish's outcome unknown and the window wasted). Missed with ``missed`` if the holder has not
+        called finish by ``end``."""
+        slot, process = frozen.slot, frozen.view.process
+        calls = self.board.finish_calls(slot)
         self._thaw(frozen)
-        self.reserved.add(frozen.slot)
-        return frozen.slot
-
-    def _finish_returned(self, slot: int, process: int, calls: int, end: float, missed: str
-                         ) -> Generator[float, None, None]:  # fmt: skip
-        """Wait until the slot's worker has called finish (its count went past ``calls``) and the call
-        returned; Missed with ``missed`` if it has not called it by ``end``."""
-        while self._finish_calls(slot) == calls or self.board.phase(slot) == "finishing":
-            if self.board.read(slot).process != process:
-                raise Missed(missed)
-            if self._finish_calls(slot) == calls and time.time() > end:
-                raise Missed(missed)
-            if time.time() > end + 1.0:
-                return  # called, and still inside it a second later: the window was reached anyway
-            yield POLL
-
-    def _finish_calls(self, slot: int) -> int:
-        return self.board.finish_calls(slot)
+        self.reserved.add(slot)
+        try:
+            while True:
+                called = self.board.finish_calls(slot) != calls
+                if called and self.board.phase(slot) != "finishing":
+                    return
+                if self.board.read(slot).process != process or (not called and time.time() > end):
+                    raise Missed(missed)
+                if time.time() > end + 1.0:
+                    return  # called, and still inside it a second later: the window was reached anyway
+                yield POLL
+        finally:
+            self.reserved.discard(slot)
 
     def _take_gate(self, kind: str, deadline: float) -> Generator[float, None, int]:
         """Wait until no other aimed fault holds the claims back, then close the gate; the hold's number."""
@@ -270,7 +269,7 @@ class AimedFaults:
                 raise Missed(f"a claim was still running {GATE_WAIT:g} s after claims were held back")
             yield POLL
 
-    def _gather(self, kind: str, want: int) -> Generator[float, None, list[int]]:
+    def _gather(self, want: int) -> Generator[float, None, list[int]]:
         """With the gate closed, wait for up to ``want`` workers to reach it; at least two, or Missed."""
         patience = GATHER
         end = time.time() + patience
@@ -283,7 +282,7 @@ class AimedFaults:
             raise Missed(f"only {len(held)} worker(s) reached the claim gate within {patience:g} s")
         return held
 
-    def _let_go_together(self, hold: int, held: list[int], kind: str) -> list[int]:
+    def _let_go_together(self, held: list[int]) -> list[int]:
         """Freeze the held workers, open the gate and resume them all at once, so they race."""
         frozen = []
         for slot in held:
@@ -312,7 +311,6 @@ class AimedFaults:
         # The gate closes only once the holder is frozen: closed earlier, it would stop the claims
         # that make holders, and the hunt could wait for one in vain.
         holder: Frozen | None = None
-        guarded = -1
         try:
             margin = self.rngs[kind].uniform(*MARGIN)
             holder = yield from self._freeze_holder(kind, deadline, fields, gated=True, past_lease=margin)
@@ -322,25 +320,19 @@ class AimedFaults:
             resume_at = view.lease_until + margin
             while time.time() < resume_at:
                 yield resume_at - time.time()
-            calls = self._finish_calls(holder.slot)
-            guarded = self._thaw_guarded(holder)
-            resumed = time.time()
-            fields["late"] = round(resumed - view.lease_until, 4)
-            end = resumed + max(1.0, 3 * self.cfg.local_step)
-            yield from self._finish_returned(guarded, view.process, calls, end,
-                                             "the resumed holder did not call finish within a second")  # fmt: skip
+            fields["late"] = round(time.time() - view.lease_until, 4)
+            end = time.time() + max(1.0, 3 * self.cfg.local_step)
+            yield from self._resume_to_finish(holder, end, "the resumed holder did not call finish within a second")
             late_ms = fields["late"] * 1000
             fields["detail"] = f"finish called {late_ms:.0f} ms after the lease ran out, no claim in between"
         finally:
             self._thaw(holder)
-            self.reserved.discard(guarded)
             self._open_gate(kind)
 
     def stale_return(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "stale_return"
         old: Frozen | None = None
         new: Frozen | None = None
-        guarded = -1
         try:
             old = yield from self._freeze_holder(kind, deadline, fields)
             view = old.view
@@ -361,27 +353,23 @@ class AimedFaults:
                 raise Missed("the new holder was inside a queue call (or gone) when it was to be frozen")
             new = self._freeze(taker, new_view, kind, new_view.lease_until - time.time())
             fields.update(new_gen=new_view.gen, new_lease_until=new_view.lease_until)
-            calls = self._finish_calls(old.slot)
-            guarded = self._thaw_guarded(old)
-            resumed = time.time()
-            end = min(new_view.lease_until - 0.002, resumed + max(1.0, 3 * self.cfg.local_step))
-            yield from self._finish_returned(guarded, view.process, calls, end, "the stale holder did not call "
-                                             "finish while the new holder's lease was valid")  # fmt: skip
+            end = min(new_view.lease_until - 0.002, time.time() + max(1.0, 3 * self.cfg.local_step))
+            yield from self._resume_to_finish(old, end, "the stale holder did not call finish while the new "
+                                              "holder's lease was valid")  # fmt: skip
             fields["detail"] = (f"generation {view.gen}'s finish called while generation {new_view.gen} "
                                 f"held the task")  # fmt: skip
         finally:
             self._thaw(old)
-            self.reserved.discard(guarded)
             self._thaw(new)
 
     def claim_stampede(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "claim_stampede"
-        hold = yield from self._take_gate(kind, deadline)
+        yield from self._take_gate(kind, deadline)
         try:
             yield from self._claims_settled(set())
-            held = yield from self._gather(kind, self._idle_workers())
+            held = yield from self._gather(self._idle_workers())
             fields["task"] = self.producer.register_new()  # recorded even when the stampede misses
-            released = self._let_go_together(hold, held, kind)
+            released = self._let_go_together(held)
             yield from self._left_the_gate(released)
             if len(released) < 2:
                 raise Missed(f"only {len(released)} held worker(s) could be let go together")
@@ -402,11 +390,11 @@ class AimedFaults:
         try:
             yield from self._claims_settled(set())
             try:
-                held = yield from self._gather(kind, self._idle_workers())
+                held = yield from self._gather(self._idle_workers())
             except Missed:
                 held = []  # the coordinator still registers it again
             self.board.ask_register(hold, int(tid[1:]))
-            workers = self._let_go_together(hold, held, kind) if held else []
+            workers = self._let_go_together(held) if held else []
             done = self.producer.register_again([tid])  # while the released workers register it too
             yield from self._left_the_gate(workers)
         finally:

@@ -183,7 +183,7 @@ class Nemesis:
                 self._arrive(kind, now)
                 self.resume_due(time.time())  # a kill or a probe took time: a pause may be due by now
         self.hunts = [h for h in self.hunts if not self._hunt(h, now)]
-        aimed_wait = self.aimed.tick(time.time()) if self.aimed.busy or any(self.aimed.waiting.values()) else 1.0
+        aimed_wait = self.aimed.tick(time.time())
         if self.hunts:
             return HUNT_POLL
         wait = min([t - now for t in self.next_at.values()] + [self._until_resume(now), aimed_wait])
