@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -50,12 +51,43 @@ class TaskTime:
     ``mean`` is the mean for every distribution; ``spread`` is the half-width as a fraction of
     the mean (uniform), sigma (lognormal) or the tail index alpha > 1 (pareto: heavy-tailed);
     ``max`` caps a draw (0 = no cap).
+
+    ``empirical`` resamples observed durations: ``file`` names them (a CSV column, a JSON list or a
+    percentile summary: :mod:`takeover.task_times`), ``scale`` divides each (``takeover tune``'s time
+    scale: hours of production become minutes of a run), and ``samples`` holds the scaled durations
+    the workers draw from, read from the file once when the config is validated and kept in
+    ``config.json``, so a run folder says exactly what its workers drew from. ``mean`` and ``max``
+    then hold the samples' mean and longest, for everything that sizes a run by them (the drain).
     """
 
     dist: str = "lognormal"
     mean: float = 0.1
     spread: float = 0.8
     max: float = 0.0
+    file: str = ""
+    scale: float = 1.0
+    samples: tuple[float, ...] = ()
+
+    def resolved(self) -> TaskTime:
+        """With ``empirical``, the file's durations read and scaled into ``samples`` (once); else self."""
+        if self.dist != "empirical":  # the file is ignored then, as the spread is by a fixed distribution
+            return self
+        if self.samples:
+            return self
+        if not self.file:
+            raise UsageError("task-time-dist empirical needs --task-time-file FILE (observed durations)")
+        from takeover.task_times import load_task_times, split_spec
+
+        scaled = load_task_times(self.file).scaled(self.scale)
+        mean = round(math.fsum(scaled) / len(scaled), 6)
+        path, column = split_spec(self.file)  # absolute, so the reproduce line reads it from any folder
+        where = str(path.absolute()) + (f":{column}" if column else "")
+        return dataclasses.replace(self, file=where, samples=scaled, mean=mean, max=max(scaled))
+
+
+# TaskTime fields only an empirical distribution has: other runs' config.json stays without them.
+EMPIRICAL_FIELDS = ("file", "scale", "samples")
+_TASK_TIME_DEFAULTS = TaskTime()
 
 
 @dataclass(frozen=True)
@@ -114,6 +146,11 @@ class RunConfig:
             elif name == "pythonpath":
                 data[name] = list(data[name])
         data["faults"] = {k: float(self.faults.get(k, 0.0)) for k in FAULT_KINDS}
+        for name in EMPIRICAL_FIELDS:  # at their defaults (every non-empirical run): left out
+            if getattr(self.task_time, name) == getattr(_TASK_TIME_DEFAULTS, name):
+                del data["task_time"][name]
+        if self.task_time.samples:
+            data["task_time"]["samples"] = list(self.task_time.samples)
         data["drain_timeout_effective"] = self.effective_drain_timeout
         data["command"] = self.command()
         return data
@@ -126,7 +163,10 @@ class RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if isinstance(values.get("task_time"), Mapping):
-            values["task_time"] = TaskTime(**values["task_time"])
+            tt = dict(values["task_time"])
+            if isinstance(tt.get("samples"), list):
+                tt["samples"] = tuple(float(x) for x in tt["samples"])
+            values["task_time"] = TaskTime(**tt)
         if isinstance(values.get("pythonpath"), list):
             values["pythonpath"] = tuple(values["pythonpath"])
         if "faults" in values:
@@ -152,6 +192,9 @@ class RunConfig:
         if unknown:
             raise UsageError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
         options.check_values(self)
+        resolved = self.task_time.resolved()
+        if resolved is not self.task_time:
+            return dataclasses.replace(self, task_time=resolved).validate()
         if self.heartbeat and self.heartbeat >= self.lease:
             raise UsageError(f"heartbeat ({self.heartbeat}) must be shorter than the lease ({self.lease})")
         if self.tasks == 0 and self.arrival_rate == 0:
@@ -208,8 +251,9 @@ def load_profile(name: str) -> RunConfig:
     data.pop("description", None)
     task_time = data.pop("task_time", {})
     faults = data.pop("faults", {})
-    if not isinstance(task_time, dict) or set(task_time) - {f.name for f in dataclasses.fields(TaskTime)}:
-        raise UsageError(f"profile {str(path)!r}: [task_time] takes dist, mean, spread, max")
+    settable = {f.name for f in dataclasses.fields(TaskTime)} - {"samples"}  # samples are read from the file
+    if not isinstance(task_time, dict) or set(task_time) - settable:
+        raise UsageError(f"profile {str(path)!r}: [task_time] takes dist, mean, spread, max, file, scale")
     if not isinstance(faults, dict) or set(faults) - set(FAULT_KINDS):
         raise UsageError(f"profile {str(path)!r}: [faults] takes {', '.join(FAULT_KINDS)}")
     for kind, rate in faults.items():  # float() would take True and "0.5", and crash on "a" or [1]

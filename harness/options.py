@@ -50,7 +50,7 @@ NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_durin
 WORKER_FAULTS = ("lose_reply", "slow")
 FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
 
-TASK_DISTS = ("fixed", "uniform", "exponential", "lognormal", "pareto")
+TASK_DISTS = ("fixed", "uniform", "exponential", "lognormal", "pareto", "empirical")
 
 Command = Literal["stress", "soak", "sweep"]
 
@@ -135,6 +135,9 @@ class RunOption:
     soak: str = ""  # when set, takeover soak refuses the option, for this reason (it decides the value itself)
     grid: GridRole = GRID_FIXED
     sweep_help: str = ""  # when set, takeover sweep takes it too (one value for every run), with this help
+    # The reproduce line leaves the option out at this value (its default, which a rerun gets anyway), so
+    # an option most runs never use does not lengthen every line; None: always written.
+    omit: Any = None
 
     @property
     def name(self) -> str:
@@ -234,6 +237,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "uniform: half-width / mean; lognormal: sigma; pareto: tail index > 1", nonneg, grid=GRID_AXIS),
     RunOption("--task-time-max", "task_time.max", float, "cap on local work in seconds (0 = none)", nonneg,
               grid=GRID_AXIS),
+    RunOption("--task-time-file", "task_time.file", str,
+              "empirical: observed durations in seconds, resampled (a CSV column as FILE or FILE:COLUMN, a JSON "
+              "list, or JSON percentiles p50/p90/p99/max)", metavar="FILE", grid=GRID_AXIS, omit=""),
+    RunOption("--task-time-scale", "task_time.scale", float,
+              "empirical: divide every duration of --task-time-file by this (a time scale)", positive,
+              grid=GRID_AXIS, omit=1.0),
     RunOption("--local-step", "local_step", float, "seconds between the action and finish", nonneg),
     RunOption("--poll", "poll", float, "base poll interval when nothing is claimable", positive),
     RunOption("--client-timeout", "client_timeout", float, "worker's timeout on the external service", positive),
@@ -293,8 +302,9 @@ def command_line(cfg: RunConfig) -> str:
     """A shell line that reproduces ``cfg``: every value explicit, so profile edits cannot drift it."""
     parts = ["takeover", "stress"]
     for o in RUN_OPTIONS:
-        if o.reproduce:
-            parts += o.argv(o.value_in(cfg))
+        value = o.value_in(cfg)
+        if o.reproduce and (o.omit is None or value != o.omit):
+            parts += o.argv(value)
     return location_prefix(cfg) + " ".join(shlex.quote(p) for p in parts)
 
 

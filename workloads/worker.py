@@ -39,7 +39,9 @@ def worker_seed(seed: int, process: int) -> int:
 
 def draw_task_time(rng: random.Random, tt: TaskTime) -> float:
     mean = tt.mean
-    if mean <= 0:
+    if tt.dist == "empirical":  # observed durations, resampled: the longest one stays in the draw
+        value = rng.choice(tt.samples) if tt.samples else 0.0
+    elif mean <= 0:
         value = 0.0
     elif tt.dist == "fixed":
         value = mean

@@ -189,9 +189,12 @@ def load_grid(spec: str) -> Grid:
     if not isinstance(dists, list) or not dists:
         raise UsageError(f"grid {str(path)!r}: needs at least one [[distribution]] (name, dist, mean, spread, max)")
     for d in dists:
-        if not isinstance(d, dict) or "name" not in d or set(d) - {"name", "dist", "mean", "spread", "max"}:
-            raise UsageError(f"grid {str(path)!r}: [[distribution]] takes name, dist, mean, spread, max; got {d!r}")
-        fields: dict[str, Any] = {k: (float(v) if k != "dist" else str(v)) for k, v in d.items() if k != "name"}
+        if not isinstance(d, dict) or "name" not in d or set(d) - {"name", "dist", "mean", "spread", "max", "file",
+                                                                   "scale"}:
+            raise UsageError(f"grid {str(path)!r}: [[distribution]] takes name, dist, mean, spread, max, file, scale; "
+                             f"got {d!r}")
+        fields: dict[str, Any] = {k: (str(v) if k in ("dist", "file") else float(v)) for k, v in d.items()
+                                  if k != "name"}
         tt = TaskTime(**fields)
         grid.distributions.append(Distribution(str(d["name"]), tt))
     if len({d.name for d in grid.distributions}) != len(grid.distributions):

@@ -4,18 +4,22 @@ Why closed form: the sweep draws the predicted probability that an attempt outli
 beside the observed duplicate rate, so a reader can see whether duplicates are explained by the
 tail of the work alone or by something else (faults, a queue bug). The parametrisation is the
 worker's (workloads/worker.py ``draw_task_time``): ``mean`` is the mean; ``spread`` is the
-uniform half-width fraction, the lognormal sigma or the pareto tail index; ``max`` caps a draw.
+uniform half-width fraction, the lognormal sigma or the pareto tail index; ``max`` caps a draw;
+``empirical`` is the resampled observed durations themselves.
 """
 
 from __future__ import annotations
 
 import math
 
+from takeover import task_times
 from takeover.config import TaskTime
 
 
 def survival(tt: TaskTime, t: float) -> float:
     """P(work > t) for one draw, the cap included."""
+    if tt.dist == "empirical":
+        return task_times.survival(tt.samples, t)
     if tt.max > 0 and t >= tt.max:
         return 0.0
     if t < 0:
@@ -47,6 +51,8 @@ def survival(tt: TaskTime, t: float) -> float:
 
 def quantile(tt: TaskTime, q: float) -> float:
     """The q-quantile of the work time (bisection on the survival function)."""
+    if tt.dist == "empirical":
+        return task_times.sample_quantile(tt.samples, q) if tt.samples else 0.0
     lo, hi = 0.0, max(tt.mean, 1e-6)
     while survival(tt, hi) > 1 - q and hi < 1e6:
         hi *= 2

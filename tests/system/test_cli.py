@@ -42,7 +42,8 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> Non
 
 _RUN_OPTIONS = (
     "--profile --queue --workers --tasks --duration --lease --seed --swarm --out --remedy --heartbeat --arrival-rate "
-    "--task-time-dist --task-time-mean --task-time-spread --task-time-max --local-step --poll --client-timeout "
+    "--task-time-dist --task-time-mean --task-time-spread --task-time-max --task-time-file --task-time-scale "
+    "--local-step --poll --client-timeout "
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
     "--duplicate-register-rate --lose-reply-rate --slow-rate"

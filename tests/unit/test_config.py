@@ -135,7 +135,7 @@ def test_validation_names_the_bad_value(argv, message):
         ('workers = "a"', "workers must be a positive integer, got 'a'"),
         ('duration = "a"', "duration must be a positive number, got 'a'"),
         ('[task_time]\ndist = "x"', "task-time-dist must be one of fixed, uniform, exponential, lognormal, pareto, "
-                                     "got 'x'"),
+                                     "empirical, got 'x'"),
     ],
 )  # fmt: skip
 def test_a_bad_value_in_a_profile_is_named_like_on_the_command_line(tmp_path, line, message):

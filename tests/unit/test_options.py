@@ -12,6 +12,8 @@ import argparse
 import contextlib
 import dataclasses
 import io
+import json
+import os
 import re
 import shlex
 import tomllib
@@ -56,7 +58,7 @@ def other_value(o: RunOption, cfg: RunConfig = BASE) -> Any:
     if o.choices:
         return next(c for c in o.choices if c != current)
     if o.value_type is str:
-        return f"{current}-other"
+        return f"{current or 'x'}-other"  # never a leading "-", which argparse would read as an option
     if o.check is options.probability:
         return 0.5 if current != 0.5 else 0.25
     if o.value_type is int:
@@ -68,9 +70,10 @@ def test_every_config_value_has_exactly_one_option():
     """A RunConfig field, task-time field or fault kind without an option could not be set or reproduced.
 
     The location fields are the exception: where the run was started is found out, not chosen, and the
-    reproduce line writes it as ``cd`` and ``PYTHONPATH=`` (tests/unit/test_config.py)."""
+    reproduce line writes it as ``cd`` and ``PYTHONPATH=`` (tests/unit/test_config.py); so are an empirical
+    distribution's samples, read from its --task-time-file."""
     fields = {f.name for f in dataclasses.fields(RunConfig)} - {"task_time", "faults", *LOCATION_FIELDS}
-    fields |= {f"task_time.{f.name}" for f in dataclasses.fields(TaskTime)}
+    fields |= {f"task_time.{f.name}" for f in dataclasses.fields(TaskTime) if f.name != "samples"}
     fields |= {f"faults.{kind}" for kind in FAULT_KINDS}
     declared = [o.field for o in RUN_OPTIONS]
     assert sorted(declared) == sorted(fields)
@@ -221,6 +224,8 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1).fi
 def _strategy(o: RunOption) -> st.SearchStrategy[Any]:
     if o.field == "profile":
         return st.sampled_from(profile_names())
+    if o.field == "task_time.dist":  # an empirical distribution reads a file: its own test below
+        return st.sampled_from([c for c in o.choices if c != "empirical"])
     if o.choices:
         return st.sampled_from(o.choices)
     if o.check is None:
@@ -259,3 +264,23 @@ def test_the_reproduce_line_parsed_back_gives_the_same_config(cfg: RunConfig):
     assert again == dataclasses.replace(cfg, out=None)  # the one value a rerun chooses anew (see above)
     assert again.command() == cfg.command()
     assert RunConfig.from_json(cfg.to_json()) == cfg
+
+
+def test_an_empirical_run_reads_its_file_once_and_its_reproduce_line_reads_it_again(tmp_path: Path):
+    """The durations are read, scaled and kept in the config (config.json says what the workers drew
+    from); the reproduce line names the file by its absolute path and the scale, and gives the same config."""
+    (tmp_path / "times.csv").write_text("seconds\n2\n4\n30\n")
+    args = _STRESS.parse_args(["--profile", "smoke", "--task-time-dist", "empirical", "--task-time-file",
+                               "times.csv", "--task-time-scale", "4"])
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        cfg = stress.resolve(args)
+    finally:
+        os.chdir(cwd)
+    tt = cfg.task_time
+    assert (tt.samples, tt.mean, tt.max, tt.file) == ((0.5, 1.0, 7.5), 3.0, 7.5, str(tmp_path / "times.csv"))
+    again = stress.resolve(_STRESS.parse_args(shlex.split(cfg.command())[2:]))
+    assert again == dataclasses.replace(cfg, out=None) and again.command() == cfg.command()
+    assert RunConfig.from_json(cfg.to_json()) == cfg
+    assert "samples" not in json.loads(BASE.to_json())["task_time"], "other runs' config.json is unchanged"
