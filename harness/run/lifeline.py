@@ -19,12 +19,14 @@ RUN_ENV = "TAKEOVER_RUN_DIR"
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """Call first thing in a child: arrange to be killed when the coordinator goes away."""
+def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
+    """Call first thing in a child: arrange to be killed when the coordinator goes away (with ``sig``:
+    a child that must clean up on its way out, such as the power-loss layer's FUSE daemon, asks for
+    SIGTERM)."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
         except OSError:
             pass  # the getppid() watch still covers us
     if not parent_alive(parent_pid):
