@@ -40,6 +40,9 @@ KILL_AIMS = {
 AIM_PHASES = {"before_action": ("working",), "after_action": ("acted",), "during_finish": ("finishing",)}
 
 
+# RunConfig fields of the clock faults (takeover.run.clock): in config.json only when not 0.
+CLOCK_FIELDS = ("clock_skew_max", "clock_jump_rate", "clock_jump_max")
+
 # RunConfig fields that say where the run was started rather than what it does (see there).
 LOCATION_FIELDS = ("workdir", "pythonpath")
 
@@ -112,6 +115,9 @@ class RunConfig:
     client_timeout: float = 0.4  # the worker's timeout on the external service
     drain_timeout: float = 0.0  # 0 = derived: a few leases plus the longest task
     faults: Mapping[str, float] = field(default_factory=lambda: {k: 0.0 for k in FAULT_KINDS})
+    clock_skew_max: float = 0.0  # each worker incarnation's clock offset, uniform in [-max, +max] (takeover.run.clock)
+    clock_jump_rate: float = 0.0  # steps of a running worker's clock, per second of the faulted phase
+    clock_jump_max: float = 0.0  # the largest step, either way
     # Where the run was started, as far as a rerun needs it (takeover.locate): found out, not chosen, so
     # no option sets them; the reproduce line writes them as ``cd WORKDIR &&`` and ``PYTHONPATH=...``.
     workdir: str | None = None
@@ -151,6 +157,9 @@ class RunConfig:
                 del data["task_time"][name]
         if self.task_time.samples:
             data["task_time"]["samples"] = list(self.task_time.samples)
+        for name in CLOCK_FIELDS:  # 0 (no clock faults): left out, so other runs' config.json stays as it was
+            if not data[name]:
+                del data[name]
         data["drain_timeout_effective"] = self.effective_drain_timeout
         data["command"] = self.command()
         return data
@@ -195,6 +204,8 @@ class RunConfig:
         resolved = self.task_time.resolved()
         if resolved is not self.task_time:
             return dataclasses.replace(self, task_time=resolved).validate()
+        if self.clock_jump_rate > 0 and self.clock_jump_max <= 0:
+            raise UsageError("clock-jump-rate needs clock-jump-max > 0 (how far a clock may jump, in seconds)")
         if self.heartbeat and self.heartbeat >= self.lease:
             raise UsageError(f"heartbeat ({self.heartbeat}) must be shorter than the lease ({self.lease})")
         if self.tasks == 0 and self.arrival_rate == 0:

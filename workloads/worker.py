@@ -7,6 +7,10 @@ invoke without completion is "may have happened". The worker publishes its phase
 board before each step so the nemesis can aim kills and pauses, and so that a dead worker's slot
 says where it died.
 
+Every ``now`` the worker passes to the queue is read from its own clock (:mod:`takeover.run.clock`):
+the real clock, unless ``--clock-skew-max`` or ``--clock-jump-rate`` put it off. Its sleeps and the
+history's record times stay on the real clock.
+
 Errors never end the worker: an exception from the queue (``database is locked``, a bug in a
 user's queue) is an ``info`` record and the loop goes on after a short back-off.
 """
@@ -23,6 +27,7 @@ from typing import cast
 from takeover.config import TaskTime
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
 from takeover.history import HistoryWriter, error_text
+from takeover.run.clock import WorkerClock, record_jump, record_skew, skew_of
 from takeover.run.lifeline import die_with_parent, parent_alive
 from takeover.run.phases import ACTIONS, DONE, FINISH_CALLS, LOST, SLOWED, PhaseBoard, task_id, task_index
 from takeover.run.registration import register_tasks
@@ -81,10 +86,22 @@ class Worker:
         self.hist = HistoryWriter(spec.history_path, spec.process)
         self.client = ServiceClient(spec.service_address, self.cfg.client_timeout)
         self.queue: LeaseQueue | None = None
+        self.clock = WorkerClock(skew_of(self.cfg.seed, spec.process, self.cfg.clock_skew_max), board, spec.slot)
 
     # -- helpers ----------------------------------------------------------------------------------
     def publish(self, phase: str, task: str | None = None, gen: int = 0, lease_until: float = 0.0) -> None:
+        """The lease goes on the board on the real clock (when this worker's clock will reach it), so the
+        nemesis times pauses against the holder's own view of its lease whatever its clock's offset."""
+        lease_until = self.clock.real(lease_until) if lease_until else 0.0
         self.board.publish(self.slot, phase, time.time(), task_index(task) if task else -1, gen, lease_until)
+
+    def now(self) -> float:
+        """The ``now`` for the next call: this worker's clock, after any jump the nemesis posted since the last
+        call, which is recorded here, between the two calls it separates."""
+        step = self.clock.pending()
+        if step:
+            record_jump(self.hist, self.spec.process, self.name, step, self.clock.offset)
+        return self.clock.now()
 
     def should_stop(self) -> bool:
         return self.board.stop_requested() or not parent_alive(self.spec.parent_pid)
@@ -126,6 +143,8 @@ class Worker:
                 backoff = min(backoff * 2, 1.0)
 
     def run(self) -> None:
+        if self.cfg.clock_skew_max > 0:
+            record_skew(self.hist, self.spec.process, self.name, self.clock.offset)
         self.publish("idle")
         self.open()
         try:
@@ -148,7 +167,7 @@ class Worker:
             self.wait_at_gate()
             if self.should_stop():
                 return
-        now = time.time()
+        now = self.now()
         hist.write("invoke", "claim", worker=name, now=now, lease=cfg.lease)
         try:
             claimed = self.opened.claim(name, now, cfg.lease)
@@ -199,7 +218,7 @@ class Worker:
         self.publish("claiming")
         task = self.board.register_request(hold)
         if task >= 0:
-            register_tasks(self.opened, self.hist, [task_id(task)], time.time())
+            register_tasks(self.opened, self.hist, [task_id(task)], self.now())
 
     def work(self, task: str, gen: int, lease_until: float) -> float | None:
         """Local work; a slowed task outlives its lease. Heartbeats extend the lease when configured."""
@@ -207,7 +226,7 @@ class Worker:
         seconds = draw_task_time(self.rng, cfg.task_time)
         slow = self.faults_on("slow")
         if slow:
-            remaining = max(0.0, lease_until - time.time())
+            remaining = max(0.0, lease_until - self.now())
             seconds = max(seconds, remaining + self.rng.uniform(0.2, 1.0) * cfg.lease)
             self.hist.write("invoke", "slow", task=task, gen=gen, target=self.spec.process,
                             value=f"{seconds:.3f}", lease_until=lease_until)  # fmt: skip
@@ -233,7 +252,7 @@ class Worker:
         return held
 
     def extend(self, task: str, gen: int, lease_until: float) -> float | None:
-        now = time.time()
+        now = self.now()
         self.hist.write("invoke", "extend", task=task, gen=gen, now=now, lease=self.cfg.lease)
         try:
             # Called only when work() found the method (has_extension), so the queue is an ExtendingQueue.
@@ -251,7 +270,7 @@ class Worker:
         """One action on the external service; returns the finish outcome, None when refused."""
         self.publish("acting", task, gen, lease_until)
         lose = self.faults_on("lose_reply")
-        now = time.time()
+        now = self.now()
         self.hist.write("invoke", "action", task=task, gen=gen, now=now)
         if lose:
             self.hist.write("invoke", "lose_reply", task=task, gen=gen, target=self.spec.process)
@@ -291,7 +310,7 @@ class Worker:
     def finish(self, task: str, gen: int, outcome: str, lease_until: float) -> None:
         """``finishing`` is published only around the call itself (after the invoke is written,
         before the completion is), so a kill that lands in ``finishing`` really hit the call."""
-        now = time.time()
+        now = self.now()
         self.hist.write("invoke", "finish", task=task, gen=gen, outcome=outcome, now=now)
         self.board.count(self.slot, FINISH_CALLS)
         self.publish("finishing", task, gen, lease_until)

@@ -43,7 +43,7 @@ def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> N
     as it ran, so ``--reconcile`` is kept there only to be refused with a reason.
     """
     add_run_options(parser, command, profile_names())
-    parser.add_argument("--no-faults", action="store_true", help="set every fault rate to 0")
+    parser.add_argument("--no-faults", action="store_true", help="set every fault rate and the clock skew to 0")
     reconcile = ("after the run, resolve uncertain tasks against the service's ledger (see takeover reconcile), "
                  "before the check")  # fmt: skip
     parser.add_argument("--reconcile", action="store_true",
@@ -76,9 +76,9 @@ def resolve_base(args: argparse.Namespace) -> tuple[RunConfig, tuple[str, ...]]:
     # --no-faults zeroes the profile's rates; a rate given explicitly beside it still counts
     # (e.g. `--no-faults --kill-rate 1` is a run with kills only).
     if no_faults:
-        for o in FAULT_RATES:
-            if overrides[o.dest] is None:
-                overrides[o.dest] = 0.0
+        for dest in [o.dest for o in FAULT_RATES] + ["clock_skew_max", "clock_jump_rate"]:
+            if overrides[dest] is None:
+                overrides[dest] = 0.0
     cfg = with_overrides(base, overrides).validate()
     where = locate(cfg.queue, cfg.profile)
     return dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath), pinned
@@ -221,6 +221,9 @@ def print_run_summary(result: Any, out: Any) -> None:
             reasons = "; ".join(f"{r} ({n})" for (k, r), n in sorted(aim.reasons.items()) if k == kind)
             print(f"        {kind}: window hit {aim.hits[kind]}, missed {aim.missed[kind]}"
                   f"{f' ({reasons})' if reasons else ''}", file=out)  # fmt: skip
+    if cfg.clock_skew_max > 0 or cfg.clock_jump_rate > 0:
+        print(f"        clocks: every incarnation off by up to {cfg.clock_skew_max:g} s; {t.clock_jumps} jumps of up "
+              f"to {cfg.clock_jump_max:g} s posted", file=out)  # fmt: skip
     if t.hunts_expired:
         expired = ", ".join(f"{k} {n}" for k, n in sorted(t.hunts_expired.items()))
         print(f"        found no target in time: {expired}", file=out)

@@ -28,6 +28,10 @@ arrive on the same stratified plan and are handed to :mod:`takeover.run.aimed`, 
 workers into their window; the slots they freeze are theirs alone until they let go (no kill or
 pause may touch them).
 
+Clock jumps (``--clock-jump-rate``) arrive on the same stratified plan, from their own stream: each
+steps a live worker's clock by a seeded amount, posted on the phase board for the worker to apply and
+record (:mod:`takeover.run.clock`).
+
 Worker-drawn faults (lost replies, slow tasks) are not the nemesis' business: the worker draws
 them with its own seeded stream and records them itself.
 """
@@ -53,10 +57,16 @@ HUNT_POLL = 0.0002  # a finish call lasts a fraction of a millisecond
 PAUSE_CLASSES = ("before_expiry", "just_after_expiry", "long_after_expiry")
 PAUSE_PHASES = ("working", "acting", "acted")  # holders not inside a database call
 JUST_AFTER_MARGIN = (0.002, 0.02)
+CLOCK_JUMP = "clock_jump"  # the plan's name for clock jumps, and their history ``f`` (takeover.run.clock)
 
 
 def stream_seed(seed: int, name: str) -> int:
     return (seed * 2_654_435_761 + zlib.crc32(name.encode())) & 0xFFFFFFFF
+
+
+def draw_ms(rng: random.Random, largest: float) -> float:
+    """Uniform in ``[-largest, +largest]``, in whole milliseconds (a clock's skew or jump, takeover.run.clock)."""
+    return round(rng.uniform(-largest, largest), 3) if largest > 0 else 0.0
 
 
 @dataclass
@@ -89,6 +99,7 @@ class Tally:
     hunts_expired: Counter = field(default_factory=Counter)  # by kind
     probe_misses: Counter = field(default_factory=Counter)  # by kind: frozen, but it had moved on
     aimed: AimTally = field(default_factory=AimTally)  # aimed faults: windows hit and missed
+    clock_jumps: int = 0  # clock jumps posted to a live worker (each applied by it when it next reads its clock)
 
 
 class Nemesis:
@@ -116,7 +127,7 @@ class Nemesis:
         self._kill = kill
         self._pause = pause
         self._resume = resume
-        self.rngs = {k: random.Random(stream_seed(cfg.seed, k)) for k in NEMESIS_FAULTS}
+        self.rngs = {k: random.Random(stream_seed(cfg.seed, k)) for k in (*NEMESIS_FAULTS, CLOCK_JUMP)}
         self.pick = random.Random(stream_seed(cfg.seed, "targets"))  # hunts: draws vary with the interleaving
         # Random kills choose from their own stream, one fixed-size draw per arrival, so which slot the
         # n-th random kill prefers depends on --seed alone, never on how many probes the hunts made.
@@ -138,10 +149,14 @@ class Nemesis:
     def start(self, now: float) -> None:
         self.active = True
         self._t0 = now
-        for kind in NEMESIS_FAULTS:
-            if self.cfg.faults.get(kind, 0.0) > 0:
+        for kind in (*NEMESIS_FAULTS, CLOCK_JUMP):
+            if self._rate(kind) > 0:
                 self._slot_no[kind] = 0
                 self.next_at[kind] = self._plan(kind)
+
+    def _rate(self, kind: str) -> float:
+        """Arrivals per second of a kind the nemesis plans (clock jumps are not a kind of ``faults``)."""
+        return self.cfg.clock_jump_rate if kind == CLOCK_JUMP else self.cfg.faults.get(kind, 0.0)
 
     def _plan(self, kind: str) -> float:
         """The next arrival: a uniform instant inside the kind's next 1/rate-second slot.
@@ -153,7 +168,7 @@ class Nemesis:
         """
         i = self._slot_no[kind]
         self._slot_no[kind] = i + 1
-        slot = 1.0 / self.cfg.faults[kind]
+        slot = 1.0 / self._rate(kind)
         if i == 0 and kind in AIMED_FAULTS:
             return self._t0 + self.rngs[kind].random() * min(slot, FIRST_AIM)
         return self._t0 + (i + self.rngs[kind].random()) * slot
@@ -209,6 +224,9 @@ class Nemesis:
         if kind in AIMED_FAULTS:
             self.aimed.arrive(kind, now)
             return
+        if kind == CLOCK_JUMP:
+            self._jump()
+            return
         if kind == "kill":
             order = list(range(self.board.slots))
             self.pick_random.shuffle(order)
@@ -226,6 +244,20 @@ class Nemesis:
         else:
             aim = KILL_AIMS[kind]
             self.hunts.append(Hunt(kind, aim, AIM_PHASES[aim], deadline))
+
+    def _jump(self) -> None:
+        """Step one live worker's clock: the slot (first live one of a seeded shuffle) and the size come
+        from the kind's own stream, fixed-size draws per arrival, so they depend on --seed alone."""
+        rng = self.rngs[CLOCK_JUMP]
+        order = list(range(self.board.slots))
+        rng.shuffle(order)
+        step = draw_ms(rng, self.cfg.clock_jump_max)
+        live = set(self._live_slots())
+        for slot in order:
+            if slot in live and step:
+                self.board.post_clock_jump(slot, step)
+                self.tally.clock_jumps += 1
+                return
 
     def _candidates(self, phases: tuple[str, ...] | None = None) -> list[int]:
         board = self.board

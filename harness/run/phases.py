@@ -40,7 +40,10 @@ FAULT_BITS = {"slow": 1, "lose_reply": 2}
 # Finish calls this incarnation has started (counted after the invoke is written, before the call):
 # an aimed fault that resumed a frozen holder sees from it that the holder's finish went out.
 FINISH_CALLS = 13
-SLOT_WIDTH = 14
+# Clock jumps the nemesis has posted to the slot's incarnation, summed (seconds; takeover.run.clock): a worker
+# applies what was added since it last looked, so two jumps posted between two of its looks are one step.
+CLOCK_JUMPS = 14
+SLOT_WIDTH = 15
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,9 @@ class PhaseBoard:
         a[b + PHASE] = PHASE_CODE["idle"]
         a[b + TASK] = -1
         a[b + OPEN_FAULTS] = 0.0
+        # A new incarnation starts from its own skew: jumps aimed at the one before are not its. Jumps posted
+        # from here on are, even before it first reads its clock (starting a process can take a second).
+        a[b + CLOCK_JUMPS] = 0.0
 
     def count(self, slot: int, counter: int) -> None:
         """Only the slot's live worker increments its counters: no lost updates without a lock."""
@@ -146,6 +152,14 @@ class PhaseBoard:
 
     def finish_calls(self, slot: int) -> int:
         return int(self.array[self._base(slot) + FINISH_CALLS])
+
+    def post_clock_jump(self, slot: int, seconds: float) -> None:
+        """Step the slot's worker clock by ``seconds`` (the nemesis only: one writer, so no lost update)."""
+        self.array[self._base(slot) + CLOCK_JUMPS] += seconds
+
+    def clock_jumps(self, slot: int) -> float:
+        """Every jump posted to the slot so far, summed; a worker takes the difference to what it applied."""
+        return float(self.array[self._base(slot) + CLOCK_JUMPS])
 
     def open_fault(self, slot: int, kind: str) -> None:
         """The slot's worker has written the fault's invoke (call this after it, never before)."""
