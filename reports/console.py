@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from takeover.reports.words import aimed_brief, diagnosis_lines, feature_lines, gate_line, verdict_word
+from takeover.reports.words import aimed_brief, clock_brief, diagnosis_lines, feature_lines, gate_line, verdict_word
 from takeover.store import VIOLATIONS_CSV, json_default
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
@@ -44,9 +44,9 @@ def short_summary(summary: Summary, written: list[str]) -> str:
     if gate:
         lines.append(f"  {gate}")
     lines += [f"  {line}" for line in feature_lines(summary)]
-    aimed = aimed_brief(summary)
-    if aimed:
-        lines.append(f"  {aimed}")
+    for brief in (aimed_brief(summary), clock_brief(summary)):
+        if brief:
+            lines.append(f"  {brief}")
     for w in summary["warnings"]:
         lines.append(f"  warning: {w}")
     lines.append(f"  wrote {', '.join(written)} in {summary['run_dir']}")

@@ -21,7 +21,7 @@ from takeover.reports.words import (
 from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import Summary
+    from takeover.checker.summary_types import ClockCoverage, Summary
     from takeover.checker.verdict import Verdict
 
 CSS = """
@@ -156,6 +156,7 @@ def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]], tasks
         *({"fault": kind, "total": a["total"],
            "detail": f"{a['hit']} hit, missed {missed_why(a)} — {AIMED_MEANING.get(kind, '')}"}
           for kind, a in cov.get("aimed", {}).items()),
+        *_clock_rows(cov.get("clock")),
     ]))
     parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(w)}</li>" for w in s["warnings"]) + "</ul>"
                  if s["warnings"] else "<h2>Warnings</h2><p>None.</p>")
@@ -163,3 +164,12 @@ def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]], tasks
         parts.append(f"<h2>Reproduce</h2><pre>{_e(str(cfg['command']))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _clock_rows(clock: ClockCoverage | None) -> list[dict[str, Any]]:
+    """The clock faults' rows of the coverage table: none in a run without them."""
+    if clock is None:
+        return []
+    return [{"fault": kind, "total": total, "detail": f"up to {largest:g} s either way" if largest is not None else ""}
+            for kind, total, largest in (("clock_skew", clock["skewed"], clock["skew_abs_max"]),
+                                         ("clock_jump", clock["jumps"], clock["jump_abs_max"]))]

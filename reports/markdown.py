@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from takeover.reports.words import (
     AIMED_MEANING,
+    clock_brief,
     defects,
     feature_lines,
     missed_why,
@@ -40,6 +41,9 @@ CAUSE_MEANING = {
     "other": "the earlier holder's lease was still valid when the task was handed to another worker (a double "
              "lease: a queue bug, see lease_exclusive), whichever way that holder ended; or the task was "
              "handed out again after a finish took effect, or one generation acted twice",
+    "clock": "a clock fault lost the earlier holder's lease: by the clocks its lease had run out, but on the real "
+             "clock it had not (the taker's clock was ahead of the holder's, or the holder's finish was refused "
+             "as late by a clock that had jumped ahead); only in runs with clock faults",
 }
 
 
@@ -96,12 +100,16 @@ def render(summary: Summary) -> str:
         lines.append(f"{d['tasks']} task(s) had their side effect performed more than once: "
                      f"{d['extra_actions']} extra action(s).")
         lines += ["", "| cause | extra actions | meaning |", "|---|---|---|",
-                  *[f"| {c} | {d['by_cause'].get(c, 0)} | {text} |" for c, text in CAUSE_MEANING.items()]]
+                  *[f"| {c} | {d['by_cause'].get(c, 0)} | {text} |" for c, text in CAUSE_MEANING.items()
+                    if c in d["by_cause"] or c != "clock"]]
         if d.get("examples"):
             lines += ["", "Each extra action against the performed action before it on the same task; "
                       "`older_lease_until` is the lease the older of the two generations held (claim or "
                       "heartbeat) when the task was taken over from it at `taken_over_at` (the next "
-                      "claim's `now`): a later lease means a double lease.", "", *_table(d["examples"])]
+                      "claim's `now`): a later lease means a double lease." + (
+                          " With clock faults, `real_lease_left` is what that lease had left on the real clock "
+                          "at the takeover (positive: only the clocks said it had run out)."
+                          if "clock" in d["by_cause"] else ""), "", *_table(d["examples"])]
     if s.get("remedy"):
         lines += ["", "## Remedy, heartbeats, reconciliation", "", *[f"- {x}" for x in feature_lines(s)]]
     c = s["counts"]
@@ -137,6 +145,9 @@ def render(summary: Summary) -> str:
               f"- slow tasks: {cov['slows']['total']}, {cov['slows']['past_lease']} past the lease",
               f"- lost replies: {cov['lost_replies']['history']} in the history, "
               f"{cov['lost_replies']['ledger']} in the ledger"]
+    clock = clock_brief(s)
+    if clock:
+        lines.append(f"- {clock}")
     if cov.get("aimed"):
         lines += ["", "Aimed faults (each steers workers into one narrow window; its freezes are among the "
                       "pauses above):", "", "| fault | window | tried | hit | missed (why) |", "|---|---|---|---|---|"]

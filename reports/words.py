@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import AimedCoverage, DiagnosisJson, Summary
+    from takeover.checker.summary_types import AimedCoverage, ClockCoverage, DiagnosisJson, Summary
 
 # What each aimed fault steers the workers into, and the promise that window tests (README, "Faults").
 AIMED_MEANING = {
@@ -22,6 +22,17 @@ AIMED_MEANING = {
     "duplicate_register": "a known task registered again by several producers at once: nothing may change "
                           "(state_matches_history, generation_monotonic, no_reclaim_after_terminal)",
 }
+
+
+def clock_brief(summary: Summary) -> str | None:
+    """The clock faults in words (None when the run had none): the skews and the jumps, the largest of each."""
+    clock: ClockCoverage | None = summary["coverage"].get("clock")
+    if clock is None:
+        return None
+    skew = f" (up to {clock['skew_abs_max']:g} s either way)" if clock["skew_abs_max"] is not None else ""
+    jump = f" (up to {clock['jump_abs_max']:g} s either way)" if clock["jump_abs_max"] is not None else ""
+    return (f"clock faults: {clock['skewed']} worker incarnation(s) with a skewed clock{skew}, "
+            f"{clock['jumps']} clock jump(s){jump}")
 
 
 def plain(value: Any) -> str:

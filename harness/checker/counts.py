@@ -16,9 +16,19 @@ import pandas as pd
 from takeover.checker.facts import Facts
 from takeover.checker.invariants import _extended_leases
 from takeover.checker.ops import AIMED_FAULTS
-from takeover.checker.summary_types import AimedCoverage, Counts, Coverage, Duplicates, Overruns, Percentiles
+from takeover.checker.summary_types import (
+    AimedCoverage,
+    ClockCoverage,
+    Counts,
+    Coverage,
+    Duplicates,
+    Overruns,
+    Percentiles,
+)
 
 EXAMPLES = 5
+CAUSES = ("s5", "lost_lease", "other")
+CLOCK = "clock"  # the cause of duplicates that only a clock fault made (extra_actions); listed only in runs with them
 FAULT_KINDS = ("kill", "pause", "lose_reply", "slow", *AIMED_FAULTS)
 MISSED = "missed: "  # how an aimed fault's ``value`` starts when its window was not reached
 NO_END = "its end was not recorded (the coordinator stopped during the fault)"
@@ -43,6 +53,19 @@ def _killed_at(fx: Facts) -> pd.Series:
     return both.groupby("target")["t"].min()
 
 
+def has_clock_faults(fx: Facts) -> bool:
+    """Whether the run requested or recorded clock faults: only then does ``by_cause`` list ``clock``, so
+    runs without them keep their summary."""
+    cfg = fx.config
+    requested = any(isinstance(cfg.get(k), int | float) and cfg[k] > 0 for k in ("clock_skew_max", "clock_jump_rate"))
+    return requested or fx.clocks is not None
+
+
+def causes(fx: Facts) -> tuple[str, ...]:
+    """The causes ``by_cause`` lists for this run, in the order it lists them."""
+    return (*CAUSES, CLOCK) if has_clock_faults(fx) else CAUSES
+
+
 def duplicates(fx: Facts, extra: pd.DataFrame | None) -> tuple[Duplicates, list[float]]:
     """Tasks with more than one performed action, and each extra action's cause: the summary's
     ``duplicates`` section, and the codes of the tasks involved (the report draws their generations).
@@ -50,14 +73,16 @@ def duplicates(fx: Facts, extra: pd.DataFrame | None) -> tuple[Duplicates, list[
     if extra is None:
         return {"tasks": None, "extra_actions": None, "by_cause": {}, "examples": [], "note": "no ledger"}, []
     if not len(extra):
-        return {"tasks": 0, "extra_actions": 0, "by_cause": {"s5": 0, "lost_lease": 0, "other": 0},
-                "examples": []}, []
+        return {"tasks": 0, "extra_actions": 0, "by_cause": dict.fromkeys(causes(fx), 0), "examples": []}, []
     cause = extra["cause"]
-    by_cause = {c: int((cause == c).sum()) for c in ("s5", "lost_lease", "other")}
+    by_cause = {c: int((cause == c).sum()) for c in causes(fx)}
     ex = [{"task": fx.name(r.task), "cause": r.cause, "gen": _i(r.gen), "by": _i(r.process), "at": fx.rel(r.t),
            "earlier_gen": _i(r.p_gen), "earlier_by": _i(r.p_process), "earlier_at": fx.rel(r.p_t),
            "older_lease_until": fx.rel(r.held_until), "taken_over_at": fx.rel(r.taken_at)}
           for r in extra.sort_values("t").head(EXAMPLES).itertuples()]
+    if "real_lease_left" in extra:  # with clock faults: what the clocks hid, on the real clock
+        for e, left in zip(ex, extra.sort_values("t").head(EXAMPLES)["real_lease_left"], strict=True):
+            e["real_lease_left"] = None if pd.isna(left) else round(float(left), 3)
     tasks = np.unique(extra["task"].to_numpy(dtype="float64")).tolist()
     return {"tasks": len(tasks), "extra_actions": int(len(extra)), "by_cause": by_cause, "examples": ex}, tasks
 
@@ -80,7 +105,9 @@ def extra_actions(fx: Facts) -> pd.DataFrame | None:
       a finish took effect);
     - ``s5`` when the earlier holder was SIGKILLed after acting, so its finish never took effect;
     - ``lost_lease`` otherwise: it lived on past its lease and its finish was refused or never
-      accepted.
+      accepted;
+    - and ``clock`` instead of ``lost_lease`` where only a clock fault lost the lease
+      (:func:`_clock_made`): on the real clock the earlier holder's lease had not run out.
 
     Why the lease test comes first: a holder whose lease was stolen has its finish refused and
     may act after the thief did, which looks exactly like a holder that outlived its lease; only
@@ -124,13 +151,49 @@ def extra_actions(fx: Facts) -> pd.DataFrame | None:
     late_stale = extra["gen"] < extra["p_gen"]
     cause = np.where(same_gen | double_lease, "other", np.where(late_stale, "lost_lease", np.where(
         extra["fin"], "other", np.where(killed_after, "s5", "lost_lease"))))
+    if fx.clock_offset is not None:
+        made, left = _clock_made(fx, extra, held)
+        cause = np.where((cause == "lost_lease") & made, CLOCK, cause)
+        extra["real_lease_left"] = left
     extra["cause"] = cause
     return extra
 
 
-def _lease_at_takeover(fx: Facts, task: pd.Series, gen: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def _clock_made(fx: Facts, extra: pd.DataFrame, held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per extra action: did a clock fault lose the earlier holder's lease? And the seconds its lease
+    had left, on the real clock, when the task was taken over from it (negative: it had run out).
+
+    Every ``now`` and ``lease_until`` is put on the real clock by taking off the offset of the clock
+    that read it (``Facts.offset``). A lease that is judged by the clocks (as the checker and the
+    queue judge it) to have run out was lost by a clock when, on the real clock:
+
+    - the takeover claim came before the earlier lease ran out (the taker's clock was ahead of the
+      holder's: its ``now`` had passed a lease that had not really ended), or
+    - the earlier holder's finish was refused as late by its own clock (its ``now`` at or past its
+      lease) while it was in fact called inside the lease (its clock had jumped ahead).
+
+    With every offset 0 both reduce to comparisons the other causes already made, so a run without
+    clock faults never has this cause.
+    """
+    gen = pd.Series(np.fmin(extra["gen"].to_numpy(dtype="float64"), extra["p_gen"].to_numpy(dtype="float64")),
+                    index=extra.index)
+    held_real, taken_real = _lease_at_takeover(fx, extra["task"], gen, real=True)
+    early = held_real > taken_real
+    rows = pd.DataFrame({"rid": np.arange(len(extra)), "task": extra["task"].to_numpy(dtype="float64"),
+                         "gen": gen.to_numpy(), "held": held, "held_real": held_real})
+    f = fx.fin_rej[["i", "task", "gen", "now"]]
+    m = rows.merge(f[f["task"].isin(rows["task"])], on=["task", "gen"])
+    real_now = m["now"].to_numpy(dtype="float64") - fx.offset(m["i"])
+    refused_inside = m.loc[(m["now"].to_numpy(dtype="float64") >= m["held"].to_numpy()) & (real_now < m["held_real"]),
+                           "rid"].unique()
+    return early | np.isin(rows["rid"].to_numpy(), refused_inside), held_real - taken_real
+
+
+def _lease_at_takeover(fx: Facts, task: pd.Series, gen: pd.Series, *,
+                       real: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """For each (task, gen): the lease that generation held when the task was taken over from it,
-    and the ``now`` of the claim that took it over (the next higher generation granted).
+    and the ``now`` of the claim that took it over (the next higher generation granted). With
+    ``real``, both on the real clock: each ``now`` and lease less the offset of the clock that read it.
 
     The held lease is the claim's ``lease_until`` or a later one set by an ``extend`` that surely
     returned before the takeover claim started, the rule ``lease_exclusive`` uses, so an extra
@@ -141,9 +204,16 @@ def _lease_at_takeover(fx: Facts, task: pd.Series, gen: pd.Series) -> tuple[np.n
     held = np.full(n, np.nan)
     taken = np.full(n, np.nan)
     c = fx.claims_ok
-    c = c.loc[c["task"].isin(task.unique()), ["task", "gen", "now", "lease_until", "t_inv"]]
+    c = c.loc[c["task"].isin(task.unique()), ["i", "task", "gen", "now", "lease_until", "t_inv"]]
     if not len(c):
         return held, taken
+    ext_ok = None
+    if real:
+        off = fx.offset(c["i"])
+        c = c.assign(now=c["now"].to_numpy(dtype="float64") - off,
+                     lease_until=c["lease_until"].to_numpy(dtype="float64") - off)
+        e = fx.ext_ok
+        ext_ok = e.assign(lease_until_c=e["lease_until_c"].to_numpy(dtype="float64") - fx.offset(e["i"]))
     c = c.sort_values(["task", "gen", "t_inv"], kind="stable")
     lease = c.groupby(["task", "gen"], sort=False)["lease_until"].max()
     c = c.drop_duplicates(["task", "gen"]).reset_index(drop=True)
@@ -155,7 +225,7 @@ def _lease_at_takeover(fx: Facts, task: pd.Series, gen: pd.Series) -> tuple[np.n
     rows = pd.DataFrame({"task": task.to_numpy(dtype="float64"), "gen": gen.to_numpy(dtype="float64")})
     rows = rows.merge(c, on=["task", "gen"], how="left")
     rows["rid"] = np.arange(n)
-    ext = _extended_leases(fx, rows, "taken_inv")[0].to_numpy(dtype="float64")
+    ext = _extended_leases(fx, rows, "taken_inv", ext_ok)[0].to_numpy(dtype="float64")
     held = np.fmax(rows["lease_until"].to_numpy(dtype="float64"), ext)
     taken = rows["taken_at"].to_numpy(dtype="float64")
     return held, taken
@@ -257,7 +327,24 @@ def coverage(fx: Facts) -> Coverage:
     aimed = _aimed(fx)
     if aimed:
         cov["aimed"] = aimed
+    if has_clock_faults(fx):
+        cov["clock"] = _clock(fx)
     return cov
+
+
+def _clock(fx: Facts) -> ClockCoverage:
+    """The clock faults recorded: how many incarnations had an offset and how many jumps, the largest of each."""
+    clocks = fx.clocks
+
+    def tally(kind: str) -> tuple[int, float | None]:
+        if clocks is None:
+            return 0, None
+        steps = clocks.loc[clocks["f"] == kind, "step"].abs()
+        return int(len(steps)), round(float(steps.max()), 3) if len(steps) else None
+
+    skewed, skew_max = tally("clock_skew")
+    jumps, jump_max = tally("clock_jump")
+    return {"skewed": skewed, "skew_abs_max": skew_max, "jumps": jumps, "jump_abs_max": jump_max}
 
 
 def _aimed(fx: Facts) -> dict[str, AimedCoverage]:
@@ -323,6 +410,10 @@ def warnings(fx: Facts, cov: Coverage, dup: Duplicates) -> list[str]:
     for key, rate in requested_faults(fx.config).items():
         if rate and hits.get(key, 0) == 0:
             out.append(f"fault '{key}' was requested (rate {rate}) but never hit" + _missed_words(aimed.get(key)))
+    clock = cov.get("clock")
+    jump_rate = fx.config.get("clock_jump_rate")
+    if clock is not None and isinstance(jump_rate, int | float) and jump_rate > 0 and not clock["jumps"]:
+        out.append(f"clock jumps were requested (rate {jump_rate}) but no worker's clock jumped")
     if cov["pauses"]["total"] and not cov["pauses"]["past_lease"]:
         out.append("no pause outlasted its lease: stale finishes were not exercised")
     out.extend(fx.run.notes)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from takeover.checker.load import RunData
-from takeover.checker.ops import Ops, pair_operations
+from takeover.checker.ops import CLOCK_FAULTS, Ops, pair_operations
 
 
 @dataclass
@@ -39,6 +39,22 @@ class Facts:
     # and workers were stopped and a snapshot taken, but nothing drained, so an unfinished task
     # proves nothing about the queue.
     interrupted: bool = False
+    # Clock faults (takeover.checker.facts.clock_offsets): each history row's clock offset, the seconds its
+    # process's clock was ahead of the real clock at that record (``now`` minus the real time of the call);
+    # None when the run recorded no clock fault, so runs without them pay nothing.
+    clock_offset: np.ndarray | None = None
+    # The clock faults themselves, one row per invoke: time, process, f, worker, step (seconds, a float).
+    clocks: pd.DataFrame | None = None
+
+    def offset(self, rows: Any) -> np.ndarray:
+        """The clock offset at history rows ``rows`` (an operation's ``i``): zeros without clock faults."""
+        idx = np.asarray(rows, dtype="float64")
+        if self.clock_offset is None:
+            return np.zeros(len(idx))
+        out = np.full(len(idx), np.nan)
+        ok = ~np.isnan(idx)
+        out[ok] = self.clock_offset[idx[ok].astype(np.int64)]
+        return out
 
     def name(self, code: Any) -> str | None:
         """The task id behind a code (frames carry integer codes so joins stay cheap)."""
@@ -93,6 +109,31 @@ def _encode_tasks(run: RunData) -> pd.Index:
     return names
 
 
+def clock_offsets(h: pd.DataFrame) -> tuple[np.ndarray | None, pd.DataFrame | None]:
+    """Each history row's clock offset, and the clock-fault records; (None, None) without any.
+
+    A worker incarnation's offset is its ``clock_skew`` plus every ``clock_jump`` it recorded before
+    the row: the worker writes both itself, between its calls, so in its own records' file order each
+    call comes after every step that moved the ``now`` it passed. The coordinator, the service and a
+    process without clock records are at 0.
+    """
+    if not len(h):
+        return None, None
+    is_clock = (h["f"].isin(CLOCK_FAULTS) & (h["type"] == "invoke")).to_numpy(dtype=bool)
+    if not is_clock.any():
+        return None, None
+    rows = h.loc[is_clock, ["time", "process", "f", "worker", "value"]]
+    step = pd.to_numeric(rows["value"].astype(object), errors="coerce").fillna(0.0).to_numpy(dtype="float64")
+    steps = np.zeros(len(h))
+    steps[is_clock] = step
+    offsets = pd.Series(steps).groupby(h["process"].to_numpy()).cumsum().to_numpy(dtype="float64")
+    clocks = pd.DataFrame({"time": rows["time"].to_numpy(dtype="float64"),
+                           "process": rows["process"].to_numpy(dtype="float64"),
+                           "f": rows["f"].astype(object).to_numpy(), "worker": rows["worker"].astype(object).to_numpy(),
+                           "step": step})
+    return offsets, clocks
+
+
 def build_facts(run: RunData) -> Facts:
     names = _encode_tasks(run)
     ops = pair_operations(run.history)
@@ -110,6 +151,7 @@ def build_facts(run: RunData) -> Facts:
     ind_times = np.sort(claims_ind["t_inv"].to_numpy(dtype="float64"))
     lease = run.config.get("lease")
     marks = ops.run_events["value"].astype(object).to_numpy()
+    offsets, clocks = clock_offsets(run.history)
     return Facts(run, ops, claims_ok, claims_ind, fin_acc, fin_ind, fin_rej, ext_ok, ext_ind, ind_times,
                  run.config, ops.t0, ops.t1, float(lease) if isinstance(lease, int | float) else None, names,
-                 interrupted=bool((marks == "interrupted").any()))
+                 interrupted=bool((marks == "interrupted").any()), clock_offset=offsets, clocks=clocks)

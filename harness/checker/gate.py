@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from takeover.checker.counts import causes
 from takeover.checker.facts import Facts
 from takeover.checker.summary_types import DuplicateGate
 
@@ -83,7 +84,7 @@ def judge(fx: Facts, extra: pd.DataFrame | None, tasks: int, gate: Gate) -> Dupl
             promised |= _fenced(fx, extra)
     by_cause = extra.loc[promised, "cause"].value_counts()
     out["promised"] = int(promised.sum())
-    out["promised_by_cause"] = {c: int(by_cause.get(c, 0)) for c in ("s5", "lost_lease", "other")}
+    out["promised_by_cause"] = {c: int(by_cause.get(c, 0)) for c in causes(fx)}
     per_1000 = out["per_1000"] = round(1000.0 * len(extra) / tasks, 2) if tasks else 0.0
     if gate.fail_on_duplicates and out["promised"]:
         out["reasons"].append(f"{out['promised']} duplicate side effect(s) that remedy {remedy} and the lease "

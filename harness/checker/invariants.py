@@ -142,17 +142,20 @@ def _plausible_ind_extends(fx: Facts) -> pd.DataFrame:
     return e
 
 
-def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str) -> tuple[pd.Series, pd.Series]:
+def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str,
+                     ext_ok: pd.DataFrame | None = None) -> tuple[pd.Series, pd.Series]:
     """For each row (task, gen, key ``rid``): the latest lease an ``extend`` surely set before
-    ``before_col``, and whether an indeterminate extend may have moved it."""
+    ``before_col``, and whether an indeterminate extend may have moved it. ``ext_ok``: the successful
+    extends to read (default ``fx.ext_ok``; the duplicate causes pass them with leases on the real clock)."""
+    ext_ok = fx.ext_ok if ext_ok is None else ext_ok
     ext_max = pd.Series(np.nan, index=rows["rid"])
     maybe = pd.Series(False, index=rows["rid"])
     # The row side is renamed to ``before``: callers pass "t_inv" or "t_comp", which the extend
     # side also carries, and a merge would suffix both: a KeyError on every run with an
     # indeterminate heartbeat (case killed_mid_extend_then_taken_over in tests/quality/cases.py).
     left = rows[["rid", "task", "gen", before_col]].rename(columns={before_col: "before"})
-    if len(fx.ext_ok):
-        m = left.merge(fx.ext_ok[["task", "gen", "t_comp", "lease_until_c"]], on=["task", "gen"])
+    if len(ext_ok):
+        m = left.merge(ext_ok[["task", "gen", "t_comp", "lease_until_c"]], on=["task", "gen"])
         m = m[m["t_comp"] < m["before"]]
         ext_max = ext_max.combine_first(m.groupby("rid")["lease_until_c"].max()).reindex(rows["rid"])
     ind = _plausible_ind_extends(fx)

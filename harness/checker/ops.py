@@ -24,6 +24,10 @@ QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
 AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register")
 FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS)
 INDETERMINATE = ("info", "open")
+# Clock faults (docs/history.md): a worker incarnation records its clock's offset when it starts
+# (``clock_skew``) and each step of it (``clock_jump``), ``value`` = seconds, invoke and ok together.
+# Not paired with the faults above: each is an instant, and its invoke says it all (takeover.checker.facts).
+CLOCK_FAULTS = ("clock_skew", "clock_jump")
 
 # Columns every operation frame carries (invoke side, then completion side).
 _INVOKE_COLS = ("time", "process", "worker", "task", "gen", "now", "outcome", "value", "target", "phase")

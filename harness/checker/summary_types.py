@@ -63,7 +63,8 @@ class Duplicates(TypedDict):
 
     tasks: int | None
     extra_actions: int | None
-    by_cause: dict[str, int]  # "s5", "lost_lease", "other" -> extra actions; empty without a ledger
+    # "s5", "lost_lease", "other" (and "clock" in runs with clock faults) -> extra actions; empty without a ledger
+    by_cause: dict[str, int]
     examples: list[Example]
     note: NotRequired[str]  # only without a ledger
 
@@ -153,6 +154,15 @@ class AimedCoverage(TypedDict):
     reasons: dict[str, int]  # reason -> missed windows, most frequent first
 
 
+class ClockCoverage(TypedDict):
+    """Clock faults recorded (docs/history.md): each worker incarnation's skew and each jump of a clock."""
+
+    skewed: int  # incarnations that recorded their clock's offset
+    skew_abs_max: float | None  # the largest offset, either way, in seconds; None without any
+    jumps: int  # steps of a running worker's clock
+    jump_abs_max: float | None  # the largest step, either way, in seconds; None without any
+
+
 class Coverage(TypedDict):
     """Which faults hit, and where."""
 
@@ -163,6 +173,8 @@ class Coverage(TypedDict):
     # Only when the run requested or recorded an aimed fault (older runs have none): kind -> its windows,
     # for each aimed kind requested or recorded, in the order of takeover.checker.ops.AIMED_FAULTS.
     aimed: NotRequired[dict[str, AimedCoverage]]
+    # Only when the run requested or recorded clock faults (older runs have none).
+    clock: NotRequired[ClockCoverage]
 
 
 class Remedy(TypedDict):
