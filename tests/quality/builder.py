@@ -28,14 +28,15 @@ class Run:
     snapshot_error: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     reregistered: list[dict[str, Any]] = field(default_factory=list)  # records of repeated registrations
+    offsets: dict[int, float] = field(default_factory=dict)  # each process's clock offset so far (clock faults)
 
     def rec(self, t: float, process: int, type_: str, f: str, **fields: Any) -> None:
         record = {"time": T0 + t, "process": process, "type": type_, "f": f}
         for key, value in fields.items():
             if value is None:
                 continue
-            if key in ("now", "lease_until"):
-                value = T0 + value
+            if key in ("now", "lease_until"):  # read from the process's clock: real time plus its offset
+                value = T0 + value + self.offsets.get(process, 0.0)
             record[key] = value if key != "value" or isinstance(value, str) else json.dumps(value)
         self.records.append(record)
 
@@ -106,6 +107,15 @@ class Run:
         """An aimed fault ends: ``reached`` is ``hit`` or the reason it missed."""
         value = "hit" if reached == "hit" else f"missed: {reached}"
         self.rec(t, 0, "ok", kind, value=value, detail=fields.pop("detail", reached), **fields)
+
+    def clock(self, p: int, t: float, step: float, *, kind: str = "clock_jump") -> None:
+        """Worker ``p`` records a clock fault at ``t`` (``clock_skew`` when it starts, ``clock_jump`` later):
+        every ``now`` and ``lease_until`` it records from then on is ``step`` seconds further off the real
+        clock, which the case's times stay on."""
+        self.offsets[p] = self.offsets.get(p, 0.0) + step
+        fields = {"target": p, "worker": f"w{p}", "value": repr(step)}
+        self.rec(t, p, "invoke", kind, **fields)
+        self.rec(t, p, "ok", kind, **fields)
 
     def run_event(self, t: float, value: str) -> None:
         self.rec(t, 0, "info", "run", value=value)

@@ -803,6 +803,71 @@ def slow_holder_outlives_its_extended_lease() -> Run:
     return r
 
 
+# ---- clock faults: leases judged by the clocks, duplicates told by the real clock ---------------------
+# Times in a case are real; a worker with a clock fault records every ``now`` and ``lease_until`` off by
+# its offset (Run.clock). A correct queue judges by ``now``, so none of these is a violation.
+@dup_cause("clock")
+def skewed_taker_takes_over_a_live_lease() -> Run:
+    """w2's clock is 3 s ahead: at real 2.5 its now (5.5) is past w1's lease (until 5 on w1's true clock),
+    so a correct queue hands it a; both act. On the real clock w1's lease had 2.5 s left."""
+    r = _one_task()
+    r.clock(2, 0, 3.0, kind="clock_skew")
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.claim(2, 2.5, "a", 2)
+    r.action(2, 2.7, "a", 2)
+    r.finish(2, 2.9, "a", 2)
+    r.finish(1, 3, "a", 1, status="rejected")
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@dup_cause("clock")
+def holder_clock_jumps_ahead_and_its_finish_is_refused() -> Run:
+    """w1 acts at 1; its clock jumps 4.5 s ahead at 1.5, so its finish at real 2 says now 6.5, past its
+    lease (until 5) and refused; w2 takes a over once the lease really ran out (6) and acts again."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.clock(1, 1.5, 4.5)
+    r.finish(1, 2, "a", 1, status="rejected")
+    r.work(2, 6, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@dup_cause("lost_lease")
+def skewed_clocks_but_the_holder_really_outlived_its_lease() -> Run:
+    """w1's clock is 1 s ahead, so its lease ends at real 5 (its now 6); it is paused from 1 to 6.2. w2 (true
+    clock) takes a over at 6, after the lease really ran out; w1 acts first, then w2: clock faults were there,
+    but the pause lost the lease."""
+    r = _one_task()
+    r.clock(1, 0, 1.0, kind="clock_skew")
+    r.claim(1, 0, "a", 1)
+    r.pause_start(1, 1, 5.2, task="a", gen=1, phase="working")
+    r.claim(2, 6, "a", 2)
+    r.pause_end(1, 6.2)
+    r.action(1, 6.3, "a", 1)
+    r.finish(1, 6.4, "a", 1, status="rejected")
+    r.action(2, 6.5, "a", 2)
+    r.finish(2, 7, "a", 2)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+@case()
+def holder_clock_jumps_back_and_finishes_inside_its_lease_by_that_clock() -> Run:
+    """w1's lease ends at 5; its clock jumps 2 s back at 1.5, so its finish at real 6 says now 4: inside the
+    lease the queue judged by that now, and accepted. Leases are judged by the now each call was given: valid."""
+    r = _one_task()
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    r.clock(1, 1.5, -2.0)
+    r.finish(1, 6, "a", 1)
+    r.snap(("a", "done", 1, None))
+    return r
+
+
 # ---- aimed faults: several kinds under way at once, paired per kind ----------------------------
 FEW_AT_THE_GATE = "only 1 worker(s) reached the claim gate within 0.6 s"
 
