@@ -40,7 +40,7 @@ KILL_AIMS = {
 AIM_PHASES = {"before_action": ("working",), "after_action": ("acted",), "during_finish": ("finishing",)}
 
 
-# RunConfig fields of the clock faults (takeover.run.clock): in config.json only when not 0.
+# RunConfig fields of the clock faults (takeover.run.clock): in config.json only when not at their defaults.
 CLOCK_FIELDS = ("clock_skew_max", "clock_jump_rate", "clock_jump_max")
 
 # RunConfig fields that say where the run was started rather than what it does (see there).
@@ -117,7 +117,7 @@ class RunConfig:
     faults: Mapping[str, float] = field(default_factory=lambda: {k: 0.0 for k in FAULT_KINDS})
     clock_skew_max: float = 0.0  # each worker incarnation's clock offset, uniform in [-max, +max] (takeover.run.clock)
     clock_jump_rate: float = 0.0  # steps of a running worker's clock, per second of the faulted phase
-    clock_jump_max: float = 0.0  # the largest step, either way
+    clock_jump_max: float = 1.0  # the largest step, either way
     # Where the run was started, as far as a rerun needs it (takeover.locate): found out, not chosen, so
     # no option sets them; the reproduce line writes them as ``cd WORKDIR &&`` and ``PYTHONPATH=...``.
     workdir: str | None = None
@@ -157,8 +157,8 @@ class RunConfig:
                 del data["task_time"][name]
         if self.task_time.samples:
             data["task_time"]["samples"] = list(self.task_time.samples)
-        for name in CLOCK_FIELDS:  # 0 (no clock faults): left out, so other runs' config.json stays as it was
-            if not data[name]:
+        for name in CLOCK_FIELDS:  # at their defaults (no clock faults): left out, so other runs' config.json
+            if data[name] == getattr(_RUN_DEFAULTS, name):  # stays as it was
                 del data[name]
         data["drain_timeout_effective"] = self.effective_drain_timeout
         data["command"] = self.command()
@@ -216,6 +216,9 @@ class RunConfig:
         if tt.dist == "uniform" and tt.spread > 1:
             raise UsageError(f"task-time-spread for uniform must be <= 1 (a fraction of the mean), got {tt.spread}")
         return self
+
+
+_RUN_DEFAULTS = RunConfig()
 
 
 # -- profiles ---------------------------------------------------------------------------------------

@@ -253,17 +253,17 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
                 metavar="PER_S" if kind in NEMESIS_FAULTS else "P", grid=GRID_AXIS)
       for kind in FAULT_KINDS),
     # Clock faults (takeover.run.clock): not fault kinds of the ``faults`` mapping, because a skew is a size
-    # rather than a rate and both need a size; 0 = none, and then left out of the reproduce line and config.json.
+    # rather than a rate; at their defaults (no clock faults) they are left out of the reproduce line and config.json.
     RunOption("--clock-skew-max", "clock_skew_max", float,
-              "each worker incarnation's clock is off by an offset drawn from --seed, uniform in [-S, +S] seconds "
-              "(0 = none)", nonneg, metavar="S", sweep_help="clock skew of every worker incarnation, up to S seconds",
+              "each worker incarnation's clock is off by an offset drawn from --seed, uniform in [-max, +max] "
+              "seconds (0 = none)", nonneg, sweep_help="clock skew of every worker incarnation, in seconds either way",
               omit=0.0),
     RunOption("--clock-jump-rate", "clock_jump_rate", float,
               "a running worker's clock steps forward or back by up to --clock-jump-max seconds, per second",
-              nonneg, metavar="PER_S", sweep_help="clock jumps of a running worker, per second", omit=0.0),
+              nonneg, sweep_help="clock jumps of a running worker, per second", omit=0.0),
     RunOption("--clock-jump-max", "clock_jump_max", float,
-              "largest clock jump in seconds (each drawn uniform in [-S, +S])", nonneg, metavar="S",
-              sweep_help="largest clock jump in seconds", omit=0.0),
+              "largest clock jump in seconds (each drawn uniform in [-max, +max]; default 1)", nonneg,
+              sweep_help="largest clock jump in seconds", omit=1.0),
 )  # fmt: skip
 
 BY_DEST: dict[str, RunOption] = {o.dest: o for o in RUN_OPTIONS}
