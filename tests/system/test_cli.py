@@ -46,7 +46,7 @@ _RUN_OPTIONS = (
     "--local-step --poll --client-timeout "
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
-    "--duplicate-register-rate --lose-reply-rate --slow-rate"
+    "--duplicate-register-rate --lose-reply-rate --slow-rate --clock-skew-max --clock-jump-rate --clock-jump-max"
 ).split()
 
 
@@ -59,9 +59,11 @@ _RUN_OPTIONS = (
                   *(o for o in _RUN_OPTIONS if o != "--duration"), "--no-faults", "--fail-on-duplicates",
                   "--max-duplicates-per-1000"]),
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--mode", "--target",
-                   "--queue", "--workers", "--tasks", "--duration", "--swarm", "--dry-run"]),
-        ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat", "--seed",
-                  "--budget", "--run-seconds", "--out", "--keep-valid"]),
+                   "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max", "--clock-jump-rate",
+                   "--clock-jump-max", "--dry-run"]),
+        ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
+                  "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--seed", "--budget", "--run-seconds",
+                  "--out", "--keep-valid"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:
