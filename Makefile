@@ -8,12 +8,14 @@ PYTEST_ARGS ?=
 ARGS ?=
 RUN ?= runs/latest
 SOAK_MINUTES ?= 60
+# The durations file `make tune` tunes for (the light example unless given).
+TASK_TIMES ?= examples/task-times-light.csv
 
 # bash with pipefail, so a recipe that pipes (typecheck) fails when its first command does.
 SHELL := bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep hunt
+.PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep tune hunt
 
 all: test
 
@@ -46,6 +48,9 @@ selftest: $(STAMP)
 
 sweep: $(STAMP)
 	$(BIN)/takeover sweep $(ARGS)
+
+tune: $(STAMP)
+	$(BIN)/takeover tune --task-times $(TASK_TIMES) $(ARGS)
 
 hunt: $(STAMP)
 	$(BIN)/takeover hunt $(ARGS)

@@ -70,6 +70,12 @@ SWEEP_MD = "sweep.md"
 SWEEP_HTML = "sweep.html"
 SWEEP_CELLS = "cells"
 
+# -- a tune folder (takeover tune: the search's runs are run folders under cells/, as a sweep's) ---------------
+TUNE_JSON = "tuning.json"  # the recommendation in production units, the evidence and the command
+TUNE_MD = "tuning.md"
+TUNE_HTML = "tuning.html"
+TUNE_CSV = "tune.csv"  # one row per run, the sweep's columns (scaled units, as the runs saw them)
+
 # -- a hunt folder (takeover hunt: one run folder per seed tried, the valid ones pruned) --------------------
 HUNT_FILE = "hunt.json"  # every run tried (seed, mode, mix, verdict), and the violation found, if any
 HUNT_RUN_PREFIX = "seed-"  # the run folder of seed N is seed-N

@@ -12,11 +12,12 @@ import csv
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from takeover.config import RunConfig
 from takeover.store import SUMMARY_FILE, SWEEP_CELLS, SWEEP_CSV, SWEEP_GRID
 from takeover.sweep.grid import Cell, Grid
 from takeover.sweep.metrics import COLUMNS, cell_row
@@ -34,17 +35,34 @@ class SweepResult:
 def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool | None = None,
               on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
     """Run every (cell, seed) of the grid into ``out/cells/``; ``sweep.csv`` gets one row per run."""
+    runs = grid.runs()
+    configs = [(cell, seed, grid.config(cell, seed, cell_dir(out, cell, seed))) for cell, seed in runs]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SWEEP_GRID).write_text(json.dumps(grid.to_json(), indent=2, default=str) + "\n")
+    return run_cells(configs, out, planned=len(configs), stream=stream, live=live, on_row=on_row)
+
+
+def cell_dir(out: Path, cell: Cell, seed: int) -> Path:
+    """Where one run of one cell goes: ``out/cells/<cell id>-s<seed>``."""
+    return out / SWEEP_CELLS / f"{cell.cell_id}-s{seed}"
+
+
+def run_cells(configs: Iterable[tuple[Cell, int, RunConfig]], out: Path, *, planned: int, csv_name: str = SWEEP_CSV,
+              label: str = "sweep", stream: TextIO | None = None, live: bool | None = None,
+              on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
+    """Run each (cell, seed, config) in turn, one row each into ``out/<csv_name>``; a violation is printed loudly.
+
+    ``configs`` may be a generator that decides the next run from the rows so far: ``on_row`` is called
+    with each row before the next run is asked for (``takeover tune``'s search does that); ``planned``
+    is then an estimate, for the progress display only.
+    """
     from takeover.run.coordinator import Coordinator
     from takeover.workloads.worker import worker_main
 
     stream = stream or sys.stderr
-    runs = grid.runs()
-    cells = out / SWEEP_CELLS
-    configs = [(cell, seed, grid.config(cell, seed, cells / f"{cell.cell_id}-s{seed}")) for cell, seed in runs]
     out.mkdir(parents=True, exist_ok=True)
-    (out / SWEEP_GRID).write_text(json.dumps(grid.to_json(), indent=2, default=str) + "\n")
-    result = SweepResult(out, planned=len(configs))
-    with open(out / SWEEP_CSV, "w", newline="") as fh, SweepProgress(stream, len(configs), live) as progress:
+    result = SweepResult(out, planned=planned)
+    with open(out / csv_name, "w", newline="") as fh, SweepProgress(stream, planned, live, label) as progress:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)
         writer.writeheader()
         fh.flush()
@@ -72,15 +90,17 @@ def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool
             progress.done(index, row)
             if on_row:
                 on_row(row)
+    result.planned = max(result.planned, len(result.rows))
     return result
 
 
 class SweepProgress:
     """A rich progress bar on a terminal; one plain line per run otherwise (CI logs)."""
 
-    def __init__(self, stream: TextIO, total: int, live: bool | None = None) -> None:
+    def __init__(self, stream: TextIO, total: int, live: bool | None = None, label: str = "sweep") -> None:
         self.stream = stream
         self.total = total
+        self.label = label
         self.live = stream.isatty() if live is None else live
         self._progress: Any = None
         self._task: Any = None
@@ -91,7 +111,7 @@ class SweepProgress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self._progress = Progress(TextColumn("[bold]sweep[/]"), BarColumn(), MofNCompleteColumn(),
+            self._progress = Progress(TextColumn(f"[bold]{self.label}[/]"), BarColumn(), MofNCompleteColumn(),
                                       TimeRemainingColumn(), TextColumn("{task.description}"),
                                       console=Console(file=self.stream), transient=False)
             self._progress.start()
@@ -114,7 +134,8 @@ class SweepProgress:
             self._progress.console.print(text, highlight=False)
         else:
             elapsed = time.monotonic() - self._t0
-            print(f"[sweep {index + 1}/{self.total} {elapsed:5.0f}s] {text}", file=self.stream, flush=True)
+            total = max(self.total, index + 1)
+            print(f"[{self.label} {index + 1}/{total} {elapsed:5.0f}s] {text}", file=self.stream, flush=True)
 
     def loud(self, text: str) -> None:
         if self._progress is not None:

@@ -1,0 +1,138 @@
+"""``takeover tune``: a lease (and heartbeat) for the user's own task durations, in production units.
+
+It searches with real stress runs (:mod:`takeover.tune`) and writes ``tuning.json``, ``tuning.md`` and
+``tuning.html`` into ``--out``. Exit code: 0 a resolved recommendation, 1 an invariant violated in any
+run (a queue bug: no recommendation, the violation instead), 2 bad input, 3 no resolved
+recommendation within the budget (the best one found is still written), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from takeover.exit_codes import ExitCode
+
+HELP = "recommend a lease and heartbeat for your own task durations and failure rates (a search of stress runs)"
+
+DEFAULT_TARGET = 20.0  # lease-caused duplicates per 1000 tasks: the sweep's default, resolvable in one run a point
+DEFAULT_BUDGET = 10.0  # minutes
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task-times", required=True, metavar="FILE",
+                        help="your observed task durations in seconds: a CSV column (FILE or FILE:COLUMN), a JSON "
+                             "list, or JSON percentiles {\"p50\": .., \"p90\": .., \"p99\": .., \"max\": ..}")
+    parser.add_argument("--target", type=float, default=DEFAULT_TARGET,
+                        help=f"lease-caused duplicates per 1000 tasks to stay under (default {DEFAULT_TARGET:g})")
+    parser.add_argument("--time-scale", type=float, metavar="K",
+                        help="divide every duration, lease and rate period by K for the runs (default: derived from "
+                             "the harness's per-call latency, measured)")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="MINUTES",
+                        help=f"wall-clock minutes the search may spend (default {DEFAULT_BUDGET:g})")
+    parser.add_argument("--queue", help="the queue under test, MODULE:ATTR (default: the reference queue)")
+    # --db (a PostgreSQL server for the queue) goes here once the run options have it: it is handed to every run.
+    parser.add_argument("--out", help="output folder (default runs/tune-<timestamp>); must be new or empty")
+    parser.add_argument("--crash-rate-per-hour", type=float, default=0.5, metavar="R",
+                        help="worker crashes per worker and hour in production (default 0.5)")
+    parser.add_argument("--lost-reply-rate", type=float, default=0.0, metavar="P",
+                        help="probability that the external service acts and its reply is lost (default 0)")
+    parser.add_argument("--tasks-per-hour", type=float, metavar="N",
+                        help="your task rate, for the duplicates per day")
+    parser.add_argument("--seed", type=int, default=1, help="first seed (run i uses seed + i)")
+
+
+def _command(args: argparse.Namespace, spec: str, scale: float, queue: str, prefix: str) -> str:
+    """The line that runs this tuning again: every value explicit, the derived time scale included."""
+    parts = ["takeover", "tune", "--task-times", spec, "--target", f"{args.target:g}", "--time-scale", f"{scale:g}",
+             "--budget", f"{args.budget:g}", "--queue", queue, "--crash-rate-per-hour", f"{args.crash_rate_per_hour:g}",
+             "--lost-reply-rate", f"{args.lost_reply_rate:g}", "--seed", str(args.seed)]
+    if args.tasks_per_hour is not None:
+        parts += ["--tasks-per-hour", f"{args.tasks_per_hour:g}"]
+    return prefix + " ".join(shlex.quote(p) for p in parts)
+
+
+def _checked(args: argparse.Namespace) -> None:
+    from takeover.errors import UsageError
+    from takeover.options import is_number
+
+    for name, value, least in (("target", args.target, 0.0), ("budget", args.budget, 0.0),
+                               ("crash-rate-per-hour", args.crash_rate_per_hour, 0.0),
+                               ("lost-reply-rate", args.lost_reply_rate, 0.0)):
+        if not is_number(value) or value < least:
+            raise UsageError(f"--{name} must be a number >= 0, got {value:g}")
+    if args.target == 0:
+        raise UsageError("--target 0 cannot be shown by any number of tasks (the 95% upper bound is never 0)")
+    if args.budget == 0:
+        raise UsageError("--budget must be above 0 minutes")
+    if args.lost_reply_rate > 1:
+        raise UsageError(f"--lost-reply-rate is a probability and must be <= 1, got {args.lost_reply_rate:g}")
+    for name, value in (("time-scale", args.time_scale), ("tasks-per-hour", args.tasks_per_hour)):
+        if value is not None and (not is_number(value) or value <= 0):
+            raise UsageError(f"--{name} must be a positive number, got {value:g}")
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    from takeover import store
+    from takeover.commands.stress import check_queue
+    from takeover.commands.sweep import _out_dir
+    from takeover.contract import REFERENCE_QUEUE
+    from takeover.options import location_prefix
+    from takeover.reports.tuning import write_tuning_report
+    from takeover.task_times import load_task_times, split_spec
+    from takeover.tune.driver import run_tuning
+    from takeover.tune.plan import Failures, Plan, default_scale, measure_call_latency
+    from takeover.tune.result import tuning_json
+
+    _checked(args)
+    times = load_task_times(args.task_times)
+    path, column = split_spec(args.task_times)
+    spec = str(path.absolute()) + (f":{column}" if column else "")
+    out = _out_dir(args.out or str(Path(store.DEFAULT_BASE) / time.strftime("tune-%Y%m%d-%H%M%S")))
+    queue = args.queue or REFERENCE_QUEUE
+    check_queue(queue)
+    latency, has_extend = measure_call_latency(queue)
+    scale = args.time_scale if args.time_scale is not None else default_scale(times, latency)
+    plan = Plan(spec=spec, times=times, target=args.target, budget_s=60 * args.budget, scale=scale,
+                scale_derived=args.time_scale is None, latency_s=latency, queue=queue, has_extend=has_extend,
+                seed=args.seed, failures=Failures(args.crash_rate_per_hour, args.lost_reply_rate),
+                tasks_per_hour=args.tasks_per_hour)
+    plan.check()
+    grid = plan.grid()
+    first = grid.config(plan.cell(grid, plan.fixed_ladder()[0]), plan.seed, out)  # every value checked up front
+    command = _command(args, spec, scale, queue, location_prefix(first))
+    print(f"takeover tune: {spec} (p50 {times.p50:g} s, p99 {times.p99:g} s, max {times.max:g} s), time scale "
+          f"{scale:g}{' (derived)' if plan.scale_derived else ''}, per-call latency {1000 * latency:.2g} ms, "
+          f"{plan.tasks_per_run} tasks per run, budget {args.budget:g} min -> {out}", flush=True)
+    started = time.monotonic()
+    tuning, result = run_tuning(plan, out)
+    data = tuning_json(tuning, command=command, interrupted=result.interrupted,
+                       elapsed_s=time.monotonic() - started)
+    store.write_json(out / store.TUNE_JSON, data)
+    written = write_tuning_report(out, data)
+    print(f"wrote {', '.join([store.TUNE_JSON, *written, store.TUNE_CSV])} in {out}")
+    _say(data)
+    if result.interrupted:
+        print("takeover tune: interrupted; the runs so far are kept and reported", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    if data["violations"]:
+        return ExitCode.VIOLATED
+    return ExitCode.VALID if data["resolved"] else ExitCode.INCONCLUSIVE
+
+
+def _say(data: dict[str, Any]) -> None:
+    """The recommendation on stdout; a violation (no recommendation) and a failed scale check on stderr."""
+    from takeover.reports.tuning import headline, scale_line
+
+    stream = sys.stderr if data["violations"] else sys.stdout
+    for line in headline(data):
+        print(("!!! " if data["violations"] else "") + line, file=stream)
+    sl = scale_line(data)
+    if sl:
+        print(sl if data["scale_check"]["agrees"] else f"warning: {sl}",
+              file=sys.stdout if data["scale_check"]["agrees"] else sys.stderr)
+    print(f"{data['runs']} runs, {data['tasks']} tasks, {data['elapsed_s']:g} s; reproduce with: {data['command']}")

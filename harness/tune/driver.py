@@ -1,0 +1,220 @@
+"""Drive the searches with real runs, one after another, and turn their evidence into the recommendation.
+
+The phases, each a :class:`takeover.tune.search.Search` over its own ladder:
+
+1. ``fixed``: the shortest fixed lease (remedy none, no heartbeat) shown under the target;
+2. ``heartbeat`` (a queue with ``extend()``): the shortest lease shown under the target with a
+   heartbeat every 0.3 leases, from the median task up to the fixed answer;
+3. ``fraction``: at that lease, the longest heartbeat interval (as a fraction of the lease, 0.3 to 0.7)
+   still shown under: fewer extend calls for the same protection;
+4. ``remedies``: one run each of idempotency-key and fencing at the recommended lease (and heartbeat),
+   for what each leaves over;
+5. ``scale``: one run at the recommendation with half the time scale (see ``_scale_check``).
+
+Each phase may spend the budget up to its share (:data:`SHARES`; what a phase leaves is the next
+one's). A run is started only when it is expected to finish within that share, estimated from the
+runs so far. A run that breaks an invariant ends the tuning: a queue bug, not a tuning result.
+
+The runs go through the sweep's runner (:func:`takeover.sweep.runner.run_cells`) and are checked into
+the sweep's rows (:func:`takeover.sweep.metrics.cell_row`); the pooled bounds come from the sweep's
+:func:`takeover.sweep.recommend.cell_means`, so a tuning and a sweep judge a lease the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from takeover.config import RunConfig
+from takeover.store import TUNE_CSV
+from takeover.sweep.grid import Cell, Grid
+from takeover.sweep.recommend import cell_means, frame
+from takeover.sweep.runner import SweepResult, cell_dir, run_cells
+from takeover.tune.plan import FRACTIONS, HEARTBEAT_FRACTION, Plan
+from takeover.tune.search import Point, Search
+
+SHARES = {"fixed": 0.4, "heartbeat": 0.65, "fraction": 0.8, "remedies": 0.9, "scale": 1.0}
+REMEDIES = ("idempotency-key", "fencing")
+
+
+@dataclass
+class Phase:
+    name: str
+    search: Search | None  # None: the remedies, a fixed list of runs
+    lease: float = 0.0  # the fraction phase's lease (production seconds)
+    stopped: str = ""  # why it ended: resolved, budget, ladder, violation, skipped
+
+    def value(self, index: int) -> float:
+        assert self.search is not None
+        return self.search.values[index]
+
+
+@dataclass
+class Tuning:
+    """The searches, their runs and their rows; :meth:`runs` feeds the sweep's runner."""
+
+    plan: Plan
+    out: Path
+    grid: Grid = field(init=False)
+    phases: dict[str, Phase] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # every run's sweep row, plus phase and value
+    started: float = field(default_factory=time.monotonic)
+    _pending: tuple[Phase, int, float] | None = None
+    _walls: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.grid = self.plan.grid()
+        fixed = self.plan.fixed_ladder()
+        target = self.plan.target / 1000
+        self.phases["fixed"] = Phase("fixed", Search(fixed, target, self.plan.cap, self.plan.fixed_start(fixed)))
+
+    # -- the runs -----------------------------------------------------------------------------------
+    def runs(self) -> Iterator[tuple[Cell, int, RunConfig]]:
+        """The next run, decided from every row so far (the runner records each row before asking again)."""
+        shares = dict(SHARES)
+        if not self.plan.has_extend:
+            shares.update({"fixed": 0.9, "remedies": 1.0})
+        yield from self._search(self.phases["fixed"], shares["fixed"], lambda lease: (lease, 0.0))
+        fixed = self.phases["fixed"].search
+        assert fixed is not None
+        if self.plan.has_extend and not self.violations():
+            ceiling = fixed.answer() or fixed.values[-1]
+            ladder = self.plan.heartbeat_ladder(ceiling)
+            hb = Phase("heartbeat", Search(ladder, fixed.target, fixed.cap, 0))
+            self.phases["heartbeat"] = hb
+            yield from self._search(hb, shares["heartbeat"], lambda lease: (lease, HEARTBEAT_FRACTION))
+            assert hb.search is not None
+            lease = hb.search.answer()
+            if lease is not None and not self.violations():
+                frac = Search(list(FRACTIONS), fixed.target, fixed.cap, FRACTIONS.index(0.5))
+                best = hb.search.points[hb.search.values.index(lease)]
+                # 0.3 at this lease is the heartbeat search's evidence: counted, not run again
+                frac.points[len(FRACTIONS) - 1] = Point(best.k, best.n, best.runs)
+                phase = Phase("fraction", frac, lease=lease)
+                self.phases["fraction"] = phase
+                yield from self._search(phase, shares["fraction"], lambda f: (phase.lease, f))
+        lease, fraction = self.recommended()
+        remedies = Phase("remedies", None)
+        self.phases["remedies"] = remedies
+        if lease is None or self.violations():
+            remedies.stopped = "skipped"
+            return
+        for remedy in REMEDIES:
+            if not self._time_for(shares["remedies"]):
+                remedies.stopped = "budget"
+                break
+            yield self._run(remedies, -1, lease, fraction or 0.0, remedy)
+        else:
+            remedies.stopped = "done"
+        yield from self._scale_check(lease, fraction)
+
+    def _scale_check(self, lease: float, fraction: float | None) -> Iterator[tuple[Cell, int, RunConfig]]:
+        """One run at the recommendation with half the time scale (tasks twice as long here): if the lease
+        were an artefact of the scale, its duplicate rate would move out of the recommendation's bounds."""
+        phase = Phase("scale", None, lease=lease)
+        self.phases["scale"] = phase
+        other = dataclasses.replace(self.plan, scale=self.plan.scale / 2)
+        if not self._time_for(1.0, other.run_seconds()):
+            phase.stopped = "budget"
+            return
+        grid = other.grid()
+        cell = other.cell(grid, lease, fraction or 0.0)
+        seed = self.plan.seed + len(self.rows)
+        cfg = grid.config(cell, seed, cell_dir(self.out, cell, seed))
+        self._pending = (phase, -1, lease)
+        self._mark = time.monotonic()
+        yield cell, seed, cfg
+        phase.stopped = "done"
+
+    def _search(self, phase: Phase, share: float, point: Any) -> Iterator[tuple[Cell, int, RunConfig]]:
+        search = phase.search
+        assert search is not None
+        while True:
+            if self.violations():
+                phase.stopped = "violation"
+                return
+            index = search.next()
+            if index is None:
+                phase.stopped = "resolved" if search.resolved() else "ladder"
+                return
+            if not self._time_for(share):
+                phase.stopped = "budget"
+                return
+            lease, fraction = point(search.values[index])
+            yield self._run(phase, index, lease, fraction, "none")
+
+    def _run(self, phase: Phase, index: int, lease: float, fraction: float,
+             remedy: str) -> tuple[Cell, int, RunConfig]:
+        cell = self.plan.cell(self.grid, lease, fraction, remedy)
+        seed = self.plan.seed + len(self.rows)
+        cfg = self.grid.config(cell, seed, cell_dir(self.out, cell, seed))
+        self._pending = (phase, index, lease)
+        self._mark = time.monotonic()
+        return cell, seed, cfg
+
+    def on_row(self, row: dict[str, Any]) -> None:
+        """The runner's callback: the row goes to its point's evidence before the next run is chosen."""
+        assert self._pending is not None
+        phase, index, lease = self._pending
+        self._walls.append(time.monotonic() - self._mark)
+        self.rows.append({**row, "phase": phase.name, "lease_prod": lease,
+                          "value": lease if phase.name != "fraction" else row["heartbeat_fraction"]})
+        if phase.search is not None and row["valid"] is not False:
+            phase.search.record(index, int(row["dup_lost_lease"] or 0), int(row["tasks"] or 0))
+
+    def _time_for(self, share: float, estimate: float | None = None) -> bool:
+        """Whether one more run fits in ``share`` of the budget, judged by the slowest of the last runs."""
+        spent = time.monotonic() - self.started
+        guess = max(self._walls[-3:]) if self._walls else self.plan.run_seconds()
+        if estimate is not None:
+            guess = max(guess, estimate)
+        return spent + guess <= share * self.plan.budget_s
+
+    # -- what the evidence says -------------------------------------------------------------------------
+    def violations(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["valid"] is False]
+
+    def recommended(self) -> tuple[float | None, float | None]:
+        """(lease, heartbeat fraction) in production seconds: with extend, the heartbeat answer when there is
+        one; else the fixed answer (fraction None)."""
+        fixed = self.phases["fixed"].search
+        assert fixed is not None
+        hb = self.phases.get("heartbeat")
+        if hb is not None and hb.search is not None and hb.search.answer() is not None:
+            frac = self.phases.get("fraction")
+            f = HEARTBEAT_FRACTION
+            if frac is not None and frac.search is not None and frac.search.answer() is not None:
+                f = float(frac.search.answer() or HEARTBEAT_FRACTION)
+            return hb.search.answer(), f
+        return fixed.answer(), None
+
+    def resolved(self) -> bool:
+        """The recommendation is resolved when each lease search it rests on is (the fraction is a refinement)."""
+        if self.violations():
+            return False
+        names = ["fixed", "heartbeat"] if self.plan.has_extend else ["fixed"]
+        return all(n in self.phases and self.phases[n].search is not None
+                   and self.phases[n].search.resolved() for n in names)  # type: ignore[union-attr]
+
+    def means(self) -> pd.DataFrame:
+        """The sweep's cell means of every run (pooled bounds per lease, fraction and remedy), production leases."""
+        df = frame([r for r in self.rows if r["valid"] is not False])
+        if df.empty:
+            return df
+        df["distribution"] = df["phase"].where(df["phase"] != "fraction", "heartbeat")
+        df["lease"] = df["lease_prod"]
+        return cell_means(df)
+
+
+def run_tuning(plan: Plan, out: Path, *, live: bool | None = None) -> tuple[Tuning, SweepResult]:
+    tuning = Tuning(plan, out)
+    estimate = plan.min_runs() * 2
+    result = run_cells(tuning.runs(), out, planned=estimate, csv_name=TUNE_CSV, label="tune", live=live,
+                       on_row=tuning.on_row)
+    return tuning, result

@@ -1,0 +1,179 @@
+"""``tuning.json``: what a tuning concludes, in production units, with its evidence and its command.
+
+The keys ``lease``, ``heartbeat`` (None without ``extend()``), ``duplicates_per_1000``,
+``duplicates_per_1000_upper``, ``recovery_p50``, ``recovery_p99``, ``time_scale``, ``runs``, ``tasks``,
+``resolved`` and ``command`` are a public contract; the rest is added around them.
+
+Why ``duplicates_per_1000`` counts the lease-caused duplicates only (a live holder outlived its lease):
+they are what the lease decides, and what the target is about. Crash-caused ones (a kill after the
+action, S5) happen at any lease; they are given apart (``crash_duplicates_per_1000``), scaled from the
+runs' kill rate to the production crash rate, and summed into the per-day figure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from takeover.sweep.wilson import wilson
+from takeover.tune.driver import Tuning
+from takeover.tune.plan import HEARTBEAT_FRACTION
+from takeover.tune.search import Search
+
+
+def _r(x: Any, nd: int = 3) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else round(x, nd)
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> float | None:
+    vals = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+    vals = [v for v in vals if not math.isnan(v)]
+    return float(np.mean(vals)) if vals else None
+
+
+def _point_rows(tuning: Tuning, lease: float, fraction: float | None, remedy: str = "none") -> list[dict[str, Any]]:
+    f = fraction or 0.0
+    return [r for r in tuning.rows if r["valid"] is not False and r["lease_prod"] == lease and r["phase"] != "scale"
+            and float(r["heartbeat_fraction"]) == f and r["remedy"] == remedy]
+
+
+def point_figures(tuning: Tuning, lease: float, fraction: float | None, remedy: str = "none") -> dict[str, Any]:
+    """The pooled figures of every run at one (lease, fraction, remedy), in production units."""
+    plan = tuning.plan
+    rows = _point_rows(tuning, lease, fraction, remedy)
+    n = sum(int(r["tasks"]) for r in rows)
+    k = sum(int(r["dup_lost_lease"] or 0) for r in rows)
+    s5 = sum(int(r["dup_s5"] or 0) for r in rows)
+    extra = sum(int(r["dup_extra"] or 0) for r in rows)
+    lo, hi = wilson(k, n)
+    wasted = sum(float(r["wasted_work_s"] or 0) for r in rows)
+    rec50, rec99 = _mean(rows, "recovery_p50"), _mean(rows, "recovery_p99")
+    crash = 1000 * s5 / n * plan.crash_ratio() if n else None
+    return {
+        "runs": len(rows), "tasks": n, "lease_caused": k,
+        "duplicates_per_1000": _r(1000 * k / n if n else None, 2), "duplicates_per_1000_lower": _r(1000 * lo, 2),
+        "duplicates_per_1000_upper": _r(1000 * hi, 2),
+        "crash_duplicates_per_1000": _r(crash, 3),
+        "all_causes_per_1000_measured": _r(1000 * extra / n if n else None, 2),
+        "all_causes_per_1000_upper_measured": _r(1000 * wilson(extra, n)[1], 2),
+        "recovery_p50": _r(None if rec50 is None else rec50 * plan.scale),
+        "recovery_p99": _r(None if rec99 is None else rec99 * plan.scale),
+        "wasted_attempts_pct": _r(_mean(rows, "wasted_attempts_pct"), 2),
+        "wasted_work_s_per_1000_tasks": _r(1000 * wasted * plan.scale / n if n else None),
+    }
+
+
+def evidence(search: Search | None, name: str, tuning: Tuning) -> list[dict[str, Any]]:
+    """Each value a search tried: its pooled counts, its 95 % bounds and its state."""
+    if search is None:
+        return []
+    out = []
+    for i in search.tried():
+        p = search.points[i]
+        lo, hi = p.bounds()
+        entry = {"search": name, "value": search.values[i], "runs": p.runs, "tasks": p.n, "lease_caused": p.k,
+                 "per_1000": _r(1000 * p.k / p.n, 2), "lower": _r(1000 * lo, 2), "upper": _r(1000 * hi, 2),
+                 "state": search.state(i)}
+        if name == "fraction":
+            entry["lease"] = tuning.phases["fraction"].lease
+        at: dict[str, tuple[float, float | None]] = {
+            "fixed": (search.values[i], None), "heartbeat": (search.values[i], HEARTBEAT_FRACTION),
+            "fraction": (tuning.phases["fraction"].lease if name == "fraction" else 0.0, search.values[i])}
+        lease, fraction = at[name]
+        entry["recovery_p99"] = point_figures(tuning, lease, fraction)["recovery_p99"]
+        out.append(entry)
+    return out
+
+
+def scale_check(tuning: Tuning, fig: dict[str, Any]) -> dict[str, Any] | None:
+    """The run at half the time scale against the recommendation: do their 95 % intervals overlap?"""
+    rows = [r for r in tuning.rows if r["phase"] == "scale" and r["valid"] is not False]
+    if not rows or not fig:
+        return None
+    n = sum(int(r["tasks"]) for r in rows)
+    k = sum(int(r["dup_lost_lease"] or 0) for r in rows)
+    lo, hi = wilson(k, n)
+    agrees = 1000 * lo <= (fig["duplicates_per_1000_upper"] or 0) and 1000 * hi >= (fig["duplicates_per_1000_lower"]
+                                                                                   or 0)
+    scale = tuning.plan.scale / 2
+    return {"time_scale": scale, "runs": len(rows), "tasks": n, "lease_caused": k,
+            "per_1000": _r(1000 * k / n if n else None, 2), "lower": _r(1000 * lo, 2), "upper": _r(1000 * hi, 2),
+            "recovery_p99": _r((_mean(rows, "recovery_p99") or math.nan) * scale),
+            "agrees": bool(agrees)}
+
+
+def tuning_json(tuning: Tuning, *, command: str, interrupted: bool, elapsed_s: float) -> dict[str, Any]:
+    plan = tuning.plan
+    violations = tuning.violations()
+    lease, fraction = tuning.recommended()
+    if violations:
+        lease, fraction = None, None
+    fig = point_figures(tuning, lease, fraction) if lease is not None else {}
+    heartbeat = None if lease is None or fraction is None else _r(lease * fraction)
+    per_day = None
+    if plan.tasks_per_hour and fig:
+        daily = plan.tasks_per_hour * 24 / 1000
+        crash = fig["crash_duplicates_per_1000"] or 0.0
+        per_day = {"tasks_per_hour": plan.tasks_per_hour,
+                   "expected": _r(daily * ((fig["duplicates_per_1000"] or 0.0) + crash), 2),
+                   "upper": _r(daily * ((fig["duplicates_per_1000_upper"] or 0.0) + crash), 2)}
+    alternatives = {}
+    fixed = tuning.phases["fixed"].search
+    if fixed is not None and fixed.answer() is not None and not violations:
+        alternatives["fixed"] = {"lease": fixed.answer(), "resolved": fixed.resolved(),
+                                 **point_figures(tuning, fixed.answer() or 0.0, None)}
+    hb = tuning.phases.get("heartbeat")
+    if hb is not None and hb.search is not None and hb.search.answer() is not None and not violations:
+        alternatives["heartbeat"] = {"lease": hb.search.answer(), "heartbeat_fraction": fraction,
+                                     "resolved": hb.search.resolved(),
+                                     **point_figures(tuning, hb.search.answer() or 0.0, fraction)}
+    remedies: dict[str, Any] = {}
+    if lease is not None:
+        for remedy in ("none", "idempotency-key", "fencing"):
+            f = point_figures(tuning, lease, fraction, remedy)
+            if f["runs"]:
+                remedies[remedy] = {k: f[k] for k in ("runs", "tasks", "all_causes_per_1000_measured",
+                                                      "all_causes_per_1000_upper_measured",
+                                                      "crash_duplicates_per_1000")}
+                remedies[remedy]["lease_caused_per_1000"] = f["duplicates_per_1000"]
+    times = plan.times
+    return {
+        "lease": lease, "heartbeat": heartbeat, "heartbeat_fraction": fraction if heartbeat is not None else None,
+        "duplicates_per_1000": fig.get("duplicates_per_1000"),
+        "duplicates_per_1000_upper": fig.get("duplicates_per_1000_upper"),
+        "crash_duplicates_per_1000": fig.get("crash_duplicates_per_1000"),
+        "duplicates_per_day": per_day,
+        "recovery_p50": fig.get("recovery_p50"), "recovery_p99": fig.get("recovery_p99"),
+        "wasted_work": {"attempts_pct": fig.get("wasted_attempts_pct"),
+                        "seconds_per_1000_tasks": fig.get("wasted_work_s_per_1000_tasks")} if fig else None,
+        "remedies": remedies,
+        "alternatives": alternatives,
+        "time_scale": plan.scale, "time_scale_derived": plan.scale_derived,
+        "call_latency_ms": _r(1000 * plan.latency_s, 3),
+        "runs": len(tuning.rows), "tasks": sum(int(r["tasks"]) for r in tuning.rows),
+        "resolved": tuning.resolved() and not interrupted,
+        "target": plan.target, "budget_minutes": _r(plan.budget_s / 60, 2), "elapsed_s": _r(elapsed_s, 1),
+        "interrupted": interrupted,
+        "violations": [{"run_dir": v["run_dir"], "violated": v["violated"], "lease": v["lease_prod"],
+                        "seed": v["seed"]} for v in violations],
+        "queue": plan.queue, "has_extend": plan.has_extend, "seed": plan.seed,
+        "task_times": {"file": plan.spec, "source": times.source, "read": times.n_read, "samples": len(times.samples),
+                       "p50": _r(times.p50), "p90": _r(times.quantile(0.9)), "p99": _r(times.p99),
+                       "max": _r(times.max), "mean": _r(times.mean)},
+        "failures": {"crash_rate_per_hour": plan.failures.crash_rate_per_hour,
+                     "lost_reply_rate": plan.failures.lost_reply_rate,
+                     "run_kill_rate_per_s": _r(plan.kill_rate(), 4), "crash_ratio": _r(plan.crash_ratio(), 6)},
+        "searches": {name: {"stopped": ph.stopped,
+                            "resolved": ph.search.resolved() if ph.search is not None else None,
+                            "answer": ph.search.answer() if ph.search is not None else None,
+                            "ladder": ph.search.values if ph.search is not None else None}
+                     for name, ph in tuning.phases.items()},
+        "evidence": [e for name, ph in tuning.phases.items() for e in evidence(ph.search, name, tuning)],
+        "scale_check": scale_check(tuning, fig),
+        "command": command,
+    }
