@@ -1,0 +1,87 @@
+"""procrastinate, pgqueuer and chancy behind the contract, on a real PostgreSQL server.
+
+Each library's departures from the contract are findings (docs/adapters.md), asserted here so that
+a change in a library or an adapter shows up in the tests rather than silently in a stress report:
+a stale holder's completion after a takeover (accepted by procrastinate and pgqueuer, refused by
+chancy's claim id), and a completion for a generation never handed out (accepted by procrastinate
+and pgqueuer, which complete by job id alone; refused by chancy, which has no claim for it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from takeover.contract import check_queue_object, has_extension
+from takeover.errors import ContractError
+from tests.helpers.postgres import fresh_database, postgres_server
+
+ADAPTERS = {
+    "procrastinate": "ProcrastinateAdapter",
+    "pgqueuer": "PgQueuerAdapter",
+    "chancy": "ChancyAdapter",
+}
+
+
+def adapter_class(library: str) -> Any:
+    if importlib.util.find_spec(library) is None:
+        pytest.skip(f"{library} is an optional extra: pip install '.[{library}]'")
+    module = importlib.import_module(f"takeover.adapters.{library}")
+    return getattr(module, ADAPTERS[library])
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.mark.parametrize("library", list(ADAPTERS))
+def test_adapter_takes_postgres_only_and_says_so(library: str) -> None:
+    cls = adapter_class(library)
+    assert cls.databases == ("postgres",)
+    with pytest.raises(ContractError, match="runs on PostgreSQL only"):
+        cls("/tmp/queue.sqlite")
+
+
+# What a stale holder's finish after a takeover returns, and what a finish for a generation that was
+# never handed out returns, per library (the findings in docs/adapters.md).
+STALE_FINISH = {"procrastinate": True, "pgqueuer": True, "chancy": False}
+UNCLAIMED_FINISH = {"procrastinate": True, "pgqueuer": True, "chancy": False}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("library", list(ADAPTERS))
+def test_takeover_and_the_stale_holder_as_each_library_does_it(library: str, server: str) -> None:
+    cls = adapter_class(library)
+    url = fresh_database(server, f"adapter_{library}")
+    a, b = cls(url), cls(url)  # two processes' worth: each opens its own connections
+    try:
+        check_queue_object(a, library)
+        assert has_extension(a, "extend") and has_extension(a, "register_many")
+        a.register_many(["t1", "t2"], 0.0)
+        a.register("t1", 0.5)  # registering again changes nothing
+        assert sorted(r[0] for r in b.snapshot()) == ["t1", "t2"]
+
+        first = a.claim("A", 1.0, 30.0)
+        assert first is not None and first[1] == 1 and first[2] == pytest.approx(31.0)
+        assert b.claim("B", 2.0, 30.0) is not None  # the other task
+        assert b.claim("B", 20.0, 30.0) is None  # A's worker was seen at t=1: still held
+        # A goes silent; past its worker's (procrastinate, chancy) or job's (pgqueuer) heartbeat
+        # timeout the next claim takes the job back: generation 2.
+        task, generation, _ = first
+        again = b.claim("B", 40.0, 30.0)
+        assert again is not None and again[:2] == (task, 2)
+        assert a.finish(task, generation, "done", 41.0) is STALE_FINISH[library]
+        states = {row[0]: row[1:3] for row in b.snapshot()}
+        assert states[task] == (("done", 2) if STALE_FINISH[library] else ("running", 2))
+
+        other = next(t for t in ("t1", "t2") if t != task)
+        assert a.finish(other, 2, "done", 42.0) is UNCLAIMED_FINISH[library]  # B holds generation 1
+    finally:
+        a.close()
+        b.close()
