@@ -118,6 +118,9 @@ class RunConfig:
     clock_skew_max: float = 0.0  # each worker incarnation's clock offset, uniform in [-max, +max] (takeover.run.clock)
     clock_jump_rate: float = 0.0  # steps of a running worker's clock, per second of the faulted phase
     clock_jump_max: float = 1.0  # the largest step, either way
+    # Power losses per second of the faulted phase (takeover.run.power): not a kind of ``faults``, because
+    # it needs FUSE on the machine, so a swarm draw or a profile's rates must never turn it on unasked.
+    power_loss_rate: float = 0.0
     # Where the run was started, as far as a rerun needs it (takeover.locate): found out, not chosen, so
     # no option sets them; the reproduce line writes them as ``cd WORKDIR &&`` and ``PYTHONPATH=...``.
     workdir: str | None = None
@@ -157,8 +160,9 @@ class RunConfig:
                 del data["task_time"][name]
         if self.task_time.samples:
             data["task_time"]["samples"] = list(self.task_time.samples)
-        for name in CLOCK_FIELDS:  # at their defaults (no clock faults): left out, so other runs' config.json
-            if data[name] == getattr(_RUN_DEFAULTS, name):  # stays as it was
+        # At their defaults (no clock faults, no power losses): left out, so other runs' config.json stays as it was.
+        for name in (*CLOCK_FIELDS, "power_loss_rate"):
+            if data[name] == getattr(_RUN_DEFAULTS, name):
                 del data[name]
         data["drain_timeout_effective"] = self.effective_drain_timeout
         data["command"] = self.command()
@@ -201,6 +205,8 @@ class RunConfig:
         if unknown:
             raise UsageError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
         options.check_values(self)
+        if self.power_loss_rate > 0:
+            _check_power_loss(self)
         resolved = self.task_time.resolved()
         if resolved is not self.task_time:
             return dataclasses.replace(self, task_time=resolved).validate()
@@ -311,3 +317,12 @@ def with_overrides(base: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
     return dataclasses.replace(
         base, task_time=dataclasses.replace(base.task_time, **tt), faults=faults, **top
     )
+
+
+def _check_power_loss(cfg: RunConfig) -> None:
+    """A power loss needs the queue on SQLite files and FUSE on this machine; say which is missing."""
+    if getattr(cfg, "db", "sqlite") != "sqlite":
+        raise UsageError("power-loss-rate: power losses are for SQLite only (the queue's files on a FUSE layer)")
+    from takeover.powerloss.layer import check_available
+
+    check_available()

@@ -264,6 +264,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--clock-jump-max", "clock_jump_max", float,
               "largest clock jump in seconds (each drawn uniform in [-max, +max]; default 1)", nonneg,
               sweep_help="largest clock jump in seconds", omit=1.0),
+    RunOption("--power-loss-rate", "power_loss_rate", float,
+              "power losses per second: the queue's files (SQLite) live on a FUSE layer that drops every write not "
+              "yet synced, every process with the queue open is killed, then restarted (needs FUSE)",
+              nonneg, profile=False, omit=0.0, sweep_help="power losses per second of every run (needs FUSE)"),
 )  # fmt: skip
 
 BY_DEST: dict[str, RunOption] = {o.dest: o for o in RUN_OPTIONS}

@@ -52,6 +52,12 @@ RECONCILE_FILE = "reconcile.json"  # every reconciliation pass over the run
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 JUNIT_XML = "junit.xml"
+# With --power-loss-rate the queue's files live in POWERLOSS_DISK, shown at POWERLOSS_MOUNT by the FUSE
+# layer (takeover.powerloss) while the run lasts; at the end they move back to QUEUE_FILE's place and both
+# folders go. POWERLOSS_LOG keeps libfuse's own messages.
+POWERLOSS_DISK = "powerloss-disk"
+POWERLOSS_MOUNT = "powerloss-mnt"
+POWERLOSS_LOG = "powerloss.log"
 REPORT_FILES = (REPORT_MD, REPORT_HTML, JUNIT_XML)  # in the order the short summary names them
 
 # ``config.json`` key the coordinator adds once it has opened the queue: which optional contract

@@ -4,6 +4,8 @@ Why a process of its own: libfuse serves the mount from a loop that must not sha
 the workers it serves (a frozen or killed client would freeze or kill the disk), nor with the
 coordinator (a blocked request would block the run loop). The coordinator talks to it over a pipe:
 
+- ``sync``: everything written so far counts as synced (what ``sync(1)`` and the kernel's periodic
+  write-back do), so the set-up of a run is on disk before its faults start.
 - ``cut``: the power goes. From the reply on, every request but closing a file fails with EIO, so
   nothing a frozen or dying process still sends can reach the disk. The coordinator then kills
   every process that has a file open on the mount.
@@ -212,7 +214,11 @@ def daemon_main(spec: DaemonSpec, conn: Connection) -> None:
                 cmd = conn.recv()
             except (EOFError, OSError):
                 cmd = "stop"
-            if cmd == "cut":
+            if cmd == "sync":
+                with durability.lock:
+                    durability.files.clear()  # what every file holds now is its synced content
+                conn.send(("synced", None))
+            elif cmd == "cut":
                 with durability.lock:
                     ops.powered = False
                 conn.send(("cut", None))

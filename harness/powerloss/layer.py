@@ -88,6 +88,11 @@ class PowerLossLayer:
             self.close()
             raise
 
+    def sync(self) -> None:
+        """Everything written so far is on disk (as after ``sync``): only later writes can be lost."""
+        self.conn.send("sync")
+        self._expect("synced")
+
     def cut(self) -> None:
         """The power goes: from now on nothing reaches the disk (requests fail with EIO)."""
         self.conn.send("cut")

@@ -145,6 +145,18 @@ class AimedFaults:
             del self.active[kind]
         self.waiting.clear()
 
+    def cut_short(self, reason: str) -> None:
+        """End every script under way now, as missed for ``reason`` (its ``finally`` puts things back);
+        arrivals not started yet start later, with the workers there are then."""
+        for kind, (script, _due) in list(self.active.items()):
+            try:
+                script.throw(Missed(reason))
+            except (StopIteration, Missed):
+                pass
+            else:
+                script.close()
+            del self.active[kind]
+
     # -- the frame every script runs in -----------------------------------------------------------------
     def _run(self, kind: str, arrived: float) -> Script:
         self.hands.record("invoke", kind)

@@ -37,6 +37,7 @@ from takeover.history import HistoryWriter, error_text
 from takeover.run.effectors import Effectors
 from takeover.run.nemesis import Nemesis, Tally
 from takeover.run.phases import COUNTERS, task_id
+from takeover.run.power import PowerLoss
 from takeover.run.progress import Progress
 from takeover.run.queue_caller import QueueCaller, QueueHung
 from takeover.run.registration import register_tasks
@@ -106,6 +107,9 @@ class Coordinator:
             producer=_Producer(self),
         )
         self._next_task = cfg.tasks  # the index of the next task registered during the run
+        self.power = PowerLoss(cfg, self.run_dir, self.supervisor, self.hist) if cfg.power_loss_rate > 0 else None
+        if self.power is not None:
+            self.supervisor.queue_path = self.power.queue_path
 
     # -- public -----------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -116,8 +120,10 @@ class Coordinator:
         faults_stopped = False
         try:
             store.write_config(self.run_dir, self.cfg)
+            if self.power is not None:
+                self.power.start()
             try:
-                self.queue = self._queue_call("open", open_queue, self.cfg.queue, str(self.run_dir / store.QUEUE_FILE))
+                self._open_queue()
             except QueueHung:
                 return self.result  # interrupted or wedged while opening: the finally still records and reaps
             store.write_config(self.run_dir, self.cfg, capabilities(self.queue))
@@ -131,6 +137,8 @@ class Coordinator:
             self.hist.write("info", "run", value="start")
             start = time.time()
             self.nemesis.start(start)
+            if self.power is not None:
+                self.power.begin(start)
             self._faulted_phase(start)
             faults_stopped = self._stop_faults()
             if not self.signals:
@@ -152,6 +160,8 @@ class Coordinator:
                 except Exception:  # noqa: BLE001 - nothing left to protect; a hung close is left behind
                     pass
             self.caller.stop()
+            if self.power is not None:
+                self.power.close()
             self.hist.close()
             sup.close()
             self.result.tally = self.nemesis.tally
@@ -171,6 +181,24 @@ class Coordinator:
     def request_stop(self) -> None:
         """Stop the run the way a first Ctrl-C does: faults end, no drain, the run is marked interrupted."""
         self.supervisor.signals = max(self.supervisor.signals, 1)
+
+    def _open_queue(self) -> None:
+        self.queue = self._queue_call("open", open_queue, self.cfg.queue, str(self.supervisor.queue_path))
+
+    def _drop_queue(self) -> None:
+        """At a power loss: the connection dies with the power. Its ``close()`` runs after the cut, so
+        nothing it does reaches the disk; whatever it raises or however long it takes is of no interest."""
+        queue, self.queue = self.queue, None
+        if queue is not None:
+            try:
+                self._queue_call("close", queue.close)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _power_loss(self) -> None:
+        assert self.power is not None
+        self.power.cut(self._drop_queue, self._open_queue)
+        self.nemesis.power_lost()
 
     def _queue_call(self, name: str, fn: Callable[..., Any], *args: Any, interruptible_from: int = 1) -> Any:
         """A coordinator call into the queue: given up after the drain timeout (a call that makes no
@@ -197,7 +225,11 @@ class Coordinator:
                 if due > 0:
                     self.register_new(due, now)
                     arrival_registered += due
+            if self.power is not None and self.power.due(now):
+                self._power_loss()
             wait = self.nemesis.tick(time.time())
+            if self.power is not None:
+                wait = min(wait, self.power.next_at - time.time())
             self._report_progress("faults", elapsed=now - start)
             time.sleep(max(0.0, min(wait, end - time.time(), 0.05)))
 
@@ -209,6 +241,8 @@ class Coordinator:
         return ids
 
     def _stop_faults(self) -> bool:
+        if self.power is not None:
+            self.power.stop()
         self.board.set_faults_enabled(False)
         self.nemesis.stop()
         self.hist.write("info", "run", value="faults_stop")

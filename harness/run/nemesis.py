@@ -183,6 +183,14 @@ class Nemesis:
             self._resume(pause)
         self.paused.clear()
 
+    def power_lost(self) -> None:
+        """Every worker died at a power loss (takeover.run.power): the aimed faults under way end as
+        missed, and every pause ends with its worker (recorded as a pause whose end is unknown)."""
+        self.aimed.cut_short("a power loss killed the workers first")
+        for pause in list(self.paused.values()):
+            self._resume(pause)
+        self.paused.clear()
+
     def is_paused(self, slot: int) -> bool:
         return slot in self.paused
 

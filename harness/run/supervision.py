@@ -82,6 +82,7 @@ class Supervisor:
         self.ctx = multiprocessing.get_context("spawn")
         self.board = PhaseBoard.create(self.ctx, cfg.workers)
         self.handles: dict[int, Handle] = {}
+        self.queue_path = run_dir / store.QUEUE_FILE  # elsewhere when the power-loss layer holds it
         self.respawn_at: dict[int, float] = {}
         self.next_process = 1
         self.service: Any = None
@@ -158,7 +159,7 @@ class Supervisor:
             config=self.cfg,
             slot=slot,
             process=process,
-            queue_path=str(self.run_dir / store.QUEUE_FILE),
+            queue_path=str(self.queue_path),
             history_path=str(self.run_dir / store.HISTORY_FILE),
             service_address=self.address,
             parent_pid=os.getpid(),

@@ -1,0 +1,127 @@
+"""Power losses during a run (``--power-loss-rate``): the queue's disk loses what it had not synced.
+
+Why the run's queue lives on a layer of its own: SIGKILL never loses a committed SQLite transaction
+(the kernel still writes back what a dead process handed it), so only a lost disk cache shows what
+``synchronous=NORMAL`` costs. With a power-loss rate the queue's files live in a folder of the run
+shown through the FUSE layer of :mod:`takeover.powerloss`, and a power loss is, in this order:
+
+1. the invoke of ``power_loss`` in the history (process 0);
+2. every worker frozen (SIGSTOP), so none of them acts between the cut and its death;
+3. the cut: from here on nothing reaches the disk (every request on the mount fails);
+4. every worker SIGKILLed and reaped (``exit`` records with ``detail`` ``power_loss``);
+5. the coordinator's own connection dropped: its ``close()`` can no longer write anything;
+6. the reboot: every file back to its content at its last sync, the folder mounted again;
+7. the coordinator's connection opened again, the ``ok`` of ``power_loss`` with what was dropped;
+   the workers come back as new incarnations at the loop's next turn, as after any kill.
+
+The external service and the history are not on the layer: they stand for other machines and for
+the observer, which the power cut does not reach.
+
+Power losses arrive on the stratified plan the nemesis uses for its kinds (one at a uniform instant
+in each 1/rate-second slot of the faulted phase), from their own stream of ``--seed``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from takeover import store
+from takeover.config import RunConfig
+from takeover.history import HistoryWriter
+from takeover.powerloss.layer import PowerLossLayer
+from takeover.run.nemesis import stream_seed
+from takeover.run.supervision import Supervisor, send, wait_stopped
+
+FREEZE_WAIT = 1.0  # seconds a worker may take to show as stopped (it may be inside a request on the mount)
+
+
+class PowerLoss:
+    """The layer under the run's queue, and the power losses of the faulted phase."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, supervisor: Supervisor, hist: HistoryWriter) -> None:
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.sup = supervisor
+        self.hist = hist
+        self.layer = PowerLossLayer(run_dir / store.POWERLOSS_DISK, run_dir / store.POWERLOSS_MOUNT,
+                                    run_dir / store.POWERLOSS_LOG)  # fmt: skip
+        self.rng = random.Random(stream_seed(cfg.seed, "power_loss"))
+        self.slot_no = 0
+        self.t0 = 0.0
+        self.next_at = float("inf")
+        self.count = 0
+
+    @property
+    def queue_path(self) -> Path:
+        """Where the queue's file is while the layer is mounted."""
+        return self.layer.mountpoint / store.QUEUE_FILE
+
+    def start(self) -> None:
+        self.layer.start()
+
+    def begin(self, now: float) -> None:
+        """The faulted phase starts: what the set-up wrote (the schema, the tasks registered up front)
+        is synced first, as if the tasks had been registered long before and the kernel had written
+        them back, so a power loss takes back what the run did, not the whole table; then the first
+        power loss is planned."""
+        self.layer.sync()
+        self.t0 = now
+        self.next_at = self._plan()
+
+    def stop(self) -> None:
+        """The faulted phase ends: no more power losses."""
+        self.next_at = float("inf")
+
+    def _plan(self) -> float:
+        i, self.slot_no = self.slot_no, self.slot_no + 1
+        return self.t0 + (i + self.rng.random()) / self.cfg.power_loss_rate
+
+    def due(self, now: float) -> bool:
+        if now < self.next_at:
+            return False
+        self.next_at = self._plan()
+        return True
+
+    def cut(self, drop_connection: Callable[[], None], reconnect: Callable[[], None]) -> None:
+        """One power loss (the steps of the module docstring). ``drop_connection`` and ``reconnect``
+        are the coordinator's: its queue object closed after the cut and opened again after the reboot."""
+        started = time.time()
+        self.count += 1
+        victims = [h for h in self.sup.handles.values() if h.proc.exitcode is None]
+        self.hist.write("invoke", "power_loss", value=str(self.count), workers=len(victims))
+        for h in victims:
+            send(h.proc.pid, signal.SIGSTOP)
+        for h in victims:
+            wait_stopped(h.proc.pid, FREEZE_WAIT)
+        self.layer.cut()
+        for h in victims:
+            send(h.proc.pid, signal.SIGKILL)
+        for h in victims:
+            h.proc.join(5.0)
+            self.sup.record_exit(h, "power_loss")
+            self.sup.dismiss(h.slot)
+        drop_connection()
+        stats = self.layer.reboot()
+        reconnect()
+        self.hist.write("ok", "power_loss", value=str(self.count), workers=len(victims),
+                        seconds=round(time.time() - started, 4), dropped_bytes=stats.get("dropped_bytes", 0),
+                        files=stats.get("files", 0))  # fmt: skip
+
+    def close(self) -> None:
+        """Unmount, then move the queue's files where every run keeps them (``queue.sqlite`` in the run
+        folder), so ``takeover reconcile`` and people find them as after any run."""
+        self.layer.close()
+        disk = self.layer.backing
+        if not disk.is_dir() or os.path.ismount(self.layer.mountpoint):
+            return
+        for path in disk.iterdir():
+            target = self.run_dir / path.name
+            if not target.exists():
+                path.rename(target)
+        shutil.rmtree(disk, ignore_errors=True)
