@@ -100,7 +100,21 @@ def feature_lines(summary: Summary) -> list[str]:
     if rc:
         lines.append(f"reconciled: {rc['done']} uncertain -> done, {rc['pending']} -> pending (retry), "
                      f"{rc['rejected']} rejected, {rc['indeterminate']} indeterminate")
-    return lines
+    return lines + power_loss_lines(summary)
+
+
+def power_loss_lines(summary: Summary) -> list[str]:
+    """Which promises the power losses broke, in plain words, and their cost per power loss."""
+    pl = summary.get("power_loss")
+    if not pl:
+        return []
+    head = f"power losses: {pl['losses']}"
+    if not pl["violations"]:
+        return [f"{head}; every acknowledged answer survived them (no promise broken)"]
+    per = pl["per_loss"]
+    return [f"{head}; promises broken across them: {'; '.join(pl['broken'])}",
+            f"per power loss: {per['reclaims']} reclaim(s) of finished tasks, {per['reused_generations']} "
+            f"generation(s) handed out twice, {per['duplicates']} duplicate side effect(s)"]
 
 
 def missed_why(aimed: AimedCoverage) -> str:

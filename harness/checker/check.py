@@ -20,6 +20,7 @@ from takeover.checker.facts import Facts, build_facts
 from takeover.checker.gate import Gate, judge
 from takeover.checker.invariants import InvariantResult, check_invariants
 from takeover.checker.load import load_run
+from takeover.checker.power import power_loss
 from takeover.checker.remedies import feature_sections
 from takeover.checker.summary_types import Example, Summary
 from takeover.checker.verdict import Verdict, combine, exit_code, inconclusive_reason
@@ -104,6 +105,11 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     }
     if judged is not None:  # last, so a summary checked without a gate keeps its keys and their order
         summary["duplicate_gate"] = judged
+    power = power_loss(fx, diagnosis.rows, extra)
+    if power is not None:  # only in runs with power losses, so other runs keep their keys
+        items = list(summary.items())
+        at = [k for k, _ in items].index("history")
+        summary = cast("Summary", dict([*items[:at], ("power_loss", power), *items[at:]]))
     if diagnosis.entries:  # right after the invariants it explains; absent from a valid run's summary
         items = list(summary.items())
         at = [k for k, _ in items].index("invariants") + 1

@@ -43,6 +43,13 @@ REGISTER_RESETS = ("register() of a known task puts it back to pending at genera
                    "changing nothing")
 LOST_COMMIT = "finish() answers True without its write being committed (a lost commit)"
 NOT_ATOMIC = "the claim reads the claimable row outside its write transaction, so it is not atomic"
+POWER_LOSS = ("the queue answers before its commit is on disk, so a power loss takes acknowledged commits back "
+              "(SQLite in WAL mode with synchronous=NORMAL syncs the WAL only at checkpoints; synchronous=FULL "
+              "syncs every commit before it returns)")
+
+
+def _lost(f: Fields) -> str:
+    return f"the power loss at {_s(f.get('power_loss_at'))}"
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"out; {_reset(f)} before it")),
     },
     "no_reclaim_after_terminal": {
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
+            f"task {f['task']}'s {f['outcome']} finish of generation {f['finished_gen']}, answered True at "
+            f"{_s(f['finished_at'])}, was undone by {_lost(f)}, and the task was handed out again as generation "
+            f"{f['reclaimed_gen']} at {_s(f['reclaimed_at'])}")),
         "reclaimed_after_lease": Pattern("S1", "the claim takes a task whose lease time has passed without checking "
                                                "that it is still running", lambda f: (
             f"claim() handed out task {f['task']} again as generation {f['reclaimed_gen']} at "
@@ -121,6 +132,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"in between")),
     },
     "generation_monotonic": {
+        "power_loss": Pattern("S3", POWER_LOSS, replay=False, what=lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, which worker "
+            f"#{f['previous_by']} had already been given ({f['previous_gen']}) at {_s(f['previous_at'])}: that claim "
+            f"was undone by {_lost(f)}, so two holders carried the same fence token")),
         "no_bump": Pattern("S2", "a takeover does not raise the generation, so the fence cannot tell the old "
                                  "holder from the new", lambda f: (
             f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, the generation worker "
@@ -139,6 +154,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"{f['higher_gen']} had been given; {_reset(f)} in between")),
     },
     "lease_exclusive": {
+        "power_loss": Pattern("S2", POWER_LOSS, replay=False, what=lambda f: (
+            f"claim() granted task {f['task']} to worker #{f['granted_to']} at {_s(f['granted_now'])} while "
+            f"generation {f['held_gen']}'s lease ran until {_s(f['lease_until'])}: the claim (or heartbeat) that "
+            f"granted that lease was undone by {_lost(f)}")),
         "lease_stolen": Pattern("S2", "the claim counts a lease as expired before lease_until <= now", lambda f: (
             f"claim() granted task {f['task']} to worker #{f['granted_to']} as generation {f['granted_gen']} at "
             f"{_s(f['granted_now'])} while generation {f['held_gen']}'s lease ran until {_s(f['lease_until'])} "
@@ -152,6 +171,9 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"lease (until {_s(f['lease_until'])}) overlapped it; {_reset(f)} in between")),
     },
     "single_finish": {
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
+            f"task {f['task']} was finished twice: the first finish was undone by {_lost(f)} and the task "
+            f"was handed out and finished again")),
         "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
             f"finish() of generation {f['gen']} of task {f['task']} was answered True at {_s(f['finish_at'])} "
             f"although generation {f['earlier_gen']}'s {f['earlier_outcome']} had already finished it")),
@@ -165,6 +187,9 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"generation {f['gen']} at {_s(f['finish_at'])}); {_reset(f)} in between")),
     },
     "state_matches_history": {
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
+            f"the final snapshot of task {f['task']} contradicts what the queue had answered before "
+            f"{_lost(f)} ({f['problem']})")),
         "snapshot_behind": Pattern("S1", "snapshot() reports the generation off by one", lambda f: (
             f"snapshot() shows task {f['task']} at generation {f['gen']}, one below generation "
             f"{f['highest_claimed_gen']} that a claim returned")),
@@ -206,6 +231,9 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"({f['problem']}); {_reset(f)} after it was claimed")),
     },
     "no_lost_task": {
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
+            f"task {f['task']} ended {f['problem']} after {_lost(f)} took back what the queue had answered "
+            f"for it")),
         "passed_over": Pattern("S1", "the claim's pick passes over some pending tasks", replay=False, what=lambda f: (
             f"task {f['task']} stayed pending through the run and the drain, never handed out, while tasks "
             f"registered after it were, or claims answered that nothing was claimable")),
@@ -349,6 +377,37 @@ def _lost_commits(fx: Facts) -> np.ndarray:
     return cached
 
 
+def _power_losses(fx: Facts) -> np.ndarray:
+    """When each power loss of the run began (its invoke), sorted; empty without power losses."""
+    faults = fx.ops.faults
+    return np.sort(faults.loc[faults["f"] == "power_loss", "t_inv"].to_numpy(dtype="float64"))
+
+
+def _across_power_loss(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[float | None]]:
+    """Per row: a power loss began after ``lo`` (the queue's acknowledged answer) and before ``hi``
+    (what contradicts it), and when the first such one began (relative seconds, for the words).
+    Only such a violation is blamed on the power loss: one with no power loss between its two
+    events is the queue's own, as in any run."""
+    lo = np.asarray(lo, dtype="float64")
+    hi = np.asarray(hi, dtype="float64")
+    losses = _power_losses(fx)
+    if not len(losses) or not len(lo):
+        return np.zeros(len(lo), dtype=bool), [None] * len(lo)
+    pos = np.searchsorted(losses, np.nan_to_num(lo, nan=np.inf), side="right")
+    at = losses[np.minimum(pos, len(losses) - 1)]
+    hit = (pos < len(losses)) & (at < np.nan_to_num(hi, nan=np.inf))
+    return hit, [fx.rel(t) if h else None for t, h in zip(at, hit, strict=True)]
+
+
+def _last_acknowledged(fx: Facts, task: Any) -> np.ndarray:
+    """Per row: when the queue last answered something about the task (a successful claim, an accepted
+    finish, a returned registration): what a final state that contradicts the history goes back on."""
+    events = pd.concat([fx.claims_ok[["task", "t_comp"]], fx.fin_acc[["task", "t_comp"]],
+                        fx.ops.registers.loc[fx.ops.registers["status"] == "ok", ["task", "t_comp"]]])
+    last = events.dropna().groupby("task")["t_comp"].max()
+    return pd.Series(np.asarray(task, dtype="float64")).map(last).to_numpy(dtype="float64")
+
+
 def _snapshot_state(fx: Facts, task: Any) -> np.ndarray:
     snap = fx.run.snapshot
     if snap is None:
@@ -401,9 +460,10 @@ def _no_reclaim(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult])
     lease = fx.claim_lease()
     held = lease.reindex(pd.MultiIndex.from_arrays([f["task"], f["gen_f"]])).to_numpy(dtype="float64")
     after_lease = f["now_c"].to_numpy(dtype="float64") >= held
-    keys = _pick("reclaimed", (reset, "reset_by_register"), (lost, "lost_commit"),
+    power, at = _across_power_loss(fx, f["t_comp_f"], f["t_inv_c"])
+    keys = _pick("reclaimed", (reset, "reset_by_register"), (power, "power_loss"), (lost, "lost_commit"),
                  (after_lease, "reclaimed_after_lease"))
-    return keys, {"final_state": state}
+    return keys, {"final_state": state, "power_loss_at": at}
 
 
 def _generation_monotonic(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
@@ -420,8 +480,10 @@ def _generation_monotonic(fx: Facts, f: pd.DataFrame, results: dict[str, Invaria
     reset = (dup | back) & _registered_again(fx, f["task"], f["prev_t"], f["t_comp"])
     t_inv, t_comp = f["t_inv"].to_numpy(dtype="float64"), f["t_comp"].to_numpy(dtype="float64")
     race = dup & (t_inv < f["prev_t"].to_numpy(dtype="float64")) & (f["prev_t_inv"].to_numpy(dtype="float64") < t_comp)
-    keys = _pick("skipped", (reset, "reset_by_register"), (race, "claim_race"), (dup, "no_bump"), (back, "went_back"))
-    return keys, {"higher_gen": [None if np.isnan(g) else int(g) for g in higher]}
+    power, at = _across_power_loss(fx, f["prev_t"], f["t_inv"])
+    keys = _pick("skipped", (reset, "reset_by_register"), ((dup | back) & power, "power_loss"), (race, "claim_race"),
+                 (dup, "no_bump"), (back, "went_back"))
+    return keys, {"higher_gen": [None if np.isnan(g) else int(g) for g in higher], "power_loss_at": at}
 
 
 def _lease_exclusive(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
@@ -430,7 +492,9 @@ def _lease_exclusive(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantRes
     # Pairs go by generation: after a reset, the "previous" claim may be the later one.
     reset = _registered_again(fx, f["task"], np.fmin(t_inv, p_inv), np.fmax(t_comp, p_comp))
     race = (t_inv < p_comp) & (p_inv < t_comp)
-    return _pick("lease_stolen", (reset, "reset_by_register"), (race, "claim_race")), {}
+    power, at = _across_power_loss(fx, np.fmin(p_comp, t_comp), np.fmax(t_inv, p_inv))
+    return _pick("lease_stolen", (reset, "reset_by_register"), (power, "power_loss"), (race, "claim_race")), {
+        "power_loss_at": at}
 
 
 def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
@@ -438,7 +502,9 @@ def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     rows = pd.DataFrame({"task": f["task"].to_numpy(dtype="float64"), "t": f["t_inv"].to_numpy(dtype="float64")})
     claimed = _last_before(rows, fx.claims_ok, "t_inv", "t_inv")
     reclaimed = claimed > f["e_t_comp"].to_numpy(dtype="float64")
-    return _pick("accepted_when_finished", (reset, "reset_by_register"), (reclaimed, "after_reclaim")), {}
+    power, at = _across_power_loss(fx, f["e_t_comp"], f["t_inv"])
+    return _pick("accepted_when_finished", (reset, "reset_by_register"), (power, "power_loss"),
+                 (reclaimed, "after_reclaim")), {"power_loss_at": at}
 
 
 _STATE_PROBLEMS = {
@@ -470,8 +536,10 @@ def _state_matches(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     reset = _registered_again(fx, f["task"], first, np.full(len(f), np.inf)) & ~np.isnan(first)
     not_durable = keys == "finish_not_durable"
     keys[not_durable & ~np.isin(f["task"].to_numpy(dtype="float64"), _lost_commits(fx))] = "reopened"
+    power, at = _across_power_loss(fx, _last_acknowledged(fx, f["task"]), np.full(len(f), np.inf))
+    keys[power & ~np.isin(keys, ["row_invented", "snapshot_malformed", "resolve_not_applied"])] = "power_loss"
     keys[reset] = "reset_by_register"
-    return keys, {"stale_gen": [None if np.isnan(g) else int(g) for g in stale_gen]}
+    return keys, {"stale_gen": [None if np.isnan(g) else int(g) for g in stale_gen], "power_loss_at": at}
 
 
 def _no_lost_task(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
@@ -503,13 +571,16 @@ def _no_lost_task(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult
     last_reclaim = reclaims["t_inv_c"].max() if reclaims is not None and len(reclaims) else -np.inf
     starved = never & ~(since >= last_reclaim)
     reset = _registered_again(fx, task, first, np.full(len(f), np.inf)) & ~np.isnan(first)
-    keys = _pick("left_unfinished", (problem == "missing from the snapshot", "row_missing"),
+    power, at = _across_power_loss(fx, _last_acknowledged(fx, task), np.full(len(f), np.inf))
+    contradicted = (problem == "missing from the snapshot") | (unfinished & finished)
+    keys = _pick("left_unfinished", (contradicted & power, "power_loss"),
+                 (problem == "missing from the snapshot", "row_missing"),
                  (reset, "reset_by_register"),
                  (problem == "terminal but its action was never attempted", "terminal_without_action"),
                  (unfinished & np.isin(task, _lost_commits(fx)), "finish_not_durable"),
                  (unfinished & finished, "reopened"), (passed, "passed_over"), (starved, "starved"),
                  (never, "never_claimed"), (unfinished & (state == "running"), "left_running"))
-    return keys, {}
+    return keys, {"power_loss_at": at}
 
 
 CLASSIFY: dict[str, Callable[[Facts, pd.DataFrame, dict[str, InvariantResult]], Classified]] = {

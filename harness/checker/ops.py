@@ -22,7 +22,8 @@ QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
 # with ``value`` = ``hit`` or ``missed: <reason>`` when it ends. Named here, not taken from the runner's
 # options: the checker imports no part of the runner.
 AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register")
-FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS)
+# ``power_loss`` (added later): process 0, no target, one at a time, so paired in order as the aimed ones.
+FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS, "power_loss")
 INDETERMINATE = ("info", "open")
 # Clock faults (docs/history.md): a worker incarnation records its clock's offset when it starts
 # (``clock_skew``) and each step of it (``clock_jump``), ``value`` = seconds, invoke and ok together.

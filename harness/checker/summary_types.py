@@ -219,6 +219,21 @@ class FeatureSections(TypedDict):
     reconcile: Reconcile | None
 
 
+class PowerLoss(TypedDict):
+    """``summary.json`` ``power_loss`` (takeover.checker.power): only in runs with power losses."""
+
+    rate: float  # requested power losses per second
+    losses: int  # power losses recorded
+    at: list[float | None]  # when each began, seconds into the run
+    violations: int  # violations the diagnosis blames on a power loss (pattern ``power_loss``)
+    by_invariant: dict[str, int]
+    broken: list[str]  # each promise broken, in plain words, with its count
+    reclaims: int  # finished tasks handed out again after a power loss undid their finish
+    reused_generations: int  # claims that got a generation a claim undone by a power loss had returned
+    duplicates: int  # extra actions (ledger) on the tasks of those violations
+    per_loss: dict[str, float | None]  # reclaims, reused_generations, duplicates per power loss
+
+
 class HistoryStats(TypedDict):
     lines: int
     torn_tail: bool
@@ -251,3 +266,4 @@ class Summary(TypedDict):
     history: HistoryStats
     check_seconds: float
     duplicate_gate: NotRequired[DuplicateGate]  # only when a duplicate gate was asked for (written last)
+    power_loss: NotRequired[PowerLoss]  # only in runs with power losses (before the history's stats)

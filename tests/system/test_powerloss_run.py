@@ -1,0 +1,83 @@
+"""Real runs with power losses: the reference queue with synchronous=NORMAL loses acknowledged commits
+and the checker says which promises broke; with synchronous=FULL the same run stays VALID.
+
+Two short runs of the same plan (3 s, one power loss a second, no other fault), started together to
+keep the wall time down. The layer alone, on a mount without a run, is tested in
+tests/system/test_powerloss_layer.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from takeover import store
+from tests.helpers.processes import REPO, child_env, reap_stragglers, records, wait_no_stragglers
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+QUEUES = {"normal": "takeover.queues.sqlite_lease:SQLiteLeaseQueue",
+          "full": "takeover.queues.sqlite_lease:SQLiteLeaseQueueFull"}
+ARGS = ("stress", "--profile", "smoke", "--no-faults", "--tasks", "60", "--duration", "3", "--power-loss-rate", "1",
+        "--seed", "5")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("powerloss")
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for name, queue in QUEUES.items():
+            procs[name] = subprocess.Popen([sys.executable, "-m", "takeover", *ARGS, "--queue", queue, "--out",
+                                            str(base / name)], cwd=REPO, env=child_env(), text=True,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        out = {name: (p.wait(timeout=200), *p.communicate()) for name, p in procs.items()}
+    finally:
+        for name, p in procs.items():
+            if p.poll() is None:
+                p.kill()
+            reap_stragglers(base / name)
+    return {name: (base / name, *out[name]) for name in QUEUES}
+
+
+def _summary(run_dir):
+    return json.loads((run_dir / store.SUMMARY_FILE).read_text())
+
+
+def test_normal_loses_acknowledged_commits_and_says_which_promises_broke(runs):
+    run_dir, code, stdout, stderr = runs["normal"]
+    assert code == 1, stdout + stderr
+    s = _summary(run_dir)
+    pl = s["power_loss"]
+    assert pl["losses"] == 3 and pl["violations"] > 0
+    assert pl["reclaims"] + pl["reused_generations"] > 0, pl
+    assert {e["pattern"] for e in s["diagnosis"]} == {"power_loss"}, s["diagnosis"]
+    assert "promises broken across them:" in stdout
+    assert "power loss" in s["diagnosis"][0]["sentence"]
+
+
+def test_full_survives_the_same_power_losses(runs):
+    run_dir, code, stdout, stderr = runs["full"]
+    assert code == 0, stdout + stderr
+    pl = _summary(run_dir)["power_loss"]
+    assert pl["losses"] == 3 and pl["violations"] == 0
+    assert "no promise broken" in stdout
+
+
+@pytest.mark.parametrize("name", list(QUEUES))
+def test_each_power_loss_is_recorded_and_the_layer_is_gone_after_the_run(runs, name):
+    run_dir = runs[name][0]
+    recs = records(run_dir)
+    pl = [r for r in recs if r["f"] == "power_loss"]
+    assert [r["type"] for r in pl] == ["invoke", "ok"] * 3
+    killed = [r for r in recs if r["f"] == "exit" and r.get("detail") == "power_loss"]
+    assert len(killed) == sum(r["workers"] for r in pl if r["type"] == "invoke") > 0
+    assert all(r["value"] == "-9" for r in killed)
+    assert (run_dir / store.QUEUE_FILE).is_file()
+    assert not (run_dir / store.POWERLOSS_MOUNT).exists() and not (run_dir / store.POWERLOSS_DISK).exists()
+    assert not any(os.path.ismount(p) for p in run_dir.iterdir())
+    assert not wait_no_stragglers(run_dir, timeout=5)
