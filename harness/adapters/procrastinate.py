@@ -40,6 +40,10 @@ How the contract maps onto it, and what is *not* added:
   ``lease_until`` = the worker's last heartbeat + lease (when the recipe may take the job back).
 * ``finish`` returns False when ``procrastinate_finish_job_v1`` raised "not found or not in doing
   or todo status" (the only refusal it has), True when it returned.
+* a worker pruned as stalled by another one (its heartbeat was older than the lease when that
+  other worker started) has no row any more, and each of its fetches fails with a foreign-key
+  violation; procrastinate's worker leaves its run loop with that error. The claim raises it, and
+  the next claim of that worker name registers a new worker, as a supervisor restarting it would.
 * ``close`` closes the connections and does not unregister the workers: procrastinate's graceful
   shutdown first waits for the running jobs, which a closing adapter cannot do, so a closed
   adapter's workers stay registered until their heartbeat goes stale, like a crashed worker's.
@@ -62,6 +66,7 @@ PINNED = "3.10.0"
 pg.require_library("procrastinate", PINNED)
 
 import procrastinate  # noqa: E402 - after the check, so a missing library is one line
+import psycopg  # noqa: E402
 from procrastinate import exceptions as _exceptions  # noqa: E402
 from procrastinate import jobs as _jobs  # noqa: E402
 from procrastinate import utils as _utils  # noqa: E402
@@ -155,7 +160,15 @@ class ProcrastinateAdapter:
         self._at(now)
         worker_id = self._worker(worker, lease)
         self._retry_stalled(now, lease)
-        job = self._loop.run(self._jm.fetch_job(queues=[QUEUE], worker_id=worker_id))
+        try:
+            job = self._loop.run(self._jm.fetch_job(queues=[QUEUE], worker_id=worker_id))
+        except _exceptions.ConnectorException as exc:
+            if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
+                # Another worker pruned this one as stalled: its row is gone, and every fetch with
+                # its id now fails. procrastinate's worker leaves its run loop with this error; the
+                # next claim registers a new worker, as a supervisor restarting it would.
+                del self._workers[worker]
+            raise
         if job is None or job.id is None:
             return None
         task = str(job.task_kwargs["task"])
