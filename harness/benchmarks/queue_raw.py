@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from takeover.benchmarks.timing import compare
+from takeover.benchmarks.timing import compare, ratio_figures
 from takeover.queues import sqlite_lease
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.sqlite_util import open_wal
@@ -110,9 +110,4 @@ def measure(pairs: int = 5000, repetitions: int = 5) -> dict[str, float]:
             lambda: partial(raw_pairs, fresh.raw(), pairs),
             repetitions=repetitions,
         )
-    return {
-        "queue_vs_raw": cand.median / base.median,
-        "queue_pairs_per_s": cand.median,
-        "raw_pairs_per_s": base.median,
-        "queue_vs_raw_spread": max(cand.spread, base.spread),
-    }
+    return ratio_figures("queue_vs_raw", cand, base, "queue_pairs_per_s", "raw_pairs_per_s")

@@ -34,6 +34,12 @@ class Sample:
 Prepared = Callable[[], Callable[[], int]]
 
 
+def ratio_figures(ratio: str, cand: Sample, base: Sample, cand_rate: str, base_rate: str) -> dict[str, float]:
+    """What a measurement reports: the ratio of the medians, both medians, and the larger spread."""
+    return {ratio: cand.median / base.median, cand_rate: cand.median, base_rate: base.median,
+            f"{ratio}_spread": max(cand.spread, base.spread)}
+
+
 def rate(prepare: Prepared) -> float:
     """Prepare untimed (fresh files, connections), then time one run; operations per second."""
     fn = prepare()

@@ -73,6 +73,10 @@ TARGETS = (
            what="4 workers of a real stress run vs the queue alone in 4 processes with one service call per task"),
     Target("history_overhead", "history_overhead", ">=", 0.75,
            what="claim+finish pairs with the history recorded vs without, one process"),
+    # The price of durability, not takeover's overhead: printed for the README's power-loss finding, never
+    # failing the bench (it is the disk's fsync, which no code here can change).
+    Target("full_vs_normal", "full_vs_normal", ">=", 0.01, enforced=False,
+           what="the reference queue with synchronous=FULL vs NORMAL (claim+finish pairs, one process)"),
     Target("check_1m_vs_read", "check_1m", "<=", 3.0,
            what="load + check a 1M-event history vs only reading it (pyarrow)", key="time_ratio"),
     Target("check_1m_peak_rss_mb", "check_1m", "<=", 600.0, unit="MB",
@@ -86,6 +90,7 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "workers4_vs_raw": ({"seconds": 5.0, "repetitions": 3}, {"seconds": 2.0, "repetitions": 1}),
     "history_overhead": ({"pairs": 5000, "repetitions": 7}, {"pairs": 200, "repetitions": 1}),
     "check_1m": ({"events": 1_000_000, "repeat": 3}, {"events": 10_000, "repeat": 1}),
+    "full_vs_normal": ({"pairs": 1000, "repetitions": 5}, {"pairs": 50, "repetitions": 1}),
 }
 
 
@@ -178,6 +183,8 @@ def absolute(name: str, fig: dict[str, Any]) -> str:
                 f"{fig['workers4_vs_queue4_service']:.2f}; per task, ms: {split}")  # fmt: skip
     if name == "history_overhead":
         return f"recorded {fig['recorded_pairs_per_s']:.0f} vs bare {fig['bare_pairs_per_s']:.0f} pairs/s"
+    if name == "full_vs_normal":
+        return f"FULL {fig['full_pairs_per_s']:.0f} vs NORMAL {fig['normal_pairs_per_s']:.0f} pairs/s"
     if name == "check_1m_vs_read":
         return f"check {fig['check_s']:.2f}s vs read {fig['read_s']:.2f}s, {fig['events']} events"
     return f"read alone {fig['read_peak_rss_mb']:.0f} MB"
@@ -273,6 +280,12 @@ def _history_overhead(pairs: int, repetitions: int) -> dict[str, Any]:
     return history_overhead.measure(pairs, repetitions)
 
 
+def _full_vs_normal(pairs: int, repetitions: int) -> dict[str, Any]:
+    from takeover.benchmarks import durability
+
+    return durability.measure(pairs, repetitions)
+
+
 def _check_1m(events: int, repeat: int) -> dict[str, Any]:
     """In child processes (its own module does that): peak RSS must be the checker's alone."""
     import shutil
@@ -298,4 +311,5 @@ MEASURE: dict[str, Callable[..., dict[str, Any]]] = {
     "workers4_vs_raw": _workers4,
     "history_overhead": _history_overhead,
     "check_1m": _check_1m,
+    "full_vs_normal": _full_vs_normal,
 }

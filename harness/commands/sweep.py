@@ -45,6 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease", type=_floats, metavar="S,S,...", help="lease lengths, replacing the grid's")
     parser.add_argument("--fault-scale", type=_floats, metavar="X,X,...",
                         help="multipliers of the grid's fault rates, replacing the grid's")
+    parser.add_argument("--power-loss", type=_floats, metavar="X,X,...",
+                        help="power-loss rates per second, one cell per value (an axis of the grid; needs FUSE); "
+                             "--power-loss-rate gives one value for every cell instead")  # fmt: skip
     parser.add_argument("--mode", action="append", metavar="REMEDY[+hbF]",
                         help="a mode, repeatable: none, idempotency-key, fencing, or none+hb0.3 (heartbeat every "
                              "0.3 leases); replaces the grid's modes")  # fmt: skip
@@ -73,6 +76,10 @@ def build_grid(args: argparse.Namespace) -> Grid:
         if any(v < 0 for v in args.fault_scale):
             raise UsageError(f"--fault-scale values must be >= 0, got {args.fault_scale}")
         grid.fault_scales = args.fault_scale
+    if args.power_loss:
+        if any(v < 0 for v in args.power_loss):
+            raise UsageError(f"--power-loss values must be >= 0, got {args.power_loss}")
+        grid.power_loss_rates = args.power_loss
     if args.mode:
         grid.modes = [parse_mode("--mode", m) for m in args.mode]
     if args.target is not None:

@@ -14,6 +14,7 @@ Example::
     target = 5.0            # duplicates per 1000 tasks the recommendation must stay under
     lease = [0.15, 0.3, 0.6]
     fault_scale = [1.0]     # multiplies every rate in [faults]
+    power_loss_rate = [0, 0.25]  # optional axis: power losses per second (needs FUSE; SQLite queues)
     [fixed]                 # RunConfig values for every cell
     workers = 2
     tasks = 60
@@ -47,7 +48,7 @@ from takeover.run.ledger import REMEDIES
 
 DEFAULT_GRID = "sweep-default"
 _TOP = {"description", "base", "seeds", "seed", "target", "lease", "fault_scale", "fixed", "faults",
-        "distribution", "mode"}
+        "distribution", "mode", "power_loss_rate"}
 # [fixed] takes every option the grid neither varies nor decides itself (takeover.options says which).
 FIXED_KEYS = {o.field for o in RUN_OPTIONS if o.grid == GRID_FIXED}
 
@@ -75,11 +76,13 @@ class Cell:
     lease: float
     fault_scale: float
     mode: Mode
+    power_loss_rate: float | None = None  # None: the grid has no power-loss axis (the [fixed] value holds)
 
     @property
     def cell_id(self) -> str:
         name = re.sub(r"[^A-Za-z0-9.]+", "_", self.distribution.name).strip("_")
-        return f"{name}-l{self.lease:g}-f{self.fault_scale:g}-{self.mode.remedy}-{self.mode.tag}"
+        power = "" if self.power_loss_rate is None else f"-pl{self.power_loss_rate:g}"
+        return f"{name}-l{self.lease:g}-f{self.fault_scale:g}{power}-{self.mode.remedy}-{self.mode.tag}"
 
 
 @dataclass
@@ -96,10 +99,13 @@ class Grid:
     faults: dict[str, float] | None = None  # None: the base profile's rates
     distributions: list[Distribution] = field(default_factory=list)
     modes: list[Mode] = field(default_factory=lambda: [Mode()])
+    # The power-loss axis: one cell per rate. None (no axis): every run takes --power-loss-rate / [fixed].
+    power_loss_rates: list[float] | None = None
 
     def cells(self) -> list[Cell]:
-        return [Cell(d, lease, scale, mode) for d, lease, scale, mode
-                in itertools.product(self.distributions, self.leases, self.fault_scales, self.modes)]
+        powers: list[float | None] = list(self.power_loss_rates) if self.power_loss_rates is not None else [None]
+        return [Cell(d, lease, scale, mode, power) for d, lease, scale, power, mode
+                in itertools.product(self.distributions, self.leases, self.fault_scales, powers, self.modes)]
 
     def runs(self) -> list[tuple[Cell, int]]:
         return [(cell, self.seed + i) for cell in self.cells() for i in range(self.seeds)]
@@ -115,8 +121,9 @@ class Grid:
         base = load_profile(self.base)
         rates = dict(base.faults) if self.faults is None else {k: float(self.faults.get(k, 0.0)) for k in FAULT_KINDS}
         cfg = dataclasses.replace(base, faults=rates, task_time=cell.distribution.task_time)
+        axes = {} if cell.power_loss_rate is None else {"power_loss_rate": cell.power_loss_rate}
         cfg = with_overrides(cfg, {**self.fixed, "lease": cell.lease, "seed": seed, "remedy": cell.mode.remedy,
-                                   "heartbeat": round(cell.mode.heartbeat * cell.lease, 6), "out": str(out)})
+                                   "heartbeat": round(cell.mode.heartbeat * cell.lease, 6), "out": str(out), **axes})
         if cfg.swarm:
             cfg = swarm.draw(cfg)
         scaled = {k: v * cell.fault_scale for k, v in cfg.faults.items()}
@@ -176,6 +183,8 @@ def load_grid(spec: str) -> Grid:
         grid.leases = _num_list(path, "lease", data["lease"])
     if "fault_scale" in data:
         grid.fault_scales = _num_list(path, "fault_scale", data["fault_scale"], positive=False)
+    if "power_loss_rate" in data:
+        grid.power_loss_rates = _num_list(path, "power_loss_rate", data["power_loss_rate"], positive=False)
     fixed = data.get("fixed", {})
     if not isinstance(fixed, dict) or set(fixed) - FIXED_KEYS:
         raise UsageError(f"grid {str(path)!r}: [fixed] takes {', '.join(sorted(FIXED_KEYS))}")

@@ -34,6 +34,8 @@ COLUMNS = [
     # the seeds of a cell from dup_extra / dup_lost_lease / dup_s5 and tasks).
     "dup_per_1000_lo", "dup_per_1000_hi", "lost_lease_per_1000_lo", "lost_lease_per_1000_hi",
     "s5_per_1000_lo", "s5_per_1000_hi",
+    # (added later) the power-loss rate of the run, the power losses recorded and the violations they explain
+    "power_loss_rate", "power_losses", "power_loss_violations",
 ]
 
 RATE_COUNTS = {"dup_per_1000": "dup_extra", "lost_lease_per_1000": "dup_lost_lease", "s5_per_1000": "dup_s5"}
@@ -125,4 +127,7 @@ def cell_row(cell: Cell, cfg: RunConfig, run_dir: Path, elapsed: float) -> dict[
     for rate, count in RATE_COUNTS.items():
         lo, hi = wilson(row[count], tasks)
         row[f"{rate}_lo"], row[f"{rate}_hi"] = _r(1000 * lo, 2), _r(1000 * hi, 2)
+    power = summary.get("power_loss")
+    row.update(power_loss_rate=cfg.power_loss_rate, power_losses=power["losses"] if power else 0,
+               power_loss_violations=power["violations"] if power else 0)
     return row

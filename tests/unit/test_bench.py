@@ -9,8 +9,8 @@ import pytest
 from takeover.benchmarks.workers4 import steady_rate
 from takeover.commands.bench import TARGETS
 
-NAMES = ["queue_vs_raw", "workers4_vs_queue4", "workers4_vs_queue4_service", "history_overhead", "check_1m_vs_read",
-         "check_1m_peak_rss_mb"]
+NAMES = ["queue_vs_raw", "workers4_vs_queue4", "workers4_vs_queue4_service", "history_overhead", "full_vs_normal",
+         "check_1m_vs_read", "check_1m_peak_rss_mb"]
 
 
 def test_targets_are_the_issues():
@@ -20,7 +20,8 @@ def test_targets_are_the_issues():
     assert bounds["workers4_vs_queue4"] == (">=", 0.7)
     assert bounds["workers4_vs_queue4_service"] == (">=", 0.8)
     # Out of reach by construction (the side effect alone costs half): printed, but a miss does not fail.
-    assert [t.name for t in TARGETS if not t.enforced] == ["workers4_vs_queue4"]
+    # The price of synchronous=FULL is the disk's, not takeover's: printed for the README, never failing.
+    assert [t.name for t in TARGETS if not t.enforced] == ["workers4_vs_queue4", "full_vs_normal"]
     assert bounds["history_overhead"] == (">=", 0.75)
     assert bounds["check_1m_vs_read"] == ("<=", 3.0)
     assert bounds["check_1m_peak_rss_mb"] == ("<=", 600.0)
