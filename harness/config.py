@@ -42,6 +42,9 @@ AIM_PHASES = {"before_action": ("working",), "after_action": ("acted",), "during
 
 # RunConfig fields of the clock faults (takeover.run.clock): in config.json only when not at their defaults.
 CLOCK_FIELDS = ("clock_skew_max", "clock_jump_rate", "clock_jump_max")
+PAUSE_FIELDS = ("pause_time_file", "pause_time_scale", "pause_time_samples")
+# RunConfig fields no option sets: read from a file the config names (pause_time_file), kept in config.json.
+DERIVED_FIELDS = ("pause_time_samples",)
 
 # RunConfig fields that say where the run was started rather than what it does (see there).
 LOCATION_FIELDS = ("workdir", "pythonpath")
@@ -121,6 +124,12 @@ class RunConfig:
     # Power losses per second of the faulted phase (takeover.run.power): not a kind of ``faults``, because
     # it needs FUSE on the machine, so a swarm draw or a profile's rates must never turn it on unasked.
     power_loss_rate: float = 0.0
+    # Pause lengths (GC or VM stalls) drawn from observed durations instead of the lease-relative classes
+    # (takeover.run.nemesis): the file in takeover.task_times' formats, divided by the scale; the samples
+    # are read once at validation and kept in config.json, as an empirical task time's are.
+    pause_time_file: str = ""
+    pause_time_scale: float = 1.0
+    pause_time_samples: tuple[float, ...] = ()
     # Where the run was started, as far as a rerun needs it (takeover.locate): found out, not chosen, so
     # no option sets them; the reproduce line writes them as ``cd WORKDIR &&`` and ``PYTHONPATH=...``.
     workdir: str | None = None
@@ -160,10 +169,13 @@ class RunConfig:
                 del data["task_time"][name]
         if self.task_time.samples:
             data["task_time"]["samples"] = list(self.task_time.samples)
-        # At their defaults (no clock faults, no power losses): left out, so other runs' config.json stays as it was.
-        for name in (*CLOCK_FIELDS, "power_loss_rate"):
+        # At their defaults (no clock faults, no power losses, the lease-relative pauses): left out, so other
+        # runs' config.json stays as it was.
+        for name in (*CLOCK_FIELDS, "power_loss_rate", *PAUSE_FIELDS):
             if data[name] == getattr(_RUN_DEFAULTS, name):
                 del data[name]
+            elif name == "pause_time_samples":
+                data[name] = list(data[name])
         data["drain_timeout_effective"] = self.effective_drain_timeout
         data["command"] = self.command()
         return data
@@ -180,8 +192,9 @@ class RunConfig:
             if isinstance(tt.get("samples"), list):
                 tt["samples"] = tuple(float(x) for x in tt["samples"])
             values["task_time"] = TaskTime(**tt)
-        if isinstance(values.get("pythonpath"), list):
-            values["pythonpath"] = tuple(values["pythonpath"])
+        for name in ("pythonpath", "pause_time_samples"):
+            if isinstance(values.get(name), list):
+                values[name] = tuple(values[name])
         if "faults" in values:
             values["faults"] = {k: float(values["faults"].get(k, 0.0)) for k in FAULT_KINDS}
         return cls(**values)
@@ -210,6 +223,13 @@ class RunConfig:
         resolved = self.task_time.resolved()
         if resolved is not self.task_time:
             return dataclasses.replace(self, task_time=resolved).validate()
+        if self.pause_time_file and not self.pause_time_samples:
+            from takeover.task_times import load_task_times, split_spec
+
+            path, column = split_spec(self.pause_time_file)
+            where = str(path.absolute()) + (f":{column}" if column else "")
+            samples = load_task_times(self.pause_time_file, "pause times").scaled(self.pause_time_scale)
+            return dataclasses.replace(self, pause_time_file=where, pause_time_samples=samples).validate()
         if self.clock_jump_rate > 0 and self.clock_jump_max <= 0:
             raise UsageError("clock-jump-rate needs clock-jump-max > 0 (how far a clock may jump, in seconds)")
         if self.heartbeat and self.heartbeat >= self.lease:

@@ -254,6 +254,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
       for kind in FAULT_KINDS),
     # Clock faults (takeover.run.clock): not fault kinds of the ``faults`` mapping, because a skew is a size
     # rather than a rate; at their defaults (no clock faults) they are left out of the reproduce line and config.json.
+    RunOption("--pause-time-file", "pause_time_file", str,
+              "pause lengths (GC or VM stalls) in seconds, drawn at random instead of the lease-relative ones: a "
+              "CSV column, a JSON list or JSON percentiles, as --task-time-file", metavar="FILE", omit=""),
+    RunOption("--pause-time-scale", "pause_time_scale", float, "divide every pause of --pause-time-file by this",
+              positive, omit=1.0),
     RunOption("--clock-skew-max", "clock_skew_max", float,
               "each worker incarnation's clock is off by an offset drawn from --seed, uniform in [-max, +max] "
               "seconds (0 = none)", nonneg, sweep_help="clock skew of every worker incarnation, in seconds either way",

@@ -21,6 +21,7 @@ HELP = "recommend a lease and heartbeat for your own task durations and failure 
 
 DEFAULT_TARGET = 20.0  # lease-caused duplicates per 1000 tasks: the sweep's default, resolvable in one run a point
 DEFAULT_BUDGET = 10.0  # minutes
+PAUSE_FILE = "pause-times.json"  # the stalls' percentiles, in the tuning's folder, for every run to read
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +40,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="output folder (default runs/tune-<timestamp>); must be new or empty")
     parser.add_argument("--crash-rate-per-hour", type=float, default=0.5, metavar="R",
                         help="worker crashes per worker and hour in production (default 0.5)")
+    parser.add_argument("--pause-rate-per-hour", type=float, default=0.0, metavar="R",
+                        help="stalls (GC or VM pauses) per worker and hour in production (default 0: none)")
+    for q in ("p50", "p99", "max"):
+        parser.add_argument(f"--pause-{q}", type=float, metavar="S",
+                            help=f"the stalls' {q} in seconds" + (" (optional)" if q == "max" else ""))
     parser.add_argument("--lost-reply-rate", type=float, default=0.0, metavar="P",
                         help="probability that the external service acts and its reply is lost (default 0)")
     parser.add_argument("--tasks-per-hour", type=float, metavar="N",
@@ -51,6 +57,11 @@ def _command(args: argparse.Namespace, spec: str, scale: float, queue: str, pref
     parts = ["takeover", "tune", "--task-times", spec, "--target", f"{args.target:g}", "--time-scale", f"{scale:g}",
              "--budget", f"{args.budget:g}", "--queue", queue, "--crash-rate-per-hour", f"{args.crash_rate_per_hour:g}",
              "--lost-reply-rate", f"{args.lost_reply_rate:g}", "--seed", str(args.seed)]
+    if args.pause_rate_per_hour:
+        parts += ["--pause-rate-per-hour", f"{args.pause_rate_per_hour:g}"]
+        for q in ("p50", "p99", "max"):
+            if getattr(args, f"pause_{q}") is not None:
+                parts += [f"--pause-{q}", f"{getattr(args, f'pause_{q}'):g}"]
     if args.tasks_per_hour is not None:
         parts += ["--tasks-per-hour", f"{args.tasks_per_hour:g}"]
     return prefix + " ".join(shlex.quote(p) for p in parts)
@@ -62,6 +73,7 @@ def _checked(args: argparse.Namespace) -> None:
 
     for name, value, least in (("target", args.target, 0.0), ("budget", args.budget, 0.0),
                                ("crash-rate-per-hour", args.crash_rate_per_hour, 0.0),
+                               ("pause-rate-per-hour", args.pause_rate_per_hour, 0.0),
                                ("lost-reply-rate", args.lost_reply_rate, 0.0)):
         if not is_number(value) or value < least:
             raise UsageError(f"--{name} must be a number >= 0, got {value:g}")
@@ -74,6 +86,22 @@ def _checked(args: argparse.Namespace) -> None:
     for name, value in (("time-scale", args.time_scale), ("tasks-per-hour", args.tasks_per_hour)):
         if value is not None and (not is_number(value) or value <= 0):
             raise UsageError(f"--{name} must be a positive number, got {value:g}")
+    given = {q: getattr(args, f"pause_{q}") for q in ("p50", "p99", "max") if getattr(args, f"pause_{q}") is not None}
+    if args.pause_rate_per_hour and ("p50" not in given or "p99" not in given):
+        raise UsageError("--pause-rate-per-hour needs the stalls' length: --pause-p50 S and --pause-p99 S")
+    if given and not args.pause_rate_per_hour:
+        raise UsageError("--pause-p50/--pause-p99/--pause-max need --pause-rate-per-hour R (stalls per worker-hour)")
+
+
+def _pause_summary(args: argparse.Namespace) -> dict[str, float] | None:
+    """The stalls' percentiles as a summary takeover.task_times reads (checked like a durations file)."""
+    if not args.pause_rate_per_hour:
+        return None
+    from takeover.task_times import from_summary
+
+    summary = {q: getattr(args, f"pause_{q}") for q in ("p50", "p99", "max") if getattr(args, f"pause_{q}") is not None}
+    from_summary(summary, "--pause-p50/--pause-p99/--pause-max")
+    return summary
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -89,6 +117,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from takeover.tune.result import tuning_json
 
     _checked(args)
+    pauses = _pause_summary(args)
     times = load_task_times(args.task_times)
     path, column = split_spec(args.task_times)
     spec = str(path.absolute()) + (f":{column}" if column else "")
@@ -99,9 +128,14 @@ def run(args: argparse.Namespace) -> ExitCode:
     scale = args.time_scale if args.time_scale is not None else default_scale(times, latency)
     plan = Plan(spec=spec, times=times, target=args.target, budget_s=60 * args.budget, scale=scale,
                 scale_derived=args.time_scale is None, latency_s=latency, queue=queue, has_extend=has_extend,
-                seed=args.seed, failures=Failures(args.crash_rate_per_hour, args.lost_reply_rate),
+                seed=args.seed, failures=Failures(args.crash_rate_per_hour, args.lost_reply_rate,
+                                                  args.pause_rate_per_hour,
+                                                  str((out / PAUSE_FILE).absolute()) if pauses else ""),
                 tasks_per_hour=args.tasks_per_hour)
     plan.check()
+    if pauses:  # the runs read the stalls from the tuning's folder, as a run reads --pause-time-file
+        out.mkdir(parents=True, exist_ok=True)
+        store.write_json(out / PAUSE_FILE, pauses)
     grid = plan.grid()
     first = grid.config(plan.cell(grid, plan.fixed_ladder()[0]), plan.seed, out)  # every value checked up front
     command = _command(args, spec, scale, queue, location_prefix(first))

@@ -21,7 +21,8 @@ Pauses go to a lease holder and last a time chosen against its remaining lease:
 ``before_expiry`` (resumed while the lease is still valid), ``just_after_expiry`` (2-20 ms past
 it: the moment a stale finish is most likely to slip through, before anyone reclaims) or
 ``long_after_expiry`` (one to two leases past it). The three classes
-are dealt from shuffled decks so a short run still sees all three.
+are dealt from shuffled decks so a short run still sees all three. With ``--pause-time-file`` each pause is
+instead a ``stall`` as long as one of the given durations (GC or VM stalls), drawn from the pause stream.
 
 Aimed faults (``expire_and_return``, ``stale_return``, ``claim_stampede``, ``duplicate_register``)
 arrive on the same stratified plan and are handed to :mod:`takeover.run.aimed`, which steers the
@@ -322,8 +323,11 @@ class Nemesis:
         """The holder is already frozen by the probe: plan the length against its remaining lease."""
         started = time.time()  # not the tick's ``now``: the probe took time, and the plan is relative
         remaining = view.lease_until - started
-        klass = self._next_class()
-        planned = self.plan_pause_length(klass, remaining)
+        if self.cfg.pause_time_samples:  # observed stalls (--pause-time-file): their own length, whatever the lease
+            klass, planned = "stall", self.rngs["pause"].choice(self.cfg.pause_time_samples)
+        else:
+            klass = self._next_class()
+            planned = self.plan_pause_length(klass, remaining)
         pause = Pause(slot, view.process, klass, planned, started, started + planned, view)
         self._pause(slot, pause)
         self.paused[slot] = pause

@@ -52,10 +52,17 @@ FIXED_FLOOR_LOSS = 20  # the fixed-lease ladder starts where the samples say 20x
 
 @dataclass(frozen=True)
 class Failures:
-    """The failure profile in production units (per worker and hour; a probability per action)."""
+    """The failure profile in production units (per worker and hour; a probability per action).
+
+    Stalls (GC or VM pauses) freeze a lease holder for one of ``pause_file``'s durations (production
+    seconds), ``pause_rate_per_hour`` times per worker-hour. Unlike crashes they run at the production
+    rate: a stall that outlives the lease makes a lease-caused duplicate, the very rate the target is about.
+    """
 
     crash_rate_per_hour: float = 0.5
     lost_reply_rate: float = 0.0
+    pause_rate_per_hour: float = 0.0
+    pause_file: str = ""
 
 
 @dataclass
@@ -141,6 +148,10 @@ class Plan:
         """The production crash rate in scaled seconds, over the run's workers."""
         return self.failures.crash_rate_per_hour / 3600 * self.scale * self.workers
 
+    def pause_rate(self) -> float:
+        """Stalls per (scaled) second in a run: the production rate over the run's workers."""
+        return self.failures.pause_rate_per_hour / 3600 * self.scale * self.workers
+
     def throughput(self) -> float:
         return self.workers / (self.scaled_mean + LOCAL_STEP + ACTION_OVERHEAD)
 
@@ -155,10 +166,13 @@ class Plan:
             "duration": self.work_seconds, "local_step": LOCAL_STEP, "poll": POLL,
             "client_timeout": max(0.05, min(0.25, 5 * self.scaled_mean)),
         }  # fmt: skip
+        if self.failures.pause_file:
+            fixed.update({"pause_time_file": self.failures.pause_file, "pause_time_scale": self.scale})
         dist = Distribution("tasks", TaskTime(dist="empirical", file=self.spec, scale=self.scale))
         return Grid(name="tune", description="takeover tune", base="smoke", seeds=1, seed=self.seed,
                     target=self.target, leases=[], fixed=fixed,
-                    faults={"kill": round(self.kill_rate(), 6), "lose_reply": self.failures.lost_reply_rate},
+                    faults={"kill": round(self.kill_rate(), 6), "lose_reply": self.failures.lost_reply_rate,
+                            "pause": round(self.pause_rate(), 6)},
                     distributions=[dist], modes=[])  # fmt: skip
 
     def cell(self, grid: Grid, lease: float, fraction: float = 0.0, remedy: str = "none") -> Cell:

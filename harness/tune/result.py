@@ -167,6 +167,8 @@ def tuning_json(tuning: Tuning, *, command: str, interrupted: bool, elapsed_s: f
                        "max": _r(times.max), "mean": _r(times.mean)},
         "failures": {"crash_rate_per_hour": plan.failures.crash_rate_per_hour,
                      "lost_reply_rate": plan.failures.lost_reply_rate,
+                     "pause_rate_per_hour": plan.failures.pause_rate_per_hour,
+                     "pause_file": plan.failures.pause_file or None,
                      "run_kill_rate_per_s": _r(plan.kill_rate(), 4), "crash_ratio": _r(plan.crash_ratio(), 6)},
         "searches": {name: {"stopped": ph.stopped,
                             "resolved": ph.search.resolved() if ph.search is not None else None,

@@ -46,7 +46,8 @@ _RUN_OPTIONS = (
     "--local-step --poll --client-timeout "
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
-    "--duplicate-register-rate --lose-reply-rate --slow-rate --clock-skew-max --clock-jump-rate --clock-jump-max"
+    "--duplicate-register-rate --lose-reply-rate --slow-rate --pause-time-file --pause-time-scale --clock-skew-max "
+    "--clock-jump-rate --clock-jump-max"
 ).split()
 
 

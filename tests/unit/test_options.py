@@ -29,6 +29,7 @@ from takeover import options
 from takeover.cli import main
 from takeover.commands import soak, stress, sweep
 from takeover.config import (
+    DERIVED_FIELDS,
     LOCATION_FIELDS,
     PROFILE_KEYS,
     RunConfig,
@@ -57,6 +58,8 @@ def other_value(o: RunOption, cfg: RunConfig = BASE) -> Any:
         return not current
     if o.choices:
         return next(c for c in o.choices if c != current)
+    if o.field == "pause_time_file":  # read when the config is resolved: a real file, by its absolute path
+        return str(Path(__file__).resolve().parents[2] / "examples" / "task-times-heavy.json")
     if o.value_type is str:
         return f"{current or 'x'}-other"  # never a leading "-", which argparse would read as an option
     if o.check is options.probability:
@@ -72,7 +75,8 @@ def test_every_config_value_has_exactly_one_option():
     The location fields are the exception: where the run was started is found out, not chosen, and the
     reproduce line writes it as ``cd`` and ``PYTHONPATH=`` (tests/unit/test_config.py); so are an empirical
     distribution's samples, read from its --task-time-file."""
-    fields = {f.name for f in dataclasses.fields(RunConfig)} - {"task_time", "faults", *LOCATION_FIELDS}
+    fields = {f.name for f in dataclasses.fields(RunConfig)} - {"task_time", "faults", *LOCATION_FIELDS,
+                                                                 *DERIVED_FIELDS}
     fields |= {f"task_time.{f.name}" for f in dataclasses.fields(TaskTime) if f.name != "samples"}
     fields |= {f"faults.{kind}" for kind in FAULT_KINDS}
     declared = [o.field for o in RUN_OPTIONS]
@@ -224,6 +228,8 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1).fi
 def _strategy(o: RunOption) -> st.SearchStrategy[Any]:
     if o.field == "profile":
         return st.sampled_from(profile_names())
+    if o.field == "pause_time_file":  # a pause file is read: its own test below
+        return st.just("")
     if o.field == "task_time.dist":  # an empirical distribution reads a file: its own test below
         return st.sampled_from([c for c in o.choices if c != "empirical"])
     if o.choices:
@@ -284,3 +290,15 @@ def test_an_empirical_run_reads_its_file_once_and_its_reproduce_line_reads_it_ag
     assert again == dataclasses.replace(cfg, out=None) and again.command() == cfg.command()
     assert RunConfig.from_json(cfg.to_json()) == cfg
     assert "samples" not in json.loads(BASE.to_json())["task_time"], "other runs' config.json is unchanged"
+
+
+def test_observed_pause_lengths_are_read_once_scaled_and_kept(tmp_path: Path):
+    (tmp_path / "gc.json").write_text('{"p50": 0.2, "p99": 3, "max": 8}')
+    args = _STRESS.parse_args(["--profile", "smoke", "--pause-time-file", str(tmp_path / "gc.json"),
+                               "--pause-time-scale", "2"])
+    cfg = stress.resolve(args)
+    assert len(cfg.pause_time_samples) == 1000 and max(cfg.pause_time_samples) == 4.0
+    again = stress.resolve(_STRESS.parse_args(shlex.split(cfg.command())[2:]))
+    assert again == dataclasses.replace(cfg, out=None)
+    assert RunConfig.from_json(cfg.to_json()) == cfg
+    assert "pause_time_samples" not in json.loads(BASE.to_json()), "other runs' config.json is unchanged"

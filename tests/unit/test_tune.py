@@ -150,6 +150,15 @@ def test_each_run_gets_the_scaled_durations_lease_and_heartbeat(tmp_path: Path):
     assert cfg.faults["kill"] == pytest.approx(plan.kill_rate(), rel=1e-4) and cfg.seed == 5
 
 
+def test_stalls_run_at_the_production_rate_with_their_lengths_scaled(tmp_path: Path):
+    (tmp_path / "gc.json").write_text('{"p50": 0.5, "p99": 5}')
+    plan = _plan(failures=Failures(pause_rate_per_hour=60.0, pause_file=str(tmp_path / "gc.json")))
+    grid = plan.grid()
+    cfg = grid.config(plan.cell(grid, 40.0), 1, tmp_path / "r")
+    assert cfg.faults["pause"] == pytest.approx(60 / 3600 * 250 * 6, rel=1e-4)
+    assert cfg.pause_time_scale == 250 and max(cfg.pause_time_samples) > 5 / 250 > min(cfg.pause_time_samples)
+
+
 # -- the driver, fed with made-up rows --------------------------------------------------------------------------
 def _row(cfg: Any, k: int, tasks: int, valid: bool = True) -> dict[str, Any]:
     return {"valid": valid, "violated": "" if valid else "lease_exclusive", "tasks": tasks, "dup_lost_lease": k,
@@ -227,6 +236,10 @@ def test_the_budget_stops_the_search_unresolved(tmp_path: Path):
     ("[20, 30, 40]", ["--time-scale", "100000"], "under 5x the harness's per-call latency"),
     ("[20, 30, 40]", ["--time-scale", "0"], "--time-scale must be a positive number"),
     ("[20, 30, 40]", ["--lost-reply-rate", "2"], "--lost-reply-rate is a probability"),
+    ("[20, 30, 40]", ["--pause-rate-per-hour", "2", "--pause-p50", "1"], "needs the stalls' length"),
+    ("[20, 30, 40]", ["--pause-p99", "1"], "need --pause-rate-per-hour"),
+    ("[20, 30, 40]", ["--pause-rate-per-hour", "2", "--pause-p50", "3", "--pause-p99", "1"],
+     "percentiles must not decrease: p50 = 3 s but p99 = 1 s"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str,
                                           extra: list[str], message: str):
