@@ -47,7 +47,7 @@ _RUN_OPTIONS = (
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
     "--duplicate-register-rate --lose-reply-rate --slow-rate --pause-time-file --pause-time-scale --clock-skew-max "
-    "--clock-jump-rate --clock-jump-max"
+    "--clock-jump-rate --clock-jump-max --power-loss-rate"
 ).split()
 
 
@@ -59,12 +59,12 @@ _RUN_OPTIONS = (
         ("soak", ["-h", "--minutes", "--checkpoint", "--sample", "--seed-bank", "--no-replay", "--keep",
                   *(o for o in _RUN_OPTIONS if o != "--duration"), "--no-faults", "--fail-on-duplicates",
                   "--max-duplicates-per-1000"]),
-        ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--mode", "--target",
-                   "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max", "--clock-jump-rate",
-                   "--clock-jump-max", "--dry-run"]),
+        ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--power-loss", "--mode",
+                   "--target", "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max",
+                   "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--dry-run"]),
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
-                  "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--seed", "--budget", "--run-seconds",
-                  "--out", "--keep-valid"]),
+                  "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--seed",
+                  "--budget", "--run-seconds", "--out", "--keep-valid"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:
