@@ -110,6 +110,10 @@ def render_markdown(data: dict[str, Any]) -> str:
               f"- time scale {data['time_scale']:g} ({'derived' if data['time_scale_derived'] else 'given'}; the "
               f"harness's per-call latency measured {data['call_latency_ms']:g} ms); every figure here is in "
               "production seconds",
+              f"- this machine's scheduler stalls: p99 {data['stall_p99_ms']:g} ms, "
+              f"{data['stall_p99_production_s']:g} s in production units: a margin (lease beyond the tail, lease "
+              "minus heartbeat interval) near that "
+              "measures the machine, not the workload (the scale check shows whether it mattered)",
               f"- {data['runs']} runs, {data['tasks']} tasks, {data['elapsed_s']:g} s of a {data['budget_minutes']:g} "
               f"min budget{'; interrupted' if data['interrupted'] else ''}", ""]
     if data["wasted_work"]:

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from takeover.reports.tuning import write_tuning_report
     from takeover.task_times import load_task_times, split_spec
     from takeover.tune.driver import run_tuning
-    from takeover.tune.plan import Failures, Plan, default_scale, measure_call_latency
+    from takeover.tune.plan import Failures, Plan, default_scale, measure_call_latency, measure_stall
     from takeover.tune.result import tuning_json
 
     _checked(args)
@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     scale = args.time_scale if args.time_scale is not None else default_scale(times, latency)
     plan = Plan(spec=spec, times=times, target=args.target, budget_s=60 * args.budget, scale=scale,
                 scale_derived=args.time_scale is None, latency_s=latency, queue=queue, has_extend=has_extend,
+                stall_s=measure_stall(),
                 seed=args.seed, failures=Failures(args.crash_rate_per_hour, args.lost_reply_rate,
                                                   args.pause_rate_per_hour,
                                                   str((out / PAUSE_FILE).absolute()) if pauses else ""),
@@ -141,6 +142,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     command = _command(args, spec, scale, queue, location_prefix(first))
     print(f"takeover tune: {spec} (p50 {times.p50:g} s, p99 {times.p99:g} s, max {times.max:g} s), time scale "
           f"{scale:g}{' (derived)' if plan.scale_derived else ''}, per-call latency {1000 * latency:.2g} ms, "
+          f"scheduler stalls p99 {1000 * plan.stall_s:.2g} ms ({plan.stall_s * scale:.2g} s in production units), "
           f"{plan.tasks_per_run} tasks per run, budget {args.budget:g} min -> {out}", flush=True)
     started = time.monotonic()
     tuning, result = run_tuning(plan, out)

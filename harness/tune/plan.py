@@ -79,6 +79,7 @@ class Plan:
     queue: str
     has_extend: bool
     seed: int = 1
+    stall_s: float = 0.0  # this machine's scheduler stalls (p99 of a 1 ms sleep's overshoot), measured
     failures: Failures = field(default_factory=Failures)
     tasks_per_hour: float | None = None
     workers: int = WORKERS
@@ -250,3 +251,19 @@ def measure_call_latency(queue: str, calls: int = 40) -> tuple[float, bool]:
             q.close()
     p90 = statistics.quantiles(took, n=10)[-1]
     return max(LATENCY_FLOOR, p90), extend
+
+
+def measure_stall(samples: int = 100) -> float:
+    """The 99th percentile of how late a 1 ms sleep wakes up here, in seconds: the scheduler's stalls.
+
+    Why it is reported: a run's processes stall this long now and then whatever the time scale, and a
+    stall is K times longer in production units. A recommendation whose margin (the lease beyond the
+    tail, or a lease minus its heartbeat interval) is near ``stall x K`` measures this machine, not the
+    workload; tuning.json says how long that is, and the scale check shows whether it mattered.
+    """
+    late = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        time.sleep(0.001)
+        late.append(time.perf_counter() - t0 - 0.001)
+    return max(0.0, statistics.quantiles(late, n=100)[-1])

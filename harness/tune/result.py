@@ -155,6 +155,7 @@ def tuning_json(tuning: Tuning, *, command: str, interrupted: bool, elapsed_s: f
         "alternatives": alternatives,
         "time_scale": plan.scale, "time_scale_derived": plan.scale_derived,
         "call_latency_ms": _r(1000 * plan.latency_s, 3),
+        "stall_p99_ms": _r(1000 * plan.stall_s, 3), "stall_p99_production_s": _r(plan.stall_s * plan.scale, 3),
         "runs": len(tuning.rows), "tasks": sum(int(r["tasks"]) for r in tuning.rows),
         "resolved": tuning.resolved() and not interrupted,
         "target": plan.target, "budget_minutes": _r(plan.budget_s / 60, 2), "elapsed_s": _r(elapsed_s, 1),
