@@ -36,10 +36,12 @@ def _mean(rows: list[dict[str, Any]], key: str) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def _point_rows(tuning: Tuning, lease: float, fraction: float | None, remedy: str = "none") -> list[dict[str, Any]]:
+def _point_rows(tuning: Tuning, lease: float, fraction: float | None,
+                remedy: str | None = "none") -> list[dict[str, Any]]:
+    """The valid runs at one point of the searches (the scale check's run apart); ``remedy`` None: any remedy."""
     f = fraction or 0.0
     return [r for r in tuning.rows if r["valid"] is not False and r["lease_prod"] == lease and r["phase"] != "scale"
-            and float(r["heartbeat_fraction"]) == f and r["remedy"] == remedy]
+            and float(r["heartbeat_fraction"]) == f and remedy in (None, r["remedy"])]
 
 
 def point_figures(tuning: Tuning, lease: float, fraction: float | None, remedy: str = "none") -> dict[str, Any]:
@@ -52,7 +54,13 @@ def point_figures(tuning: Tuning, lease: float, fraction: float | None, remedy: 
     extra = sum(int(r["dup_extra"] or 0) for r in rows)
     lo, hi = wilson(k, n)
     wasted = sum(float(r["wasted_work_s"] or 0) for r in rows)
-    rec50, rec99 = _mean(rows, "recovery_p50"), _mean(rows, "recovery_p99")
+    # Recovery does not depend on the remedy: every run at this lease and heartbeat counts. A run sees a few
+    # kills, so its p99 is about its longest; the runs' median p50 and their largest p99 are reported.
+    kills = _point_rows(tuning, lease, fraction, None)
+    p50s = [float(r["recovery_p50"]) for r in kills if r.get("recovery_p50") not in (None, "")]
+    p99s = [float(r["recovery_p99"]) for r in kills if r.get("recovery_p99") not in (None, "")]
+    rec50 = float(np.median(p50s)) if p50s else None
+    rec99 = max(p99s) if p99s else None
     crash = 1000 * s5 / n * plan.crash_ratio() if n else None
     return {
         "runs": len(rows), "tasks": n, "lease_caused": k,
