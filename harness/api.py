@@ -306,8 +306,9 @@ def stress(queue: QueueLike, **options: Any) -> RunResult:
     Returns the checked run; raises :class:`UsageError` on bad input (nothing is started) and re-raises
     an interrupt or a test timeout once every process of the run is gone.
     """
-    from takeover import store
+    from takeover import db, store
     from takeover.commands import stress as stress_command
+    from takeover.options import db_given
 
     spec = queue_name(queue)
     argv = ["--queue", spec, *_argv({k: v for k, v in options.items() if k != "out"})]
@@ -316,10 +317,19 @@ def stress(queue: QueueLike, **options: Any) -> RunResult:
     except UsageError as exc:  # argparse's own complaint, about a value it could not read
         raise UsageError(f"takeover.stress(): {exc}") from None
     stress_command.resolve(args)  # every value checked before anything starts
-    stress_command.check_queue(spec)  # the command's own check of the contract, before any folder exists
     out = options.get("out")
     out = None if out is None else os.fspath(out)
     store.check_out(out)
+    # The run's database is served here, for the run's child too: a private server is started once (the
+    # child finds it in its environment, takeover.db.SERVER_ENV) and is gone when this returns.
+    with db.serve(db_given(args), keep=args.keep_db):
+        stress_command.check_queue(spec)  # the command's own check of the contract, before any folder exists
+        return _stress_child(spec, argv, out)
+
+
+def _stress_child(spec: str, argv: list[str], out: str | None) -> RunResult:
+    from takeover import store
+
     run_dir = store.create(out).absolute()
     env = dict(os.environ)
     extra = _import_path(spec)
@@ -437,16 +447,19 @@ def check(run_dir: str | os.PathLike[str], *, fail_on_duplicates: bool = False,
 
 # -- scenarios -----------------------------------------------------------------------------------------------
 def scenarios(queue: QueueLike | None = None, file: str | os.PathLike[str] | None = None, *,
-              only: list[str] | None = None, step_timeout: float | None = None, lang: str = "en") -> ScenarioResult:
+              only: list[str] | None = None, step_timeout: float | None = None, lang: str = "en",
+              db: str = "sqlite") -> ScenarioResult:
     """Replay the spec's five scenarios (or those of ``file``, in the format of the spec's scenarios.json,
     as ``takeover scenarios --file`` runs them) against ``queue`` and compare every step.
 
-    ``queue`` defaults to the queue the file names, else the reference queue. ``only`` picks scenarios by
-    id; ``step_timeout`` is each queue call's deadline (the command's default when None). Raises
+    ``queue`` defaults to the queue the file names, else the reference queue (of ``db``'s kind). ``only``
+    picks scenarios by id; ``step_timeout`` is each queue call's deadline (the command's default when None);
+    ``db`` is ``--db``: each scenario's fresh database (takeover.db). Raises
     :class:`UsageError` for a queue that cannot be loaded and a malformed file.
     """
+    from takeover import db as databases
     from takeover.commands.scenarios import print_transcript
-    from takeover.contract import REFERENCE_QUEUE
+    from takeover.contract import reference_queue
     from takeover.scenario_file import load_scenario_file
     from takeover.scenarios import DEFAULT_STEP_TIMEOUT, LANGS, results_to_json, run_scenarios
 
@@ -454,8 +467,9 @@ def scenarios(queue: QueueLike | None = None, file: str | os.PathLike[str] | Non
         raise UsageError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
     timeout = DEFAULT_STEP_TIMEOUT if step_timeout is None else step_timeout
     doc = load_scenario_file(os.fspath(file)) if file is not None else None
-    spec = queue_name(queue) if queue is not None else (doc or {}).get("queue") or REFERENCE_QUEUE
-    results = run_scenarios(spec, only, timeout, doc=doc)
+    spec = queue_name(queue) if queue is not None else (doc or {}).get("queue") or reference_queue(db)
+    with databases.serve(db):
+        results = run_scenarios(spec, only, timeout, doc=doc)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         print_transcript(results, spec, lang, timeout, doc=doc)

@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from takeover import options
-from takeover.contract import REFERENCE_QUEUE
+from takeover import db, options
+from takeover.contract import REFERENCE_QUEUE, reference_queue
 from takeover.errors import UsageError
 from takeover.options import BY_DEST, BY_FIELD, DEFAULT_PROFILE, FAULT_KINDS, RUN_OPTIONS
 
@@ -48,6 +48,10 @@ DERIVED_FIELDS = ("pause_time_samples",)
 
 # RunConfig fields that say where the run was started rather than what it does (see there).
 LOCATION_FIELDS = ("workdir", "pythonpath")
+# The run's database (takeover.db): set by --db, which every command that runs a queue takes and which
+# takeover.options therefore declares beside the run options (DB_OPTION) rather than among them. A SQLite
+# run's config.json leaves it out, so it stays byte for byte what it was before PostgreSQL.
+DB_FIELDS = ("db",)
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,7 @@ class RunConfig:
     # no option sets them; the reproduce line writes them as ``cd WORKDIR &&`` and ``PYTHONPATH=...``.
     workdir: str | None = None
     pythonpath: tuple[str, ...] = ()
+    db: str = db.DEFAULT  # sqlite, postgres or a postgresql:// URL without its password (takeover.db.redact)
 
     # -- derived values -------------------------------------------------------------------------
     @property
@@ -163,6 +168,8 @@ class RunConfig:
                 del data[name]
             elif name == "pythonpath":
                 data[name] = list(data[name])
+        if data["db"] == db.DEFAULT:
+            del data["db"]
         data["faults"] = {k: float(self.faults.get(k, 0.0)) for k in FAULT_KINDS}
         for name in EMPIRICAL_FIELDS:  # at their defaults (every non-empirical run): left out
             if getattr(self.task_time, name) == getattr(_TASK_TIME_DEFAULTS, name):
@@ -218,6 +225,7 @@ class RunConfig:
         if unknown:
             raise UsageError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
         options.check_values(self)
+        db.check(self.db)
         if self.power_loss_rate > 0:
             _check_power_loss(self)
         resolved = self.task_time.resolved()
@@ -341,8 +349,15 @@ def with_overrides(base: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
 
 def _check_power_loss(cfg: RunConfig) -> None:
     """A power loss needs the queue on SQLite files and FUSE on this machine; say which is missing."""
-    if getattr(cfg, "db", "sqlite") != "sqlite":
+    if cfg.db != db.DEFAULT:
         raise UsageError("power-loss-rate: power losses are for SQLite only (the queue's files on a FUSE layer)")
     from takeover.powerloss.layer import check_available
 
     check_available()
+
+
+def with_database(cfg: RunConfig, value: str, queue_given: bool) -> RunConfig:
+    """``cfg`` on the database ``value`` (--db), recorded without a password; a queue left at the
+    profile's default becomes the reference queue of that kind of database."""
+    queue = cfg.queue if queue_given or cfg.queue != REFERENCE_QUEUE else reference_queue(value)
+    return dataclasses.replace(cfg, db=db.redact(value), queue=queue)

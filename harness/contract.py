@@ -1,10 +1,18 @@
 """The queue contract: the only way takeover touches a queue.
 
-A queue is named ``MODULE:ATTR``. ``ATTR(db_path)`` is called in every process that uses the
+A queue is named ``MODULE:ATTR``. ``ATTR(database)`` is called in every process that uses the
 queue (the coordinator, each worker incarnation, each scenario reopen) and returns an object
-with the five methods of :class:`LeaseQueue`. Everything takeover concludes about a queue comes
-from what these methods return, recorded in the history, so a user's own queue is tested exactly
-like the reference one.
+with the five methods of :class:`LeaseQueue`. ``database`` is the run's database (takeover.db,
+chosen with ``--db``): a SQLite file's path (``--db sqlite``, the default), or the
+``postgresql://`` URL of a fresh, empty PostgreSQL database (``--db postgres`` or a URL), created
+for the run (for each scenario) and dropped afterwards. Every process of a run gets the same string.
+
+Which kinds a queue takes it says with an attribute of ``ATTR``: ``databases = ("postgres",)``, or
+``("sqlite", "postgres")`` for both. A queue without one takes SQLite paths only, as every queue did
+before PostgreSQL; given the other kind, takeover stops with one line and exit 2 before anything runs.
+
+Everything takeover concludes about a queue comes from what these methods return, recorded in the
+history, so a user's own queue is tested exactly like the reference one.
 
 ``now`` is seconds on the harness clock: ``time.time()`` in stress runs, logical seconds in the
 scenarios. A queue must use the ``now`` it is given and not read a clock of its own; a queue
@@ -56,6 +64,16 @@ Claim = tuple[str, int, float]
 SnapshotRow = tuple[str, str, int, float | None]
 
 REFERENCE_QUEUE = "takeover.queues.sqlite_lease:SQLiteLeaseQueue"
+POSTGRES_REFERENCE_QUEUE = "takeover.queues.postgres_lease:PostgresLeaseQueue"
+
+
+def reference_queue(db: str) -> str:
+    """The default queue for a ``--db`` value: the reference queue of that kind of database."""
+    from takeover.db import POSTGRES, kind
+
+    return POSTGRES_REFERENCE_QUEUE if kind(db) == POSTGRES else REFERENCE_QUEUE
+
+
 
 # name -> number of positional parameters after self; the contract in one table.
 REQUIRED_METHODS: dict[str, int] = {
@@ -69,7 +87,7 @@ REQUIRED_METHODS: dict[str, int] = {
 
 @runtime_checkable
 class LeaseQueue(Protocol):
-    """What ``ATTR(db_path)`` must return."""
+    """What ``ATTR(database)`` must return."""
 
     def register(self, task_id: str, now: float) -> None: ...
 
@@ -131,7 +149,7 @@ def load_queue_factory(spec: str) -> QueueFactory:
     except AttributeError:
         raise ContractError(f"queue module {module_name!r} has no attribute {attr!r}") from None
     if not callable(factory):
-        raise ContractError(f"queue {spec!r} is not callable; ATTR(db_path) must build the queue")
+        raise ContractError(f"queue {spec!r} is not callable; ATTR(database) must build the queue")
     return factory
 
 
@@ -159,15 +177,20 @@ def check_queue_object(queue: object, spec: str) -> None:
             )
 
 
-def open_queue(spec: str, db_path: str, factory: QueueFactory | None = None) -> LeaseQueue:
-    """Build a queue for ``db_path`` and check it against the contract."""
+def open_queue(spec: str, database: str, factory: QueueFactory | None = None) -> LeaseQueue:
+    """Build a queue for ``database`` (a SQLite path or a postgresql:// URL) and check it against the
+    contract; a queue that does not take that kind of database is refused first (``databases``)."""
+    from takeover.db import check_queue_takes, redact
+
     factory = factory or load_queue_factory(spec)
+    check_queue_takes(spec, factory, database)
     try:
-        queue = factory(db_path)
+        queue = factory(database)
     except ContractError:
         raise
     except Exception as exc:  # noqa: BLE001 - report the user's constructor failure in one line
-        raise ContractError(f"queue {spec!r} failed to open {db_path}: {type(exc).__name__}: {exc}") from None
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise ContractError(f"queue {spec!r} failed to open {redact(database)}: {detail}") from None
     check_queue_object(queue, spec)
     return queue
 

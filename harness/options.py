@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from takeover import db
 from takeover.errors import UsageError
 from takeover.run.ledger import REMEDIES
 
@@ -275,6 +276,37 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               nonneg, profile=False, omit=0.0, sweep_help="power losses per second of every run (needs FUSE)"),
 )  # fmt: skip
 
+
+# -- the run's database (takeover.db): taken by every command that runs a queue, not only by the run commands ----
+def database(name: str, value: Any) -> None:
+    db.check(value)
+
+
+DB_OPTION = RunOption(
+    "--db", "db", str,
+    "the run's database: sqlite (default: a file in the run folder), postgres (a private PostgreSQL server "
+    "started for the command and removed afterwards), or a postgresql:// URL of your own server (a fresh "
+    "database per run, dropped afterwards); with postgres the default queue is the PostgreSQL reference queue",
+    database, metavar="sqlite|postgres|URL", profile=False, grid=GRID_FIXED)  # fmt: skip
+KEEP_DB_OPTION = RunOption(
+    "--keep-db", "keep_db", bool,
+    "with a postgresql:// URL: keep each run's database instead of dropping it (its name is printed)",
+    boolean, profile=False, reproduce=False)  # fmt: skip
+DB_OPTIONS = (DB_OPTION, KEEP_DB_OPTION)
+
+
+def add_db_options(parser: argparse.ArgumentParser) -> None:
+    """``--db`` and ``--keep-db``, as every command that runs a queue takes them (default: sqlite)."""
+    parser.add_argument(DB_OPTION.flag, default=None, type=str, metavar=DB_OPTION.metavar, help=DB_OPTION.help)
+    parser.add_argument(KEEP_DB_OPTION.flag, action="store_true", help=KEEP_DB_OPTION.help)
+
+
+def db_given(args: argparse.Namespace) -> str:
+    """The ``--db`` a command was given (sqlite when none), checked: a bad value is one line, exit 2."""
+    value = getattr(args, DB_OPTION.dest, None) or db.DEFAULT
+    return db.check(value)
+
+
 BY_DEST: dict[str, RunOption] = {o.dest: o for o in RUN_OPTIONS}
 BY_FIELD: dict[str, RunOption] = {o.field: o for o in RUN_OPTIONS}
 FAULT_RATES = tuple(o for o in RUN_OPTIONS if o.field.startswith("faults."))
@@ -326,6 +358,8 @@ def command_line(cfg: RunConfig) -> str:
         value = o.value_in(cfg)
         if o.reproduce and (o.omit is None or value != o.omit):
             parts += o.argv(value)
+    if cfg.db != db.DEFAULT:  # a SQLite run's line stays as it always was
+        parts += DB_OPTION.argv(cfg.db)
     return location_prefix(cfg) + " ".join(shlex.quote(p) for p in parts)
 
 

@@ -148,18 +148,21 @@ def _load_config(run_dir: Path) -> dict[str, Any]:
     return store.read_config(run_dir)
 
 
-def reconcile_run(run_dir: str | Path, *, port: int | None = None) -> ReconcileResult:
-    """Resolve every ``uncertain`` task of a stored run; record, re-snapshot, write reconcile.json."""
+def reconcile_run(run_dir: str | Path, *, port: int | None = None, database: str | None = None) -> ReconcileResult:
+    """Resolve every ``uncertain`` task of a stored run; record, re-snapshot, write reconcile.json.
+
+    ``database`` is the run's database while it still exists (``takeover stress --reconcile`` on
+    PostgreSQL); by default the SQLite file in the run folder."""
     run_dir = Path(run_dir)
     config = _load_config(run_dir)
     spec = str(config.get("queue") or REFERENCE_QUEUE)
-    if not (run_dir / store.QUEUE_FILE).is_file():
+    if database is None and not (run_dir / store.QUEUE_FILE).is_file():
         raise UsageError(f"{run_dir}: no {store.QUEUE_FILE} in the run folder")
     lookup, close_lookup = service_lookup(port) if port else ledger_lookup(run_dir / store.LEDGER_FILE)
     source = f"service 127.0.0.1:{port}" if port else store.LEDGER_FILE
     try:
         try:
-            queue = open_queue(spec, str(run_dir / store.QUEUE_FILE))
+            queue = open_queue(spec, database or str(run_dir / store.QUEUE_FILE))
         except ContractError as exc:
             raise UsageError(str(exc)) from None
         try:

@@ -3,7 +3,8 @@
 Why a replay engine and not five unit tests: the scenarios are the spec. A user who writes their
 own queue runs ``takeover scenarios --queue mymod:MyQueue`` and sees, step by step, where their
 queue departs from it. So the engine drives the queue only through the contract
-(:mod:`takeover.contract`), on a real SQLite file (a fresh temporary one per scenario), and reads
+(:mod:`takeover.contract`), on a real database (a fresh temporary SQLite file per scenario, or a fresh
+PostgreSQL database under ``--db``: takeover.db), and reads
 every observed state from the queue's own ``snapshot()`` — never from our bookkeeping.
 
 The expected results travel with the package (``harness/data/scenarios.json``, built from the
@@ -36,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from takeover import db
 from takeover.contract import (
     LeaseQueue,
     QueueFactory,
@@ -49,7 +51,7 @@ from takeover.contract import (
 from takeover.errors import ContractError, UsageError
 from takeover.run.ledger import Ledger
 from takeover.run.queue_caller import QueueCaller, QueueHung
-from takeover.store import LEDGER_FILE, QUEUE_FILE
+from takeover.store import LEDGER_FILE
 
 TASK_ID = "task"
 LANGS = ("en", "zh")
@@ -234,6 +236,7 @@ class _Replay:
         queue_spec: str,
         factory: QueueFactory,
         workdir: Path,
+        database: str,
         lease: float,
         caller: QueueCaller,
         step_timeout: float,
@@ -242,7 +245,7 @@ class _Replay:
         self.queue_spec = queue_spec
         self.factory = factory
         self.workdir = workdir
-        self.db_path = str(workdir / QUEUE_FILE)
+        self.db_path = database
         self.lease = lease
         self.caller = caller
         self.step_timeout = step_timeout
@@ -416,32 +419,39 @@ def run_scenario(
     caller = QueueCaller()  # a fresh thread: the previous scenario's may still be stuck in a call
     lease = float(scenario.get("lease_seconds", lease))
     try:
-        replay = _Replay(queue_spec, factory, workdir, lease, caller, step_timeout, scenario.get("task", TASK_ID))
-        try:
-            steps = [StepResult(index=i, spec=st) for i, st in enumerate(scenario["steps"], start=1)]
-            result = ScenarioResult(id=scenario["id"], spec=scenario, steps=steps)
-            try:
-                replay.open()
-            except StepHung as hung:
-                result.hung = Hang(hung.call, None, step_timeout, str(hung))
-            for step in steps:
-                if result.hung is not None:
-                    step.skipped = True
-                    continue
-                step_hang = replay.run_step(step)
-                if step_hang is not None:
-                    result.hung = Hang(step_hang.call, step.index, step_timeout, str(step_hang))
-            if result.hung is None:
-                try:
-                    result.final_ledger_actions = replay.performed_count()
-                except Exception as exc:  # noqa: BLE001
-                    result.ledger_error = one_line(exc)
-            return result
-        finally:
-            replay.close()
+        with db.current().database(workdir, f"scenario_{safe}") as database:
+            return _replay(scenario, queue_spec, factory, workdir, database, lease, caller, step_timeout)
     finally:
         caller.stop()  # a stuck thread is a daemon, left to die with the process
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _replay(scenario: dict[str, Any], queue_spec: str, factory: QueueFactory, workdir: Path, database: str,
+            lease: float, caller: QueueCaller, step_timeout: float) -> ScenarioResult:
+    replay = _Replay(queue_spec, factory, workdir, database, lease, caller, step_timeout,
+                     scenario.get("task", TASK_ID))
+    try:
+        steps = [StepResult(index=i, spec=st) for i, st in enumerate(scenario["steps"], start=1)]
+        result = ScenarioResult(id=scenario["id"], spec=scenario, steps=steps)
+        try:
+            replay.open()
+        except StepHung as hung:
+            result.hung = Hang(hung.call, None, step_timeout, str(hung))
+        for step in steps:
+            if result.hung is not None:
+                step.skipped = True
+                continue
+            step_hang = replay.run_step(step)
+            if step_hang is not None:
+                result.hung = Hang(step_hang.call, step.index, step_timeout, str(step_hang))
+        if result.hung is None:
+            try:
+                result.final_ledger_actions = replay.performed_count()
+            except Exception as exc:  # noqa: BLE001
+                result.ledger_error = one_line(exc)
+        return result
+    finally:
+        replay.close()
 
 
 def run_scenarios(

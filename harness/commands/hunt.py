@@ -36,11 +36,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from takeover import store, swarm
+from takeover import db, store, swarm
 from takeover.config import RunConfig, profile_names
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
-from takeover.options import BY_DEST
+from takeover.options import BY_DEST, add_db_options, db_given
 from takeover.run.progress import LiveDisplay
 from takeover.soak.display import clock
 
@@ -77,6 +77,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "and check follow")  # fmt: skip
     parser.add_argument("--out", help="the hunt's folder (default runs/hunt-<timestamp>), with a run folder per "
                                       f"seed: {store.hunt_run_name(1)}, ...")  # fmt: skip
+    add_db_options(parser)
     parser.add_argument("--keep-valid", type=int, default=DEFAULT_KEEP_VALID, metavar="N",
                         help=f"valid runs whose folders are kept, the most recent (default {DEFAULT_KEEP_VALID}); the "
                              "violating run and runs that could not be checked are always kept")  # fmt: skip
@@ -88,7 +89,8 @@ def run_config(args: argparse.Namespace, seed: int, mode: str, out: Path | None 
     from takeover.commands import stress
 
     given = {dest: getattr(args, dest) for dest in PASSED_ON}
-    ns = argparse.Namespace(**given, seed=seed, duration=args.run_seconds, swarm=True if mode == "swarm" else None)
+    ns = argparse.Namespace(**given, seed=seed, duration=args.run_seconds, swarm=True if mode == "swarm" else None,
+                            db=args.db)
     cfg = stress.resolve(ns)
     return dataclasses.replace(cfg, out=None if out is None else str(out))
 
@@ -115,14 +117,19 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     check_args(args)
     first = [run_config(args, args.seed + i, mode) for i, mode in enumerate(MODES)]  # bad input stops here
-    stress.check_queue(first[0].queue)
     root = out_dir(args.out)
+    with db.serve(db_given(args), keep=args.keep_db):
+        stress.check_queue(first[0].queue)
+        return _run(args, root, first[0].queue, first[0].profile)
+
+
+def _run(args: argparse.Namespace, root: Path, queue: str, profile: str) -> ExitCode:
     root.mkdir(parents=True, exist_ok=True)
     command = " ".join(shlex.quote(a) for a in ["takeover", "hunt", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
-    print(f"takeover hunt: {first[0].queue}, profile {first[0].profile}, runs of {args.run_seconds:g} s of faults "
+    print(f"takeover hunt: {queue}, profile {profile}, runs of {args.run_seconds:g} s of faults "
           f"from seed {args.seed}, aimed and swarm in turn, budget {args.budget:g} s; folder {root}", flush=True)
     with HuntDisplay(sys.stdout, args.budget) as display:
-        hunt = Hunt(args, root, display, command, first[0].queue)
+        hunt = Hunt(args, root, display, command, queue)
         code = hunt.run()
     hunt.print_outcome(sys.stdout)
     return code

@@ -20,8 +20,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from takeover import db, store
 from takeover.commands.scenarios import positive_seconds
 from takeover.exit_codes import ExitCode
+from takeover.options import add_db_options, db_given
 from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, replay_run
 from takeover.replay.output import report_json, write_outputs
 from takeover.scenarios import DEFAULT_STEP_TIMEOUT
@@ -44,7 +46,8 @@ def _positive_int(text: str) -> int:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
-        "Each task is replayed alone on a fresh temporary SQLite file, on the clock of its recorded nows; "
+        "Each task is replayed alone on a fresh temporary SQLite file (or PostgreSQL database: --db, by default "
+        "the run's own), on the clock of its recorded nows; "
         "calls of unknown outcome are tried both ways. Exit 1: the queue breaks an invariant in the replay; "
         "3: the run's violations do not reproduce in one process; 0: nothing to replay; 2: bad input."
     )
@@ -65,9 +68,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="give each queue call this long; one that does not return stops the replay "
                         f"(default: {DEFAULT_STEP_TIMEOUT:g})")
     parser.add_argument("--json", action="store_true", help="print the replay's findings as JSON")
+    add_db_options(parser)
 
 
 def run(args: argparse.Namespace) -> ExitCode:
+    database = db_given(args) if args.db else recorded_db(args.run_dir)
+    with db.serve(database, keep=args.keep_db):
+        return _run(args)
+
+
+def recorded_db(run_dir: str) -> str:
+    """The database the run used (config.json's ``db``; SQLite when it names none, or cannot be read:
+    replay_run then says what is wrong with the folder)."""
+    try:
+        value = store.read_config(run_dir).get("db", db.DEFAULT)
+        return db.check(value)
+    except Exception:  # noqa: BLE001
+        return db.DEFAULT
+
+
+def _run(args: argparse.Namespace) -> ExitCode:
     report = replay_run(args.run_dir, args.task, args.queue, repeat=args.repeat,
                         step_timeout=args.step_timeout, max_tasks=args.max_tasks)
     files = None
@@ -136,7 +156,8 @@ def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[P
     if not report.tasks:
         print("Nothing to replay: the run broke no invariant (name a task with --task).", file=out)
         return
-    print(f"{len(report.tasks)} task(s), each replayed alone on a fresh SQLite file, on the clock of its "
+    fresh = "SQLite file" if db.current().kind == db.SQLITE else "PostgreSQL database"
+    print(f"{len(report.tasks)} task(s), each replayed alone on a fresh {fresh}, on the clock of its "
           f"recorded nows ({report.replays} replays in all).", file=out)
     if report.hung:
         print(f"STOPPED: the queue hung in a replay ({report.hung}).", file=out)

@@ -27,8 +27,10 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from takeover.contract import REFERENCE_QUEUE
+from takeover import db
+from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE, reference_queue
 from takeover.exit_codes import ExitCode
+from takeover.options import add_db_options, db_given
 from takeover.scenario_file import load_scenario_file
 from takeover.scenarios import (
     DEFAULT_STEP_TIMEOUT,
@@ -119,8 +121,9 @@ WORDS: dict[str, dict[str, str]] = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
-        "Each scenario runs on a fresh temporary SQLite file (removed afterwards); 'worker exits' "
-        "closes the queue and calls ATTR(db_path) again. A queue call that does not return within "
+        "Each scenario runs on a fresh temporary SQLite file, or a fresh PostgreSQL database with --db "
+        "(removed afterwards); 'worker exits' closes the queue and calls ATTR(database) again. "
+        "A queue call that does not return within "
         "--step-timeout fails its step and stops that scenario (the others still run). Exit 0: every "
         "step matches the spec; 1: a step differs or hung (listed under Mismatches); 2: bad input; "
         "130: interrupted."
@@ -129,9 +132,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--queue",
         default=None,
         metavar="MODULE:ATTR",
-        help=f"the queue to check; ATTR(db_path) builds it (default: the queue a --file names, else "
-        f"{REFERENCE_QUEUE})",
+        help=f"the queue to check; ATTR(database) builds it (default: the queue a --file names, else "
+        f"{REFERENCE_QUEUE}, or {POSTGRES_REFERENCE_QUEUE} with --db postgres or a URL)",
     )
+    add_db_options(parser)
     parser.add_argument("--json", action="store_true", help='print {"scenarios": [...]} shaped like scenarios.json')
     parser.add_argument(
         "--lang", choices=LANGS, default="en", help="transcript language: en, or zh (the original document's)"
@@ -172,8 +176,10 @@ def positive_seconds(text: str) -> float:
 def run(args: argparse.Namespace) -> ExitCode:
     doc = load_scenario_file(args.file) if getattr(args, "file", None) else None
     # A file `takeover replay` wrote names the queue it broke: by default its scenarios run there.
-    args.queue = args.queue or (doc or {}).get("queue") or REFERENCE_QUEUE
-    results = run_scenarios(args.queue, args.scenario, args.step_timeout, doc=doc)
+    database = db_given(args)
+    args.queue = args.queue or (doc or {}).get("queue") or reference_queue(database)
+    with db.serve(database, keep=args.keep_db):
+        results = run_scenarios(args.queue, args.scenario, args.step_timeout, doc=doc)
     ok = all(r.ok for r in results)
     if args.json:
         out = results_to_json(results, args.queue, args.step_timeout, doc=doc)

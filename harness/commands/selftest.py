@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from takeover import store
-from takeover.contract import REFERENCE_QUEUE
+from takeover import db, store
+from takeover.contract import reference_queue
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
-from takeover.options import positive
+from takeover.options import add_db_options, db_given, positive
 
 if TYPE_CHECKING:  # the selftest reads the summaries its runs wrote; it never runs the checker itself
     from takeover.checker.summary_types import Summary
@@ -61,6 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="run only this planted queue (repeatable)")
     parser.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_db_options(parser)
 
 
 def run_stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ...] = ()
@@ -128,28 +129,38 @@ def _profile_and_duration(args: argparse.Namespace) -> tuple[str, float | None]:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from takeover.queues.planted import NEEDS_FAULT, PLANTED
+    database = db_given(args)
+    with db.serve(database, keep=args.keep_db):
+        return _run(args, database)
 
+
+def _run(args: argparse.Namespace, database: str) -> ExitCode:
+    from takeover.queues.planted import NEEDS_FAULT
+    from takeover.queues.planted_postgres import planted_queues
+
+    module, planted = planted_queues(database)
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
     if args.duration is not None:
         positive("--duration", args.duration)  # the stress runs would refuse it, one run later
-    unknown = [n for n in args.only if n not in PLANTED]
+    unknown = [n for n in args.only if n not in planted]
     if unknown:
-        raise UsageError(f"unknown planted queue {unknown[0]!r}; known: {', '.join(PLANTED)}")
-    names = args.only or (list(QUICK) if args.quick else list(PLANTED))
+        raise UsageError(f"unknown planted queue {unknown[0]!r}; known: {', '.join(planted)}")
+    names = args.only or (list(QUICK) if args.quick else list(planted))
     ref_seeds = 1 if args.quick else args.seeds
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="takeover-selftest-"))
     root.mkdir(parents=True, exist_ok=True)
     profile, duration = _profile_and_duration(args)
-    extra = ("--duration", f"{duration:g}") if duration is not None else ()
+    # The runs use this command's database: a private server is shared with them (takeover.db.SERVER_ENV).
+    extra = (*(("--duration", f"{duration:g}") if duration is not None else ()),
+             *(("--db", db.redact(database)) if database != db.DEFAULT else ()))
     results: list[dict[str, Any]] = []
     out = sys.stdout
     for name in names:
-        expected = PLANTED[name]
+        expected = planted[name]
         row: dict[str, Any] = {"queue": name, "expected": list(expected), "caught": False, "tries": 0}
         for seed in range(1, args.seeds + 1):
-            code, took, summary = run_stress(f"takeover.queues.planted:{name}", seed, profile,
+            code, took, summary = run_stress(f"{module}:{name}", seed, profile,
                                           root / f"{name}-s{seed}", extra)
             row["tries"] += 1
             fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is False]
@@ -178,7 +189,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             out.flush()
     refs: list[dict[str, Any]] = []
     for seed in range(1, ref_seeds + 1):
-        code, took, summary = run_stress(REFERENCE_QUEUE, seed, profile, root / f"reference-s{seed}", extra)
+        code, took, summary = run_stress(reference_queue(database), seed, profile, root / f"reference-s{seed}", extra)
         fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is not True]
         refs.append({"seed": seed, "valid": summary["valid"], "exit": code, "seconds": round(took, 1),
                      "not_holding": fired})

@@ -21,10 +21,11 @@ import shlex
 import sys
 from pathlib import Path
 
+from takeover import db
 from takeover.config import RunConfig
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
-from takeover.options import RUN_OPTIONS
+from takeover.options import RUN_OPTIONS, db_given
 
 HELP = "soak: replay banked failing seeds, then checked segments under faults for --minutes (nightly CI)"
 
@@ -102,8 +103,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from takeover import store
     from takeover.commands import stress
     from takeover.soak import seedbank
-    from takeover.soak.display import SoakDisplay
-    from takeover.soak.driver import MIN_SEGMENT, Soak, SoakOptions, segment_length
+    from takeover.soak.driver import MIN_SEGMENT, segment_length
 
     for flag, why in NOT_FOR_SOAK.items():
         value = getattr(args, flag[2:].replace("-", "_"), None)
@@ -121,7 +121,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     base, pinned = stress.resolve_base(args)  # with --swarm, each segment draws its own mix around it
     if base.arrival_rate == 0 and args.arrival_rate is None:
         base = dataclasses.replace(base, arrival_rate=DEFAULT_ARRIVAL)
-    stress.check_queue(base.queue)
     bank = seedbank.bank_path(args.seed_bank, args.out)
     # --seed-bank names exactly one bank; otherwise takeover's own committed bank is replayed too (read,
     # never written), so a bank kept elsewhere ($TAKEOVER_SEED_BANK, e.g. a CI cache) adds to it.
@@ -131,6 +130,17 @@ def run(args: argparse.Namespace) -> ExitCode:
     seedbank.load(bank)  # new failures are added to it: it must be readable and writable
     seedbank.check_writable(bank)
     store.check_out(args.out)
+    with db.serve(db_given(args), keep=args.keep_db):
+        stress.check_queue(base.queue)
+        return _run(args, base, pinned, minutes, bank, replay_from)
+
+
+def _run(args: argparse.Namespace, base: RunConfig, pinned: tuple[str, ...], minutes: float, bank: Path,
+         replay_from: tuple[Path, ...]) -> ExitCode:
+    from takeover import store
+    from takeover.soak.display import SoakDisplay
+    from takeover.soak.driver import Soak, SoakOptions
+
     root = store.create(args.out)
     command = " ".join(shlex.quote(a) for a in ["takeover", "soak", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
     opts = SoakOptions(

@@ -18,13 +18,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from takeover import store, swarm
-from takeover.config import RunConfig, load_profile, profile_names, with_overrides
+from takeover import db, store, swarm
+from takeover.config import RunConfig, load_profile, profile_names, with_database, with_overrides
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 from takeover.locate import locate
-from takeover.options import AIMED_FAULTS, FAULT_RATES, NEMESIS_FAULTS, Command, add_run_options, given
+from takeover.options import (
+    AIMED_FAULTS,
+    FAULT_RATES,
+    NEMESIS_FAULTS,
+    Command,
+    add_db_options,
+    add_run_options,
+    db_given,
+    given,
+)
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
@@ -43,6 +52,7 @@ def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> N
     as it ran, so ``--reconcile`` is kept there only to be refused with a reason.
     """
     add_run_options(parser, command, profile_names())
+    add_db_options(parser)
     parser.add_argument("--no-faults", action="store_true", help="set every fault rate and the clock skew to 0")
     reconcile = ("after the run, resolve uncertain tasks against the service's ledger (see takeover reconcile), "
                  "before the check")  # fmt: skip
@@ -79,16 +89,19 @@ def resolve_base(args: argparse.Namespace) -> tuple[RunConfig, tuple[str, ...]]:
         for dest in [o.dest for o in FAULT_RATES] + ["clock_skew_max", "clock_jump_rate"]:
             if overrides[dest] is None:
                 overrides[dest] = 0.0
-    cfg = with_overrides(base, overrides).validate()
+    cfg = with_overrides(base, overrides)
+    cfg = with_database(cfg, db_given(args), queue_given=overrides["queue"] is not None).validate()
     where = locate(cfg.queue, cfg.profile)
     return dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath), pinned
 
 
 def check_queue(spec: str) -> None:
-    """Open the queue once on a scratch file: a queue that fails the contract stops us here."""
+    """Open the queue once on a scratch database (of the --db being served): a queue that fails the
+    contract, or does not take that kind of database, stops us here."""
     factory = load_queue_factory(spec)
-    with tempfile.TemporaryDirectory(prefix="takeover-check-") as tmp:
-        queue = open_queue(spec, str(Path(tmp) / store.QUEUE_FILE), factory)
+    with tempfile.TemporaryDirectory(prefix="takeover-check-") as tmp, \
+            db.current().database(Path(tmp), "check") as database:
+        queue = open_queue(spec, database, factory)
         try:
             queue.close()
         except Exception as exc:  # noqa: BLE001
@@ -96,27 +109,33 @@ def check_queue(spec: str) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
+    cfg = resolve(args)
+    store.check_out(args.out)
+    with db.serve(db_given(args), keep=args.keep_db) as host:
+        check_queue(cfg.queue)
+        run_dir = store.create(args.out)
+        with host.database(run_dir) as database:
+            return _run(args, dataclasses.replace(cfg, out=str(run_dir)), run_dir, database)
+
+
+def _run(args: argparse.Namespace, cfg: RunConfig, run_dir: Path, database: str) -> ExitCode:
+    """The run on its database, then the verdict, while the database still exists (--reconcile reads it)."""
     from takeover.run.coordinator import Coordinator
     from takeover.run.progress import ProgressDisplay
     from takeover.workloads.worker import worker_main
 
-    cfg = resolve(args)
-    check_queue(cfg.queue)
-    store.check_out(args.out)
-    run_dir = store.create(args.out)
-    cfg = dataclasses.replace(cfg, out=str(run_dir))
     out = sys.stdout
     print(f"takeover stress: run folder {run_dir}", file=out)
     if cfg.swarm:
         print(f"swarm mix (seed {cfg.seed}): {swarm.describe(cfg)}", file=out)
     print(f"reproduce with: {cfg.command()}", file=out, flush=True)
     with ProgressDisplay(sys.stderr) as display:
-        result = Coordinator(cfg, run_dir, worker=worker_main, on_progress=display.update).run()
+        result = Coordinator(cfg, run_dir, worker=worker_main, on_progress=display.update, database=database).run()
     try:
         if getattr(args, "reconcile", False) and not result.interrupted:
             from takeover.reconcile import describe, reconcile_run
 
-            out.write(describe(reconcile_run(run_dir)))
+            out.write(describe(reconcile_run(run_dir, database=database)))
         code = finish_run(result, fail_on_duplicates=args.fail_on_duplicates,
                           max_duplicates_per_1000=args.max_duplicates_per_1000, out=out)
         print(f"run folder: {run_dir}", file=out)

@@ -17,7 +17,7 @@ from takeover import store
 from takeover.exit_codes import ExitCode
 
 if TYPE_CHECKING:  # the sweep's modules are imported when the command runs, not when the CLI starts
-    from takeover.sweep.grid import Grid
+    from takeover.sweep.grid import Cell, Grid
 
 HELP = "run a grid of stress runs (lease x task time x faults x remedy/heartbeat) and recommend a lease"
 
@@ -33,7 +33,7 @@ def _floats(text: str) -> list[float]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from takeover.options import add_run_options
+    from takeover.options import add_db_options, add_run_options
     from takeover.sweep.grid import DEFAULT_GRID
 
     parser.add_argument("--grid", default=DEFAULT_GRID,
@@ -53,15 +53,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "0.3 leases); replaces the grid's modes")  # fmt: skip
     parser.add_argument("--target", type=float, help="lease-caused duplicates per 1000 tasks to stay under")
     add_run_options(parser, "sweep")  # one value for every run of the grid
+    add_db_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="list the runs the grid expands to and stop")
 
 
 def build_grid(args: argparse.Namespace) -> Grid:
+    from takeover import db
     from takeover.errors import UsageError
-    from takeover.options import given
+    from takeover.options import db_given, given
     from takeover.sweep.grid import load_grid, parse_mode
 
     grid = load_grid(args.grid)
+    grid.db = db.redact(db_given(args))
     if args.seeds is not None:
         if args.seeds < 1:
             raise UsageError(f"--seeds must be a positive integer, got {args.seeds}")
@@ -104,8 +107,10 @@ def _heartbeat_note(grid: Grid, queue: str) -> str:
 
     if not any(m.heartbeat > 0 for m in grid.modes):
         return ""
-    with tempfile.TemporaryDirectory(prefix="takeover-sweep-") as tmp:
-        q = open_queue(queue, str(Path(tmp) / store.QUEUE_FILE))
+    from takeover import db
+
+    with tempfile.TemporaryDirectory(prefix="takeover-sweep-") as tmp, db.current().database(Path(tmp), "sweep") as d:
+        q = open_queue(queue, d)
         try:
             has = has_extension(q, "extend")
         finally:
@@ -115,10 +120,8 @@ def _heartbeat_note(grid: Grid, queue: str) -> str:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from takeover.commands.stress import check_queue
-    from takeover.reports.sweep import recommendation_markdown, write_sweep_report
-    from takeover.sweep.recommend import recommend
-    from takeover.sweep.runner import run_sweep
+    from takeover import db
+    from takeover.options import db_given
 
     grid = build_grid(args)
     out = _out_dir(args.out)
@@ -131,14 +134,24 @@ def run(args: argparse.Namespace) -> ExitCode:
             print(f"{cell.cell_id} seed {seed}")
         print(f"{len(runs)} run(s) in {len(grid.cells())} cell(s)")
         return ExitCode.VALID
-    check_queue(first.queue)
-    note = _heartbeat_note(grid, first.queue)
+    with db.serve(db_given(args), keep=args.keep_db):
+        return _run(grid, out, runs, first.queue)
+
+
+def _run(grid: Grid, out: Path, runs: list[tuple[Cell, int]], queue: str) -> ExitCode:
+    from takeover.commands.stress import check_queue
+    from takeover.reports.sweep import recommendation_markdown, write_sweep_report
+    from takeover.sweep.recommend import recommend
+    from takeover.sweep.runner import run_sweep
+
+    check_queue(queue)
+    note = _heartbeat_note(grid, queue)
     print(f"takeover sweep: grid {grid.name}, {len(runs)} run(s) in {len(grid.cells())} cell(s) -> {out}",
           flush=True)
     if note:
         print(f"note: {note}", file=sys.stderr)
     result = run_sweep(grid, out)
-    meta = {"grid": grid.name, "planned": result.planned, "queue": first.queue, "target": grid.target,
+    meta = {"grid": grid.name, "planned": result.planned, "queue": queue, "target": grid.target,
             "interrupted": result.interrupted, "no_heartbeat": note}
     rec = recommend(result.rows, float(grid.target))
     written = write_sweep_report(out, meta, rec, result.violations)

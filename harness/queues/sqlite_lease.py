@@ -68,18 +68,27 @@ _FINISH = (
 )
 
 
-def _check_time(name: str, value: float) -> None:
+def check_time(name: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
 
 
-def _check_task_id(task_id: str) -> None:
+def check_lease(lease: float) -> None:
+    check_time("lease", lease)
+    if lease <= 0:
+        # A lease that has run out when granted could never be finished (now < lease_until).
+        raise ValueError(f"lease must be positive, got {lease!r}")
+
+
+def check_task_id(task_id: str) -> None:
     if not isinstance(task_id, str) or not task_id:
         raise ValueError(f"task_id must be a non-empty string, got {task_id!r}")
 
 
 class SQLiteLeaseQueue:
     """``takeover.queues.sqlite_lease:SQLiteLeaseQueue`` — the queue the spec describes."""
+
+    databases = ("sqlite",)  # takeover.contract: it takes a SQLite path (takeover.queues.postgres_lease: a URL)
 
     # OR IGNORE: registering a known task again must change nothing (not its state, its generation
     # or its lease), whoever registers it and however often.
@@ -94,25 +103,22 @@ class SQLiteLeaseQueue:
         self._conn = open_wal(db_path, SCHEMA, synchronous=self.SYNCHRONOUS, spin_for_lock=True)
 
     def register(self, task_id: str, now: float) -> None:
-        _check_task_id(task_id)
-        _check_time("now", now)
+        check_task_id(task_id)
+        check_time("now", now)
         with write_transaction(self._conn) as conn:
             conn.execute(self.REGISTER, (task_id, now))
 
     def register_many(self, task_ids: list[str], now: float) -> None:
         """Optional extension: one transaction for a batch, so set-up of 10k tasks takes milliseconds."""
         for task_id in task_ids:
-            _check_task_id(task_id)
-        _check_time("now", now)
+            check_task_id(task_id)
+        check_time("now", now)
         with write_transaction(self._conn) as conn:
             conn.executemany(self.REGISTER, [(task_id, now) for task_id in task_ids])
 
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
-        _check_time("now", now)
-        _check_time("lease", lease)
-        if lease <= 0:
-            # A lease that has run out when granted could never be finished (now < lease_until).
-            raise ValueError(f"lease must be positive, got {lease!r}")
+        check_time("now", now)
+        check_lease(lease)
         with write_transaction(self._conn) as conn:
             row = conn.execute(_PICK_EXPIRED, (now,)).fetchone() or conn.execute(_PICK_PENDING).fetchone()
             if row is None:
@@ -126,7 +132,7 @@ class SQLiteLeaseQueue:
     def finish(self, task_id: str, generation: int, outcome: str, now: float) -> bool:
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
-        _check_time("now", now)
+        check_time("now", now)
         with write_transaction(self._conn) as conn:
             accepted = conn.execute(_FINISH, (outcome, task_id, generation, now)).rowcount == 1
         return accepted
@@ -138,11 +144,9 @@ class SQLiteLeaseQueue:
         generation was superseded gets None and must stop before acting, because another worker
         may own the task now. Returns the new ``lease_until``.
         """
-        _check_task_id(task_id)
-        _check_time("now", now)
-        _check_time("lease", lease)
-        if lease <= 0:
-            raise ValueError(f"lease must be positive, got {lease!r}")
+        check_task_id(task_id)
+        check_time("now", now)
+        check_lease(lease)
         with write_transaction(self._conn) as conn:
             row = conn.execute(_EXTEND, (now + lease, task_id, generation, now)).fetchone()
         return None if row is None else float(row[0])
@@ -155,8 +159,8 @@ class SQLiteLeaseQueue:
         """
         if resolution not in _RESOLVE:
             raise ValueError(f"resolution must be one of {RESOLUTIONS}, got {resolution!r}")
-        _check_task_id(task_id)
-        _check_time("now", now)
+        check_task_id(task_id)
+        check_time("now", now)
         with write_transaction(self._conn) as conn:
             changed = conn.execute(_RESOLVE[resolution], (task_id, generation)).rowcount == 1
         return changed

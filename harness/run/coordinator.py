@@ -33,6 +33,7 @@ from typing import Any
 from takeover import store
 from takeover.config import RunConfig
 from takeover.contract import TERMINAL_STATES, capabilities, open_queue
+from takeover.db import run_database
 from takeover.history import HistoryWriter, error_text
 from takeover.run.effectors import Effectors
 from takeover.run.nemesis import Nemesis, Tally
@@ -82,9 +83,11 @@ class Coordinator:
         *,
         worker: WorkerEntry,
         on_progress: Callable[[Progress], None] | None = None,
+        database: str | None = None,
     ) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        self.database = database
         self.on_progress = on_progress
         self.hist = HistoryWriter(self.run_dir / store.HISTORY_FILE, 0)
         self.supervisor = Supervisor(cfg, self.run_dir, self.hist, worker)
@@ -113,8 +116,20 @@ class Coordinator:
 
     # -- public -----------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        """The whole run. Never raises for what a worker or the queue does; returns what happened."""
+        """The whole run. Never raises for what a worker or the queue does; returns what happened.
+
+        The run's database is the one handed in (``database=``), else one of its own for ``cfg.db``
+        (takeover.db), gone when the run is: a SQLite file in the run folder, or a fresh PostgreSQL
+        database on the server the command serves."""
+        if self.database is not None:
+            return self._run(self.database)
+        with run_database(self.cfg.db, self.run_dir) as database:
+            return self._run(database)
+
+    def _run(self, database: str) -> RunResult:
         t0 = time.time()
+        if self.power is None:  # the power-loss layer keeps the SQLite file where it can cut its power
+            self.supervisor.queue_path = database
         sup = self.supervisor
         sup.open()
         faults_stopped = False

@@ -53,7 +53,7 @@ class WorkerSpec:
     config: RunConfig
     slot: int
     process: int
-    queue_path: str
+    queue_path: str  # the run's database: a SQLite path or a postgresql:// URL (takeover.db)
     history_path: str
     service_address: ServiceAddress
     parent_pid: int
@@ -82,7 +82,9 @@ class Supervisor:
         self.ctx = multiprocessing.get_context("spawn")
         self.board = PhaseBoard.create(self.ctx, cfg.workers)
         self.handles: dict[int, Handle] = {}
-        self.queue_path = run_dir / store.QUEUE_FILE  # elsewhere when the power-loss layer holds it
+        # The run's database, as every process opens the queue on it (takeover.db), set by the coordinator: the
+        # SQLite file (elsewhere when the power-loss layer holds it), or a PostgreSQL database's URL.
+        self.queue_path: Path | str = run_dir / store.QUEUE_FILE
         self.respawn_at: dict[int, float] = {}
         self.next_process = 1
         self.service: Any = None

@@ -39,8 +39,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover import swarm
-from takeover.config import GRID_PREFIX, PROFILE_DIR, RunConfig, TaskTime, load_profile, read_toml, with_overrides
+from takeover import db, swarm
+from takeover.config import (
+    GRID_PREFIX,
+    PROFILE_DIR,
+    RunConfig,
+    TaskTime,
+    load_profile,
+    read_toml,
+    with_database,
+    with_overrides,
+)
 from takeover.errors import UsageError
 from takeover.locate import locate
 from takeover.options import BY_FIELD, FAULT_KINDS, GRID_FIXED, RUN_OPTIONS, WORKER_FAULTS
@@ -101,6 +110,13 @@ class Grid:
     modes: list[Mode] = field(default_factory=lambda: [Mode()])
     # The power-loss axis: one cell per rate. None (no axis): every run takes --power-loss-rate / [fixed].
     power_loss_rates: list[float] | None = None
+    db: str = db.DEFAULT  # --db: every run's database (takeover.db), without a password
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if data["db"] == db.DEFAULT:  # a SQLite sweep's sweep-grid.json stays as it was
+            del data["db"]
+        return data
 
     def cells(self) -> list[Cell]:
         powers: list[float | None] = list(self.power_loss_rates) if self.power_loss_rates is not None else [None]
@@ -124,6 +140,7 @@ class Grid:
         axes = {} if cell.power_loss_rate is None else {"power_loss_rate": cell.power_loss_rate}
         cfg = with_overrides(cfg, {**self.fixed, "lease": cell.lease, "seed": seed, "remedy": cell.mode.remedy,
                                    "heartbeat": round(cell.mode.heartbeat * cell.lease, 6), "out": str(out), **axes})
+        cfg = with_database(cfg, self.db, queue_given="queue" in self.fixed)
         if cfg.swarm:
             cfg = swarm.draw(cfg)
         scaled = {k: v * cell.fault_scale for k, v in cfg.faults.items()}
@@ -135,9 +152,6 @@ class Grid:
             return cfg.validate()
         except UsageError as exc:
             raise UsageError(f"grid {self.name!r}, cell {cell.cell_id}: {exc}") from None
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def grid_path(spec: str) -> Path:

@@ -54,17 +54,17 @@ _RUN_OPTIONS = (
 @pytest.mark.parametrize(
     ("command", "listed"),
     [
-        ("stress", ["-h", *_RUN_OPTIONS, "--no-faults", "--reconcile", "--fail-on-duplicates",
+        ("stress", ["-h", *_RUN_OPTIONS, "--db", "--keep-db", "--no-faults", "--reconcile", "--fail-on-duplicates",
                     "--max-duplicates-per-1000"]),
         ("soak", ["-h", "--minutes", "--checkpoint", "--sample", "--seed-bank", "--no-replay", "--keep",
-                  *(o for o in _RUN_OPTIONS if o != "--duration"), "--no-faults", "--fail-on-duplicates",
-                  "--max-duplicates-per-1000"]),
+                  *(o for o in _RUN_OPTIONS if o != "--duration"), "--db", "--keep-db", "--no-faults",
+                  "--fail-on-duplicates", "--max-duplicates-per-1000"]),
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--power-loss", "--mode",
                    "--target", "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max",
-                   "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--dry-run"]),
+                   "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--db", "--keep-db", "--dry-run"]),
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
                   "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--seed",
-                  "--budget", "--run-seconds", "--out", "--keep-valid"]),
+                  "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:

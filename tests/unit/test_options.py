@@ -29,6 +29,7 @@ from takeover import options
 from takeover.cli import main
 from takeover.commands import soak, stress, sweep
 from takeover.config import (
+    DB_FIELDS,
     DERIVED_FIELDS,
     LOCATION_FIELDS,
     PROFILE_KEYS,
@@ -74,9 +75,11 @@ def test_every_config_value_has_exactly_one_option():
 
     The location fields are the exception: where the run was started is found out, not chosen, and the
     reproduce line writes it as ``cd`` and ``PYTHONPATH=`` (tests/unit/test_config.py); so are an empirical
-    distribution's samples, read from its --task-time-file."""
+    distribution's samples, read from its --task-time-file. So is the run's database: its option is declared
+    beside the run options, as every command that runs a queue takes it."""
     fields = {f.name for f in dataclasses.fields(RunConfig)} - {"task_time", "faults", *LOCATION_FIELDS,
-                                                                 *DERIVED_FIELDS}
+                                                                 *DERIVED_FIELDS, *DB_FIELDS}
+    assert [o.field for o in options.DB_OPTIONS if o.field in DB_FIELDS] == list(DB_FIELDS)
     fields |= {f"task_time.{f.name}" for f in dataclasses.fields(TaskTime) if f.name != "samples"}
     fields |= {f"faults.{kind}" for kind in FAULT_KINDS}
     declared = [o.field for o in RUN_OPTIONS]
@@ -302,3 +305,14 @@ def test_observed_pause_lengths_are_read_once_scaled_and_kept(tmp_path: Path):
     assert again == dataclasses.replace(cfg, out=None)
     assert RunConfig.from_json(cfg.to_json()) == cfg
     assert "pause_time_samples" not in json.loads(BASE.to_json()), "other runs' config.json is unchanged"
+
+
+@pytest.mark.parametrize("value", ["postgres", "postgresql://me@db.example:5433/postgres"])
+def test_the_database_is_written_into_the_reproduce_line_only_when_it_is_not_sqlite(value: str):
+    assert "--db" not in shlex.split(BASE.command())
+    cfg = dataclasses.replace(BASE, db=value)
+    argv = shlex.split(cfg.command())
+    assert argv[argv.index("--db") + 1] == value
+    again = stress.resolve(parser_for(stress.configure).parse_args(argv[2:]))
+    assert again == dataclasses.replace(cfg, queue=again.queue) and again.db == value
+    assert again.queue == BASE.queue, "a queue written explicitly stays as written"

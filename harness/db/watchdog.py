@@ -1,0 +1,76 @@
+"""The private server's watchdog: when takeover goes, however it goes, the server and its folder go too.
+
+Run as ``python -I watchdog.py FOLDER`` in a session of its own (takeover.db.server), with a pipe from
+takeover as its standard input. It reads until the pipe closes, which the kernel does when takeover
+ends for any reason, SIGKILL included; then it shuts down the server whose data is in ``FOLDER/data``
+and removes ``FOLDER``. Standard library only, and nothing of takeover: it must start in milliseconds
+and must not depend on the package that may be half gone (an uninstall, an edited checkout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def stop_server(data: Path, timeout: float = 10.0) -> None:
+    """SIGQUIT the postmaster named in ``data/postmaster.pid`` (immediate shutdown: it ends every backend
+    before it exits) and wait until it is gone; SIGKILL it after ``timeout``."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return
+    if not _is_postmaster(pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGQUIT)
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = float("inf")
+        time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    """Running, and not a zombie: the server's parent is init, which may reap it a second or more later."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel (a zombie then counts as alive until it is reaped)
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+
+def _is_postmaster(pid: int) -> bool:
+    """A pid file outlives its server: never signal a process that took the pid over since."""
+    try:
+        return b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # no /proc here: trust the pid file
+
+
+def main(folder: str) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # only the pipe's end ends us
+    while sys.stdin.buffer.read(4096):
+        pass
+    stop_server(Path(folder) / "data")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
