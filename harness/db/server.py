@@ -56,6 +56,9 @@ SETTINGS: dict[str, str] = {
 }
 
 _PR_SET_PDEATHSIG = 1
+# Every process of a private server carries the pid of the takeover that started it, as a run's processes
+# carry TAKEOVER_RUN_DIR: a leftover server can be traced to its command (and tests look for stragglers so).
+OWNER_ENV = "TAKEOVER_PG_OWNER"
 
 
 def find_binaries() -> Path:
@@ -129,8 +132,9 @@ class PrivateServer:
         self.stop()
 
     def _run(self, argv: list[str], what: str) -> None:
+        env = {**os.environ, OWNER_ENV: str(os.getpid())}
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              preexec_fn=lambda: _child_setup(self.user), cwd=self.folder, check=False)
+                              preexec_fn=lambda: _child_setup(self.user), cwd=self.folder, env=env, check=False)
         if proc.returncode != 0:
             tail = " ".join(proc.stdout.decode(errors="replace").split())[-300:]
             raise UsageError(f"--db postgres: {what} failed (exit {proc.returncode}): {tail}")
