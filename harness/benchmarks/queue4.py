@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from takeover.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.contract import REFERENCE_QUEUE, open_queue
 from takeover.run.lifeline import die_with_parent
 from takeover.run.service import ServiceAddress, ServiceClient, ServiceSpec, address_of, listen_local, service_main
 
@@ -40,7 +40,7 @@ _BARRIER_TIMEOUT = 60.0  # generous: spawning 4 interpreters on a loaded 2-core 
 
 
 def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid: int, index: int,
-               service: ServiceAddress | None) -> None:  # fmt: skip
+               service: ServiceAddress | None, queue_spec: str = REFERENCE_QUEUE) -> None:  # fmt: skip
     """One process: open the queue, wait for the others, then claim+finish for ``seconds``
     (with one action on the service between the two when it is given).
 
@@ -49,7 +49,7 @@ def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid
     """
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    queue = SQLiteLeaseQueue(path)
+    queue = open_queue(queue_spec, path)
     client = None if service is None else ServiceClient(service, CLIENT_TIMEOUT)
     name = f"w{index}"
     pairs = 0
@@ -76,15 +76,17 @@ def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid
         queue.close()
 
 
-def queue4_rate(path: str, seconds: float, processes: int = 4, *, service: bool = False) -> float:
-    """Pairs per second of ``processes`` processes sharing the queue file at ``path`` (tasks registered);
-    with ``service``, each pair also acts once on a real service with a fresh ledger."""
+def queue4_rate(path: str, seconds: float, processes: int = 4, *, service: bool = False,
+                queue: str = REFERENCE_QUEUE) -> float:
+    """Pairs per second of ``processes`` processes sharing the queue ``queue`` on the database ``path`` (a
+    SQLite file, or a PostgreSQL URL; tasks registered); with ``service``, each pair also acts once on a
+    real service with a fresh ledger."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(processes)
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="takeover-bench-service-") as folder:
         server, address = _start_service(ctx, Path(folder)) if service else (None, None)
-        procs = [ctx.Process(target=_pairs_for, args=(path, seconds, barrier, results, os.getpid(), i, address),
+        procs = [ctx.Process(target=_pairs_for, args=(path, seconds, barrier, results, os.getpid(), i, address, queue),
                              daemon=True) for i in range(processes)]  # fmt: skip
         got: list[tuple[int, float]] = []
         try:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from takeover.benchmarks.timing import compare, ratio_figures
+from takeover.contract import LeaseQueue
 from takeover.queues import sqlite_lease
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.sqlite_util import open_wal
@@ -74,7 +76,7 @@ class FreshQueues:
         self.cleanup()
 
 
-def queue_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
+def queue_pairs(queue: LeaseQueue, pairs: int) -> int:
     """The candidate: claim + finish through the queue object's contract methods."""
     now = 1.0
     for _ in range(pairs):
@@ -102,12 +104,14 @@ def raw_pairs(conn: sqlite3.Connection, pairs: int) -> int:
     return pairs
 
 
-def measure(pairs: int = 5000, repetitions: int = 5) -> dict[str, float]:
-    """Return the ratio and its absolute figures (pairs per second, medians)."""
-    with FreshQueues(pairs + 10) as fresh:
+def measure(pairs: int = 5000, repetitions: int = 5, fresh_queues: Any = FreshQueues,
+            raw: Callable[[Any, int], int] = raw_pairs) -> dict[str, float]:
+    """Return the ratio and its absolute figures (pairs per second, medians). ``fresh_queues`` and ``raw``
+    are the database's: takeover.benchmarks.postgres gives PostgreSQL's."""
+    with fresh_queues(pairs + 10) as fresh:
         cand, base = compare(
             lambda: partial(queue_pairs, fresh.queue(), pairs),
-            lambda: partial(raw_pairs, fresh.raw(), pairs),
+            lambda: partial(raw, fresh.raw(), pairs),
             repetitions=repetitions,
         )
     return ratio_figures("queue_vs_raw", cand, base, "queue_pairs_per_s", "raw_pairs_per_s")

@@ -33,6 +33,7 @@ from takeover.benchmarks import queue_raw
 from takeover.benchmarks.queue4 import queue4_rate
 from takeover.benchmarks.timing import Sample, rate
 from takeover.config import RunConfig, TaskTime
+from takeover.contract import REFERENCE_QUEUE
 from takeover.options import FAULT_KINDS
 from takeover.store import HISTORY_FILE
 
@@ -40,9 +41,12 @@ WORKERS = 4
 WARMUP_AFTER_FIRST_CLAIMS = 0.3  # seconds after the last worker's first claim before counting
 
 
-def bench_config(tasks: int, seconds: float, out: Path, workers: int = WORKERS) -> RunConfig:
+def bench_config(tasks: int, seconds: float, out: Path, workers: int = WORKERS, queue: str = REFERENCE_QUEUE,
+                 db: str = "sqlite") -> RunConfig:
     """No faults, no task time, no local step: only the harness and the queue remain."""
     return RunConfig(
+        queue=queue,
+        db=db,
         profile="bench-workers4",
         workers=workers,
         tasks=tasks,
@@ -120,14 +124,15 @@ def time_split(history: Path) -> dict[str, float]:
     return {k: round(1000 * total[k] / count[k], 3) for k in ("claim", "action", "finish", "between") if count.get(k)}
 
 
-def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, Any]:
+def run_once(tasks: int, seconds: float, root: Path, index: int, queue: str = REFERENCE_QUEUE,
+             db: str = "sqlite") -> dict[str, Any]:
     """One real stress run (coordinator, 4 workers, service), quietly; its steady-state rate."""
     from takeover.run.coordinator import Coordinator
     from takeover.workloads.worker import worker_main
 
     run_dir = root / f"run{index}"
     run_dir.mkdir()
-    cfg = bench_config(tasks, seconds, run_dir)
+    cfg = bench_config(tasks, seconds, run_dir, queue=queue, db=db)
     coordinator: Coordinator | None = None
 
     def skip_drain(progress: Any) -> None:
@@ -144,8 +149,13 @@ def run_once(tasks: int, seconds: float, root: Path, index: int) -> dict[str, An
     return {"rate": pairs_per_s, "counted": counted, "window": window, "split": split}
 
 
-def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -> dict[str, Any]:
+def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *, fresh_queues: Any = None,
+            raw_loop: Callable[[Any, int], int] = queue_raw.raw_pairs, queue: str = REFERENCE_QUEUE,
+            db: str = "sqlite") -> dict[str, Any]:
     """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions``.
+
+    ``fresh_queues``, ``raw_loop``, ``queue`` and ``db`` are the database's (SQLite's by default;
+    takeover.benchmarks.postgres gives PostgreSQL's, run inside a serve of its server).
 
     Beside it, in the same rotation, the queue alone in 4 processes (:mod:`takeover.benchmarks.queue4`):
     the most the 4 workers could reach if takeover cost nothing; and the same with one action per
@@ -157,21 +167,22 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000) -
     alone: list[float] = []
     acting: list[float] = []
     runs: list[dict[str, Any]] = []
-    with queue_raw.FreshQueues(raw_pairs + 10) as fresh, tempfile.TemporaryDirectory(prefix="takeover-bench-w4-") as d:
+    fresh_queues = fresh_queues or queue_raw.FreshQueues
+    with fresh_queues(raw_pairs + 10) as fresh, tempfile.TemporaryDirectory(prefix="takeover-bench-w4-") as d:
 
         def prepare_raw() -> Callable[[], int]:
-            return partial(queue_raw.raw_pairs, fresh.raw(), raw_pairs)
+            return partial(raw_loop, fresh.raw(), raw_pairs)
 
         rate(prepare_raw)  # warm-up
         guess = rate(prepare_raw)  # sizes the task lists as if 4 processes could match the raw loop
         # Enough tasks that nobody runs dry inside the window (the leftovers are not drained).
         tasks = int(guess * 1.3 * seconds) + 500
-        with queue_raw.FreshQueues(tasks) as fresh4:
+        with fresh_queues(tasks) as fresh4:
             steps = {
                 "raw": lambda: raws.append(rate(prepare_raw)),
-                "queue4": lambda: alone.append(queue4_rate(fresh4.path(), seconds)),
-                "queue4_service": lambda: acting.append(queue4_rate(fresh4.path(), seconds, service=True)),
-                "workers4": lambda: runs.append(run_once(tasks, seconds, Path(d), len(runs))),
+                "queue4": lambda: alone.append(queue4_rate(fresh4.path(), seconds, queue=queue)),
+                "queue4_service": lambda: acting.append(queue4_rate(fresh4.path(), seconds, service=True, queue=queue)),
+                "workers4": lambda: runs.append(run_once(tasks, seconds, Path(d), len(runs), queue, db)),
             }
             order = list(steps)
             for i in range(repetitions):

@@ -32,10 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from takeover import db
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
+from takeover.options import add_db_options, db_given
 
-HELP = "measure takeover's own overhead as ratios against bare SQLite; print a table, write bench.json"
+HELP = ("measure takeover's own overhead as ratios against bare SQLite (or PostgreSQL: --db); print a table, "
+        "write bench.json")
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Target:
 
 TARGETS = (
     Target("queue_vs_raw", "queue_vs_raw", ">=", 0.9,
-           what="reference queue vs the same SQL in a bare sqlite3 loop, one process"),
+           what="reference queue vs the same SQL in a bare sqlite3 (--db postgres: psycopg) loop, one process"),
     # takeover's own cost: 4 workers of a real run against the queue alone in 4 processes, both measured
     # in the same rotation. The bare single-process loop is not a ceiling 4 processes on one SQLite file
     # can reach (they serialize on the write lock: the queue alone gets 0.61-0.69 of it), so
@@ -108,6 +111,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="faulted seconds of each of those runs (default 10)")
     parser.add_argument("--detection-jobs", type=int, default=2, metavar="J",
                         help="detection runs at once (default 2, one per core)")
+    add_db_options(parser)
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -118,7 +122,21 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"--out {str(out)!r}: folder {str(out.absolute().parent)!r} is missing or not writable")
     if args.detection_seeds < 1 or args.detection_jobs < 1 or not args.detection_seconds > 0:
         raise UsageError("--detection-seeds and --detection-jobs must be at least 1, --detection-seconds above 0")
-    sources = args.only or list(SOURCES)
+    database = db_given(args)
+    measure = MEASURE if database == db.DEFAULT else MEASURE_POSTGRES
+    if database != db.DEFAULT:
+        wrong = [name for name in args.only or () if name not in measure]
+        if wrong or args.detection:
+            raise UsageError(f"with --db {db.redact(database)} the bench measures {', '.join(measure)} (the queue's "
+                             f"figures on PostgreSQL), not {', '.join(wrong) or 'detection'}; the others are "
+                             "SQLite's (takeover selftest --db postgres runs the planted bugs)")
+    with db.serve(database, keep=args.keep_db):
+        return _run(args, out, measure, database)
+
+
+def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., dict[str, Any]]],
+         database: str) -> ExitCode:
+    sources = args.only or list(measure)
     quick = bool(args.quick)
     figures: dict[str, dict[str, Any]] = {}
     for source in SOURCES:
@@ -127,7 +145,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         size = SIZES[source][1 if quick else 0]
         print(f"takeover bench: measuring {source} {size} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
-        figures[source] = MEASURE[source](**size)
+        figures[source] = measure[source](**size)
         figures[source]["seconds"] = round(time.perf_counter() - started, 1)
         figures[source]["size"] = size
     results = evaluate(figures)
@@ -138,6 +156,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         "results": results,
         "measurements": figures,
     }
+    if database != db.DEFAULT:  # SQLite's bench.json stays as it was
+        doc["db"] = db.redact(database)
     if args.detection or "detection" in (args.only or []):
         doc["detection"] = _detection(args, quick)
     out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -312,4 +332,21 @@ MEASURE: dict[str, Callable[..., dict[str, Any]]] = {
     "history_overhead": _history_overhead,
     "check_1m": _check_1m,
     "full_vs_normal": _full_vs_normal,
+}
+
+
+def _postgres(name: str) -> Callable[..., dict[str, Any]]:
+    def measure(**size: Any) -> dict[str, Any]:
+        from takeover.benchmarks import postgres
+
+        result: dict[str, Any] = getattr(postgres, name)(**size)
+        return result
+
+    return measure
+
+
+# --db postgres: the figures that measure the queue, on the PostgreSQL reference queue (the same targets).
+MEASURE_POSTGRES: dict[str, Callable[..., dict[str, Any]]] = {
+    "queue_vs_raw": _postgres("queue_vs_raw"),
+    "workers4_vs_raw": _postgres("workers4_vs_raw"),
 }
