@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from takeover import db
 from takeover.exit_codes import ExitCode
+from takeover.options import add_db_options, db_given
 
 HELP = "recommend a lease and heartbeat for your own task durations and failure rates (a search of stress runs)"
 
@@ -36,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="MINUTES",
                         help=f"wall-clock minutes the search may spend (default {DEFAULT_BUDGET:g})")
     parser.add_argument("--queue", help="the queue under test, MODULE:ATTR (default: the reference queue)")
-    # --db (a PostgreSQL server for the queue) goes here once the run options have it: it is handed to every run.
+    add_db_options(parser)  # handed to every run
     parser.add_argument("--out", help="output folder (default runs/tune-<timestamp>); must be new or empty")
     parser.add_argument("--crash-rate-per-hour", type=float, default=0.5, metavar="R",
                         help="worker crashes per worker and hour in production (default 0.5)")
@@ -64,6 +66,8 @@ def _command(args: argparse.Namespace, spec: str, scale: float, queue: str, pref
                 parts += [f"--pause-{q}", f"{getattr(args, f'pause_{q}'):g}"]
     if args.tasks_per_hour is not None:
         parts += ["--tasks-per-hour", f"{args.tasks_per_hour:g}"]
+    if db_given(args) != db.DEFAULT:
+        parts += ["--db", db.redact(db_given(args))]
     return prefix + " ".join(shlex.quote(p) for p in parts)
 
 
@@ -108,22 +112,31 @@ def run(args: argparse.Namespace) -> ExitCode:
     from takeover import store
     from takeover.commands.stress import check_queue
     from takeover.commands.sweep import _out_dir
-    from takeover.contract import REFERENCE_QUEUE
-    from takeover.options import location_prefix
-    from takeover.reports.tuning import write_tuning_report
+    from takeover.contract import reference_queue
     from takeover.task_times import load_task_times, split_spec
-    from takeover.tune.driver import run_tuning
-    from takeover.tune.plan import Failures, Plan, default_scale, measure_call_latency, measure_stall
-    from takeover.tune.result import tuning_json
 
+    database = db_given(args)
     _checked(args)
     pauses = _pause_summary(args)
     times = load_task_times(args.task_times)
     path, column = split_spec(args.task_times)
     spec = str(path.absolute()) + (f":{column}" if column else "")
     out = _out_dir(args.out or str(Path(store.DEFAULT_BASE) / time.strftime("tune-%Y%m%d-%H%M%S")))
-    queue = args.queue or REFERENCE_QUEUE
-    check_queue(queue)
+    queue = args.queue or reference_queue(database)
+    with db.serve(database, keep=args.keep_db):
+        check_queue(queue)
+        return _tune(args, queue, database, spec, times, out, pauses)
+
+
+def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times: Any, out: Path,
+          pauses: dict[str, float] | None) -> ExitCode:
+    from takeover import store
+    from takeover.options import location_prefix
+    from takeover.reports.tuning import write_tuning_report
+    from takeover.tune.driver import run_tuning
+    from takeover.tune.plan import Failures, Plan, default_scale, measure_call_latency, measure_stall
+    from takeover.tune.result import tuning_json
+
     latency, has_extend = measure_call_latency(queue)
     scale = args.time_scale if args.time_scale is not None else default_scale(times, latency)
     plan = Plan(spec=spec, times=times, target=args.target, budget_s=60 * args.budget, scale=scale,
@@ -132,7 +145,7 @@ def run(args: argparse.Namespace) -> ExitCode:
                 seed=args.seed, failures=Failures(args.crash_rate_per_hour, args.lost_reply_rate,
                                                   args.pause_rate_per_hour,
                                                   str((out / PAUSE_FILE).absolute()) if pauses else ""),
-                tasks_per_hour=args.tasks_per_hour)
+                tasks_per_hour=args.tasks_per_hour, db=db.redact(database))
     plan.check()
     if pauses:  # the runs read the stalls from the tuning's folder, as a run reads --pause-time-file
         out.mkdir(parents=True, exist_ok=True)

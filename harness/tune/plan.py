@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from takeover import db
 from takeover.config import TaskTime
 from takeover.contract import has_extension, open_queue
 from takeover.errors import UsageError
-from takeover.store import QUEUE_FILE
 from takeover.sweep.grid import Cell, Distribution, Grid, Mode
 from takeover.sweep.metrics import ACTION_OVERHEAD
 from takeover.sweep.wilson import tasks_needed
@@ -82,6 +82,7 @@ class Plan:
     stall_s: float = 0.0  # this machine's scheduler stalls (p99 of a 1 ms sleep's overshoot), measured
     failures: Failures = field(default_factory=Failures)
     tasks_per_hour: float | None = None
+    db: str = "sqlite"  # --db, handed to every run (takeover.db), without a password
     workers: int = WORKERS
 
     # -- sizes --------------------------------------------------------------------------------------
@@ -174,7 +175,7 @@ class Plan:
                     target=self.target, leases=[], fixed=fixed,
                     faults={"kill": round(self.kill_rate(), 6), "lose_reply": self.failures.lost_reply_rate,
                             "pause": round(self.pause_rate(), 6)},
-                    distributions=[dist], modes=[])  # fmt: skip
+                    distributions=[dist], modes=[], db=self.db)  # fmt: skip
 
     def cell(self, grid: Grid, lease: float, fraction: float = 0.0, remedy: str = "none") -> Cell:
         """One run's cell: ``lease`` in production seconds, scaled here."""
@@ -226,14 +227,14 @@ def default_scale(times: TaskTimes, latency_s: float) -> float:
 
 
 def measure_call_latency(queue: str, calls: int = 40) -> tuple[float, bool]:
-    """The queue's per-call latency on a scratch file here (the 90th percentile of register, claim and
-    finish calls, at least LATENCY_FLOOR), and whether it has ``extend``.
+    """The queue's per-call latency on a scratch database here (of the --db being served: the 90th
+    percentile of register, claim and finish calls, at least LATENCY_FLOOR), and whether it has ``extend``.
 
     Why the 90th percentile: the lease decision is hurt by the slow calls, and on a shared machine the
     median hides the scheduler's delays that a run will meet.
     """
-    with tempfile.TemporaryDirectory(prefix="takeover-tune-") as tmp:
-        q = open_queue(queue, str(Path(tmp) / QUEUE_FILE))
+    with tempfile.TemporaryDirectory(prefix="takeover-tune-") as tmp, db.current().database(Path(tmp), "tune") as d:
+        q = open_queue(queue, d)
         try:
             extend = has_extension(q, "extend")
             took: list[float] = []

@@ -134,11 +134,14 @@ def test_a_queue_that_takes_only_the_other_kind_is_refused_before_it_is_built(tm
     assert open_queue("x:Both", sqlite_path, _Both).database == sqlite_path  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("command", ["stress", "scenarios", "selftest", "sweep", "soak", "hunt", "replay"])
+@pytest.mark.parametrize("command", ["stress", "scenarios", "selftest", "sweep", "soak", "bench", "hunt", "replay",
+                                     "tune"])
 def test_every_command_that_runs_a_queue_refuses_a_bad_db_in_one_line(command: str, capsys, tmp_path: Path):
     argv = [command, "--db", "mysql://x"]
     if command == "replay":
         argv.insert(1, str(tmp_path))
+    if command == "tune":
+        argv += ["--task-times", str(tmp_path / "times.csv")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sqlite, postgres or a postgresql:// URL" in err[0], err
