@@ -151,3 +151,19 @@ def test_requested_clock_jumps_that_never_happened_are_a_warning(tmp_path):
     assert s["coverage"]["clock"]["jumps"] == 0
     assert "clock jumps were requested (rate 1.0) but no worker's clock jumped" in s["warnings"]
     assert s["duplicates"]["by_cause"] == {"s5": 0, "lost_lease": 0, "other": 0, "clock": 0}
+
+
+def test_hunt_and_soak_hand_the_clock_options_to_every_run():
+    """The hunt resolves each run's config as stress does, with its own seed and swarm mode; the soak's
+    parser is stress's (tests/unit/test_options.py), so only the hunt's hand-over is checked here."""
+    import argparse
+
+    from takeover.commands import hunt
+
+    parser = argparse.ArgumentParser()
+    hunt.configure(parser)
+    args = parser.parse_args(["--clock-skew-max", "0.5", "--clock-jump-rate", "0.25", "--clock-jump-max", "2"])
+    for i, mode in enumerate(hunt.MODES):
+        cfg = hunt.run_config(args, 7 + i, mode)
+        assert (cfg.clock_skew_max, cfg.clock_jump_rate, cfg.clock_jump_max) == (0.5, 0.25, 2.0), mode
+        assert "--clock-skew-max 0.5 --clock-jump-rate 0.25 --clock-jump-max 2" in cfg.command()
