@@ -154,11 +154,19 @@ class RunConfig:
         return longest + self.local_step + self.client_timeout
 
     @property
+    def clock_error(self) -> float:
+        """About the most two workers' clocks disagree by: twice the largest skew, plus a worker's share of
+        the jumps, each at its largest. A task whose holder died is taken over only once a live worker's
+        clock passes the dead holder's lease, up to this much later than on the real clock."""
+        jumps = math.ceil(self.clock_jump_rate * self.duration / self.workers) if self.clock_jump_rate > 0 else 0
+        return 2.0 * self.clock_skew_max + self.clock_jump_max * jumps
+
+    @property
     def effective_drain_timeout(self) -> float:
         """How long the drain waits without progress before calling the remaining tasks stuck."""
         if self.drain_timeout > 0:
             return self.drain_timeout
-        return 3.0 * self.lease + self.longest_task + 2.0
+        return 3.0 * self.lease + self.longest_task + 2.0 + self.clock_error
 
     # -- serialisation --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
