@@ -62,11 +62,16 @@ def scale_line(data: dict[str, Any]) -> str | None:
     sc = data.get("scale_check")
     if not sc:
         return None
-    word = "agrees" if sc["agrees"] else "DOES NOT AGREE"
-    return (f"scale check: at time scale {sc['time_scale']:g} (half of {data['time_scale']:g}) the recommended point "
-            f"showed {_s(sc['per_1000'])} per 1000 (95% {_s(sc['lower'])}-{_s(sc['upper'])}): {word} with the "
-            "recommendation's bounds" + ("" if sc["agrees"] else "; the answer depends on the scale: rerun with a "
-                                         "smaller --time-scale"))
+    shown = "; ".join(f"lease {p['lease']:g} s: {_s(p['per_1000'])} per 1000 (95% {_s(p['lower'])}-{_s(p['upper'])}"
+                      f" against {_s(p['here_lower'])}-{_s(p['here_upper'])})" for p in sc["points"])
+    if sc["agrees"]:
+        return (f"scale check: at time scale {sc['time_scale']:g} (half of {data['time_scale']:g}) {shown}: agrees "
+                "with the recommendation's bounds")
+    hint = (f"; at the smaller scale lease {sc['moves_to']:g} s also passed" if sc.get("moves_to") is not None
+            else "")
+    return (f"scale check: at time scale {sc['time_scale']:g} (half of {data['time_scale']:g}) {shown}: DOES NOT "
+            f"AGREE{hint}: the answer depends on the scale (the harness's own stalls are K times longer in "
+            f"production units); rerun with --time-scale {sc['time_scale']:g}")
 
 
 def _evidence_table(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:

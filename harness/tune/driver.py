@@ -9,7 +9,8 @@ The phases, each a :class:`takeover.tune.search.Search` over its own ladder:
    still shown under: fewer extend calls for the same protection;
 4. ``remedies``: one run each of idempotency-key and fencing at the recommended lease (and heartbeat),
    for what each leaves over;
-5. ``scale``: one run at the recommendation with half the time scale (see ``_scale_check``).
+5. ``scale``: at half the time scale, one run at the recommendation and one at the lease below it
+   (see ``_scale_check``).
 
 Each phase may spend the budget up to its share (:data:`SHARES`; what a phase leaves is the next
 one's). A run is started only when it is expected to finish within that share, estimated from the
@@ -39,7 +40,7 @@ from takeover.sweep.runner import SweepResult, cell_dir, run_cells
 from takeover.tune.plan import FRACTIONS, HEARTBEAT_FRACTION, Plan
 from takeover.tune.search import Point, Search
 
-SHARES = {"fixed": 0.4, "heartbeat": 0.65, "fraction": 0.8, "remedies": 0.9, "scale": 1.0}
+SHARES = {"fixed": 0.35, "heartbeat": 0.55, "fraction": 0.7, "remedies": 0.8, "scale": 1.0}
 REMEDIES = ("idempotency-key", "fencing")
 
 
@@ -65,8 +66,9 @@ class Tuning:
     phases: dict[str, Phase] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)  # every run's sweep row, plus phase and value
     started: float = field(default_factory=time.monotonic)
-    _pending: tuple[Phase, int, float] | None = None
-    _walls: list[float] = field(default_factory=list)
+    _pending: tuple[Phase, int, float] | None = None  # the run under way: its phase, ladder index, lease
+    _mark: float = 0.0  # when it was handed to the runner
+    _walls: list[float] = field(default_factory=list)  # each run's wall time, run and check
 
     def __post_init__(self) -> None:
         self.grid = self.plan.grid()
@@ -79,7 +81,7 @@ class Tuning:
         """The next run, decided from every row so far (the runner records each row before asking again)."""
         shares = dict(SHARES)
         if not self.plan.has_extend:
-            shares.update({"fixed": 0.9, "remedies": 1.0})
+            shares.update({"fixed": 0.7})
         yield from self._search(self.phases["fixed"], shares["fixed"], lambda lease: (lease, 0.0))
         fixed = self.phases["fixed"].search
         assert fixed is not None
@@ -115,22 +117,35 @@ class Tuning:
         yield from self._scale_check(lease, fraction)
 
     def _scale_check(self, lease: float, fraction: float | None) -> Iterator[tuple[Cell, int, RunConfig]]:
-        """One run at the recommendation with half the time scale (tasks twice as long here): if the lease
-        were an artefact of the scale, its duplicate rate would move out of the recommendation's bounds."""
+        """One run at half the time scale (tasks twice as long here) at the recommendation, and one at the
+        lease below it that its search did not show under: if the answer were an artefact of the scale (the
+        harness's own stalls are K times longer in production units), the first would lose leases where it
+        did not, or the second would pass where it did not."""
         phase = Phase("scale", None, lease=lease)
         self.phases["scale"] = phase
         other = dataclasses.replace(self.plan, scale=self.plan.scale / 2)
-        if not self._time_for(1.0, other.run_seconds()):
-            phase.stopped = "budget"
-            return
         grid = other.grid()
-        cell = other.cell(grid, lease, fraction or 0.0)
-        seed = self.plan.seed + len(self.rows)
-        cfg = grid.config(cell, seed, cell_dir(self.out, cell, seed))
-        self._pending = (phase, -1, lease)
-        self._mark = time.monotonic()
-        yield cell, seed, cfg
+        for point in self.scale_points(lease, fraction):
+            if not self._time_for(1.0, other.run_seconds()):
+                phase.stopped = "budget"
+                return
+            cell = other.cell(grid, point[0], point[1])
+            seed = self.plan.seed + len(self.rows)
+            cfg = grid.config(cell, seed, cell_dir(self.out, cell, seed))
+            self._pending = (phase, -1, point[0])
+            self._mark = time.monotonic()
+            yield cell, seed, cfg
         phase.stopped = "done"
+
+    def scale_points(self, lease: float, fraction: float | None) -> list[tuple[float, float]]:
+        """(lease, fraction) the scale check runs: the recommendation, then the longest lease below it that its
+        search tried and did not show under (at that search's heartbeat fraction)."""
+        points = [(lease, fraction or 0.0)]
+        name = "heartbeat" if fraction is not None else "fixed"
+        search = self.phases[name].search
+        if search is not None and search.best() is not None and search.below() >= 0:
+            points.append((search.values[search.below()], HEARTBEAT_FRACTION if fraction is not None else 0.0))
+        return points
 
     def _search(self, phase: Phase, share: float, point: Any) -> Iterator[tuple[Cell, int, RunConfig]]:
         search = phase.search

@@ -37,7 +37,7 @@ from takeover.sweep.wilson import tasks_needed
 from takeover.task_times import TaskTimes, survival
 from takeover.tune.search import nice_ladder
 
-TARGET_RATIO = 80.0  # the default K puts the scaled median task at this many calls' latency
+TARGET_RATIO = 160.0  # the default K puts the scaled median task at this many calls' latency
 MIN_RATIO = 5.0  # a K that puts it under this many is refused: the harness would be measuring itself
 LATENCY_FLOOR = 0.001  # seconds: a measured latency below this is taken as this (timer and scheduler noise)
 WORKERS = 6  # worker processes per run, as the sweep's default grid

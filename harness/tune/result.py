@@ -98,21 +98,30 @@ def evidence(search: Search | None, name: str, tuning: Tuning) -> list[dict[str,
     return out
 
 
-def scale_check(tuning: Tuning, fig: dict[str, Any]) -> dict[str, Any] | None:
-    """The run at half the time scale against the recommendation: do their 95 % intervals overlap?"""
+def scale_check(tuning: Tuning) -> dict[str, Any] | None:
+    """The runs at half the time scale against the same points at the tuning's scale: does each pair of 95 %
+    intervals overlap? ``moves`` names a lease below the recommendation that passed only at half the scale."""
     rows = [r for r in tuning.rows if r["phase"] == "scale" and r["valid"] is not False]
-    if not rows or not fig:
+    if not rows:
         return None
-    n = sum(int(r["tasks"]) for r in rows)
-    k = sum(int(r["dup_lost_lease"] or 0) for r in rows)
-    lo, hi = wilson(k, n)
-    agrees = 1000 * lo <= (fig["duplicates_per_1000_upper"] or 0) and 1000 * hi >= (fig["duplicates_per_1000_lower"]
-                                                                                   or 0)
-    scale = tuning.plan.scale / 2
-    return {"time_scale": scale, "runs": len(rows), "tasks": n, "lease_caused": k,
-            "per_1000": _r(1000 * k / n if n else None, 2), "lower": _r(1000 * lo, 2), "upper": _r(1000 * hi, 2),
-            "recovery_p99": _r((_mean(rows, "recovery_p99") or math.nan) * scale),
-            "agrees": bool(agrees)}
+    points = []
+    for lease, fraction in dict.fromkeys((r["lease_prod"], float(r["heartbeat_fraction"])) for r in rows):
+        half = [r for r in rows if r["lease_prod"] == lease and float(r["heartbeat_fraction"]) == fraction]
+        here = _point_rows(tuning, lease, fraction or None)
+        n2, k2 = sum(int(r["tasks"]) for r in half), sum(int(r["dup_lost_lease"] or 0) for r in half)
+        n1, k1 = sum(int(r["tasks"]) for r in here), sum(int(r["dup_lost_lease"] or 0) for r in here)
+        (lo2, hi2), (lo1, hi1) = wilson(k2, n2), wilson(k1, n1)
+        points.append({"lease": lease, "heartbeat_fraction": fraction or None, "tasks": n2, "lease_caused": k2,
+                       "per_1000": _r(1000 * k2 / n2 if n2 else None, 2), "lower": _r(1000 * lo2, 2),
+                       "upper": _r(1000 * hi2, 2), "here_lower": _r(1000 * lo1, 2), "here_upper": _r(1000 * hi1, 2),
+                       "agrees": bool(lo2 <= hi1 and lo1 <= hi2)})
+    target = tuning.plan.target / 1000
+    recommended = points[0]["lease"]
+    moves = [p["lease"] for p in points[1:] if p["upper"] is not None and p["upper"] <= 1000 * target
+             and not p["agrees"]]
+    return {"time_scale": tuning.plan.scale / 2, "runs": len(rows), "points": points,
+            "agrees": all(p["agrees"] for p in points), "moves_to": moves[0] if moves else None,
+            "recommended": recommended}
 
 
 def tuning_json(tuning: Tuning, *, command: str, interrupted: bool, elapsed_s: float) -> dict[str, Any]:
@@ -185,6 +194,6 @@ def tuning_json(tuning: Tuning, *, command: str, interrupted: bool, elapsed_s: f
                             "ladder": ph.search.values if ph.search is not None else None}
                      for name, ph in tuning.phases.items()},
         "evidence": [e for name, ph in tuning.phases.items() for e in evidence(ph.search, name, tuning)],
-        "scale_check": scale_check(tuning, fig),
+        "scale_check": scale_check(tuning),
         "command": command,
     }

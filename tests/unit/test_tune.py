@@ -107,10 +107,8 @@ def _plan(times: str = '{"p50": 20, "p90": 30, "p99": 40, "max": 50}', **kw: Any
 
 def test_the_default_scale_puts_the_median_task_far_above_the_call_latency():
     t = parse_task_times("[10, 20, 30]", "f")
-    assert default_scale(t, 0.001) == 250  # 20 s / (80 x 1 ms)
-    assert default_scale(t, 0.004) == 62  # two significant digits
-    plan = _plan(scale=250.0)
-    assert plan.times.p50 / plan.scale == pytest.approx(0.08, rel=0.01)
+    assert default_scale(t, 0.001) == 120  # 20 s / (160 x 1 ms), two significant digits
+    assert default_scale(t, 0.004) == 31
 
 
 def test_a_time_scale_that_puts_the_tasks_under_the_harness_latency_is_refused_naming_one_that_works():
@@ -174,14 +172,14 @@ def _feed(tuning: Tuning, outcome: Any) -> list[tuple[str, float, float, str]]:
         fraction = cell.mode.heartbeat
         phase = tuning._pending[0].name if tuning._pending else "?"
         seen.append((phase, lease, fraction, cfg.remedy))
-        k, valid = outcome(phase, lease, fraction)
+        k, valid = outcome(phase, lease, fraction, cfg.task_time.scale)
         tuning.on_row(_row(cfg, k, tuning.plan.tasks_per_run, valid))
     return seen
 
 
 def test_the_phases_run_in_turn_and_the_recommendation_is_the_heartbeat_lease(tmp_path: Path):
     tuning = Tuning(_plan(), tmp_path)
-    seen = _feed(tuning, lambda phase, lease, f: (0 if (lease >= 40 or f and f <= 0.5) else 60, True))
+    seen = _feed(tuning, lambda phase, lease, f, k: (0 if (lease >= 40 or f and f <= 0.5) else 60, True))
     phases = [s[0] for s in seen]
     assert phases == sorted(phases, key=["fixed", "heartbeat", "fraction", "remedies", "scale"].index)
     assert tuning.recommended() == (20.0, 0.5) and tuning.resolved()  # the ladder starts at the median task
@@ -202,15 +200,25 @@ def test_the_phases_run_in_turn_and_the_recommendation_is_the_heartbeat_lease(tm
 
 def test_without_extend_only_the_fixed_lease_is_searched_and_the_heartbeat_is_null(tmp_path: Path):
     tuning = Tuning(_plan(has_extend=False), tmp_path)
-    seen = _feed(tuning, lambda phase, lease, f: (0 if lease >= 40 else 60, True))
+    seen = _feed(tuning, lambda phase, lease, f, k: (0 if lease >= 40 else 60, True))
     assert {s[0] for s in seen} == {"fixed", "remedies", "scale"} and all(s[2] == 0 for s in seen)
     data = tuning_json(tuning, command="c", interrupted=False, elapsed_s=1.0)
     assert (data["lease"], data["heartbeat"], data["resolved"]) == (40.0, None, True)
 
 
+def test_the_scale_check_warns_when_half_the_scale_passes_a_shorter_lease(tmp_path: Path):
+    """At K the harness's stalls (K times longer in production units) fail 30 s; at K/2 it passes."""
+    tuning = Tuning(_plan(has_extend=False), tmp_path)
+    seen = _feed(tuning, lambda phase, lease, f, k: (0 if lease >= 40 or (lease >= 30 and k < 250) else 60, True))
+    assert [(s[1], s[0]) for s in seen if s[0] == "scale"] == [(40.0, "scale"), (30.0, "scale")]
+    check = tuning_json(tuning, command="c", interrupted=False, elapsed_s=1.0)["scale_check"]
+    assert (check["time_scale"], check["agrees"], check["moves_to"]) == (125.0, False, 30.0)
+    assert [p["agrees"] for p in check["points"]] == [True, False]
+
+
 def test_a_violation_ends_the_tuning_with_no_recommendation(tmp_path: Path):
     tuning = Tuning(_plan(), tmp_path)
-    seen = _feed(tuning, lambda phase, lease, f: (0, False))
+    seen = _feed(tuning, lambda phase, lease, f, k: (0, False))
     assert len(seen) == 1
     data = tuning_json(tuning, command="c", interrupted=False, elapsed_s=1.0)
     assert (data["lease"], data["heartbeat"], data["resolved"]) == (None, None, False)
