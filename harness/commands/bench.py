@@ -158,6 +158,7 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
     }
     if database != db.DEFAULT:  # SQLite's bench.json stays as it was
         doc["db"] = db.redact(database)
+        doc["frozen_holder"] = _frozen_holder()
     if args.detection or "detection" in (args.only or []):
         doc["detection"] = _detection(args, quick)
     out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -165,6 +166,14 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         print_table(results, quick)
     if "detection" in doc:
         print_detection(doc["detection"])
+    if "frozen_holder" in doc:
+        ref, tx = doc["frozen_holder"]["reference"], doc["frozen_holder"]["open_transaction"]
+        print(f"frozen holder: the reference queue holds no transaction across calls (others' claims took at most "
+              f"{ref['longest_claim_while_frozen_ms']} ms while it was frozen; its task was taken over "
+              f"{ref['takeover_after_expiry_ms']} ms after its lease ran out); a holder frozen inside a transaction "
+              f"blocked a FOR UPDATE of its row {tx['for_update_waited_s']} s and hid it from SKIP LOCKED "
+              f"{tx['skip_locked_missed_s']} s (idle_in_transaction_session_timeout "
+              f"{tx['idle_in_transaction_session_timeout']})")
     print(f"wrote {out}")
     missed = [r["name"] for r in results if not r["pass"] and r["enforced"]]
     if missed and not quick:
@@ -248,6 +257,13 @@ def print_detection(fig: dict[str, Any]) -> None:
 
 def _verdict(ok: bool) -> str:
     return "[green]PASS[/green]" if ok else "[red]MISS[/red]"
+
+
+def _frozen_holder() -> dict[str, Any]:
+    from takeover.benchmarks import frozen_holder
+
+    print("takeover bench: measuring frozen_holder ...", file=sys.stderr, flush=True)
+    return frozen_holder.measure()
 
 
 def _detection(args: argparse.Namespace, quick: bool) -> dict[str, Any]:

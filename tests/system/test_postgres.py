@@ -178,3 +178,14 @@ def test_the_scenarios_pass_on_postgres_each_on_a_database_of_its_own(server: st
         [f for r in results for f in r.failures()]
     assert [r.id for r in planted if not r.ok] == ["S3"], "the planted bug departs where its SQLite namesake does"
     assert _databases(server) == before
+
+
+def test_a_holder_frozen_inside_a_transaction_is_ended_by_the_server_and_its_row_freed(server: str, tmp_path: Path):
+    """The private server's idle_in_transaction_session_timeout: a SIGSTOPped holder's row lock does not
+    outlive it (a queue that held its lock until the holder woke up would lose the task meanwhile)."""
+    from takeover.benchmarks import frozen_holder
+
+    with db.serve(server) as host, host.database(tmp_path, "frozen") as url:
+        figures = frozen_holder.open_transaction(url)
+    assert figures["skip_locked_missed_s"] is not None, "the row came back to SKIP LOCKED claims"
+    assert figures["skip_locked_missed_s"] > 0 and figures["for_update_waited_s"] > 0, "the frozen holder held it"
