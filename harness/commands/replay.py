@@ -181,7 +181,8 @@ def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[P
     print(file=out)
     if files is not None:
         print(f"Scenarios: {files[0]} · pytest: {files[1]}", file=out)
-        print(f"  takeover scenarios --file {files[0]} --queue {report.queue}   # fails until the queue is fixed",
+        on = "" if db.current().value == db.DEFAULT else f" --db {db.current().value}"
+        print(f"  takeover scenarios --file {files[0]} --queue {report.queue}{on}   # fails until the queue is fixed",
               file=out)
     n, total = len(report.reproduced), len(report.tasks)
     if n:

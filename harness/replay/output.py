@@ -30,18 +30,23 @@ import os
 
 import pytest
 
-from takeover.scenario_file import validate_scenarios
+{db_import}from takeover.scenario_file import validate_scenarios
 from takeover.scenarios import run_scenarios
 
 QUEUE = os.environ.get("TAKEOVER_QUEUE", {queue!r})
-SCENARIOS = validate_scenarios(json.loads({text}), "replayed scenarios")
+{db_line}SCENARIOS = validate_scenarios(json.loads({text}), "replayed scenarios")
 
 
 @pytest.mark.parametrize("scenario_id", [s["id"] for s in SCENARIOS["scenarios"]])
 def test_replayed_scenario(scenario_id):
-    [result] = run_scenarios(QUEUE, [scenario_id], doc=SCENARIOS)
+{call}
     assert result.ok, "\\n".join(result.failures())
 '''
+_CALL = "    [result] = run_scenarios(QUEUE, [scenario_id], doc=SCENARIOS)"
+# A run on PostgreSQL (config.json's db) is replayed there too: each scenario on a fresh database of it.
+_DB_IMPORT = "from takeover import db\n"
+_DB_LINE = "DB = os.environ.get(\"TAKEOVER_DB\", {db!r})  # --db: sqlite, postgres or a postgresql:// URL\n"
+_DB_CALL = "    with db.serve(DB):\n    " + _CALL
 
 
 def _title(invariants: list[str], sh: Shrunk) -> str:
@@ -102,8 +107,14 @@ def _scenario(sid: str, tr: TaskReplay, inv: str, sh: Shrunk, report: ReplayRepo
 def pytest_text(report: ReplayReport, doc: dict[str, Any], scenario_file: Path) -> str:
     text = json.dumps(doc, indent=1, ensure_ascii=True)
     literal = f"r'''{text}'''" if "'''" not in text and not text.endswith("\\") else repr(text)
+    from takeover import db
+
+    database = db.current().value
+    sqlite = database == db.DEFAULT  # a SQLite run's file is as it always was
     return PYTEST_TEMPLATE.format(run_dir=report.run_dir, queue=report.queue, scenario_file=scenario_file,
-                                  text=literal)
+                                  text=literal, db_import="" if sqlite else _DB_IMPORT,
+                                  db_line="" if sqlite else _DB_LINE.format(db=database),
+                                  call=_CALL if sqlite else _DB_CALL)
 
 
 def write_outputs(report: ReplayReport, out: Path) -> tuple[Path, Path, dict[tuple[str, str], str]]:
