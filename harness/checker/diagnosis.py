@@ -78,6 +78,10 @@ def _reset(f: Fields) -> str:
 
 PATTERNS: dict[str, dict[str, Pattern]] = {
     "no_stale_commit": {
+        "power_loss": Pattern("S3", POWER_LOSS, replay=False, what=lambda f: (
+            f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])}, after "
+            f"generation {f['claimed_gen']} had been claimed: that claim was undone by {_lost(f)}, so the older "
+            f"generation was current again")),
         "stale_commit": Pattern("S3", NOT_FENCED, lambda f: (
             f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])} after "
             f"generation {f['claimed_gen']} was claimed")),
@@ -399,13 +403,31 @@ def _across_power_loss(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[fl
     return hit, [fx.rel(t) if h else None for t, h in zip(at, hit, strict=True)]
 
 
-def _last_acknowledged(fx: Facts, task: Any) -> np.ndarray:
-    """Per row: when the queue last answered something about the task (a successful claim, an accepted
-    finish, a returned registration): what a final state that contradicts the history goes back on."""
-    events = pd.concat([fx.claims_ok[["task", "t_comp"]], fx.fin_acc[["task", "t_comp"]],
-                        fx.ops.registers.loc[fx.ops.registers["status"] == "ok", ["task", "t_comp"]]])
-    last = events.dropna().groupby("task")["t_comp"].max()
-    return pd.Series(np.asarray(task, dtype="float64")).map(last).to_numpy(dtype="float64")
+def _per_task(frame: pd.DataFrame, how: str, task: Any) -> np.ndarray:
+    """Per row: the ``how`` (min or max) of ``frame``'s ``t_comp`` for the row's task (NaN: none)."""
+    by = frame[["task", "t_comp"]].dropna().groupby("task")["t_comp"].agg(how)
+    return pd.Series(np.asarray(task, dtype="float64")).map(by).to_numpy(dtype="float64")
+
+
+def _answered_at(fx: Facts, f: pd.DataFrame) -> np.ndarray:
+    """Per row of ``state_matches_history`` or ``no_lost_task``: when the queue gave the answer that the
+    final state goes back on (NaN where the problem is not one a lost commit explains): the first claim
+    that returned the highest generation (the snapshot shows a lower one), the last accepted finish
+    (the task is not terminal), the first returned registration (the task is missing)."""
+    problem = f["problem"].to_numpy(dtype=object)
+    task = f["task"].to_numpy(dtype="float64")
+    out = np.full(len(f), np.nan)
+    lower = problem == "generation lower than one a claim returned"
+    if lower.any():
+        wanted = pd.DataFrame({"task": task[lower], "gen": f["max_gen"].to_numpy(dtype="float64")[lower]})
+        top = fx.claims_ok.merge(wanted, on=["task", "gen"])
+        out[lower] = _per_task(top, "min", task[lower])
+    unfinished = np.isin(problem, ["not terminal although a finish was accepted", "not terminal after the drain"])
+    out[unfinished] = _per_task(fx.fin_acc, "max", task[unfinished])
+    missing = problem == "missing from the snapshot"
+    regs = fx.ops.registers
+    out[missing] = _per_task(regs[regs["status"] == "ok"], "min", task[missing])
+    return out
 
 
 def _snapshot_state(fx: Facts, task: Any) -> np.ndarray:
@@ -433,7 +455,10 @@ def _pick(default: str, *rules: tuple[Any, str]) -> np.ndarray:
 def _no_stale_commit(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
     reset = _registered_again(fx, f["task"], f["t_inv_c"], f["t_comp_f"])
     finished = _finished_before(fx, f["task"], f["t_inv_f"])
-    return _pick("stale_commit", (reset, "reset_by_register"), (finished, "accepted_when_finished")), {}
+    # The newer claim undone by a power loss: the older generation, handed out again, is current again.
+    power, at = _across_power_loss(fx, f["t_comp_c"], f["t_inv_f"])
+    return _pick("stale_commit", (power, "power_loss"), (reset, "reset_by_register"),
+                 (finished, "accepted_when_finished")), {"power_loss_at": at}
 
 
 def _finish_within_lease(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
@@ -461,7 +486,7 @@ def _no_reclaim(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult])
     held = lease.reindex(pd.MultiIndex.from_arrays([f["task"], f["gen_f"]])).to_numpy(dtype="float64")
     after_lease = f["now_c"].to_numpy(dtype="float64") >= held
     power, at = _across_power_loss(fx, f["t_comp_f"], f["t_inv_c"])
-    keys = _pick("reclaimed", (reset, "reset_by_register"), (power, "power_loss"), (lost, "lost_commit"),
+    keys = _pick("reclaimed", (power, "power_loss"), (reset, "reset_by_register"), (lost, "lost_commit"),
                  (after_lease, "reclaimed_after_lease"))
     return keys, {"final_state": state, "power_loss_at": at}
 
@@ -481,7 +506,7 @@ def _generation_monotonic(fx: Facts, f: pd.DataFrame, results: dict[str, Invaria
     t_inv, t_comp = f["t_inv"].to_numpy(dtype="float64"), f["t_comp"].to_numpy(dtype="float64")
     race = dup & (t_inv < f["prev_t"].to_numpy(dtype="float64")) & (f["prev_t_inv"].to_numpy(dtype="float64") < t_comp)
     power, at = _across_power_loss(fx, f["prev_t"], f["t_inv"])
-    keys = _pick("skipped", (reset, "reset_by_register"), ((dup | back) & power, "power_loss"), (race, "claim_race"),
+    keys = _pick("skipped", ((dup | back) & power, "power_loss"), (reset, "reset_by_register"), (race, "claim_race"),
                  (dup, "no_bump"), (back, "went_back"))
     return keys, {"higher_gen": [None if np.isnan(g) else int(g) for g in higher], "power_loss_at": at}
 
@@ -493,7 +518,7 @@ def _lease_exclusive(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantRes
     reset = _registered_again(fx, f["task"], np.fmin(t_inv, p_inv), np.fmax(t_comp, p_comp))
     race = (t_inv < p_comp) & (p_inv < t_comp)
     power, at = _across_power_loss(fx, np.fmin(p_comp, t_comp), np.fmax(t_inv, p_inv))
-    return _pick("lease_stolen", (reset, "reset_by_register"), (power, "power_loss"), (race, "claim_race")), {
+    return _pick("lease_stolen", (power, "power_loss"), (reset, "reset_by_register"), (race, "claim_race")), {
         "power_loss_at": at}
 
 
@@ -503,7 +528,7 @@ def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     claimed = _last_before(rows, fx.claims_ok, "t_inv", "t_inv")
     reclaimed = claimed > f["e_t_comp"].to_numpy(dtype="float64")
     power, at = _across_power_loss(fx, f["e_t_comp"], f["t_inv"])
-    return _pick("accepted_when_finished", (reset, "reset_by_register"), (power, "power_loss"),
+    return _pick("accepted_when_finished", (power, "power_loss"), (reset, "reset_by_register"),
                  (reclaimed, "after_reclaim")), {"power_loss_at": at}
 
 
@@ -536,9 +561,9 @@ def _state_matches(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     reset = _registered_again(fx, f["task"], first, np.full(len(f), np.inf)) & ~np.isnan(first)
     not_durable = keys == "finish_not_durable"
     keys[not_durable & ~np.isin(f["task"].to_numpy(dtype="float64"), _lost_commits(fx))] = "reopened"
-    power, at = _across_power_loss(fx, _last_acknowledged(fx, f["task"]), np.full(len(f), np.inf))
-    keys[power & ~np.isin(keys, ["row_invented", "snapshot_malformed", "resolve_not_applied"])] = "power_loss"
     keys[reset] = "reset_by_register"
+    power, at = _across_power_loss(fx, _answered_at(fx, f), np.full(len(f), np.inf))
+    keys[power] = "power_loss"
     return keys, {"stale_gen": [None if np.isnan(g) else int(g) for g in stale_gen], "power_loss_at": at}
 
 
@@ -571,9 +596,8 @@ def _no_lost_task(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult
     last_reclaim = reclaims["t_inv_c"].max() if reclaims is not None and len(reclaims) else -np.inf
     starved = never & ~(since >= last_reclaim)
     reset = _registered_again(fx, task, first, np.full(len(f), np.inf)) & ~np.isnan(first)
-    power, at = _across_power_loss(fx, _last_acknowledged(fx, task), np.full(len(f), np.inf))
-    contradicted = (problem == "missing from the snapshot") | (unfinished & finished)
-    keys = _pick("left_unfinished", (contradicted & power, "power_loss"),
+    power, at = _across_power_loss(fx, _answered_at(fx, f), np.full(len(f), np.inf))
+    keys = _pick("left_unfinished", (power, "power_loss"),
                  (problem == "missing from the snapshot", "row_missing"),
                  (reset, "reset_by_register"),
                  (problem == "terminal but its action was never attempted", "terminal_without_action"),

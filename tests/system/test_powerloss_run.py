@@ -12,11 +12,21 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from takeover import store
-from tests.helpers.processes import REPO, child_env, reap_stragglers, records, wait_no_stragglers
+from tests.helpers.processes import (
+    REPO,
+    child_env,
+    reap_stragglers,
+    records,
+    start_takeover,
+    stop_and_reap,
+    wait_no_stragglers,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -81,3 +91,29 @@ def test_each_power_loss_is_recorded_and_the_layer_is_gone_after_the_run(runs, n
     assert not (run_dir / store.POWERLOSS_MOUNT).exists() and not (run_dir / store.POWERLOSS_DISK).exists()
     assert not any(os.path.ismount(p) for p in run_dir.iterdir())
     assert not wait_no_stragglers(run_dir, timeout=5)
+
+
+def _until(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_mount_goes_when_takeover_is_killed(tmp_path: Path):
+    """SIGKILL of the coordinator: the layer's process gets SIGTERM from the kernel and unmounts by itself.
+    Ctrl-C takes the run's ``finally``, the same path as the runs above, whose layer is gone at their end."""
+    run_dir = tmp_path / "run"
+    mount = run_dir / store.POWERLOSS_MOUNT
+    proc = start_takeover("stress", "--profile", "smoke", "--no-faults", "--duration", "60", "--power-loss-rate", "0.5",
+                          "--out", str(run_dir))  # fmt: skip
+    try:
+        assert _until(lambda: os.path.ismount(mount), 60), proc.stderr.read() if proc.poll() is not None else ""
+        proc.kill()
+        proc.wait(timeout=10)
+        assert _until(lambda: not os.path.ismount(mount), 15)
+        assert not wait_no_stragglers(run_dir, timeout=10)
+    finally:
+        stop_and_reap(proc, run_dir)
