@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -174,6 +175,11 @@ def fig_frontier(data: dict[str, Any]) -> bytes:
     a.set_ylabel("orphan recovery p99 (s, production)")
     a.set_title("Frontier: recovery against duplicates")
     b.set_xscale("log")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")  # 20, 30, 40 rather than 2x10^1
+    b.xaxis.set_major_formatter(plain)
+    leases = [e["value"] for e in data["evidence"] if e["search"] != "fraction"]
+    narrow = bool(leases) and max(leases) < 10 * min(leases)  # under a decade: label the minor ticks too
+    b.xaxis.set_minor_formatter(plain if narrow else matplotlib.ticker.NullFormatter())
     b.set_xlabel("lease (s, production)")
     b.set_ylabel("lease-caused duplicates per 1000 tasks")
     b.set_title("The bound at each lease tried")
