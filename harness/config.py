@@ -158,8 +158,10 @@ class RunConfig:
         """About the most two workers' clocks disagree by: twice the largest skew, plus a worker's share of
         the jumps, each at its largest. A task whose holder died is taken over only once a live worker's
         clock passes the dead holder's lease, up to this much later than on the real clock."""
-        jumps = math.ceil(self.clock_jump_rate * self.duration / self.workers) if self.clock_jump_rate > 0 else 0
-        return 2.0 * self.clock_skew_max + self.clock_jump_max * jumps
+        if self.clock_jump_rate <= 0 or self.clock_jump_max <= 0:
+            return 2.0 * self.clock_skew_max
+        return 2.0 * self.clock_skew_max + self.clock_jump_max * max(1.0, self.clock_jump_rate * self.duration
+                                                                     / self.workers)
 
     @property
     def effective_drain_timeout(self) -> float:

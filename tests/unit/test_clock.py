@@ -100,9 +100,9 @@ def test_the_options_are_checked_recorded_and_reproduced():
     assert (data["clock_skew_max"], data["clock_jump_rate"], data["clock_jump_max"]) == (1.5, 0.5, 2.0)
     assert "--clock-skew-max 1.5 --clock-jump-rate 0.5 --clock-jump-max 2" in cfg.command()
     assert RunConfig.from_json(cfg.to_json()) == cfg
-    # The derived drain timeout waits out the clocks' disagreement: 2 x 1.5 s of skew, and 3 jumps of up to
+    # The derived drain timeout waits out the clocks' disagreement: 2 x 1.5 s of skew, and 2.5 jumps of up to
     # 2 s (0.5/s x 20 s over 4 workers), so a dead holder's task whose lease a skewed clock set is not "stuck".
-    assert data["drain_timeout_effective"] == RunConfig().effective_drain_timeout + 9.0
+    assert data["drain_timeout_effective"] == RunConfig().effective_drain_timeout + 8.0
     # Without clock faults the keys and flags are left out (runs from before them read the same way).
     plain = RunConfig()
     assert not [k for k in json.loads(plain.to_json()) if k.startswith("clock_")]
