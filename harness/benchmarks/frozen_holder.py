@@ -96,7 +96,8 @@ def reference(url: str) -> dict[str, Any]:
             "takeover_after_expiry_ms": None if took_over is None else round(1000 * took_over, 1)}
 
 
-def open_transaction(url: str) -> dict[str, Any]:
+def open_transaction(url: str, wait_too: bool = True) -> dict[str, Any]:
+    """``wait_too``: also measure a blocking ``FOR UPDATE`` (a second frozen holder, a second timeout)."""
     from takeover.db import postgres
 
     queue = PostgresLeaseQueue(url)
@@ -114,21 +115,28 @@ def open_transaction(url: str) -> dict[str, Any]:
                     skipped_until = time.monotonic() - started
                     break
                 time.sleep(POLL)
-        # The row is free again only once the frozen session was ended; a second frozen holder shows the wait.
-        holder2, _ = _frozen(_LOCK_AND_WAIT, url)
-        try:
-            with postgres.connect(url) as waiter:
-                t0 = time.monotonic()
-                with waiter.transaction():
-                    waiter.execute("SELECT task_id FROM tasks WHERE task_id = 't0' FOR UPDATE")
-                waited = time.monotonic() - t0
-        finally:
-            _end(holder2)
+        waited = _blocked_for_update(url) if wait_too else None
     finally:
         _end(holder)
     return {"skip_locked_missed_s": None if skipped_until is None else round(skipped_until, 2),
-            "for_update_waited_s": round(waited, 2),
+            "for_update_waited_s": None if waited is None else round(waited, 2),
             "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_TIMEOUT}
+
+
+def _blocked_for_update(url: str) -> float:
+    """The row is free again only once the frozen session was ended: a second frozen holder, and how long a
+    plain ``FOR UPDATE`` of its row waits for it."""
+    from takeover.db import postgres
+
+    holder, _ = _frozen(_LOCK_AND_WAIT, url)
+    try:
+        with postgres.connect(url) as waiter:
+            t0 = time.monotonic()
+            with waiter.transaction():
+                waiter.execute("SELECT task_id FROM tasks WHERE task_id = 't0' FOR UPDATE")
+            return time.monotonic() - t0
+    finally:
+        _end(holder)
 
 
 def measure() -> dict[str, Any]:

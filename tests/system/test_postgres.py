@@ -173,10 +173,10 @@ def test_the_scenarios_pass_on_postgres_each_on_a_database_of_its_own(server: st
     before = _databases(server)
     with db.serve(server):
         results = run_scenarios(POSTGRES_REFERENCE_QUEUE)
-        planted = run_scenarios("takeover.queues.planted_postgres:FinishIgnoresGeneration")
+        planted = run_scenarios("takeover.queues.planted_postgres:FinishIgnoresGeneration", ["S2", "S3"])
     assert [r.id for r in results] == ["S1", "S2", "S3", "S4", "S5"] and all(r.ok for r in results), \
         [f for r in results for f in r.failures()]
-    assert [r.id for r in planted if not r.ok] == ["S3"], "the planted bug departs where its SQLite namesake does"
+    assert [r.ok for r in planted] == [True, False], "the planted bug departs where its SQLite namesake does: in S3"
     assert _databases(server) == before
 
 
@@ -186,6 +186,6 @@ def test_a_holder_frozen_inside_a_transaction_is_ended_by_the_server_and_its_row
     from takeover.benchmarks import frozen_holder
 
     with db.serve(server) as host, host.database(tmp_path, "frozen") as url:
-        figures = frozen_holder.open_transaction(url)
+        figures = frozen_holder.open_transaction(url, wait_too=False)
     assert figures["skip_locked_missed_s"] is not None, "the row came back to SKIP LOCKED claims"
-    assert figures["skip_locked_missed_s"] > 0 and figures["for_update_waited_s"] > 0, "the frozen holder held it"
+    assert figures["skip_locked_missed_s"] > 0, "the frozen holder held it first"
