@@ -36,6 +36,8 @@ COLUMNS = [
     "s5_per_1000_lo", "s5_per_1000_hi",
     # (added later) the power-loss rate of the run, the power losses recorded and the violations they explain
     "power_loss_rate", "power_losses", "power_loss_violations",
+    # (added later) the clock faults of the run, and the extra actions only they caused (cause clock)
+    "clock_skew_max", "clock_jump_rate", "dup_clock",
 ]
 
 RATE_COUNTS = {"dup_per_1000": "dup_extra", "lost_lease_per_1000": "dup_lost_lease", "s5_per_1000": "dup_s5"}
@@ -130,4 +132,5 @@ def cell_row(cell: Cell, cfg: RunConfig, run_dir: Path, elapsed: float) -> dict[
     power = summary.get("power_loss")
     row.update(power_loss_rate=cfg.power_loss_rate, power_losses=power["losses"] if power else 0,
                power_loss_violations=power["violations"] if power else 0)
+    row.update(clock_skew_max=cfg.clock_skew_max, clock_jump_rate=cfg.clock_jump_rate, dup_clock=by.get("clock", 0))
     return row

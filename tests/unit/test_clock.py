@@ -170,3 +170,16 @@ def test_hunt_and_soak_hand_the_clock_options_to_every_run():
         cfg = hunt.run_config(args, 7 + i, mode)
         assert (cfg.clock_skew_max, cfg.clock_jump_rate, cfg.clock_jump_max) == (0.5, 0.25, 2.0), mode
         assert "--clock-skew-max 0.5 --clock-jump-rate 0.25 --clock-jump-max 2" in cfg.command()
+
+
+def test_a_sweep_row_carries_the_clock_faults_and_their_duplicates(tmp_path):
+    """sweep.csv's added columns, from a run folder the sweep checks as it checks every cell's."""
+    from takeover.config import TaskTime
+    from takeover.sweep.grid import Cell, Distribution, Mode
+    from takeover.sweep.metrics import COLUMNS, cell_row
+
+    folder = CASES["skewed_taker_takes_over_a_live_lease"][0]().write(tmp_path / "cell")
+    cell = Cell(Distribution("light", TaskTime()), 5.0, 1.0, Mode())
+    row = cell_row(cell, RunConfig(lease=5.0, clock_skew_max=3.0), folder, 1.0)
+    assert (row["clock_skew_max"], row["clock_jump_rate"], row["dup_clock"], row["dup_lost_lease"]) == (3.0, 0.0, 1, 0)
+    assert set(COLUMNS) <= set(row)
