@@ -47,6 +47,18 @@ GATE_WAIT = 1.0  # how long the claims in flight may take to return once the gat
 GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
+# The orders a stale_return window lets its two holders finish in, dealt from a seeded deck: the stale
+# holder first, while the new one still holds the task (S3: a finish that ignores the generation
+# commits over the new holder), or the new holder first, its finish seen through, and the stale one
+# after it (a finish of a task that is done already: a queue that answers True to it has two finishes
+# counted). One window cannot do both, and each planted bug needs its own order early in a short run.
+STALE_ORDERS = ("stale_first", "new_first")
+
+
+def early_arrivals(kind: str) -> int:
+    """How many of a kind's first arrivals the nemesis plans inside the faulted phase's first second:
+    one per order its windows take, so each order is tried early."""
+    return len(STALE_ORDERS) if kind == "stale_return" else 1
 
 
 class Missed(Exception):
@@ -108,6 +120,7 @@ class AimedFaults:
         self.gate_owner: str | None = None
         self.holds = 0
         self._deck: list[str] = []
+        self._orders: list[str] = []
 
     # -- driven by the nemesis --------------------------------------------------------------------
     def arrive(self, kind: str, now: float) -> None:
@@ -231,18 +244,21 @@ class AimedFaults:
             self.hands.thaw(frozen.token)
 
     def _resume_to_finish(self, frozen: Frozen, end: float, missed: str) -> Generator[float, None, None]:
-        """Resume a frozen holder and see the finish its window set up through: the slot stays reserved
-        until the call has returned, so no kill or pause cuts into it (a kill inside it leaves the
-        finish's outcome unknown and the window wasted). Missed with ``missed`` if the holder has not
-        called finish by ``end``."""
-        slot, process = frozen.slot, frozen.view.process
-        calls = self.board.finish_calls(slot)
+        """Resume a frozen holder and see the finish its window set up through (:meth:`_see_finish`)."""
+        calls = self.board.finish_calls(frozen.slot)
         self._thaw(frozen)
+        yield from self._see_finish(frozen.slot, frozen.view.process, calls, end, missed)
+
+    def _see_finish(self, slot: int, process: int, calls: int, end: float, missed: str) -> Generator[float, None, None]:
+        """Wait until the holder in ``slot`` has called finish (its count of finish calls moved past
+        ``calls``) and the call has returned and been recorded. The slot stays reserved meanwhile, so
+        no kill or pause cuts into it (a kill inside it leaves the finish's outcome unknown and the
+        window wasted). Missed with ``missed`` if the holder has not called finish by ``end``."""
         self.reserved.add(slot)
         try:
             while True:
                 called = self.board.finish_calls(slot) != calls
-                if called and self.board.phase(slot) != "finishing":
+                if called and self.board.phase(slot) not in ("finishing", "finished"):  # its completion is written
                     return
                 if self.board.read(slot).process != process or (not called and time.time() > end):
                     raise Missed(missed)
@@ -343,6 +359,8 @@ class AimedFaults:
 
     def stale_return(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "stale_return"
+        order = self._next_order()
+        fields["order"] = order
         old: Frozen | None = None
         new: Frozen | None = None
         try:
@@ -363,8 +381,13 @@ class AimedFaults:
                 if new_view is not None:
                     self.hands.release(taker)
                 raise Missed("the new holder was inside a queue call (or gone) when it was to be frozen")
-            new = self._freeze(taker, new_view, kind, new_view.lease_until - time.time())
             fields.update(new_gen=new_view.gen, new_lease_until=new_view.lease_until)
+            if order == "new_first":
+                yield from self._new_holder_first(old, taker, new_view)
+                fields["detail"] = (f"generation {view.gen}'s finish called after generation {new_view.gen}'s "
+                                    f"finish had returned")  # fmt: skip
+                return
+            new = self._freeze(taker, new_view, kind, new_view.lease_until - time.time())
             end = min(new_view.lease_until - 0.002, time.time() + max(1.0, 3 * self.cfg.local_step))
             yield from self._resume_to_finish(old, end, "the stale holder did not call finish while the new "
                                               "holder's lease was valid")  # fmt: skip
@@ -373,6 +396,18 @@ class AimedFaults:
         finally:
             self._thaw(old)
             self._thaw(new)
+
+    def _new_holder_first(self, old: Frozen, taker: int, new_view: SlotView) -> Generator[float, None, None]:
+        """stale_return's other order: the new holder (frozen by its probe) goes on at once and its
+        finish is seen through before the stale holder is resumed, so the stale finish lands on a task
+        the new generation has finished."""
+        calls = self.board.finish_calls(taker)
+        self.reserved.add(taker)  # before it runs again: no kill or pause may take it from here on
+        self.hands.release(taker)
+        yield from self._see_finish(taker, new_view.process, calls, new_view.lease_until,
+                                    "the new holder did not call finish while its lease was valid")
+        end = time.time() + max(1.0, 3 * self.cfg.local_step)
+        yield from self._resume_to_finish(old, end, "the stale holder did not call finish within a second")
 
     def claim_stampede(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "claim_stampede"
@@ -438,6 +473,13 @@ class AimedFaults:
             if v.task == task and v.gen > gen:
                 return slot
         return None
+
+    def _next_order(self) -> str:
+        """The next stale_return window's order, from a deck holding each order once per round."""
+        if not self._orders:
+            self._orders = list(STALE_ORDERS)
+            self.rngs["orders"].shuffle(self._orders)
+        return self._orders.pop()
 
     def _pick_registered(self) -> tuple[str, str] | None:
         """A task in the next state of the deck (pending, running, terminal), or in another.

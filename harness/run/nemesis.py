@@ -49,7 +49,7 @@ from typing import Any
 
 from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
 from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
-from takeover.run.aimed import AimedFaults, AimTally, Producer
+from takeover.run.aimed import AimedFaults, AimTally, Producer, early_arrivals
 from takeover.run.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0
@@ -142,7 +142,8 @@ class Nemesis:
         self._deck: list[str] = []
         self.active = False
         self._record = record or (lambda *_args, **_fields: None)
-        streams = {k: self.rngs[k] for k in AIMED_FAULTS} | {"targets": random.Random(stream_seed(cfg.seed, "aim"))}
+        streams = {k: self.rngs[k] for k in AIMED_FAULTS} | {"targets": random.Random(stream_seed(cfg.seed, "aim")),
+                                                             "orders": random.Random(stream_seed(cfg.seed, "orders"))}
         self.aimed = AimedFaults(cfg, board, _Hands(self), producer, streams)
         self.tally.aimed = self.aimed.tally
 
@@ -164,13 +165,14 @@ class Nemesis:
 
         An aimed fault's first arrival falls in the first FIRST_AIM seconds instead (when its slot is
         longer): each of them sets up one window on purpose, and a short CI run should reach every
-        window early rather than, at 0.2/s, half of them after 2.5 s. The later arrivals keep their
-        slots, so the kind's count over a run stays rate x duration.
+        window early rather than, at 0.2/s, half of them after 2.5 s. A kind whose windows take turns
+        between orders (stale_return) has its first arrival of each order there. The later arrivals
+        keep their slots, so the kind's count over a run stays rate x duration.
         """
         i = self._slot_no[kind]
         self._slot_no[kind] = i + 1
         slot = 1.0 / self._rate(kind)
-        if i == 0 and kind in AIMED_FAULTS:
+        if kind in AIMED_FAULTS and i < early_arrivals(kind):
             return self._t0 + self.rngs[kind].random() * min(slot, FIRST_AIM)
         return self._t0 + (i + self.rngs[kind].random()) * slot
 

@@ -1,6 +1,7 @@
 """The aimed faults' bookkeeping, driven in this process over a real phase board: which state
-duplicate_register takes next, who owns the claim gate, and that a script stopped midway opens
-it again. What the scripts do to real workers is tested in tests/system/test_aimed.py.
+duplicate_register takes next and which order stale_return, who owns the claim gate, and that a
+script stopped midway opens it again. What the scripts do to real workers is tested in
+tests/system/test_aimed.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from takeover.config import RunConfig
-from takeover.run.aimed import STATE_CLASSES, AimedFaults, Missed
+from takeover.run.aimed import STALE_ORDERS, STATE_CLASSES, AimedFaults, Missed
 from takeover.run.phases import PhaseBoard, SlotView
 
 
@@ -71,7 +72,8 @@ def aimed(seed: int = 1, *, running: int | None = 5, rows: list[tuple[str, str]]
         board.publish(0, "working", time.time(), task=running, gen=1, lease_until=time.time() + 5)
     hands = Hands(board)
     rows = [("t000001", "pending"), ("t000002", "done"), ("t000003", "uncertain")] if rows is None else rows
-    rngs = {name: random.Random(f"{seed}:{name}") for name in ("targets", "duplicate_register", "expire_and_return")}
+    rngs = {name: random.Random(f"{seed}:{name}")
+            for name in ("targets", "orders", "duplicate_register", "expire_and_return")}
     return AimedFaults(RunConfig(workers=len(phases), seed=seed), board, hands, Producer(rows), rngs), board, hands
 
 
@@ -96,6 +98,15 @@ def test_duplicate_register_takes_another_state_when_none_is_in_the_one_dealt() 
     assert [faults._pick_registered() for _ in range(6)] == [("pending", "t000001")] * 6
     nothing, _, _ = aimed(running=None, rows=[])
     assert nothing._pick_registered() is None
+
+
+def test_stale_return_takes_each_order_once_per_round_in_a_seeded_order() -> None:
+    faults, _, _ = aimed()
+    orders = [faults._next_order() for _ in range(6)]
+    for r in range(3):
+        assert sorted(orders[2 * r:2 * r + 2]) == sorted(STALE_ORDERS)
+    assert [aimed()[0]._next_order() for _ in range(1)] == orders[:1]
+    assert len({aimed(seed)[0]._next_order() for seed in range(8)}) == 2, "the first order depends on the seed"
 
 
 def _until_returned(step: Any) -> Any:
