@@ -42,11 +42,15 @@ from takeover.run.phases import HOLDING, PhaseBoard, SlotView, task_id
 Script = Generator[float, None, None]
 
 WINDOW = 3.0  # how long an aimed fault may look for its target or wait for the gate
+STARTUP_WAIT = 5.0  # windows wait this long at most for every worker to come up
+STARTUP_POLL = 0.005
+TAKEOVER_GRACE = 0.2  # how long past a stale_return holder's lease end the gated holds keep off the gate
 POLL = 0.0005  # watching the board for a phase that lasts milliseconds
 GATE_WAIT = 1.0  # how long the claims in flight may take to return once the gate is closed
 GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
+PICK_WAIT, PICK_POLL = 1.5, 0.05  # how long, and how often, duplicate_register looks for its deck's state
 # The orders a stale_return window lets its two holders finish in, dealt from a seeded deck: the stale
 # holder first, while the new one still holds the task (S3: a finish that ignores the generation
 # commits over the new holder), or the new holder first, its finish seen through, and the stale one
@@ -121,16 +125,28 @@ class AimedFaults:
         self.holds = 0
         self._deck: list[str] = []
         self._orders: list[str] = []
+        self._up = False
+        self._takeover_due: float | None = None  # a stale_return's frozen holder's lease end, until taken over
+        self._awaited = -1  # the task whose takeover that stale_return waits for, until it has frozen the taker
+        self._first_tick: float | None = None
+        self._up_at = 0.0  # when the workers were up (see _workers_up)
 
     # -- driven by the nemesis --------------------------------------------------------------------
     def arrive(self, kind: str, now: float) -> None:
         self.waiting.setdefault(kind, deque()).append(now)
 
     def tick(self, now: float) -> float:
-        """Start what arrived, advance what is due; the time until the next step."""
+        """Start what arrived, advance what is due; the time until the next step.
+
+        Nothing starts before the workers are up (:meth:`_workers_up`): a window opened while they
+        are still starting finds no holder and no one at the gate, and ends missed having tested
+        nothing (under load the workers take a second or two to come up).
+        """
+        if not self._workers_up(now):
+            return STARTUP_POLL
         for kind, queue in self.waiting.items():
             if queue and kind not in self.active:
-                arrived = queue.popleft()
+                arrived = max(queue.popleft(), self._up_at)
                 self.active[kind] = (self._run(kind, arrived), now)
         wait = 1.0
         for kind, (script, due) in list(self.active.items()):
@@ -146,6 +162,25 @@ class AimedFaults:
         if any(self.waiting.values()):
             wait = min(wait, POLL)
         return max(0.0, wait)
+
+    def _workers_up(self, now: float) -> bool:
+        """Two workers (every one, if fewer) have published a phase once, or STARTUP_WAIT passed since
+        the first tick. Two: every window needs one holder, and the gated ones two workers at the
+        gate; waiting for the last of them would cost a run's slowest start-up."""
+        if self._up:
+            return True
+        if self._first_tick is None:
+            self._first_tick = now
+        started = sum(1 for s in range(self.board.slots) if self.board.read(s).since > 0)
+        self._up = started >= min(2, self.board.slots) or now - self._first_tick > STARTUP_WAIT
+        self._up_at = now
+        return self._up
+
+    def guards(self, slot: int) -> bool:
+        """Whether ``slot`` holds the task a stale_return waits to see taken over: the nemesis' own
+        kills and pauses leave it alone (a kill_before_action or a pause that takes the new holder in
+        the millisecond after its claim, before the window freezes it, wastes the window)."""
+        return self._awaited >= 0 and self.board.read(slot).task == self._awaited
 
     @property
     def busy(self) -> bool:
@@ -172,6 +207,9 @@ class AimedFaults:
 
     # -- the frame every script runs in -----------------------------------------------------------------
     def _run(self, kind: str, arrived: float) -> Script:
+        """One window of ``kind``: WINDOW from its arrival, or from when the workers came up if it
+        arrived before (a window that waited for the one before it gets what is left: arrivals
+        that queued up must not then hold the gate back to back)."""
         self.hands.record("invoke", kind)
         fields: dict[str, Any] = {}
         try:
@@ -270,11 +308,26 @@ class AimedFaults:
 
     def _take_gate(self, kind: str, deadline: float) -> Generator[float, None, int]:
         """Wait until no other aimed fault holds the claims back, then close the gate; the hold's number."""
-        while self.gate_owner is not None:
+        while (blocker := self._gate_blocker(kind)) is not None:
             if time.time() > deadline:
-                raise Missed(f"claims stayed held by {self.gate_owner} for {WINDOW:g} s")
+                if blocker == self.gate_owner:
+                    raise Missed(f"claims stayed held by {blocker} for {WINDOW:g} s")
+                raise Missed(f"the claim gate was left to {blocker} for {WINDOW:g} s")
             yield 0.005
         return self._own_gate(kind, close=True)
+
+    def _gate_blocker(self, kind: str) -> str | None:
+        """Who keeps ``kind`` from closing the gate now: its owner; or, for the holds that do not
+        end with a lease (claim_stampede, duplicate_register), a stale_return whose frozen holder's
+        lease ends within a hold's length (GATHER): its takeover needs claims to run at that moment,
+        and a hold then would delay it by the whole hold (once TAKEOVER_GRACE has passed without a
+        takeover, the holds go on: a window that waits longer must not starve them). Else None."""
+        if self.gate_owner is not None:
+            return self.gate_owner
+        due = self._takeover_due
+        if kind != "expire_and_return" and due is not None and -TAKEOVER_GRACE < due - time.time() < GATHER + 0.1:
+            return "stale_return"
+        return None
 
     def _own_gate(self, kind: str, close: bool) -> int:
         self.gate_owner = kind
@@ -368,15 +421,19 @@ class AimedFaults:
             view = old.view
             fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
             give_up = view.lease_until + max(1.0, 2 * self.cfg.lease)
-            while True:  # wait for a takeover of the frozen holder's task
-                taker = self._holder_of(view.task, view.gen, exclude=old.slot)
-                if taker is not None:
-                    break
-                if time.time() > give_up:
-                    waited = give_up - view.lease_until
-                    raise Missed(f"no other worker took the task over within {waited:.1f} s of its expiry")
-                yield POLL
-            new_view = self.hands.probe(taker)
+            self._takeover_due, self._awaited = view.lease_until, view.task
+            try:
+                while True:  # wait for a takeover of the frozen holder's task
+                    taker = self._holder_of(view.task, view.gen, exclude=old.slot)
+                    if taker is not None:
+                        break
+                    if time.time() > give_up:
+                        waited = give_up - view.lease_until
+                        raise Missed(f"no other worker took the task over within {waited:.1f} s of its expiry")
+                    yield POLL
+                new_view = self.hands.probe(taker)
+            finally:
+                self._takeover_due, self._awaited = None, -1
             if new_view is None or new_view.task != view.task or new_view.phase not in ("working", "acting", "acted"):
                 if new_view is not None:
                     self.hands.release(taker)
@@ -427,7 +484,7 @@ class AimedFaults:
 
     def duplicate_register(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "duplicate_register"
-        chosen = self._pick_registered()
+        chosen = yield from self._pick_registered(deadline)
         if chosen is None:
             raise Missed("no registered task to register again")
         state, tid = chosen
@@ -481,12 +538,14 @@ class AimedFaults:
             self.rngs["orders"].shuffle(self._orders)
         return self._orders.pop()
 
-    def _pick_registered(self) -> tuple[str, str] | None:
+    def _pick_registered(self, deadline: float) -> Generator[float, None, tuple[str, str] | None]:
         """A task in the next state of the deck (pending, running, terminal), or in another.
 
         Each round of the deck takes every state once: running and terminal first, in a seeded
         order, then pending. A short run sees one or two of these faults, and registering a pending
-        task again is the one case a queue that resets a known task (an upsert) survives.
+        task again is the one case a queue that resets a known task (an upsert) survives. The deck's
+        state is waited for up to PICK_WAIT before another is taken: a run's first window opens as
+        the workers come up, before any task is running or done.
         """
         rng = self.rngs["duplicate_register"]
         if not self._deck:
@@ -494,20 +553,27 @@ class AimedFaults:
             rng.shuffle(first)
             self._deck = ["pending", *reversed(first)]  # popped from the end
         wanted = self._deck.pop()
-        order = [wanted] + [s for s in STATE_CLASSES if s != wanted]
-        running = sorted({self.board.read(s).task for s in self.hands.candidates(HOLDING)} - {-1})
-        rows = None
-        for state in order:
-            if state == "running" and running:
-                return state, task_id(rng.choice(running))
-            if state != "running":
-                if rows is None:
-                    rows = self.producer.states() or []
-                ids = sorted(t for t, st in rows if _state_class(st) == state)
-                if ids:
-                    return state, rng.choice(ids)
+        until = min(deadline, time.time() + PICK_WAIT)
+        while (found := self._registered_in(wanted, rng)) is None and time.time() < until:
+            yield PICK_POLL
+        if found is not None:
+            return wanted, found
+        for state in STATE_CLASSES:
+            if state != wanted and (found := self._registered_in(state, rng)) is not None:
+                return state, found
         return None
 
+    def _registered_in(self, state: str, rng: random.Random) -> str | None:
+        """A registered task in ``state`` (running: held by a live worker; else from the queue's
+        snapshot), or None. The snapshot is a queue call the nemesis' loop waits for: for a terminal
+        task it is asked only once a worker has had a finish accepted (the board counts them)."""
+        if state == "running":
+            running = sorted({self.board.read(s).task for s in self.hands.candidates(HOLDING)} - {-1})
+            return task_id(rng.choice(running)) if running else None
+        if state == "terminal" and not any(self.board.read(s).done for s in range(self.board.slots)):
+            return None
+        ids = sorted(t for t, st in self.producer.states() or [] if _state_class(st) == state)
+        return rng.choice(ids) if ids else None
 
 
 def _state_class(state: str) -> str:

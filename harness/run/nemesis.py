@@ -270,12 +270,15 @@ class Nemesis:
                 self.tally.clock_jumps += 1
                 return
 
-    def _candidates(self, phases: tuple[str, ...] | None = None) -> list[int]:
+    def _candidates(self, phases: tuple[str, ...] | None = None, aimed: bool = False) -> list[int]:
+        """Live workers no fault holds; for the nemesis' own kills and pauses (not ``aimed``) also
+        none that holds the task a stale_return waits to see taken over (:meth:`AimedFaults.guards`)."""
         board = self.board
         return [
             s
             for s in self._live_slots()
             if s not in self.paused and s not in self.aimed.reserved and (phases is None or board.phase(s) in phases)
+            and (aimed or not self.aimed.guards(s))
         ]
 
     def _hunt(self, hunt: Hunt, now: float) -> bool:
@@ -344,7 +347,7 @@ class _Hands:
         self.n = nemesis
 
     def candidates(self, phases: Iterable[str] | None = None) -> list[int]:
-        return self.n._candidates(tuple(phases) if phases is not None else None)
+        return self.n._candidates(tuple(phases) if phases is not None else None, aimed=True)
 
     def probe(self, slot: int) -> SlotView | None:
         return self.n._probe(slot)

@@ -176,7 +176,8 @@ def test_duplicate_register_registers_a_known_task_from_the_coordinator_and_work
 
 @pytest.mark.parametrize("seed", [2, 3])
 def test_the_reference_queue_stays_valid_under_every_aimed_fault(tmp_path: Path, seed: int) -> None:
-    summary = stress(tmp_path / "run", seed=seed, duration=3, **EVERY_AIMED)
+    # 4 s: on a loaded machine the workers take a second or two of it to come up
+    summary = stress(tmp_path / "run", seed=seed, duration=4, **EVERY_AIMED)
     assert summary["valid"] is True, {k: v for k, v in summary["invariants"].items() if v["valid"] is not True}
     assert sum(a["hit"] for a in summary["coverage"]["aimed"].values()) >= 4, summary["coverage"]["aimed"]
 

@@ -1,7 +1,7 @@
 """The aimed faults' bookkeeping, driven in this process over a real phase board: which state
-duplicate_register takes next and which order stale_return, who owns the claim gate, and that a
-script stopped midway opens it again. What the scripts do to real workers is tested in
-tests/system/test_aimed.py.
+duplicate_register takes next and which order stale_return, who owns the claim gate, that a script
+stopped midway opens it again, and that no window opens before the workers are up. What the scripts
+do to real workers is tested in tests/system/test_aimed.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from takeover.config import RunConfig
 from takeover.run.aimed import STALE_ORDERS, STATE_CLASSES, AimedFaults, Missed
-from takeover.run.phases import PhaseBoard, SlotView
+from takeover.run.phases import DONE, PhaseBoard, SlotView
 
 
 class Hands:
@@ -62,24 +62,34 @@ class Producer:
 
 
 def aimed(seed: int = 1, *, running: int | None = 5, rows: list[tuple[str, str]] | None = None,
-          phases: Sequence[str] = ("idle", "idle")) -> tuple[AimedFaults, PhaseBoard, Hands]:
-    """An AimedFaults over a board of ``len(phases)`` workers; slot 0 holds task ``running``."""
+          phases: Sequence[str | None] = ("idle", "idle")) -> tuple[AimedFaults, PhaseBoard, Hands]:
+    """An AimedFaults over a board of ``len(phases)`` workers (None: one still starting, that has
+    published nothing yet); slot 0 holds task ``running``."""
     board = PhaseBoard.create(multiprocessing.get_context("spawn"), len(phases))
     for slot, phase in enumerate(phases):
         board.set_owner(slot, slot + 1, 0)
+        if phase is None:
+            continue
         board.publish(slot, phase, time.time())
     if running is not None:
         board.publish(0, "working", time.time(), task=running, gen=1, lease_until=time.time() + 5)
     hands = Hands(board)
     rows = [("t000001", "pending"), ("t000002", "done"), ("t000003", "uncertain")] if rows is None else rows
+    if any(state in ("done", "uncertain") for _, state in rows):
+        board.count(0, DONE)  # a finish was accepted: the board says so before the snapshot is asked
     rngs = {name: random.Random(f"{seed}:{name}")
             for name in ("targets", "orders", "duplicate_register", "expire_and_return")}
     return AimedFaults(RunConfig(workers=len(phases), seed=seed), board, hands, Producer(rows), rngs), board, hands
 
 
+def pick(faults: AimedFaults, wait: float = 0.0) -> tuple[str, str] | None:
+    """duplicate_register's choice, waiting up to ``wait`` for the state its deck dealt."""
+    return _until_returned(faults._pick_registered(time.time() + wait))
+
+
 def test_duplicate_register_takes_each_state_once_per_deck_in_a_seeded_order() -> None:
     faults, _, _ = aimed()
-    picks = [faults._pick_registered() for _ in range(9)]
+    picks = [pick(faults) for _ in range(9)]
     classes = [state for state, _ in picks]
     for deck in range(3):  # every state once in each round of three, whatever the shuffle
         assert sorted(classes[3 * deck:3 * deck + 3]) == sorted(STATE_CLASSES)
@@ -87,17 +97,29 @@ def test_duplicate_register_takes_each_state_once_per_deck_in_a_seeded_order() -
     assert ("running", "t000005") in picks
     assert {tid for state, tid in picks if state == "terminal"} <= {"t000002", "t000003"}
     again, _, _ = aimed()
-    assert [again._pick_registered() for _ in range(9)] == picks
+    assert [pick(again) for _ in range(9)] == picks
     decks = [aimed(seed)[0] for seed in range(8)]
-    orders = {tuple(f._pick_registered()[0] for _ in range(3)) for f in decks}
+    orders = {tuple(pick(f)[0] for _ in range(3)) for f in decks}  # type: ignore[index]
     assert len(orders) > 1, "the deck is shuffled by the seed"
 
 
 def test_duplicate_register_takes_another_state_when_none_is_in_the_one_dealt() -> None:
     faults, _, _ = aimed(running=None, rows=[("t000001", "pending")])
-    assert [faults._pick_registered() for _ in range(6)] == [("pending", "t000001")] * 6
+    assert [pick(faults) for _ in range(6)] == [("pending", "t000001")] * 6
     nothing, _, _ = aimed(running=None, rows=[])
-    assert nothing._pick_registered() is None
+    assert pick(nothing) is None
+
+
+def test_duplicate_register_waits_for_the_state_it_was_dealt() -> None:
+    """A run's first window opens as the workers come up: no task is running yet, and taking a
+    pending one instead would test nothing an upsert gets wrong. It waits, within its window, for a
+    holder to appear."""
+    faults, board, _ = aimed(running=None, rows=[("t000001", "pending")])
+    faults._deck = ["running"]
+    step = faults._pick_registered(time.time() + 1)
+    assert next(step) > 0, "no running task yet: it waits"
+    board.publish(1, "working", time.time(), task=7, gen=1, lease_until=time.time() + 5)
+    assert _until_returned(step) == ("running", "t000007")
 
 
 def test_stale_return_takes_each_order_once_per_round_in_a_seeded_order() -> None:
@@ -107,6 +129,19 @@ def test_stale_return_takes_each_order_once_per_round_in_a_seeded_order() -> Non
         assert sorted(orders[2 * r:2 * r + 2]) == sorted(STALE_ORDERS)
     assert [aimed()[0]._next_order() for _ in range(1)] == orders[:1]
     assert len({aimed(seed)[0]._next_order() for seed in range(8)}) == 2, "the first order depends on the seed"
+
+
+def test_no_window_opens_before_two_workers_are_up() -> None:
+    """A slot that has never published a phase is a worker still starting: arrivals wait until two
+    have."""
+    faults, board, hands = aimed(running=None, phases=("idle", None, None))
+    faults.arrive("claim_stampede", time.time())
+    faults.tick(time.time())
+    assert not faults.busy and hands.records == []
+    board.publish(2, "idle", time.time())
+    faults.tick(time.time())
+    assert faults.busy and hands.records[0][:2] == ("invoke", "claim_stampede")
+    faults.stop()
 
 
 def _until_returned(step: Any) -> Any:
@@ -150,3 +185,27 @@ def test_a_script_stopped_midway_opens_the_gate_and_records_the_miss() -> None:
     assert [(t, k) for t, k, _ in hands.records] == [("invoke", "claim_stampede"), ("ok", "claim_stampede")]
     assert hands.records[-1][2]["value"] == "missed: the faulted phase ended first"
     assert faults.tally.missed["claim_stampede"] == 1
+
+
+def test_no_hold_starts_as_a_stale_return_takeover_is_due() -> None:
+    """No claim_stampede or duplicate_register hold starts when a stale_return's frozen holder is
+    about to be taken over, since its takeover needs claims to run then."""
+    faults, _, _ = aimed()
+    faults._takeover_due = time.time() + 0.2
+    with pytest.raises(Missed, match="the claim gate was left to stale_return"):
+        next(faults._take_gate("duplicate_register", time.time() - 0.001))
+    assert _until_returned(faults._take_gate("expire_and_return", time.time() + 1)) == 1, "its hold ends with a lease"
+    faults._open_gate("expire_and_return")
+    faults._takeover_due = time.time() - 0.5  # long past: a takeover that late must not starve the holds
+    assert _until_returned(faults._take_gate("duplicate_register", time.time() + 1)) == 2
+
+
+def test_the_holder_of_a_task_awaiting_its_takeover_is_guarded_from_other_faults() -> None:
+    """While a stale_return waits for another worker to take its frozen holder's task over, the
+    nemesis' own kills and pauses leave whoever holds that task alone; nobody once it has it."""
+    faults, board, _ = aimed(running=5)
+    assert not faults.guards(0)
+    faults._awaited = 5
+    assert faults.guards(0) and not faults.guards(1)
+    faults._awaited = -1
+    assert not faults.guards(0)
