@@ -156,6 +156,9 @@ def reconcile_run(run_dir: str | Path, *, port: int | None = None, database: str
     run_dir = Path(run_dir)
     config = _load_config(run_dir)
     spec = str(config.get("queue") or REFERENCE_QUEUE)
+    if database is None and config.get("db", "sqlite") != "sqlite":
+        raise UsageError(f"{run_dir}: the run's queue was in a PostgreSQL database ({config['db']}), dropped when "
+                         "the run ended: reconcile it during the run with takeover stress --reconcile")
     if database is None and not (run_dir / store.QUEUE_FILE).is_file():
         raise UsageError(f"{run_dir}: no {store.QUEUE_FILE} in the run folder")
     lookup, close_lookup = service_lookup(port) if port else ledger_lookup(run_dir / store.LEDGER_FILE)
