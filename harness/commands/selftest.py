@@ -153,7 +153,8 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
     profile, duration = _profile_and_duration(args)
     # The runs use this command's database: a private server is shared with them (takeover.db.SERVER_ENV).
     extra = (*(("--duration", f"{duration:g}") if duration is not None else ()),
-             *(("--db", db.redact(database)) if database != db.DEFAULT else ()))
+             *(("--db", db.redact(database)) if database != db.DEFAULT else ()),
+             *(("--keep-db",) if args.keep_db else ()))
     results: list[dict[str, Any]] = []
     out = sys.stdout
     for name in names:

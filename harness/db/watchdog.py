@@ -19,23 +19,38 @@ from pathlib import Path
 
 
 def stop_server(data: Path, timeout: float = 10.0) -> None:
-    """SIGQUIT the postmaster named in ``data/postmaster.pid`` (immediate shutdown: it ends every backend
-    before it exits) and wait until it is gone; SIGKILL it after ``timeout``."""
+    """SIGQUIT the postmaster of ``data`` (immediate shutdown: it ends every backend before it exits) and
+    wait until it is gone; SIGKILL it after ``timeout``. It is the one named in ``data/postmaster.pid``, or,
+    when takeover died while the server was starting (no pid file yet), the ``postgres -D data`` found
+    among the running processes."""
+    for pid in _postmasters(data):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGQUIT)
+        deadline = time.monotonic() + timeout
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(0.01)
+
+
+def _postmasters(data: Path) -> list[int]:
     try:
         pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+        return [pid] if _is_postmaster(pid) else []
     except (OSError, ValueError):
-        return
-    if not _is_postmaster(pid):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGQUIT)
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            deadline = float("inf")
-        time.sleep(0.01)
+        pass
+    wanted = str(data).encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-D" in args and wanted in args and any(a.endswith(b"postgres") for a in args[:1]):
+            found.append(int(entry.name))
+    return found
 
 
 def _alive(pid: int) -> bool:
