@@ -52,6 +52,18 @@ def _lost(f: Fields) -> str:
     return f"the power loss at {_s(f.get('power_loss_at'))}"
 
 
+def _gone_back(f: Fields) -> str:
+    """A final state that goes back on an answer given before a power loss, told by what it went back on."""
+    problem, task = f.get("problem"), f["task"]
+    if problem == "generation lower than one a claim returned":
+        return (f"the final snapshot shows task {task} at generation {f.get('gen')}, below generation "
+                f"{f.get('highest_claimed_gen')} that a claim had returned before {_lost(f)}: that claim was undone")
+    if problem == "missing from the snapshot":
+        return f"task {task} is missing from the final snapshot: its registration had returned before {_lost(f)}"
+    return (f"the final snapshot shows task {task} {f.get('state')} although a finish of it had been answered True "
+            f"before {_lost(f)}: that finish was undone")
+
+
 @dataclass(frozen=True)
 class Pattern:
     """One way of breaking an invariant: the spec scenario it breaks, the likely defect, and what
@@ -191,9 +203,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"generation {f['gen']} at {_s(f['finish_at'])}); {_reset(f)} in between")),
     },
     "state_matches_history": {
-        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
-            f"the final snapshot of task {f['task']} contradicts what the queue had answered before "
-            f"{_lost(f)} ({f['problem']})")),
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),
         "snapshot_behind": Pattern("S1", "snapshot() reports the generation off by one", lambda f: (
             f"snapshot() shows task {f['task']} at generation {f['gen']}, one below generation "
             f"{f['highest_claimed_gen']} that a claim returned")),
@@ -235,9 +245,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"({f['problem']}); {_reset(f)} after it was claimed")),
     },
     "no_lost_task": {
-        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
-            f"task {f['task']} ended {f['problem']} after {_lost(f)} took back what the queue had answered "
-            f"for it")),
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),
         "passed_over": Pattern("S1", "the claim's pick passes over some pending tasks", replay=False, what=lambda f: (
             f"task {f['task']} stayed pending through the run and the drain, never handed out, while tasks "
             f"registered after it were, or claims answered that nothing was claimable")),

@@ -244,7 +244,7 @@ class Coordinator:
                 self._power_loss()
             wait = self.nemesis.tick(time.time())
             if self.power is not None:
-                wait = min(wait, self.power.next_at - time.time())
+                wait = min(wait, max(self.power.next_at - time.time(), 0.01))  # 10 ms steps while it waits
             self._report_progress("faults", elapsed=now - start)
             time.sleep(max(0.0, min(wait, end - time.time(), 0.05)))
 

@@ -18,7 +18,12 @@ The external service and the history are not on the layer: they stand for other 
 the observer, which the power cut does not reach.
 
 Power losses arrive on the stratified plan the nemesis uses for its kinds (one at a uniform instant
-in each 1/rate-second slot of the faulted phase), from their own stream of ``--seed``.
+in each 1/rate-second slot of the faulted phase), from their own stream of ``--seed``. A power loss that
+is due waits until a finish was accepted since the previous one (or since the faulted phase began):
+restarted workers can take a second or more to claim again on a loaded machine, and a power loss that
+strikes before they have done anything has nothing to lose and tests nothing. The slots that pass
+while it waits are skipped, so a run has at most rate x duration of them; the invoke's ``late`` says
+how long it waited.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from takeover.config import RunConfig
 from takeover.history import HistoryWriter
 from takeover.powerloss.layer import PowerLossLayer
 from takeover.run.nemesis import stream_seed
+from takeover.run.phases import DONE
 from takeover.run.supervision import Supervisor, send, wait_stopped
 
 FREEZE_WAIT = 1.0  # seconds a worker may take to show as stopped (it may be inside a request on the mount)
@@ -56,6 +62,7 @@ class PowerLoss:
         self.t0 = 0.0
         self.next_at = float("inf")
         self.count = 0
+        self.done_before = 0  # finishes accepted (the phase board's count) when the last power loss came
 
     @property
     def queue_path(self) -> Path:
@@ -72,6 +79,7 @@ class PowerLoss:
         power loss is planned."""
         self.layer.sync()
         self.t0 = now
+        self.done_before = self.sup.board.total(DONE)
         self.next_at = self._plan()
 
     def stop(self) -> None:
@@ -83,10 +91,15 @@ class PowerLoss:
         return self.t0 + (i + self.rng.random()) / self.cfg.power_loss_rate
 
     def due(self, now: float) -> bool:
-        if now < self.next_at:
+        """A power loss is planned for now or before, and a finish was accepted since the last one."""
+        if now < self.next_at or self.sup.board.total(DONE) <= self.done_before:
             return False
-        self.next_at = self._plan()
+        self.late = now - self.next_at
+        while self.next_at <= now:  # the slots that passed while it waited are skipped
+            self.next_at = self._plan()
         return True
+
+    late = 0.0  # how long the power loss under way waited for a finish to be accepted
 
     def cut(self, drop_connection: Callable[[], None], reconnect: Callable[[], None]) -> None:
         """One power loss (the steps of the module docstring). ``drop_connection`` and ``reconnect``
@@ -94,7 +107,7 @@ class PowerLoss:
         started = time.time()
         self.count += 1
         victims = [h for h in self.sup.handles.values() if h.proc.exitcode is None]
-        self.hist.write("invoke", "power_loss", value=str(self.count), workers=len(victims))
+        self.hist.write("invoke", "power_loss", value=str(self.count), workers=len(victims), late=round(self.late, 4))
         for h in victims:
             send(h.proc.pid, signal.SIGSTOP)
         for h in victims:
@@ -109,6 +122,7 @@ class PowerLoss:
         drop_connection()
         stats = self.layer.reboot()
         reconnect()
+        self.done_before = self.sup.board.total(DONE)
         self.hist.write("ok", "power_loss", value=str(self.count), workers=len(victims),
                         seconds=round(time.time() - started, 4), dropped_bytes=stats.get("dropped_bytes", 0),
                         files=stats.get("files", 0))  # fmt: skip

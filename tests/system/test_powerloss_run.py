@@ -1,7 +1,8 @@
 """Real runs with power losses: the reference queue with synchronous=NORMAL loses acknowledged commits
 and the checker says which promises broke; with synchronous=FULL the same run stays VALID.
 
-Two short runs of the same plan (3 s, one power loss a second, no other fault), started together to
+Two short runs of the same plan (4 s, up to one power loss a second, each once a finish was accepted
+since the last, no other fault), started together to
 keep the wall time down. The layer alone, on a mount without a run, is tested in
 tests/system/test_powerloss_layer.py.
 """
@@ -32,7 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 QUEUES = {"normal": "takeover.queues.sqlite_lease:SQLiteLeaseQueue",
           "full": "takeover.queues.sqlite_lease:SQLiteLeaseQueueFull"}
-ARGS = ("stress", "--profile", "smoke", "--no-faults", "--tasks", "60", "--duration", "3", "--power-loss-rate", "1",
+ARGS = ("stress", "--profile", "smoke", "--no-faults", "--tasks", "60", "--duration", "4", "--power-loss-rate", "1",
         "--seed", "5")
 
 
@@ -63,7 +64,7 @@ def test_normal_loses_acknowledged_commits_and_says_which_promises_broke(runs):
     assert code == 1, stdout + stderr
     s = _summary(run_dir)
     pl = s["power_loss"]
-    assert pl["losses"] == 3 and pl["violations"] > 0
+    assert 1 <= pl["losses"] <= 4 and pl["violations"] > 0
     assert pl["reclaims"] + pl["reused_generations"] > 0, pl
     assert {e["pattern"] for e in s["diagnosis"]} == {"power_loss"}, s["diagnosis"]
     assert "promises broken across them:" in stdout
@@ -74,7 +75,7 @@ def test_full_survives_the_same_power_losses(runs):
     run_dir, code, stdout, stderr = runs["full"]
     assert code == 0, stdout + stderr
     pl = _summary(run_dir)["power_loss"]
-    assert pl["losses"] == 3 and pl["violations"] == 0
+    assert 1 <= pl["losses"] <= 4 and pl["violations"] == 0
     assert "no promise broken" in stdout
 
 
@@ -83,7 +84,12 @@ def test_each_power_loss_is_recorded_and_the_layer_is_gone_after_the_run(runs, n
     run_dir = runs[name][0]
     recs = records(run_dir)
     pl = [r for r in recs if r["f"] == "power_loss"]
-    assert [r["type"] for r in pl] == ["invoke", "ok"] * 3
+    assert len(pl) >= 2 and [r["type"] for r in pl] == ["invoke", "ok"] * (len(pl) // 2)
+    # each came once a finish was accepted since the one before (or since the faulted phase began)
+    starts = [r["time"] for r in recs if r["f"] == "run" and r.get("value") == "start"] + [
+        r["time"] for r in pl if r["type"] == "ok"]
+    for begin, cut in zip(starts, [r["time"] for r in pl if r["type"] == "invoke"], strict=False):
+        assert any(begin < r["time"] < cut for r in recs if r["f"] == "finish" and r["type"] == "ok")
     killed = [r for r in recs if r["f"] == "exit" and r.get("detail") == "power_loss"]
     assert len(killed) == sum(r["workers"] for r in pl if r["type"] == "invoke") > 0
     assert all(r["value"] == "-9" for r in killed)
