@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,7 +230,7 @@ def serve(value: str, keep: bool = False) -> Iterator[Host]:
         finally:
             _active.pop()
             for url in host.kept:
-                print(f"takeover: kept database {url} (--keep-db)")
+                print(f"takeover: kept database {url} (--keep-db)", file=sys.stderr)  # stdout may be --json
 
 
 @contextlib.contextmanager

@@ -164,7 +164,7 @@ def test_keep_db_keeps_each_database_and_says_which(server: str, tmp_path: Path,
     name = postgres.database_of(url)
     try:
         assert _databases(server) - before == {name}
-        assert f"kept database {db.redact(url)}" in capsys.readouterr().out
+        assert f"kept database {db.redact(url)}" in capsys.readouterr().err
     finally:
         postgres.drop_database(server, name)
 
