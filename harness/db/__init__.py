@@ -171,7 +171,10 @@ class PostgresHost(Host):
             if self.keep:
                 self.kept.append(redact(url))
             else:
-                postgres.drop_database(self.admin_url, name)
+                try:
+                    postgres.drop_database(self.admin_url, name)
+                except Exception as exc:  # noqa: BLE001 - the run is over and kept: its verdict must not be lost
+                    print(f"takeover: could not drop database {name} on {self.value}: {exc}", file=sys.stderr)
 
     def describe(self, database: str) -> str:
         return redact(database)
