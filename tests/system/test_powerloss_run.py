@@ -33,8 +33,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 QUEUES = {"normal": "takeover.queues.sqlite_lease:SQLiteLeaseQueue",
           "full": "takeover.queues.sqlite_lease:SQLiteLeaseQueueFull"}
-ARGS = ("stress", "--profile", "smoke", "--no-faults", "--tasks", "60", "--duration", "4", "--power-loss-rate", "1",
-        "--seed", "5")
+ARGS = ("stress", "--profile", "smoke", "--no-faults", "--workers", "2", "--tasks", "40", "--duration", "4",
+        "--power-loss-rate", "1", "--seed", "5")
 
 
 @pytest.fixture(scope="module")
