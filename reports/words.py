@@ -180,8 +180,8 @@ def notes(summary: Summary, d: Defect) -> list[tuple[str, str]]:
     if d.replay_task:
         out.append(("confirm it in one process: ", replay_command(summary, d.replay_task)))
     else:
-        out.append(("one process cannot replay it (a race, or a task passed over among others): see the tasks in "
-                    f"{VIOLATIONS_CSV}", ""))
+        out.append(("one process cannot replay it (a race, a task passed over among others, a power loss): see the "
+                    f"tasks in {VIOLATIONS_CSV}", ""))
     return out
 
 
