@@ -4,6 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Test processes: most of the suite's time is real runs waiting on their own clocks (faults, leases,
+# drains), so two processes overlap those waits even on 2 cores. PYTEST_JOBS=0 runs in one process.
+# loadgroup keeps the tests of an xdist_group (one module-scoped run read by several tests) together.
+PYTEST_JOBS ?= 2
+PYTEST_XDIST := -n $(PYTEST_JOBS) --dist loadgroup
 # Extra options for the command behind a target, e.g. `make stress ARGS="--seed 7 --workers 8"`.
 ARGS ?=
 RUN ?= runs/latest
@@ -28,11 +33,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The edit-and-test loop: every test not marked slow (tests/README.md says which are).
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS)
 
 stress: $(STAMP)
 	$(BIN)/takeover stress $(ARGS)

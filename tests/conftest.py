@@ -10,8 +10,11 @@ PYTHONPATH (tests/helpers/queues.py) for every subprocess. tests/README.md says 
 
 from __future__ import annotations
 
+import functools
+import re
 import signal
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +31,50 @@ queues.on_path()
 # default at exec, so handling it here gives every command the tests start the terminal's default.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# `make test` runs the suite in two processes (pytest-xdist, --dist loadgroup). Each test goes to
+# whichever process is free, except that all the tests of a file that defines a module-scoped fixture
+# (one real run, or one server, read by several tests) run in one process, one after the other:
+# otherwise each process would make that run again. Files that must not run at the same time as
+# each other are one group, named here: the wheel and the fresh install both build the checkout in
+# place, in its build/ and takeover.egg-info. xdist's own ``xdist_group`` mark would say all this
+# per test, but it is silently ignored with pytest 9.2 (its group travels in the test's id, which
+# pytest no longer lets a plugin change), so the groups are found here, by file.
+XDIST_GROUPS = {
+    "tests/system/test_packaging.py": "build_from_checkout",
+    "tests/system/test_user_project.py": "build_from_checkout",
+}
+_MODULE_SCOPE = re.compile(r"""scope\s*=\s*["']module["']""")
+
+
+@functools.cache
+def _xdist_group(rootdir: Path, path: str) -> str | None:
+    """The group of the tests in ``path`` (relative to ``rootdir``): its name in ``XDIST_GROUPS``, the
+    file itself when it defines a module-scoped fixture, else none (each test goes on its own)."""
+    if path in XDIST_GROUPS:
+        return XDIST_GROUPS[path]
+    source = rootdir / path
+    if source.suffix == ".py" and source.is_file() and _MODULE_SCOPE.search(source.read_text()):
+        return path
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's loadgroup scheduling, with the groups of :func:`_xdist_group` (groups go out first,
+    those of most tests first; then single tests in file order)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    rootdir = Path(config.rootpath)
+
+    class ByFile(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = _xdist_group(rootdir, nodeid.split("::", 1)[0])
+            return f"group:{group}" if group else super()._split_scope(nodeid)
+
+    return ByFile(config, log)
 
 
 @pytest.fixture
