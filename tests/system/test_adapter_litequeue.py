@@ -125,7 +125,7 @@ def test_smoke_stress_run_reaches_a_verdict(tmp_path: Path) -> None:
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--queue", SPEC,
-             "--seed", "3", "--out", str(out)],
+             "--seed", "3", "--tasks", "40", "--out", str(out)],
             capture_output=True, text=True, timeout=180,
         )
         left = stragglers(out)  # a finished run leaves no worker or service behind

@@ -20,8 +20,10 @@ from tests.helpers.processes import records, takeover
 @pytest.mark.timeout(120)
 def test_every_worker_fault_is_closed_and_deaths_close_them_after_the_exit(tmp_path) -> None:
     run = tmp_path / "run"
+    # Every slowed task outlives its lease (0.6 s), so 3 workers finish at most ~17 tasks in the 4 s of
+    # faults: 40 keep them busy to the end, and smoke's 120 would only lengthen the drain.
     proc = takeover("stress", "--profile", "smoke", "--seed", "1", "--slow-rate", "1", "--lose-reply-rate", "0.5",
-                    "--out", str(run), timeout=110)  # fmt: skip
+                    "--tasks", "40", "--out", str(run), timeout=110)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     recs = records(run)
     exits = {r["target"]: r["time"] for r in recs if r.get("f") == "exit"}

@@ -33,9 +33,11 @@ def _segments(root: Path) -> list[Path]:
 
 
 def _start_short_soak(root: Path, bank: Path):
-    """Two minutes of 3-second segments on the smoke profile, no replays: checkpoints come fast."""
+    """Two minutes of 3-second segments on the smoke profile, no replays: checkpoints come fast. 40
+    tasks rather than smoke's 120: the faulted phase uses a dozen or two, and the rest would only
+    lengthen each segment's drain."""
     return start_takeover("soak", "--minutes", "2", "--checkpoint", "3", "--sample", "0.5", "--profile", "smoke",
-                          "--no-replay", "--out", str(root), "--seed-bank", str(bank))  # fmt: skip
+                          "--tasks", "40", "--no-replay", "--out", str(root), "--seed-bank", str(bank))  # fmt: skip
 
 
 def _wait_while_running(proc, ready, timeout: float = 110.0) -> None:
@@ -168,8 +170,9 @@ def test_the_printed_line_is_the_segment_that_ran(tmp_path):
     """``--minutes 0.05`` under the default 300 s checkpoint: one 3 s segment, and the header's line is its own."""
     root = tmp_path / "soak"
     try:
-        proc = takeover("soak", "--minutes", "0.05", "--sample", "1", "--profile", "smoke", "--no-replay",
-                        "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"), timeout=120)  # fmt: skip
+        proc = takeover("soak", "--minutes", "0.05", "--sample", "1", "--profile", "smoke", "--tasks", "40",
+                        "--no-replay", "--out", str(root), "--seed-bank", str(tmp_path / "bank.json"),
+                        timeout=120)  # fmt: skip
     finally:
         for seg in _segments(root):
             reap_stragglers(seg)

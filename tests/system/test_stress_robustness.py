@@ -153,9 +153,9 @@ def test_sigkill_of_the_coordinator_leaves_no_process_behind(tmp_path):
 @pytest.mark.slow
 def test_queue_errors_are_recorded_and_the_run_goes_on(tmp_path):
     run_dir = tmp_path / "run"
-    try:
+    try:  # 60 tasks: enough finishes that some incarnation reaches every FINISH_EVERY-th, however many were killed
         proc = takeover("stress", "--profile", "smoke", "--queue", "flaky_queue:FlakyQueue", "--duration", "2",
-                        "--out", str(run_dir), timeout=150)  # fmt: skip
+                        "--tasks", "60", "--out", str(run_dir), timeout=150)  # fmt: skip
     finally:
         reap_stragglers(run_dir)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
@@ -301,11 +301,12 @@ def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_during_the_check_keeps_the_run_and_says_how_to_check_it(tmp_path):
     """Ctrl-C where the check starts. The command holds there (HOLD_BEFORE_CHECK_ENV) far longer than
-    this test waits, so only the Ctrl-C can end it in time, and it cannot land after the check."""
+    this test waits, so only the Ctrl-C can end it in time, and it cannot land after the check. Few tasks:
+    the drain before the check is only a wait here."""
     run_dir = tmp_path / "run"
     env = child_env() | {HOLD_BEFORE_CHECK_ENV: "600"}
     proc = subprocess.Popen([sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--duration", "1",
-                             "--out", str(run_dir)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                             "--tasks", "20", "--out", str(run_dir)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     held = []
     try:
