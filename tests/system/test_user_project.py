@@ -194,6 +194,12 @@ def test_init_ci_writes_a_workflow_whose_steps_run_here(venv: Path, tmp_path) ->
     assert init.returncode == 0, init.stderr
     workflow = proj / ".github" / "workflows" / "takeover.yml"
     assert (proj / "tests" / "test_takeover.py").is_file() and workflow.is_file()
+    # The written test's stress call, turned down as the knobs below are: 30 tasks, not smoke's 120
+    # (both pytest steps run it; after a 1 s faulted phase the rest would only be drained).
+    written = proj / "tests" / "test_takeover.py"
+    call = 'takeover.stress(QUEUE, profile="smoke")'
+    assert written.read_text().count(call) == 1, written.read_text()
+    written.write_text(written.read_text().replace(call, 'takeover.stress(QUEUE, profile="smoke", tasks=30)'))
     doc = yaml.safe_load(workflow.read_text())
     env = {k: str(v) for k, v in doc["env"].items()}
     assert env["TAKEOVER_QUEUE"] == "myq:Q"
