@@ -125,7 +125,14 @@ def make_operations(durability: Durability) -> Any:
             return 0
 
         def open(self, path: str, flags: int) -> int:
-            return os.open(self._real(path), flags & ~os.O_CREAT)
+            # Writable means readable too: a write's undo record reads the bytes it replaces. O_TRUNC is a
+            # truncation like any other (its undo record first), so the file is opened without it.
+            if flags & os.O_ACCMODE == os.O_WRONLY:
+                flags = (flags & ~os.O_ACCMODE) | os.O_RDWR
+            fd = os.open(self._real(path), flags & ~(os.O_CREAT | os.O_TRUNC))
+            if flags & os.O_TRUNC:
+                self.truncate(path, 0, fd)
+            return fd
 
         def create(self, path: str, mode: int, fi: Any = None) -> int:
             with self.d.lock:

@@ -57,6 +57,8 @@ def test_a_cut_drops_unsynced_writes_and_keeps_synced_ones(layer: PowerLossLayer
     os.unlink(mnt / "gone")  # a delete is durable at once
     _write(mnt / "moved", b"synced", sync=True)
     os.rename(mnt / "moved", mnt / "renamed")  # and so is a rename
+    _write(mnt / "c", b"synced", sync=True)
+    (mnt / "c").write_bytes(b"rewritten")  # O_WRONLY | O_TRUNC: the truncation and the write are unsynced
     (mnt / "q-shm").write_bytes(b"shared memory")  # memory, not storage: lost at the cut
     assert (mnt / "a").read_bytes()[5000:5004] == b"yyyy"  # the writes were really there before
 
@@ -67,9 +69,10 @@ def test_a_cut_drops_unsynced_writes_and_keeps_synced_ones(layer: PowerLossLayer
     assert (mnt / "new").read_bytes() == b""  # the entry survives, its unsynced content does not
     assert not (mnt / "gone").exists()
     assert (mnt / "renamed").read_bytes() == b"synced"
+    assert (mnt / "c").read_bytes() == b"synced"
     assert (mnt / "q-shm").read_bytes() == b""
     assert (tmp_path / "disk" / "a").read_bytes() == b"x" * 10_000  # the backing folder holds the result
-    assert stats["files"] == 3 and stats["volatile_files"] == 1
+    assert stats["files"] == 4 and stats["volatile_files"] == 1
     assert stats["dropped_bytes"] >= 3000 + len(b"never synced")
 
     _write(mnt / "a", b"after", sync=False)  # the mount works again, and tracks anew
