@@ -95,13 +95,16 @@ class Plan:
 
     @property
     def tasks_per_run(self) -> int:
-        """Enough for one clean run to decide a point (1.25x what 0 observed needs), in fifties."""
-        return int(min(1500, max(50, 50 * math.ceil(1.25 * self.needed / 50))))
+        """Enough for one clean run to decide a point (1.5x what 0 observed needs), in fifties: 300 for 20 per
+        1000, as many as a run of the sweep's default grid."""
+        return int(min(1500, max(50, 50 * math.ceil(1.5 * self.needed / 50))))
 
     @property
     def cap(self) -> int:
-        """Tasks after which an undecided point is given up (about four runs)."""
-        return 4 * self.tasks_per_run
+        """Tasks after which an undecided point is given up: two runs, 600 for 20 per 1000, the evidence one
+        cell of the sweep's default grid has (its two seeds of 300). More would decide points whose rate sits
+        next to the target, which moves the answer by less than a ladder step and costs runs everywhere."""
+        return 2 * self.tasks_per_run
 
     @property
     def scaled_mean(self) -> float:
