@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import tempfile
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -268,8 +269,11 @@ _STRESS = parser_for(stress.configure)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs())
 def test_the_reproduce_line_parsed_back_gives_the_same_config(cfg: RunConfig):
+    # From an empty folder: --queue also looks in the current folder, so a drawn queue name that happens
+    # to be a folder of the checkout (``examples``) would gain a workdir the drawn config does not have.
     argv = shlex.split(cfg.command())
-    again = stress.resolve(_STRESS.parse_args(argv[2:]))
+    with tempfile.TemporaryDirectory() as empty, contextlib.chdir(empty):
+        again = stress.resolve(_STRESS.parse_args(argv[2:]))
     assert again == dataclasses.replace(cfg, out=None)  # the one value a rerun chooses anew (see above)
     assert again.command() == cfg.command()
     assert RunConfig.from_json(cfg.to_json()) == cfg
