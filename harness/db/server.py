@@ -78,6 +78,13 @@ def find_binaries() -> Path:
                      "them (Debian: apt-get install postgresql) or give --db a postgresql:// URL of your own server")
 
 
+def _socket_parent() -> str | None:
+    """Where the server's folder goes: the temp folder, unless its path is too long for the Unix socket
+    inside it (107 bytes on Linux, with ``takeover-pg-XXXXXXXX/.s.PGSQL.5432``): then /tmp."""
+    base = tempfile.gettempdir()
+    return "/tmp" if len(base) > 64 and os.path.isdir("/tmp") else None
+
+
 def _server_user() -> tuple[int, int] | None:
     """(uid, gid) to run the server as when we are root; None to run it as ourselves."""
     if os.geteuid() != 0:
@@ -140,7 +147,7 @@ class PrivateServer:
             raise UsageError(f"--db postgres: {what} failed (exit {proc.returncode}): {tail}")
 
     def start(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="takeover-pg-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="takeover-pg-", dir=_socket_parent()))
         # The watchdog first: from here on, however takeover ends, the folder and the server go.
         self.watchdog = subprocess.Popen(
             [sys.executable, "-I", str(Path(__file__).with_name("watchdog.py")), str(self.folder)],
