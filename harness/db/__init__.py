@@ -144,9 +144,6 @@ class Host:
 
         yield str(Path(folder) / QUEUE_FILE)
 
-    def describe(self, database: str) -> str:
-        return database
-
 
 class PostgresHost(Host):
     """A PostgreSQL server: each database is created empty, and dropped afterwards unless kept."""
@@ -175,9 +172,6 @@ class PostgresHost(Host):
                     postgres.drop_database(self.admin_url, name)
                 except Exception as exc:  # noqa: BLE001 - the run is over and kept: its verdict must not be lost
                     print(f"takeover: could not drop database {name} on {self.value}: {exc}", file=sys.stderr)
-
-    def describe(self, database: str) -> str:
-        return redact(database)
 
 
 _SQLITE_HOST = Host()
