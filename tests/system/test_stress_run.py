@@ -16,25 +16,57 @@ import pytest
 from takeover.config import AIM_PHASES, RunConfig
 from takeover.options import AIMED_FAULTS
 from takeover.run.phases import task_id
+from tests.helpers.attempts import ATTEMPTS, until_shown
 from tests.helpers.processes import reap_stragglers, records, takeover, wait_no_stragglers
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+# The module's run may be made up to ATTEMPTS times (see the fixture): the first test waits for all of them.
+pytestmark = [pytest.mark.timeout(120 + 130 * ATTEMPTS), pytest.mark.slow]
 
 OPS = ("claim", "action", "finish", "extend", "slow", "lose_reply")
+SEED = 7
+
+
+def _missing(run) -> str | None:
+    """The first fault kind these tests need that the run's history does not show, if any."""
+    run_dir, _, recs = run
+    for aim, phases in AIM_PHASES.items():
+        if not any(r["f"] == "kill" and r["type"] == "ok" and r["value"] == aim and r["phase"] in phases
+                   for r in recs):  # fmt: skip
+            return f"{aim} kill in its phase"
+    if not any(r["f"] == "kill" and r["type"] == "ok" and r["value"] == "random" for r in recs):
+        return "random kill"
+    classes = {r["detail"] for r in recs if r["f"] == "pause" and r["type"] == "invoke"}
+    if {"before_expiry", "just_after_expiry", "long_after_expiry"} - classes:
+        return "pause of every class"
+    if not any(r["f"] == "lose_reply" and r["type"] == "invoke" for r in recs):
+        return "lost reply"
+    if not any(r["f"] == "slow" and r["type"] == "ok" for r in recs):
+        return "slow task"
+    return None
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("stress") / "run"
-    try:
-        # Random faults only: these tests want every random kind (each aim of a kill, every pause class)
-        # seen in a 4 s run, and the aimed faults' holds take much of those seconds on a loaded machine.
-        # tests/system/test_aimed.py runs the aimed faults.
-        no_aimed = [arg for kind in AIMED_FAULTS for arg in (f"--{kind.replace('_', '-')}-rate", "0")]
-        proc = takeover("stress", "--profile", "smoke", "--seed", "7", *no_aimed, "--out", str(run_dir), timeout=150)
-    finally:
-        reap_stragglers(run_dir)
-    return run_dir, proc, records(run_dir)
+    """One smoke run with seed 7, made again with the next seed (up to ATTEMPTS runs) while a fault kind
+    the tests need never happened: on a loaded machine a kill aimed inside finish (a fraction of a
+    millisecond) can find no target in its hunts, and a run with few actions can lose no reply. The
+    tests read the first run that showed every kind, else the last, and then fail on what it lacks."""
+    base = tmp_path_factory.mktemp("stress")
+
+    def run(attempt: int):
+        run_dir = base / f"run{attempt}"
+        try:
+            # Random faults only: these tests want every random kind (each aim of a kill, every pause class)
+            # seen in a 4 s run, and the aimed faults' holds take much of those seconds on a loaded machine.
+            # tests/system/test_aimed.py runs the aimed faults.
+            no_aimed = [arg for kind in AIMED_FAULTS for arg in (f"--{kind.replace('_', '-')}-rate", "0")]
+            proc = takeover("stress", "--profile", "smoke", "--seed", str(SEED + attempt), *no_aimed,
+                            "--out", str(run_dir), timeout=120)  # fmt: skip
+        finally:
+            reap_stragglers(run_dir)
+        return run_dir, proc, records(run_dir)
+
+    return until_shown(run, _missing)
 
 
 def test_run_ends_with_a_verdict_and_the_reproducing_command(smoke):
@@ -77,9 +109,14 @@ def test_pauses_lost_replies_and_slow_tasks_happened(smoke):
     assert {r["detail"] for r in starts} - set(AIMED_FAULTS) == {"before_expiry", "just_after_expiry",
                                                                  "long_after_expiry"}  # fmt: skip
     assert {r["detail"] for r in starts} & set(AIMED_FAULTS) <= {"expire_and_return", "stale_return"}
-    for r in ends:  # a pause planned past the lease is never resumed early
+    # A pause planned past the lease is never resumed early: it ends past the lease, unless the faulted
+    # phase ended first (every paused worker is resumed then, just before the ``faults_stop`` mark),
+    # which shows as a resume earlier than planned (``late`` < 0) at or after the phase's planned end.
+    cfg = RunConfig.from_json((run_dir / "config.json").read_text())
+    (start,) = [r["time"] for r in recs if r["f"] == "run" and r["value"] == "start"]
+    for r in ends:
         if r["detail"] in ("just_after_expiry", "long_after_expiry", "expire_and_return"):
-            assert r["time"] > r["lease_until"], r
+            assert r["time"] > r["lease_until"] or (r["late"] < 0 and r["time"] >= start + cfg.duration), r
     assert all("lease_until" in r and float(r["value"]) > 0 for r in starts)
     with sqlite3.connect(run_dir / "ledger.sqlite") as conn:
         lost = conn.execute("SELECT COUNT(*) FROM actions WHERE reply = 'lost' AND performed = 1").fetchone()[0]
@@ -133,13 +170,13 @@ def test_snapshot_and_registration(smoke):
 
 
 def test_config_json_round_trips_and_reproduces(smoke):
-    run_dir, _, _ = smoke
+    run_dir, proc, _ = smoke
     data = json.loads((run_dir / "config.json").read_text())
     for key in ("queue", "seed", "workers", "tasks", "duration", "lease", "profile", "remedy", "heartbeat",
                 "faults", "command"):  # fmt: skip
         assert key in data, key
     cfg = RunConfig.from_json((run_dir / "config.json").read_text())
-    assert cfg.seed == 7 and cfg.profile == "smoke"
+    assert cfg.seed == int(proc.args[proc.args.index("--seed") + 1]) and cfg.profile == "smoke"
     assert RunConfig.from_json(cfg.to_json()) == cfg
     assert data["command"] == cfg.command()
     # Recorded once the queue opened, so the checker never has to import the queue to know them.
