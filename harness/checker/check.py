@@ -26,7 +26,7 @@ from takeover.checker.summary_types import Example, Summary
 from takeover.checker.verdict import Verdict, combine, exit_code, inconclusive_reason
 from takeover.exit_codes import ExitCode
 
-CONFIG_KEYS = ("queue", "seed", "profile", "workers", "tasks", "duration", "lease", "remedy", "heartbeat",
+CONFIG_KEYS = ("queue", "db", "seed", "profile", "workers", "tasks", "duration", "lease", "remedy", "heartbeat",
                "faults", "command")
 
 

@@ -29,6 +29,7 @@ from takeover.checker.summary_types import (
 EXAMPLES = 5
 CAUSES = ("s5", "lost_lease", "other")
 CLOCK = "clock"  # the cause of duplicates that only a clock fault made (extra_actions); listed only in runs with them
+POWER = "power_loss"  # the cause of duplicates a power loss made (extra_actions); listed only in runs with power losses
 FAULT_KINDS = ("kill", "pause", "lose_reply", "slow", *AIMED_FAULTS)
 MISSED = "missed: "  # how an aimed fault's ``value`` starts when its window was not reached
 NO_END = "its end was not recorded (the coordinator stopped during the fault)"
@@ -61,9 +62,22 @@ def has_clock_faults(fx: Facts) -> bool:
     return requested or fx.clocks is not None
 
 
+def power_loss_times(fx: Facts) -> np.ndarray:
+    """When each power loss of the run began (its invoke), sorted; empty without power losses."""
+    faults = fx.ops.faults
+    return np.sort(faults.loc[faults["f"] == "power_loss", "t_inv"].to_numpy(dtype="float64"))
+
+
+def has_power_losses(fx: Facts) -> bool:
+    """Whether the run requested or recorded power losses: only then does ``by_cause`` list
+    ``power_loss``, so runs without them keep their summary."""
+    rate = fx.config.get("power_loss_rate")
+    return (isinstance(rate, int | float) and rate > 0) or bool(len(power_loss_times(fx)))
+
+
 def causes(fx: Facts) -> tuple[str, ...]:
     """The causes ``by_cause`` lists for this run, in the order it lists them."""
-    return (*CAUSES, CLOCK) if has_clock_faults(fx) else CAUSES
+    return (*CAUSES, *((CLOCK,) if has_clock_faults(fx) else ()), *((POWER,) if has_power_losses(fx) else ()))
 
 
 def duplicates(fx: Facts, extra: pd.DataFrame | None) -> tuple[Duplicates, list[float]]:
@@ -107,7 +121,11 @@ def extra_actions(fx: Facts) -> pd.DataFrame | None:
     - ``lost_lease`` otherwise: it lived on past its lease and its finish was refused or never
       accepted;
     - and ``clock`` instead of ``lost_lease`` where only a clock fault lost the lease
-      (:func:`_clock_made`): on the real clock the earlier holder's lease had not run out.
+      (:func:`_clock_made`): on the real clock the earlier holder's lease had not run out;
+    - and ``power_loss`` instead of ``other`` where a power loss began between the two actions: the
+      queue handed the task out again because the cut took back an acknowledged finish or claim
+      (synchronous=NORMAL's price, which the ``power_loss`` section of summary.json counts), not
+      because of a bug it would show on a machine that keeps its power.
 
     Why the lease test comes first: a holder whose lease was stolen has its finish refused and
     may act after the thief did, which looks exactly like a holder that outlived its lease; only
@@ -155,6 +173,13 @@ def extra_actions(fx: Facts) -> pd.DataFrame | None:
         made, left = _clock_made(fx, extra, held)
         cause = np.where((cause == "lost_lease") & made, CLOCK, cause)
         extra["real_lease_left"] = left
+    losses = power_loss_times(fx)
+    if len(losses):
+        p_t = extra["p_t"].to_numpy(dtype="float64")
+        first_after = np.searchsorted(losses, p_t, side="right")
+        between = (first_after < len(losses)) & (
+            losses[np.minimum(first_after, len(losses) - 1)] < extra["t"].to_numpy(dtype="float64"))
+        cause = np.where((cause == "other") & between, POWER, cause)
     extra["cause"] = cause
     return extra
 

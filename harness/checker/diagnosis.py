@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from takeover.checker.counts import power_loss_times
 from takeover.checker.facts import Facts
 from takeover.checker.invariants import InvariantResult
 from takeover.checker.summary_types import DiagnosisJson, Example
@@ -389,12 +390,6 @@ def _lost_commits(fx: Facts) -> np.ndarray:
     return cached
 
 
-def _power_losses(fx: Facts) -> np.ndarray:
-    """When each power loss of the run began (its invoke), sorted; empty without power losses."""
-    faults = fx.ops.faults
-    return np.sort(faults.loc[faults["f"] == "power_loss", "t_inv"].to_numpy(dtype="float64"))
-
-
 def _across_power_loss(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[float | None]]:
     """Per row: a power loss began after ``lo`` (the queue's acknowledged answer) and before ``hi``
     (what contradicts it), and when the first such one began (relative seconds, for the words).
@@ -402,7 +397,7 @@ def _across_power_loss(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[fl
     events is the queue's own, as in any run."""
     lo = np.asarray(lo, dtype="float64")
     hi = np.asarray(hi, dtype="float64")
-    losses = _power_losses(fx)
+    losses = power_loss_times(fx)
     if not len(losses) or not len(lo):
         return np.zeros(len(lo), dtype=bool), [None] * len(lo)
     pos = np.searchsorted(losses, np.nan_to_num(lo, nan=np.inf), side="right")

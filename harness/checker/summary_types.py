@@ -63,7 +63,8 @@ class Duplicates(TypedDict):
 
     tasks: int | None
     extra_actions: int | None
-    # "s5", "lost_lease", "other" (and "clock" in runs with clock faults) -> extra actions; empty without a ledger
+    # "s5", "lost_lease", "other" (and "clock" in runs with clock faults, "power_loss" in runs with power
+    # losses) -> extra actions; empty without a ledger
     by_cause: dict[str, int]
     examples: list[Example]
     note: NotRequired[str]  # only without a ledger

@@ -49,6 +49,8 @@ def test_an_answered_finish_undone_by_a_power_loss_breaks_the_promises_and_names
     assert pl["per_loss"] == {"reclaims": 1.0, "reused_generations": 1.0, "duplicates": 1.0}
     assert any(b.startswith("a finish answered True was undone") for b in pl["broken"])
     assert "the power loss at" in result.summary["diagnosis"][0]["sentence"]
+    # The second action is the power loss's, not a queue bug's ("other").
+    assert result.summary["duplicates"]["by_cause"] == {"s5": 0, "lost_lease": 0, "other": 0, "power_loss": 1}
 
 
 def test_the_same_contradiction_without_a_power_loss_between_is_the_queues_own(tmp_path: Path):
@@ -56,6 +58,7 @@ def test_the_same_contradiction_without_a_power_loss_between_is_the_queues_own(t
     assert result.summary["valid"] is False
     assert "power_loss" not in {v["pattern"] for v in result.violations}
     assert "power_loss" not in result.summary
+    assert result.summary["duplicates"]["by_cause"] == {"s5": 0, "lost_lease": 0, "other": 1}
 
 
 def test_what_was_in_flight_at_the_cut_is_indeterminate_and_what_was_answered_survives(tmp_path: Path):

@@ -124,6 +124,7 @@ def test_a_short_stress_run_on_postgres_is_checked_like_a_sqlite_run_and_leaves_
     assert not (out / "queue.sqlite").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["valid"] is True and summary["counts"]["tasks"] >= 20
+    assert summary["config"]["db"] == "postgres"  # a summary read alone says which database it judged
     assert servers_of(proc.pid) == []
 
 
