@@ -49,6 +49,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: the profile's)")
     group.addoption("--takeover-seeds", type=int, default=1, metavar="N",
                     help="run each test that uses the takeover fixture once per seed 1..N (default 1)")
+    group.addoption("--takeover-db", default=None, metavar="DB",
+                    help="the database of every takeover.stress() and takeover.scenarios() call that does not set "
+                         "its own db: sqlite, postgres (a private server) or a postgresql:// URL (default: sqlite)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,6 +63,15 @@ def pytest_configure(config: pytest.Config) -> None:
     duration = config.getoption("takeover_duration", None)
     if duration is not None and not duration > 0:
         raise pytest.UsageError(f"--takeover-duration must be a positive number of seconds, got {duration}")
+    database = config.getoption("takeover_db", None)
+    if database is not None:
+        from takeover import db
+        from takeover.errors import UsageError
+
+        try:
+            db.check(database)
+        except UsageError as exc:
+            raise pytest.UsageError(f"--takeover-db: {exc}") from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -88,11 +100,13 @@ class Takeover:
     :func:`takeover.scenarios`, with run folders under the test's ``tmp_path``, the command-line options'
     defaults, and a failed test's message when a run fails."""
 
-    def __init__(self, node: pytest.Item, folder: Path, duration: float | None, seed: int | None) -> None:
+    def __init__(self, node: pytest.Item, folder: Path, duration: float | None, seed: int | None,
+                 db: str | None = None) -> None:
         self.node = node
         self.folder = folder
         self.duration = duration
         self.seed = seed
+        self.db = db
         self.run_dirs: list[Path] = []
 
     def _next(self, kind: str) -> Path:
@@ -122,6 +136,8 @@ class Takeover:
             options.setdefault("duration", self.duration)
         if self.seed is not None:
             options.setdefault("seed", self.seed)
+        if self.db is not None:
+            options.setdefault("db", self.db)
         if options.get("out") is None:
             options["out"] = self._next("stress")
         self.run_dirs.append(Path(options["out"]))
@@ -150,6 +166,8 @@ class Takeover:
         __tracebackhide__ = True
         from takeover.api import scenarios
 
+        if self.db is not None:
+            options.setdefault("db", self.db)
         result = scenarios(queue, file, **options)
         props = self.node.user_properties
         props.append(("takeover.scenarios.verdict", "ok" if result.ok else "FAIL"))
@@ -172,7 +190,7 @@ def takeover(request: pytest.FixtureRequest, tmp_path: Path) -> Generator[Takeov
     readable message when the queue breaks a promise."""
     seed = getattr(request, "param", None)
     fixture = Takeover(request.node, tmp_path / "takeover", request.config.getoption("takeover_duration", None),
-                       seed)  # fmt: skip
+                       seed, request.config.getoption("takeover_db", None))  # fmt: skip
     yield fixture
     reports = [getattr(request.node, f"_takeover_{when}", None) for when in ("setup", "call")]
     if all(r is not None and r.passed for r in reports):

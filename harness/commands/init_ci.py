@@ -36,6 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "e.g. 'takeover==0.1.0' or 'takeover @ git+https://...')")
     parser.add_argument("--tests", default=str(TEST_FILE), metavar="PATH",
                         help=f"the tests that use the takeover fixture (default {TEST_FILE}; written when missing)")
+    parser.add_argument("--db", default="sqlite", choices=("sqlite", "postgres"),
+                        help="the database the workflow's steps run on (its TAKEOVER_DB; default sqlite): postgres "
+                             "starts a private PostgreSQL server per command from the runner's binaries")
     parser.add_argument("--force", action="store_true", help="overwrite files that exist")
 
 
@@ -43,10 +46,10 @@ def template(name: str) -> str:
     return resources.files("takeover.data.ci").joinpath(name).read_text()
 
 
-def render(text: str, *, queue: str, install: str, tests: str) -> str:
+def render(text: str, *, queue: str, install: str, tests: str, db: str) -> str:
     from takeover import __version__
 
-    values = {"@QUEUE@": queue, "@INSTALL@": install, "@TESTS@": tests, "@VERSION@": __version__}
+    values = {"@QUEUE@": queue, "@INSTALL@": install, "@TESTS@": tests, "@DB@": db, "@VERSION@": __version__}
     for marker, value in values.items():
         text = text.replace(marker, value)
     return text
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     if not root.is_dir():
         raise UsageError(f"--dir {args.dir!r} is not a folder")
     files = {WORKFLOW: template("takeover.yml"), Path(args.tests): template("test_takeover.py.tmpl")}
-    targets = {root / rel: render(text, queue=args.queue, install=args.install, tests=args.tests)
+    targets = {root / rel: render(text, queue=args.queue, install=args.install, tests=args.tests, db=args.db)
                for rel, text in files.items()}
     workflow = root / WORKFLOW
     if workflow.exists() and not args.force:
@@ -79,7 +82,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         print(f"wrote {path}")
-    print(f"pull requests: takeover scenarios --queue {args.queue}, then pytest {args.tests} -m takeover "
-          "--takeover-duration 5; nightly: the tests on 5 seeds, takeover soak and takeover sweep. Add .takeover/ "
-          "to .gitignore; the README's 'Your own repository' section says what each step gates on.")
+    print(f"pull requests: takeover scenarios --queue {args.queue} --db {args.db}, then pytest {args.tests} "
+          f"-m takeover --takeover-duration 5 --takeover-db {args.db}; nightly: the tests on 5 seeds, takeover "
+          "soak and takeover sweep. Add .takeover/ to .gitignore; the README's 'Your own repository' section says "
+          "what each step gates on.")
     return ExitCode.VALID

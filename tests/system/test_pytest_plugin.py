@@ -61,6 +61,33 @@ def test_bad_plugin_options_are_usage_errors(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--takeover-seeds", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--takeover-seeds must be a positive integer, got 0*"])
+    result = pytester.runpytest("--takeover-db", "mysql")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--takeover-db: --db must be sqlite, postgres or a postgresql:// URL, got 'mysql'*"])
+
+
+def test_takeover_db_is_the_database_of_every_call_that_does_not_name_one(pytester: pytest.Pytester) -> None:
+    """``--takeover-db postgres``: the scenarios run on a private PostgreSQL server against the PostgreSQL
+    reference queue, and a stress call of a SQLite-only queue is refused with the database named (before any
+    server starts); a call that names its own db keeps it."""
+    pytester.makepyfile(test_q="""
+        import pytest
+        from takeover.errors import ContractError
+
+        def test_scenarios_on_postgres(takeover):
+            result = takeover.scenarios()
+            assert result.queue == "takeover.queues.postgres_lease:PostgresLeaseQueue", result.queue
+
+        def test_a_sqlite_queue_is_refused(takeover):
+            with pytest.raises(ContractError, match="takes only sqlite databases .*, not postgres"):
+                takeover.stress("takeover.queues.sqlite_lease:SQLiteLeaseQueue")
+
+        def test_a_call_that_names_its_db_keeps_it(takeover):
+            result = takeover.scenarios(db="sqlite")
+            assert result.queue == "takeover.queues.sqlite_lease:SQLiteLeaseQueue", result.queue
+    """)
+    result = pytester.runpytest("--takeover-db", "postgres", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
 
 
 def _runs(basetemp: Path, test: str) -> list[Path]:

@@ -44,11 +44,29 @@ def test_it_writes_the_workflow_and_a_starter_test_and_overwrites_nothing(tmp_pa
     assert 'QUEUE = "q:Q"' in (tmp_path / "tests" / "test_takeover.py").read_text()
 
 
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_every_step_runs_on_the_database_chosen(db: str, tmp_path) -> None:
+    """``--db`` sets TAKEOVER_DB, and every takeover command and pytest call of the workflow passes it on,
+    so one line of the workflow moves every step to another database."""
+    argv = ["init-ci", "--queue", "q:Q", "--dir", str(tmp_path)]
+    assert main(argv + (["--db", db] if db != "sqlite" else [])) == 0
+    doc = yaml.safe_load((tmp_path / ".github" / "workflows" / "takeover.yml").read_text())
+    assert doc["env"]["TAKEOVER_DB"] == db
+    runs = [s["run"] for job in doc["jobs"].values() for s in job["steps"] if "run" in s and s["name"] != "Install"]
+    assert len(runs) == 5
+    for run in runs:
+        flag = "--takeover-db" if "pytest" in run else "--db"
+        assert f'{flag} "$TAKEOVER_DB"' in run, run
+    install = [s["run"] for job in doc["jobs"].values() for s in job["steps"] if s.get("name") == "Install"]
+    assert all('[ "$TAKEOVER_DB" = postgres ]' in run and "apt-get install -y postgresql" in run for run in install)
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["--queue", "noattr"], "--queue must be MODULE:ATTR, got 'noattr'"),
     (["--queue", 'q:Q"; rm -rf /'], "--queue must be non-empty, without quotes"),
     (["--queue", "q:Q", "--install", ""], "--install must be non-empty"),
     (["--queue", "q:Q", "--dir", "/no/such/folder"], "--dir '/no/such/folder' is not a folder"),
+    (["--queue", "q:Q", "--db", "mysql"], "--db: invalid choice: 'mysql'"),
 ])  # fmt: skip
 def test_bad_input_is_one_line(argv, words, capsys) -> None:
     assert main(["init-ci", *argv]) == 2
