@@ -87,6 +87,19 @@ def cwd_first(queue: str) -> None:
         sys.path.insert(0, cwd)
 
 
+def run_folders_first(config: dict[str, object]) -> None:
+    """Put a stored run's own import folders (config.json ``workdir`` and ``pythonpath``) first on
+    ``sys.path``, so a command that loads the run's queue again (``takeover replay``) finds the user's
+    module from any folder, as the run's reproduce line does with ``cd`` and ``PYTHONPATH``. Folders
+    that no longer exist are left out: the usual "not found" error then says where it looked.
+    """
+    pythonpath = config.get("pythonpath")
+    folders = [config.get("workdir"), *(pythonpath if isinstance(pythonpath, list) else [])]
+    for folder in reversed([f for f in folders if isinstance(f, str) and os.path.isdir(f)]):
+        if sys.path[:1] != [folder]:
+            sys.path.insert(0, folder)
+
+
 def _installed_roots() -> list[str]:
     """The folders every fresh interpreter searches: the standard library and site-packages."""
     paths = sysconfig.get_paths()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from takeover import locate
 from takeover.checker import analyse
 from takeover.checker.facts import Facts
 from takeover.contract import canonical_module, load_queue_factory
@@ -90,6 +91,8 @@ def replay_run(run_dir: str | Path, tasks: list[str] | None = None, queue: str |
     result = analyse(run_dir)
     fx = result.facts
     spec = run_queue(fx.config, queue)
+    if not queue:
+        locate.run_folders_first(fx.config)
     factory = load_queue_factory(spec)
     replayer = Replayer(spec, factory, step_timeout)
     flagged: dict[str, list[str]] = {}

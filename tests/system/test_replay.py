@@ -41,6 +41,21 @@ def test_replay_writes_a_pytest_file_that_fails_until_the_queue_is_fixed(tmp_pat
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
+def test_a_run_of_a_users_own_queue_replays_from_any_folder(tmp_path):
+    """The run was made from the user's project folder (config.json ``workdir``), and the queue's module
+    lives only there: ``takeover replay`` run from elsewhere finds it as the reproduce line would."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "userq_steals.py").write_text("from takeover.queues.planted import StealsLiveLeases as Steals\n")
+    run = shutil.copytree(STORED, tmp_path / "run")
+    config = json.loads((run / "config.json").read_text())
+    config |= {"queue": "userq_steals:Steals", "workdir": str(proj)}
+    (run / "config.json").write_text(json.dumps(config))
+    proc = takeover("replay", str(run), "--json", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # reproduced, not "module not found" (2)
+    assert json.loads(proc.stdout)["queue"] == "userq_steals:Steals"
+
+
 @pytest.mark.parametrize("args, words", [
     (["replay"], "the following arguments are required: RUN_DIR"),
     (["replay", "/nonexistent/run"], "/nonexistent/run"),
