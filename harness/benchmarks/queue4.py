@@ -18,20 +18,28 @@ action): what 4 workers could reach if takeover's own bookkeeping (history, phas
 coordinator) cost nothing. Against it, a real run's rate measures that bookkeeping alone; against
 the plain figure, the action's own cost shows (a round trip and a commit per task, in a fifth
 process on the same cores).
+
+With ``echo=True`` each pair makes the same round trip (the same client, request and reply line)
+to a bare echo peer instead: a fifth process that answers every line at once and records nothing.
+That is the cheapest round trip per task Python can make to another process here, so the floor
+of any harness that performs its side effect elsewhere: the queue's own rate with it is the most a
+run could reach with a service that costs nothing (see README, ``make bench``).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import selectors
 import signal
+import socket
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from takeover.contract import REFERENCE_QUEUE, open_queue
-from takeover.run.lifeline import die_with_parent
+from takeover.run.lifeline import die_with_parent, parent_alive
 from takeover.run.service import ServiceAddress, ServiceClient, ServiceSpec, address_of, listen_local, service_main
 
 LEASE = 60.0
@@ -76,16 +84,16 @@ def _pairs_for(path: str, seconds: float, barrier: Any, results: Any, parent_pid
         queue.close()
 
 
-def queue4_rate(path: str, seconds: float, processes: int = 4, *, service: bool = False,
+def queue4_rate(path: str, seconds: float, processes: int = 4, *, service: bool = False, echo: bool = False,
                 queue: str = REFERENCE_QUEUE) -> float:
     """Pairs per second of ``processes`` processes sharing the queue ``queue`` on the database ``path`` (a
     SQLite file, or a PostgreSQL URL; tasks registered); with ``service``, each pair also acts once on a
-    real service with a fresh ledger."""
+    real service with a fresh ledger; with ``echo``, it makes the same round trip to a bare echo peer."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(processes)
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="takeover-bench-service-") as folder:
-        server, address = _start_service(ctx, Path(folder)) if service else (None, None)
+        server, address = _start_service(ctx, Path(folder), echo) if service or echo else (None, None)
         procs = [ctx.Process(target=_pairs_for, args=(path, seconds, barrier, results, os.getpid(), i, address, queue),
                              daemon=True) for i in range(processes)]  # fmt: skip
         got: list[tuple[int, float]] = []
@@ -113,13 +121,53 @@ def queue4_rate(path: str, seconds: float, processes: int = 4, *, service: bool 
     return pairs / window if window > 0 else float("inf")
 
 
-def _start_service(ctx: Any, folder: Path) -> tuple[Any, ServiceAddress]:
-    """The service a run starts (its entry point and socket), on a fresh ledger in ``folder``."""
+def _start_service(ctx: Any, folder: Path, echo: bool = False) -> tuple[Any, ServiceAddress]:
+    """The service a run starts (its entry point and socket), on a fresh ledger in ``folder``; or, with
+    ``echo``, the bare echo peer on the same kind of socket."""
     sock = listen_local()
     try:
-        server = ctx.Process(target=service_main, args=(ServiceSpec(str(folder / "ledger.sqlite"), "none", os.getpid()),
-                                                        sock), daemon=True)  # fmt: skip
+        spec = ServiceSpec(str(folder / "ledger.sqlite"), "none", os.getpid())
+        server = ctx.Process(target=_echo_main if echo else service_main, args=(spec, sock), daemon=True)
         server.start()
         return server, address_of(sock)
     finally:
         sock.close()  # the service holds its own copy
+
+
+_ECHO_REPLY = b'{"reply":"ok","result":"performed","count":1}\n'  # what the service answers a first action
+
+
+def _echo_main(spec: ServiceSpec, sock: socket.socket) -> None:
+    """The floor's peer: one selector loop that answers each request line at once and records nothing.
+
+    The same shape as the service's loop (a selector, non-blocking sockets, one reply line per request
+    line) without the ledger: what remains is the round trip itself, the two processes' system calls and
+    wake-ups. It dies with its parent and leaves on SIGTERM, as the service does.
+    """
+    die_with_parent(spec.parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    sel = selectors.DefaultSelector()
+    sock.setblocking(False)
+    sel.register(sock, selectors.EVENT_READ, None)
+    while parent_alive(spec.parent_pid):
+        for key, _ in sel.select(0.2):
+            conn = key.fileobj
+            if key.data is None:
+                try:
+                    conn, _ = sock.accept()
+                except OSError:
+                    continue
+                conn.setblocking(False)
+                sel.register(conn, selectors.EVENT_READ, True)
+                continue
+            try:
+                data = conn.recv(65536)  # type: ignore[union-attr]
+                if data:
+                    conn.send(_ECHO_REPLY * data.count(b"\n"))  # type: ignore[union-attr]
+                    continue
+            except OSError:
+                pass
+            sel.unregister(conn)
+            conn.close()  # type: ignore[union-attr]
+    os._exit(0)

@@ -182,11 +182,13 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
     the most the 4 workers could reach if takeover cost nothing; and the same with one action per
     pair on a real service: the most they could reach if only takeover's bookkeeping (history,
     phase board, coordinator) cost nothing. The two split the gap into the action's cost and the
-    bookkeeping's.
+    bookkeeping's. And the same with the round trip to a bare echo peer (no ledger): the floor of the
+    action's cost, what no service could make cheaper.
     """
     raws: list[float] = []
     alone: list[float] = []
     acting: list[float] = []
+    echoing: list[float] = []
     runs: list[dict[str, Any]] = []
     fresh_queues = fresh_queues or queue_raw.FreshQueues
     with fresh_queues(raw_pairs + 10) as fresh, tempfile.TemporaryDirectory(prefix="takeover-bench-w4-") as d:
@@ -203,6 +205,7 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
                 "raw": lambda: raws.append(rate(prepare_raw)),
                 "queue4": lambda: alone.append(queue4_rate(fresh4.path(), seconds, queue=queue)),
                 "queue4_service": lambda: acting.append(queue4_rate(fresh4.path(), seconds, service=True, queue=queue)),
+                "queue4_echo": lambda: echoing.append(queue4_rate(fresh4.path(), seconds, echo=True, queue=queue)),
                 "workers4": lambda: runs.append(run_once(tasks, seconds, Path(d), len(runs), queue, db)),
             }
             order = list(steps)
@@ -211,8 +214,8 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
                 shift = i % len(order)
                 for name in order[shift:] + order[:shift]:
                     steps[name]()
-    w4, raw, q4, q4s = (Sample(tuple(r["rate"] for r in runs)), Sample(tuple(raws)), Sample(tuple(alone)),
-                        Sample(tuple(acting)))  # fmt: skip
+    w4, raw, q4, q4s, q4e = (Sample(tuple(r["rate"] for r in runs)), Sample(tuple(raws)), Sample(tuple(alone)),
+                             Sample(tuple(acting)), Sample(tuple(echoing)))  # fmt: skip
     return {
         "workers4_vs_raw": w4.median / raw.median,
         "workers4_pairs_per_s": w4.median,
@@ -224,7 +227,11 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
         "queue4_service_pairs_per_s": q4s.median,
         "queue4_service_vs_queue4": q4s.median / q4.median,
         "workers4_vs_queue4_service": w4.median / q4s.median,
-        "workers4_vs_raw_spread": max(w4.spread, raw.spread, q4.spread, q4s.spread),
+        # the floor of the action's cost: the same round trip to a bare echo peer (no ledger), the most a run
+        # could keep of queue4 with a service that costs nothing (workers4_vs_queue4 cannot reach it)
+        "queue4_echo_pairs_per_s": q4e.median,
+        "queue4_echo_vs_queue4": q4e.median / q4.median,
+        "workers4_vs_raw_spread": max(w4.spread, raw.spread, q4.spread, q4s.spread, q4e.spread),
         "workers4_window_s": statistics.median(r["window"] for r in runs),
         # from the median run: where a worker's claim -> action -> finish cycle goes, in ms
         "workers4_split_ms": sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]["split"],

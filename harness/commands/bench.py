@@ -203,13 +203,17 @@ def absolute(name: str, fig: dict[str, Any]) -> str:
         return f"queue {fig['queue_pairs_per_s']:.0f} vs raw {fig['raw_pairs_per_s']:.0f} pairs/s"
     if name in ("workers4_vs_queue4", "workers4_vs_queue4_service"):
         split = ", ".join(f"{k} {v:.2f}" for k, v in fig.get("workers4_split_ms", {}).items())
+        # The floor of the action's cost: the round trip alone, to a peer that records nothing.
+        floor = (f"the floor, the same round trip to a bare echo peer (no ledger) "
+                 f"{fig['queue4_echo_pairs_per_s']:.0f}: queue4_echo_vs_queue4 "
+                 f"{fig['queue4_echo_vs_queue4']:.2f}; ")  # fmt: skip
         return (f"4 workers {fig['workers4_pairs_per_s']:.0f} vs the queue alone in 4 processes "
                 f"{fig['queue4_pairs_per_s']:.0f} pairs/s (steady {fig['workers4_window_s']:.1f}s); against the "
                 f"bare loop {fig['raw_pairs_per_s']:.0f}: workers4_vs_raw {fig['workers4_vs_raw']:.2f}, "
                 f"queue4_vs_raw {fig['queue4_vs_raw']:.2f}; the queue alone with one action per pair on the "
                 f"service {fig['queue4_service_pairs_per_s']:.0f}: queue4_service_vs_queue4 "
                 f"{fig['queue4_service_vs_queue4']:.2f}, workers4_vs_queue4_service "
-                f"{fig['workers4_vs_queue4_service']:.2f}; per task, ms: {split}")  # fmt: skip
+                f"{fig['workers4_vs_queue4_service']:.2f}; {floor}per task, ms: {split}")  # fmt: skip
     if name == "history_overhead":
         return f"recorded {fig['recorded_pairs_per_s']:.0f} vs bare {fig['bare_pairs_per_s']:.0f} pairs/s"
     if name == "full_vs_normal":

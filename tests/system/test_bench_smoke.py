@@ -41,9 +41,12 @@ def test_quick_bench_writes_every_figure(tmp_path):
     assert w4["queue4_service_vs_queue4"] == pytest.approx(w4["queue4_service_pairs_per_s"] / w4["queue4_pairs_per_s"])
     assert w4["workers4_vs_queue4_service"] == pytest.approx(
         w4["workers4_pairs_per_s"] / w4["queue4_service_pairs_per_s"])
+    # ... and the floor: the same round trip to a bare echo peer, no ledger.
+    assert w4["queue4_echo_pairs_per_s"] > 0
+    assert w4["queue4_echo_vs_queue4"] == pytest.approx(w4["queue4_echo_pairs_per_s"] / w4["queue4_pairs_per_s"])
     row = next(r for r in doc["results"] if r["name"] == "workers4_vs_queue4")
     assert "alone in 4 processes" in row["absolute"] and "workers4_vs_raw" in row["absolute"]
-    assert "workers4_vs_queue4_service" in row["absolute"]
+    assert "workers4_vs_queue4_service" in row["absolute"] and "queue4_echo_vs_queue4" in row["absolute"]
     assert row["value"] == pytest.approx(w4["workers4_vs_queue4"], abs=0.001)
     assert doc["measurements"]["check_1m"]["events"] > 1000
     assert "PASS" in proc.stdout or "MISS" in proc.stdout

@@ -25,16 +25,19 @@ fresh = FreshQueues(400_000)  # about a minute of claims: they would outlive the
 path = fresh.path()
 print("measuring", flush=True)
 try:
-    queue4_rate(path, 300.0)
+    queue4_rate(path, 300.0, echo=bool(int(sys.argv[1])))
 finally:
     fresh.cleanup()
 """
 
 
 @pytest.mark.slow
-def test_measuring_processes_die_with_a_killed_parent(tmp_path) -> None:
+@pytest.mark.parametrize("echo", [False, True], ids=["queue", "queue+echo-peer"])
+def test_measuring_processes_die_with_a_killed_parent(tmp_path, echo: bool) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # the queue file of a killed parent stays in tmp_path
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    expected = 5 if echo else 4  # with the floor's echo peer, a fifth process
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(int(echo))], stdout=subprocess.PIPE, text=True,
+                              cwd=tmp_path, env=env)  # fmt: skip
     seen: dict[int, psutil.Process] = {}
     try:
         assert parent.stdout.readline().strip() == "measuring"
@@ -47,10 +50,10 @@ def test_measuring_processes_die_with_a_killed_parent(tmp_path) -> None:
                 kids = []
             for k in kids:
                 seen[k.pid] = k
-            if len(seen) >= 4:
+            if len(seen) >= expected:
                 break
             time.sleep(0.01)
-        assert len(seen) == 4, f"the 4 measuring processes did not start: {sorted(seen)}"
+        assert len(seen) == expected, f"the {expected} measuring processes did not start: {sorted(seen)}"
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
         _, alive = psutil.wait_procs(list(seen.values()), timeout=20)
