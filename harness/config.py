@@ -128,6 +128,9 @@ class RunConfig:
     # Power losses per second of the faulted phase (takeover.run.power): not a kind of ``faults``, because
     # it needs FUSE on the machine, so a swarm draw or a profile's rates must never turn it on unasked.
     power_loss_rate: float = 0.0
+    # Mid-run snapshot probes per second (takeover.run.probes): the queue's table read by a process of its
+    # own while the run goes on, judged by the checker against what was acknowledged before each probe.
+    probe_rate: float = 0.0
     # Pause lengths (GC or VM stalls) drawn from observed durations instead of the lease-relative classes
     # (takeover.run.nemesis): the file in takeover.task_times' formats, divided by the scale; the samples
     # are read once at validation and kept in config.json, as an empirical task time's are.
@@ -188,7 +191,7 @@ class RunConfig:
             data["task_time"]["samples"] = list(self.task_time.samples)
         # At their defaults (no clock faults, no power losses, the lease-relative pauses): left out, so other
         # runs' config.json stays as it was.
-        for name in (*CLOCK_FIELDS, "power_loss_rate", *PAUSE_FIELDS):
+        for name in (*CLOCK_FIELDS, "power_loss_rate", "probe_rate", *PAUSE_FIELDS):
             if data[name] == getattr(_RUN_DEFAULTS, name):
                 del data[name]
             elif name == "pause_time_samples":

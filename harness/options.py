@@ -274,6 +274,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "power losses per second: the queue's files (SQLite) live on a FUSE layer that drops every write not "
               "yet synced, every process with the queue open is killed, then restarted (needs FUSE)",
               nonneg, profile=False, omit=0.0, sweep_help="power losses per second of every run (needs FUSE)"),
+    RunOption("--probe-rate", "probe_rate", float,
+              "mid-run snapshot probes per second: a process of its own reads the queue's table (snapshot()) at "
+              "seeded instants, and the checker judges each read against what the history had acknowledged before "
+              "it (0 = none)", nonneg, metavar="PER_S", omit=0.0,
+              sweep_help="mid-run snapshot probes per second of every run"),
 )  # fmt: skip
 
 

@@ -46,6 +46,7 @@ LEDGER_FILE = "ledger.sqlite"  # the external service's record of every action r
 HISTORY_FILE = "history.jsonl"  # every operation of every process (docs/history.md)
 HISTORY_GZ_FILE = "history.jsonl.gz"  # a soak's failed segment past its keep limit keeps this instead
 SNAPSHOT_FILE = "snapshot.json"  # the queue's final state, after every recorded operation
+PROBES_FILE = "probes.jsonl"  # the mid-run snapshot probes' rows, one probe a line (takeover.run.probes)
 SUMMARY_FILE = "summary.json"  # the checker's verdict, invariants, duplicates and counts
 VIOLATIONS_CSV = "violations.csv"  # every violation of every invariant, one row each (summary.json has examples)
 RECONCILE_FILE = "reconcile.json"  # every reconciliation pass over the run

@@ -175,6 +175,11 @@ def notes(summary: Summary, d: Defect) -> list[tuple[str, str]]:
     """What each report says under a defect's sentence, as (words, command): where it showed, the
     spec's confirmation, and the command that replays it (empty where there is none)."""
     out = [(f"seen as: {seen_as(d)}", "")]
+    # A mid-run probe's sentence says how soon the table went back on an answer: shown beside the lead
+    # sentence (often a later consequence, with more violations), not only in summary.json.
+    probe = next((e for e in d.entries if e["pattern"].startswith("probe_") and e["sentence"] != d.sentence), None)
+    if probe is not None:
+        out.append((f"seen mid-run: {probe['sentence']}", ""))
     if d.confirmed_by:
         out.append((f"confirmed by the spec: {d.confirmed_by}", ""))
     if d.replay_task:

@@ -89,6 +89,11 @@ def _reset(f: Fields) -> str:
     return f"task {f['task']} was registered again"
 
 
+def _probe(f: Fields) -> str:
+    """A mid-run probe, as a sentence names it."""
+    return f"the snapshot probe #{f.get('probe')} at {_s(f.get('probe_at'))}"
+
+
 PATTERNS: dict[str, dict[str, Pattern]] = {
     "no_stale_commit": {
         "power_loss": Pattern("S3", POWER_LOSS, replay=False, what=lambda f: (
@@ -244,6 +249,30 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
             f"the final snapshot shows task {f['task']} {f['state']} at generation {f['gen']} "
             f"({f['problem']}); {_reset(f)} after it was claimed")),
+
+        # The mid-run probes' (takeover.checker.probes): the same defects, told at the probe that saw them.
+        "probe_finish_lost": Pattern("S1", LOST_COMMIT, lambda f: (
+            f"a finish of task {f['task']} answered True at {_s(f.get('answered_at'))} was not in the table "
+            f"{_s(f.get('later_by'))} later: {_probe(f)} shows it {f['state']} at generation {f['gen']}")),
+        "probe_reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",
+                                  follows="no_reclaim_after_terminal", what=lambda f: (
+            f"a finish of task {f['task']} was answered True at {_s(f.get('answered_at'))}, but {_probe(f)} shows "
+            f"it {f['state']} at generation {f['gen']}: it was handed out again")),
+        "probe_snapshot_behind": Pattern("S1", "snapshot() reports the generation off by one", lambda f: (
+            f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, one below generation "
+            f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
+        "probe_generation_lost": Pattern("S1", "a claim's write of the generation was lost or undone", lambda f: (
+            f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']}, below generation "
+            f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
+        "probe_generation_unreported": Pattern("S1", "the generation is raised where no claim reports it", lambda f: (
+            f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, above every generation a claim had "
+            f"returned ({f['highest_claimed_gen']})")),
+        "probe_row_missing": Pattern("S1", "the queue lost a registered task (or snapshot() leaves rows out)",
+                                     lambda f: (
+            f"task {f['task']}, registered at {_s(f.get('answered_at'))}, is missing from {_probe(f)}")),
+        "probe_reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']} ({f['problem']}, "
+            f"{_s(f.get('later_by'))} after that answer); {_reset(f)} after it was claimed")),
     },
     "no_lost_task": {
         "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),
@@ -320,8 +349,24 @@ def _reset_tasks(fx: Facts) -> np.ndarray:
             claimed_before = again.loc[first < again["r_t"].to_numpy(dtype="float64"), "task"]
             zero = snap[(snap["state"] == "pending") & (snap["gen"] == 0)]["task"]
             reset += np.intersect1d(zero.to_numpy(dtype="float64"), claimed_before.to_numpy(dtype="float64")).tolist()
+        reset += _reset_in_probes(fx, again).tolist()
     cached = fx._reset_tasks = np.unique(np.asarray(reset, dtype="float64"))  # type: ignore[attr-defined]
     return cached
+
+
+def _reset_in_probes(fx: Facts, again: pd.DataFrame) -> np.ndarray:
+    """The tasks a mid-run probe (takeover.checker.probes) shows pending at generation 0 after a repeated
+    registration, invoked before the probe ended, of a task claimed before that registration."""
+    from takeover.checker.probes import probe_operations
+
+    probes = fx.run.probes
+    if probes is None or not len(again):
+        return np.zeros(0)
+    zero = probes[(probes["state"] == "pending") & (probes["gen"] == 0)][["probe", "task"]]
+    zero = zero.merge(probe_operations(fx)[["probe", "t_comp"]], on="probe").merge(again, on="task")
+    zero = zero[zero["r_t"] < zero["t_comp"]]
+    first = _first_claim(fx, zero["task"])
+    return np.unique(zero.loc[first < zero["r_t"].to_numpy(dtype="float64"), "task"].to_numpy(dtype="float64"))
 
 
 def _registered_again(fx: Facts, task: Any, lo: Any, hi: Any) -> np.ndarray:
@@ -567,7 +612,29 @@ def _state_matches(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     keys[reset] = "reset_by_register"
     power, at = _across_power_loss(fx, _answered_at(fx, f), np.full(len(f), np.inf))
     keys[power] = "power_loss"
+    probed = f["probe"].notna().to_numpy(dtype=bool) if "probe" in f else np.zeros(len(f), dtype=bool)
+    if probed.any():
+        keys[probed] = _probe_keys(fx, f[probed])
     return keys, {"stale_gen": [None if np.isnan(g) else int(g) for g in stale_gen], "power_loss_at": at}
+
+
+def _probe_keys(fx: Facts, f: pd.DataFrame) -> np.ndarray:
+    """The pattern of each mid-run probe's violation (takeover.checker.probes). Never ``power_loss``: a
+    probe is not judged across one. A reset by a repeated registration goes first, as for the final
+    snapshot; a lost commit leaves the task open at the very generation whose finish was answered True
+    (``max_gen`` holds that generation for these rows), a task handed out again shows a newer one."""
+    from takeover.checker.probes import HIGHER, LOWER, MISSING, NOT_TERMINAL
+
+    problem = f["problem"].to_numpy(dtype=object)
+    gen, top = f["gen"].to_numpy(dtype="float64"), f["max_gen"].to_numpy(dtype="float64")
+    task = f["task"].to_numpy(dtype="float64")
+    first = _first_claim(fx, task)
+    reset = _registered_again(fx, task, first, f["at"].to_numpy(dtype="float64")) & ~np.isnan(first)
+    return _pick("probe_generation_lost", (reset, "probe_reset_by_register"),
+                 ((problem == NOT_TERMINAL) & (gen == top), "probe_finish_lost"),
+                 (problem == NOT_TERMINAL, "probe_reopened"),
+                 ((problem == LOWER) & (gen == top - 1), "probe_snapshot_behind"),
+                 (problem == HIGHER, "probe_generation_unreported"), (problem == MISSING, "probe_row_missing"))
 
 
 def _no_lost_task(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
@@ -625,7 +692,7 @@ CLASSIFY: dict[str, Callable[[Facts, pd.DataFrame, dict[str, InvariantResult]], 
 # -- every violation, and the diagnosis --------------------------------------------------------------------
 # Per invariant, which of a violation's fields are the violating operation's time, the generations
 # and the worker incarnations involved: the columns violations.csv shares across invariants.
-AT = {"no_stale_commit": "finish_at", "finish_within_lease": "now", "no_reclaim_after_terminal": "reclaimed_at",
+AT = {"state_matches_history": "probe_at", "no_stale_commit": "finish_at", "finish_within_lease": "now", "no_reclaim_after_terminal": "reclaimed_at",
       "generation_monotonic": "claimed_at", "lease_exclusive": "granted_now", "single_finish": "finish_at"}
 GENERATIONS = {"no_stale_commit": ("finish_gen", "claimed_gen"), "finish_within_lease": ("gen",),
                "no_reclaim_after_terminal": ("finished_gen", "reclaimed_gen"),

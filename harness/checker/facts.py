@@ -83,14 +83,14 @@ class Facts:
 
 
 def _encode_tasks(run: RunData) -> pd.Index:
-    """Replace task ids by float codes (NaN = none) in the history, snapshot and ledger, in place.
+    """Replace task ids by float codes (NaN = none) in the history, snapshot, ledger and probes, in place.
 
     The history's categories become the first codes (its category codes are then the task codes,
     no lookup per row); ids only the snapshot or ledger know are appended after them."""
     h = run.history
     col = h["task"] if isinstance(h["task"].dtype, pd.CategoricalDtype) else h["task"].astype("category")
     names = pd.Index(np.asarray(col.cat.categories, dtype=object), dtype=object)
-    others = [f for f in (run.snapshot, run.ledger) if f is not None]
+    others = [f for f in (run.snapshot, run.ledger, run.probes) if f is not None]
     values = [f["task"].to_numpy(dtype=object) for f in others]
     # One lookup over both (the snapshot and the ledger name the same ~100k ids): the hash table
     # of ``names`` is built once, not once per frame; as an object Index, since pandas would

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from takeover.checker.facts import Facts
+from takeover.checker.probes import probe_violations
 from takeover.checker.resolves import last_word, reopen_epoch, reopened_at_end, reopened_between
 from takeover.checker.summary_types import Example, InvariantJson
 from takeover.checker.verdict import UNKNOWN, Verdict
@@ -416,11 +417,15 @@ def _registered(fx: Facts) -> tuple[np.ndarray | None, str]:
 
 
 def state_matches_history(fx: Facts) -> InvariantResult:
-    """Every task's final (state, generation) follows from its operations."""
+    """Every task's final (state, generation) follows from its operations, and so does every mid-run
+    probe's (takeover.checker.probes): a probe's violations come first, dated at the probe."""
+    probed = probe_violations(fx)
     snap = fx.run.snapshot
     if snap is None:
-        return InvariantResult("state_matches_history", UNKNOWN, 0, [],
-                               note=f"no snapshot ({fx.run.snapshot_error})")
+        note = f"no snapshot ({fx.run.snapshot_error})"
+        if len(probed):
+            return _result("state_matches_history", probed, _describe_state(fx), note, fx=fx, at="at")
+        return InvariantResult("state_matches_history", UNKNOWN, 0, [], note=note)
     s = snap.copy()
     max_gen = fx.claims_ok.groupby("task", sort=False)["gen"].max().rename("max_gen")
     s = s.merge(max_gen, left_on="task", right_index=True, how="left")
@@ -519,6 +524,15 @@ def state_matches_history(fx: Facts) -> InvariantResult:
             "max_gen": np.nan} for t in invented])
     if len(extra_rows):
         bad = pd.concat([bad[["task", "problem", "state", "gen", "max_gen"]], extra_rows], ignore_index=True)
+    if len(probed):  # the probes' first: the earliest evidence, and what the examples should show
+        bad = pd.concat([probed, bad[["task", "problem", "state", "gen", "max_gen"]]], ignore_index=True)
+        return _result("state_matches_history", bad, _describe_state(fx), fx=fx, at="at")
+    return _result("state_matches_history", bad, _describe_state(fx))
+
+
+def _describe_state(fx: Facts) -> Describe:
+    """How a ``state_matches_history`` row reads; a probe's row also says which probe, when, and when
+    the answer it goes back on was given."""
 
     def describe(rows: pd.DataFrame) -> list[Example]:
         # Each task's accepted finishes looked up once for all the rows, not one scan of them per row.
@@ -526,11 +540,19 @@ def state_matches_history(fx: Facts) -> InvariantResult:
         fins: dict[float, list[list[Any]]] = {}
         for t, g, o, p in zip(fa["task"], fa["gen"], fa["outcome"], fa["process"], strict=True):
             fins.setdefault(float(t), []).append([_p(g), o, _p(p)])
-        return [{"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": _p(r.gen),
-                 "highest_claimed_gen": _p(r.max_gen), "accepted_finishes": fins.get(float(r.task), [])}
-                for r in rows.itertuples()]
+        probe = rows["probe"].to_numpy(dtype="float64") if "probe" in rows else np.full(len(rows), np.nan)
+        out: list[Example] = []
+        for j, r in enumerate(rows.itertuples()):
+            ex: Example = {"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": _p(r.gen),
+                           "highest_claimed_gen": _p(r.max_gen), "accepted_finishes": fins.get(float(r.task), [])}
+            if not np.isnan(probe[j]):
+                answered = float(r.answered)
+                ex.update(probe=int(probe[j]), probe_at=fx.rel(r.at), answered_at=fx.rel(answered),
+                          later_by=None if np.isnan(answered) else round(float(r.at) - answered, 3))
+            out.append(ex)
+        return out
 
-    return _result("state_matches_history", bad, describe)
+    return describe
 
 
 _LOST_PROBLEMS = ("", "missing from the snapshot", "not terminal after the drain",

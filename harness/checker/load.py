@@ -45,6 +45,11 @@ class RunData:
     snapshot_error: str | None
     ledger: pd.DataFrame | None  # None when the run has no ledger
     notes: list[str] = field(default_factory=list)  # why some evidence is missing
+    # The mid-run snapshot probes' rows (probes.jsonl, takeover.checker.probes): columns probe, task,
+    # state, gen, lease_until; None when the run has no probes. ``probe_totals``: each probe's row count
+    # in the queue (above the rows kept when a large table was sampled).
+    probes: pd.DataFrame | None = None
+    probe_totals: dict[int, int] = field(default_factory=dict)
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -58,16 +63,54 @@ def load_run(run_dir: str | Path) -> RunData:
     # parser holds no GIL and SQLite's stepping releases it, so this hides most of their cost.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="takeover-load") as pool:
         side = pool.submit(lambda: (_load_snapshot(path, snap_notes),
-                                    _load_ledger(path / store.LEDGER_FILE, ledger_notes)))
+                                    _load_ledger(path / store.LEDGER_FILE, ledger_notes),
+                                    load_probes(path / store.PROBES_FILE)))
         try:
             history, stats = read_history(history_path, HISTORY_COLUMNS)
         except OSError as exc:
             raise UsageError(f"cannot read {history_path}: {exc.strerror or exc}") from None
         except Exception as exc:  # noqa: BLE001 - an unreadable history is bad input, in one line
             raise UsageError(f"{history_path} is not a readable history: {type(exc).__name__}: {exc}") from None
-        (snapshot, snap_time, snap_error), ledger = side.result()
+        (snapshot, snap_time, snap_error), ledger, (probes, totals) = side.result()
     notes = snap_notes + ledger_notes
-    return RunData(path, history, stats, config, snapshot, snap_time, snap_error, ledger, notes)
+    return RunData(path, history, stats, config, snapshot, snap_time, snap_error, ledger, notes, probes, totals)
+
+
+PROBE_COLUMNS = ("probe", "task", "state", "gen", "lease_until")
+
+
+def load_probes(path: Path) -> tuple[pd.DataFrame | None, dict[int, int]]:
+    """probes.jsonl as one frame, a row per task per probe; (None, {}) without the file. A line that
+    does not parse (the probe process was killed while writing it) is skipped: its probe then has no
+    rows, and a probe without rows is not judged."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, {}
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    import orjson
+
+    numbers: list[int] = []
+    rows: list[list[Any]] = []
+    totals: dict[int, int] = {}
+    for line in raw.splitlines():
+        try:
+            data = orjson.loads(line)
+            number, tasks = int(data["probe"]), data["tasks"]
+            if not isinstance(tasks, list) or not all(isinstance(r, list) and len(r) == 4 for r in tasks):
+                continue
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+        totals[number] = int(data.get("total", len(tasks)))
+        numbers += [number] * len(tasks)
+        rows += tasks
+    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    frame = pd.DataFrame({"probe": np.asarray(numbers, dtype="float64")})
+    for name, col in zip(PROBE_COLUMNS[1:], cols, strict=True):
+        values = np.array(col, dtype=object)
+        frame[name] = _text(values) if name in ("task", "state") else _numbers(values)
+    return frame, totals
 
 
 def _load_snapshot(run_dir: Path, notes: list[str]) -> tuple[pd.DataFrame | None, float | None, str | None]:

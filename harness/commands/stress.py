@@ -249,6 +249,9 @@ def print_run_summary(result: Any, out: Any) -> None:
     for kind in () if interrupted else NEMESIS_FAULTS + ("lose_reply", "slow"):
         if cfg.faults.get(kind, 0) > 0 and _injected(kind, t, c) == 0:
             print(f"  warning: {kind} was requested but never injected", file=out)
+    if cfg.probe_rate > 0:
+        print(f"probes: {getattr(result, 'probes', 0)} snapshots read mid-run ({cfg.probe_rate:g}/s), judged against "
+              "the history by state_matches_history", file=out)  # fmt: skip
     ledger = ledger_counts(result.run_dir)
     if ledger:
         print(f"ledger: {ledger['requests']} action requests, {ledger['performed']} performed, "

@@ -39,6 +39,7 @@ from takeover.run.effectors import Effectors
 from takeover.run.nemesis import Nemesis, Tally
 from takeover.run.phases import COUNTERS, task_id
 from takeover.run.power import PowerLoss
+from takeover.run.probes import Prober
 from takeover.run.progress import Progress
 from takeover.run.queue_caller import QueueCaller, QueueHung
 from takeover.run.registration import register_tasks
@@ -66,6 +67,7 @@ class RunResult:
     crashes: int = 0
     service_restarts: int = 0
     elapsed: float = 0.0
+    probes: int = 0  # mid-run snapshot probes answered (takeover.run.probes)
 
 
 class Coordinator:
@@ -113,6 +115,8 @@ class Coordinator:
         self.power = PowerLoss(cfg, self.run_dir, self.supervisor, self.hist) if cfg.power_loss_rate > 0 else None
         if self.power is not None:
             self.supervisor.queue_path = self.power.queue_path
+            self.power.others = self._probe_process
+        self.prober: Prober | None = None
 
     # -- public -----------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -149,6 +153,9 @@ class Coordinator:
             for slot in range(self.cfg.workers):
                 sup.spawn(slot)
             self.board.set_faults_enabled(True)
+            if self.cfg.probe_rate > 0:  # started before the run's start: its spawn costs the loop nothing later
+                self.prober = Prober(self.cfg, self.run_dir, sup.ctx, sup.queue_path)
+                self.prober.start(time.time())
             self.hist.write("info", "run", value="start")
             start = time.time()
             self.nemesis.start(start)
@@ -161,6 +168,9 @@ class Coordinator:
         finally:
             if not faults_stopped:
                 self._stop_faults()
+            if self.prober is not None:  # stopped before the run's last mark: every probe comes before it
+                self.prober.stop()
+                self.result.probes = self.prober.count
             if self.signals:
                 self.result.interrupted = True
                 self.hist.write("info", "run", value="interrupted")
@@ -213,7 +223,14 @@ class Coordinator:
     def _power_loss(self) -> None:
         assert self.power is not None
         self.power.cut(self._drop_queue, self._open_queue)
+        if self.prober is not None:  # killed with the workers (it has the queue open): back on the rebooted disk
+            self.prober.restart()
         self.nemesis.power_lost()
+
+    def _probe_process(self) -> list[Any]:
+        """The processes besides the workers that have the queue open: the probe process, if any."""
+        proc = self.prober.alive() if self.prober is not None else None
+        return [proc] if proc is not None else []
 
     def _queue_call(self, name: str, fn: Callable[..., Any], *args: Any, interruptible_from: int = 1) -> Any:
         """A coordinator call into the queue: given up after the drain timeout (a call that makes no
@@ -333,6 +350,8 @@ class Coordinator:
             p.elapsed = elapsed
         p.observe(self.board, self.nemesis.tally, registered=self.result.registered,
                   alive=len(self.supervisor.live_slots()))  # fmt: skip
+        if self.prober is not None:
+            p.probes = self.prober.count
         self.on_progress(p)
 
 

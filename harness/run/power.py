@@ -6,9 +6,11 @@ Why the run's queue lives on a layer of its own: SIGKILL never loses a committed
 shown through the FUSE layer of :mod:`takeover.powerloss`, and a power loss is, in this order:
 
 1. the invoke of ``power_loss`` in the history (process 0);
-2. every worker frozen (SIGSTOP), so none of them acts between the cut and its death;
+2. every worker frozen (SIGSTOP), so none of them acts between the cut and its death, and so is the
+   probe process (takeover.run.probes) if the run has one;
 3. the cut: from here on nothing reaches the disk (every request on the mount fails);
-4. every worker SIGKILLed and reaped (``exit`` records with ``detail`` ``power_loss``);
+4. every worker SIGKILLed and reaped (``exit`` records with ``detail`` ``power_loss``), the probe
+   process SIGKILLed too (the coordinator starts it again after the reboot);
 5. the coordinator's own connection dropped: its ``close()`` can no longer write anything;
 6. the reboot: every file back to its content at its last sync, the folder mounted again;
 7. the coordinator's connection opened again, the ``ok`` of ``power_loss`` with what was dropped;
@@ -35,6 +37,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from takeover import store
 from takeover.config import RunConfig
@@ -63,6 +66,9 @@ class PowerLoss:
         self.next_at = float("inf")
         self.count = 0
         self.done_before = 0  # finishes accepted (the phase board's count) when the last power loss came
+        # The processes besides the workers that have the queue open (the probe process, takeover.run.probes):
+        # frozen and killed with the workers; their owner starts them again after the reboot.
+        self.others: Callable[[], list[Any]] = list
 
     @property
     def queue_path(self) -> Path:
@@ -108,13 +114,14 @@ class PowerLoss:
         self.count += 1
         victims = [h for h in self.sup.handles.values() if h.proc.exitcode is None]
         self.hist.write("invoke", "power_loss", value=str(self.count), workers=len(victims), late=round(self.late, 4))
-        for h in victims:
-            send(h.proc.pid, signal.SIGSTOP)
-        for h in victims:
-            wait_stopped(h.proc.pid, FREEZE_WAIT)
+        procs = [h.proc for h in victims] + self.others()
+        for proc in procs:
+            send(proc.pid, signal.SIGSTOP)
+        for proc in procs:
+            wait_stopped(proc.pid, FREEZE_WAIT)
         self.layer.cut()
-        for h in victims:
-            send(h.proc.pid, signal.SIGKILL)
+        for proc in procs:
+            send(proc.pid, signal.SIGKILL)
         for h in victims:
             h.proc.join(5.0)
             self.sup.record_exit(h, "power_loss")

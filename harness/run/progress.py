@@ -40,6 +40,7 @@ class Progress:
     workers: int = 0
     aimed_hits: int = 0  # aimed faults whose window was reached
     aimed: int = 0  # aimed faults that ended, hit or missed
+    probes: int | None = None  # mid-run snapshot probes answered (None: the run has none)
 
     def observe(self, board: PhaseBoard, tally: Tally, *, registered: int, alive: int) -> None:
         """Take the counts: what the workers did (their counters on the board, summed over every
@@ -83,8 +84,12 @@ def _line(p: Progress) -> str:
     return (
         f"[{p.stage}] {clock} tasks: {_tasks(p)}, actions {p.actions} | "
         f"faults: kills {p.kills} (aims hit {p.kill_hits}), pauses {p.pauses}, lost replies "
-        f"{p.lost_replies}, slow {p.slow}{_aimed(p)} | workers {p.alive}/{p.workers}"
+        f"{p.lost_replies}, slow {p.slow}{_aimed(p)} | workers {p.alive}/{p.workers}{_probes(p)}"
     )
+
+
+def _probes(p: Progress) -> str:
+    return f" | probes {p.probes}" if p.probes is not None else ""
 
 
 def _aimed(p: Progress) -> str:
@@ -164,4 +169,6 @@ class ProgressDisplay(LiveDisplay):
         if p.aimed:
             table.add_row("aimed faults", f"{p.aimed} ({p.aimed_hits} reached their window)")
         table.add_row("workers", f"{p.alive}/{p.workers} alive")
+        if p.probes is not None:
+            table.add_row("probes", f"{p.probes} snapshots read mid-run")
         return table
