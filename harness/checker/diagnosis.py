@@ -271,8 +271,8 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
                                      lambda f: (
             f"task {f['task']}, registered at {_s(f.get('answered_at'))}, is missing from {_probe(f)}")),
         "probe_reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
-            f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']} ({f['problem']}, "
-            f"{_s(f.get('later_by'))} after that answer); {_reset(f)} after it was claimed")),
+            f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']} ({f['problem']} "
+            f"{_s(f.get('later_by'))} before); {_reset(f)} after it was claimed")),
     },
     "no_lost_task": {
         "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),

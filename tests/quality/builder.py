@@ -29,6 +29,7 @@ class Run:
     config: dict[str, Any] = field(default_factory=dict)
     reregistered: list[dict[str, Any]] = field(default_factory=list)  # records of repeated registrations
     offsets: dict[int, float] = field(default_factory=dict)  # each process's clock offset so far (clock faults)
+    probes: list[dict[str, Any]] = field(default_factory=list)  # probes.jsonl's lines (mid-run snapshot probes)
 
     def rec(self, t: float, process: int, type_: str, f: str, **fields: Any) -> None:
         record = {"time": T0 + t, "process": process, "type": type_, "f": f}
@@ -185,6 +186,31 @@ class Run:
         self.action(p, t + 1, task, gen)
         self.finish(p, t + 2, task, gen, outcome, **finish_kw)
 
+    def power_loss(self, t: float, *processes: int, number: int = 1) -> None:
+        """A power loss as the coordinator records it: invoke, the workers' exits, ok."""
+        self.rec(t, 0, "invoke", "power_loss", value=str(number), workers=len(processes))
+        for p in processes:
+            self.rec(t + 0.01, 0, "ok", "exit", target=p, worker=f"w{p}", pid=10_000 + p, value="-9",
+                     detail="power_loss")
+        self.rec(t + 0.1, 0, "ok", "power_loss", value=str(number), workers=len(processes))
+
+    # -- the probe process (takeover.run.probes) ---------------------------------------------------
+    def probe(self, t: float, *rows: tuple[str, str, int, float | None], done: float | None = None,
+              status: str = "ok", number: int | None = None, total: int | None = None) -> None:
+        """A mid-run probe invoked at ``t`` that read ``rows``; ``status`` ok / info / open (killed: its rows
+        may still be in probes.jsonl, as when the process died between the two writes)."""
+        number = len(self.probes) if number is None else number
+        self.rec(t, -2, "invoke", "probe", value=str(number))
+        end = t + 0.01 if done is None else done
+        if status != "info":
+            self.probes.append({"probe": number, "total": len(rows) if total is None else total,
+                                "tasks": [[task, state, gen, None if lu is None else T0 + lu]
+                                          for task, state, gen, lu in rows]})
+        if status == "ok":
+            self.rec(end, -2, "ok", "probe", value=str(number), detail=f"rows={len(rows)}")
+        elif status == "info":
+            self.rec(end, -2, "info", "probe", value=str(number), error="database is locked")
+
     # -- the end -----------------------------------------------------------------------------
     def snap(self, *rows: tuple[str, str, int, float | None]) -> None:
         self.snapshot = [[task, state, gen, None if lu is None else T0 + lu] for task, state, gen, lu in rows]
@@ -203,6 +229,8 @@ class Run:
             (folder / "snapshot.json").write_text(json.dumps({"time": T0 + 100, "tasks": self.snapshot}))
         elif self.snapshot_error is not None:
             (folder / "snapshot.json").write_text(json.dumps({"time": T0 + 100, "error": self.snapshot_error}))
+        if self.probes:
+            (folder / "probes.jsonl").write_text("".join(json.dumps(p) + "\n" for p in self.probes))
         ledger = Ledger(str(folder / "ledger.sqlite"))
         for row in self.ledger_rows:
             ledger.act(row["task"], row["gen"], worker=f"w{row['process']}", process=row["process"],

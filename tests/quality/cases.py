@@ -910,3 +910,78 @@ def overlapping_aimed_faults() -> Run:
     r.config = {"faults": {"kill": 0.0, "pause": 0.0, **dict.fromkeys(
         ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register"), 0.5)}}
     return r
+
+
+# ---- mid-run snapshot probes (takeover.checker.probes): judged on what was answered before each ----
+# A probe (process -2) reads the whole table mid-run; only answers that returned before its invoke are
+# sure to be in it. Operations in flight across it, indeterminate ones, probes that never ended and
+# power losses between an answer and the probe must never be flagged; a lost commit and a reset row are.
+@case()
+def probe_with_operations_in_flight() -> Run:
+    """Probe 0 is invoked while w1's claim of a and w2's finish of b are under way: it may show a still
+    pending and b still running. Probe 1 comes while w1's claim of b is killed mid-call: it shows b
+    at a generation no claim returned, which that claim may have taken."""
+    r = _two_workers()
+    r.claim(2, 0.5, "b", 1)
+    r.action(2, 1, "b", 1)
+    r.claim(1, 2, "a", 1, done=2.3)
+    r.finish(2, 2.1, "b", 1, done=2.4)
+    r.probe(2.2, ("a", "pending", 0, None), ("b", "running", 1, 5.5), done=2.25)
+    r.action(1, 3, "a", 1)
+    r.finish(1, 3.5, "a", 1, status="info")  # its outcome unknown: a may stay running
+    r.probe(3.6, ("a", "running", 1, 7.0), ("b", "done", 1, None))
+    r.claim(1, 9, None, status="open")
+    r.kill(1, 9.005, phase="claiming")
+    r.probe(9.1, ("a", "running", 2, 14.0), ("b", "done", 1, None))
+    r.probe(9.3, ("a", "done", 1, None), ("b", "pending", 0, None), status="open")  # killed: never judged
+    r.probe(9.5, ("a", "pending", 0, None), status="info")
+    r.spawn(3, "w3", t=9.2)
+    r.claim(3, 15, "a", 3)
+    r.action(3, 15.5, "a", 3)
+    r.finish(3, 16, "a", 3)
+    r.snap(("a", "done", 3, None), ("b", "done", 1, None))
+    return r
+
+
+@case()
+def probe_across_power_loss() -> Run:
+    """A power loss kills the probe process mid-read (its rows, written, have no ok: never judged); the
+    probe after the reboot sees every answer that survived it."""
+    r = _two_workers()
+    r.work(1, 1, "a", 1)
+    r.claim(2, 1.5, "b", 1)
+    r.probe(3.9, ("a", "running", 1, 6.0), ("b", "pending", 0, None), status="open")
+    r.power_loss(4, 1, 2)
+    r.probe(4.5, ("a", "done", 1, None), ("b", "running", 1, 6.5))
+    r.spawn(3, "w3", t=4.2)
+    r.claim(3, 7, "b", 2)
+    r.action(3, 7.5, "b", 2)
+    r.finish(3, 8, "b", 2)
+    r.probe(8.5, ("a", "done", 1, None), ("b", "done", 2, None))
+    r.snap(("a", "done", 1, None), ("b", "done", 2, None))
+    return r
+
+
+@case("state_matches_history")
+def probe_sees_a_lost_commit() -> Run:
+    """w1's finish of a was answered True at 3.01; the probe at 3.2 shows a still running at generation
+    1: the commit was lost (the final snapshot, taken after a late recovery, does not show it)."""
+    r = _two_workers()
+    r.work(1, 1, "a", 1)
+    r.work(2, 1.5, "b", 1)
+    r.probe(3.2, ("a", "running", 1, 6.0), ("b", "running", 1, 6.5))
+    r.snap(("a", "done", 1, None), ("b", "done", 1, None))
+    return r
+
+
+@case("state_matches_history")
+def probe_sees_a_replaced_row() -> Run:
+    """The coordinator registers a again while w1 holds it at generation 1; the probe shows it back at
+    pending, generation 0 (an upsert). The run was stopped before its final snapshot: only the probe
+    holds the evidence."""
+    r = _two_workers()
+    r.claim(1, 1, "a", 1)
+    r.reregister(2, 0, "a")
+    r.probe(2.5, ("a", "pending", 0, None), ("b", "pending", 0, None))
+    r.snapshot_error = "interrupted"
+    return r
