@@ -692,8 +692,9 @@ CLASSIFY: dict[str, Callable[[Facts, pd.DataFrame, dict[str, InvariantResult]], 
 # -- every violation, and the diagnosis --------------------------------------------------------------------
 # Per invariant, which of a violation's fields are the violating operation's time, the generations
 # and the worker incarnations involved: the columns violations.csv shares across invariants.
-AT = {"state_matches_history": "probe_at", "no_stale_commit": "finish_at", "finish_within_lease": "now", "no_reclaim_after_terminal": "reclaimed_at",
-      "generation_monotonic": "claimed_at", "lease_exclusive": "granted_now", "single_finish": "finish_at"}
+AT = {"no_stale_commit": "finish_at", "finish_within_lease": "now", "no_reclaim_after_terminal": "reclaimed_at",
+      "generation_monotonic": "claimed_at", "lease_exclusive": "granted_now", "single_finish": "finish_at",
+      "state_matches_history": "probe_at"}  # a mid-run probe's violation; the final snapshot's have no time
 GENERATIONS = {"no_stale_commit": ("finish_gen", "claimed_gen"), "finish_within_lease": ("gen",),
                "no_reclaim_after_terminal": ("finished_gen", "reclaimed_gen"),
                "generation_monotonic": ("previous_gen", "gen"), "lease_exclusive": ("held_gen", "granted_gen"),

@@ -56,7 +56,7 @@ MODES = ("aimed", "swarm")  # run i (from 0) is MODES[i % 2]
 # The run options the hunt hands to every run as they are. The others are the hunt's to decide:
 # --duration is --run-seconds, --seed the first seed, --swarm every other run, --out the hunt's folder.
 PASSED_ON = ("profile", "queue", "workers", "tasks", "lease", "remedy", "heartbeat", "clock_skew_max",
-             "clock_jump_rate", "clock_jump_max", "power_loss_rate")
+             "clock_jump_rate", "clock_jump_max", "power_loss_rate", "probe_rate")
 # Verdicts of a run in hunt.json and on its progress line.
 VALID, VIOLATED, INCONCLUSIVE, UNCHECKED, INTERRUPTED, RUNNING = (
     "valid", "violated", "inconclusive", "unchecked", "interrupted", "running")  # fmt: skip

@@ -26,8 +26,10 @@ segment, whatever its table's size.
 
 Schedule: one probe at a uniform instant of each 1/rate-second slot (the stratified plan the
 nemesis uses), from the ``probe`` stream of ``--seed``; a slot that passes while a probe is under
-way (a slow snapshot) is skipped. A probe's number is its slot's, so numbers stay unique when the
-process is restarted after a power loss.
+way (a slow snapshot) is skipped, and so is every slot until the probes have spent at most
+:data:`DUTY` of the time reading (a soak's table of 100k tasks is read far less often than the
+rate). A probe's number is its slot's, so numbers stay unique when the process is restarted after a
+power loss.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from takeover.run.lifeline import die_with_parent, parent_alive
 PROBE_PROCESS = -2  # the probe's ``process`` in the history (0 is the coordinator, -1 the service)
 ROWS_MAX = 2000  # rows kept per probe: a larger table is sampled (seeded), the count says so
 FILE_MAX = 64 * 1024 * 1024  # bytes of probes.jsonl a run may write; probing stops there
+DUTY = 0.05  # the largest share of the time the probe process spends reading the table
 STOP_WAIT = 1.0  # seconds the probe process gets to finish its probe before SIGKILL
 
 
@@ -105,6 +108,7 @@ def probe_main(spec: ProbeSpec, count: Any) -> None:
                            error=f"{store.PROBES_FILE} reached its cap of {FILE_MAX} bytes: no more probes")
                 return
             hist.write("invoke", "probe", value=str(number))
+            began = time.time()
             try:
                 if queue is None:
                     queue = open_queue(cfg.queue, spec.queue_path)
@@ -118,6 +122,12 @@ def probe_main(spec: ProbeSpec, count: Any) -> None:
             os.write(fd, orjson.dumps({"probe": number, "total": total, "tasks": rows},
                                       option=orjson.OPT_APPEND_NEWLINE))
             hist.write("ok", "probe", value=str(number), detail=f"rows={total} kept={len(rows)}")
+            # A large table's read costs the queue: at most DUTY of the time goes to probes, the slots
+            # in between are skipped (a 100k-task table read in 0.1 s is probed every 2 s at most).
+            quiet_until = began + (time.time() - began) / DUTY
+            while due < quiet_until:
+                slot += 1
+                due = slot_time(spec.start, cfg.probe_rate, slot, rng)
             with count.get_lock():
                 count.value += 1
     finally:

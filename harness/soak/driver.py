@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # the checker (pandas) is loaded when the soak starts, not wh
     from takeover.checker.summary_types import Summary
 
 BULKY = (store.HISTORY_FILE, *store.sqlite_files(store.QUEUE_FILE), *store.sqlite_files(store.LEDGER_FILE),
-         store.SNAPSHOT_FILE, store.REPORT_HTML, store.POWERLOSS_LOG)  # fmt: skip
+         store.SNAPSHOT_FILE, store.PROBES_FILE, store.REPORT_HTML, store.POWERLOSS_LOG)  # fmt: skip
 MIN_SEGMENT = 1.0  # seconds: a shorter remainder of the budget is not worth a run
 # The codes a completed check gives; a segment with any other kept everything for a re-check.
 CHECKED = (ExitCode.VALID, ExitCode.VIOLATED, ExitCode.INCONCLUSIVE)

@@ -72,6 +72,9 @@ def test_detection_figures_and_targets():
     # One operation-level invariant among the expected ones: the median target applies.
     b = summarise("X", ("generation_monotonic", "state_matches_history"), [_run(1, True, 30.0, at_end=True)])
     assert (b["time_target"], b["time_pass"]) == ("median_first_violation_s", False)
+    # The mid-run snapshot probes date state_matches_history: a bug only it catches has the median target.
+    b = summarise("X", ("state_matches_history",), [_run(1, True, 0.8)])
+    assert (b["time_target"], b["time_pass"]) == ("median_first_violation_s", True)
 
 
 def _fig(reference_invalid: bool = False) -> dict:
