@@ -277,7 +277,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--probe-rate", "probe_rate", float,
               "mid-run snapshot probes per second: a process of its own reads the queue's table (snapshot()) at "
               "seeded instants, and the checker judges each read against what the history had acknowledged before "
-              "it (0 = none)", nonneg, metavar="PER_S", omit=0.0,
+              "it (0 = none)", nonneg,
               sweep_help="mid-run snapshot probes per second of every run"),
 )  # fmt: skip
 

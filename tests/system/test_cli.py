@@ -47,7 +47,7 @@ _RUN_OPTIONS = (
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
     "--duplicate-register-rate --lose-reply-rate --slow-rate --pause-time-file --pause-time-scale --clock-skew-max "
-    "--clock-jump-rate --clock-jump-max --power-loss-rate"
+    "--clock-jump-rate --clock-jump-max --power-loss-rate --probe-rate"
 ).split()
 
 
@@ -61,9 +61,10 @@ _RUN_OPTIONS = (
                   "--fail-on-duplicates", "--max-duplicates-per-1000"]),
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--power-loss", "--mode",
                    "--target", "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max",
-                   "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--db", "--keep-db", "--dry-run"]),
+                   "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--db", "--keep-db",
+                   "--dry-run"]),
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
-                  "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--seed",
+                  "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--seed",
                   "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
     ],
 )  # fmt: skip
