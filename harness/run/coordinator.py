@@ -146,6 +146,11 @@ class Coordinator:
             except QueueHung:
                 return self.result  # interrupted or wedged while opening: the finally still records and reaps
             store.write_config(self.run_dir, self.cfg, capabilities(self.queue))
+            if self.cfg.probe_rate > 0:
+                # Started first: its start-up (a second on a loaded machine) overlaps the registration and the
+                # workers', so it probes from the workers' first claims on; a probe before them judges nothing.
+                self.prober = Prober(self.cfg, self.run_dir, sup.ctx, sup.queue_path)
+                self.prober.start(time.time())
             self.result.registered = register_tasks(
                 self.queue, self.hist, [task_id(i) for i in range(self.cfg.tasks)], time.time(), self._queue_call
             )
@@ -153,9 +158,6 @@ class Coordinator:
             for slot in range(self.cfg.workers):
                 sup.spawn(slot)
             self.board.set_faults_enabled(True)
-            if self.cfg.probe_rate > 0:  # started before the run's start: its spawn costs the loop nothing later
-                self.prober = Prober(self.cfg, self.run_dir, sup.ctx, sup.queue_path)
-                self.prober.start(time.time())
             self.hist.write("info", "run", value="start")
             start = time.time()
             self.nemesis.start(start)
