@@ -44,6 +44,10 @@ REGISTER_RESETS = ("register() of a known task puts it back to pending at genera
                    "changing nothing")
 LOST_COMMIT = "finish() answers True without its write being committed (a lost commit)"
 NOT_ATOMIC = "the claim reads the claimable row outside its write transaction, so it is not atomic"
+OFF_BY_ONE = "snapshot() reports the generation off by one"
+GENERATION_LOST = "a claim's write of the generation was lost or undone"
+GENERATION_UNREPORTED = "the generation is raised where no claim reports it"
+ROW_LOST = "the queue lost a registered task (or snapshot() leaves rows out)"
 POWER_LOSS = ("the queue answers before its commit is on disk, so a power loss takes acknowledged commits back "
               "(SQLite in WAL mode with synchronous=NORMAL syncs the WAL only at checkpoints; synchronous=FULL "
               "syncs every commit before it returns)")
@@ -210,13 +214,13 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
     },
     "state_matches_history": {
         "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),
-        "snapshot_behind": Pattern("S1", "snapshot() reports the generation off by one", lambda f: (
+        "snapshot_behind": Pattern("S1", OFF_BY_ONE, lambda f: (
             f"snapshot() shows task {f['task']} at generation {f['gen']}, one below generation "
             f"{f['highest_claimed_gen']} that a claim returned")),
-        "generation_lost": Pattern("S1", "a claim's write of the generation was lost or undone", lambda f: (
+        "generation_lost": Pattern("S1", GENERATION_LOST, lambda f: (
             f"snapshot() shows task {f['task']} at generation {f['gen']}, below generation "
             f"{f['highest_claimed_gen']} that a claim returned")),
-        "generation_unreported": Pattern("S1", "the generation is raised where no claim reports it", lambda f: (
+        "generation_unreported": Pattern("S1", GENERATION_UNREPORTED, lambda f: (
             f"snapshot() shows task {f['task']} at generation {f['gen']}, above every generation a claim returned "
             f"({f['highest_claimed_gen']})")),
         "stale_overwrite": Pattern("S3", NOT_FENCED, lambda f: (
@@ -241,7 +245,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"task {f['task']} is {f['state']} at generation {f['gen']}, not what its last resolve set")),
         "snapshot_malformed": Pattern("S1", "the stored row, or snapshot(), leaves the model's states", lambda f: (
             f"snapshot() shows task {f['task']} {f['problem']} ({f['state']}, generation {f['gen']})")),
-        "row_missing": Pattern("S1", "the queue lost a registered task (or snapshot() leaves rows out)", lambda f: (
+        "row_missing": Pattern("S1", ROW_LOST, lambda f: (
             f"task {f['task']} is missing from the final snapshot")),
         "row_invented": Pattern("S1", "the queue holds a task nobody registered (or snapshot() reads another "
                                       "table)", lambda f: f"task {f['task']} is in the final snapshot but was never "
@@ -258,16 +262,16 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
                                   follows="no_reclaim_after_terminal", what=lambda f: (
             f"a finish of task {f['task']} was answered True at {_s(f.get('answered_at'))}, but {_probe(f)} shows "
             f"it {f['state']} at generation {f['gen']}: it was handed out again")),
-        "probe_snapshot_behind": Pattern("S1", "snapshot() reports the generation off by one", lambda f: (
+        "probe_snapshot_behind": Pattern("S1", OFF_BY_ONE, lambda f: (
             f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, one below generation "
             f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
-        "probe_generation_lost": Pattern("S1", "a claim's write of the generation was lost or undone", lambda f: (
+        "probe_generation_lost": Pattern("S1", GENERATION_LOST, lambda f: (
             f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']}, below generation "
             f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
-        "probe_generation_unreported": Pattern("S1", "the generation is raised where no claim reports it", lambda f: (
+        "probe_generation_unreported": Pattern("S1", GENERATION_UNREPORTED, lambda f: (
             f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, above every generation a claim had "
             f"returned ({f['highest_claimed_gen']})")),
-        "probe_row_missing": Pattern("S1", "the queue lost a registered task (or snapshot() leaves rows out)",
+        "probe_row_missing": Pattern("S1", ROW_LOST,
                                      lambda f: (
             f"task {f['task']}, registered at {_s(f.get('answered_at'))}, is missing from {_probe(f)}")),
         "probe_reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
@@ -302,7 +306,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"claimed")),
         "terminal_without_action": Pattern("S1", "a finish or a claim wrote another task's row", lambda f: (
             f"task {f['task']} is {f['state']} although no worker ever acted on it")),
-        "row_missing": Pattern("S1", "the queue lost a registered task (or snapshot() leaves rows out)", lambda f: (
+        "row_missing": Pattern("S1", ROW_LOST, lambda f: (
             f"task {f['task'] or '(unnamed)'} is missing from the final snapshot")),
         "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
             f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain; {_reset(f)} after it was "

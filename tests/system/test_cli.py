@@ -64,8 +64,8 @@ _RUN_OPTIONS = (
                    "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--db", "--keep-db",
                    "--dry-run"]),
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
-                  "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--seed",
-                  "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
+                  "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate",
+                  "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:
