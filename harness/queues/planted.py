@@ -134,10 +134,11 @@ class IdempotentFinish(_Planted):
 
 class FinishNotDurable(_Planted):
     """For about one task in four, finish answers True but the write is rolled back (a lost
-    commit). The task stays ``running`` under its old lease, so once that lease runs out it is
-    handed out again, in the middle of the run: caught there by ``no_reclaim_after_terminal`` (and
-    by ``single_finish`` when the next holder finishes it too), and by ``state_matches_history``
-    in the final snapshot."""
+    commit). The task stays ``running`` under its old lease: the next mid-run snapshot probe
+    (``--probe-rate``) shows it there, a fraction of a second after the True
+    (``state_matches_history``); once that lease runs out it is handed out again, caught there by
+    ``no_reclaim_after_terminal`` (and by ``single_finish`` when the next holder finishes it too),
+    and by ``state_matches_history`` in the final snapshot."""
 
     def _after_finish(self, task_id: str, accepted: bool) -> bool:
         if accepted and zlib.crc32(task_id.encode()) % 4 == 0:
@@ -149,7 +150,8 @@ class FinishNotDurable(_Planted):
 
 class SnapshotOffByOne(_Planted):
     """``snapshot()`` reports the number of *earlier* attempts as the generation (off by one).
-    Caught by ``state_matches_history``."""
+    Caught by ``state_matches_history``: at the first mid-run snapshot probe after a claim
+    (``--probe-rate``), else in the final snapshot."""
 
     def snapshot(self) -> list[SnapshotRow]:
         return [(t, s, max(g - 1, 0), lu) for t, s, g, lu in super().snapshot()]
@@ -179,10 +181,13 @@ class NonAtomicClaim(_Planted):
 class RegisterReplaces(_Planted):
     """``register`` is an upsert (``INSERT OR REPLACE``), so registering a known task again puts it
     back to ``pending`` at generation 0: a finished task is handed out again, a running one is
-    claimed again with its generation gone back (inside its holder's lease). Caught by
-    ``no_reclaim_after_terminal``, ``generation_monotonic``, ``lease_exclusive`` or, when nobody
-    claims it again, ``state_matches_history``; but only in runs that register a known task again
-    (the ``duplicate_register`` fault): nothing else does."""
+    claimed again with its generation gone back (inside its holder's lease). Caught by the next
+    mid-run snapshot probe (``--probe-rate``: the task is pending at generation 0, below what a claim
+    returned, ``state_matches_history``), by ``no_reclaim_after_terminal``,
+    ``generation_monotonic`` or ``lease_exclusive`` when it is handed out again (at the back of the
+    pending tasks: often only in the drain) or, when nobody claims it again, by
+    ``state_matches_history`` in the final snapshot; but only in runs that register a known task
+    again (the ``duplicate_register`` fault): nothing else does."""
 
     REGISTER = "INSERT OR REPLACE INTO tasks (task_id, state, generation, registered) VALUES (?, 'pending', 0, ?)"
 
