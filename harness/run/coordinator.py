@@ -171,7 +171,7 @@ class Coordinator:
             if not faults_stopped:
                 self._stop_faults()
             if self.prober is not None:  # stopped before the run's last mark: every probe comes before it
-                self.prober.stop()
+                self.prober.stop(at_once=sup.killed_all)
                 self.result.probes = self.prober.count
             if self.signals:
                 self.result.interrupted = True

@@ -176,27 +176,22 @@ class Prober:
         return self.proc if self.proc is not None and self.proc.exitcode is None else None
 
     def restart(self) -> None:
-        """After a power loss: a new probe process on the rebooted disk."""
+        """After a power loss (which SIGKILLed the old one with the workers): reaped, and a new probe
+        process on the rebooted disk."""
         if self.proc is not None:
-            self.proc.join(0)
+            self.proc.join(5.0)
         self._spawn()
 
-    def kill(self) -> None:
-        """SIGKILL now (a power loss, a second Ctrl-C); reaped by :meth:`stop` or :meth:`restart`."""
-        from takeover.run.supervision import send
-
-        if self.proc is not None:
-            send(self.proc.pid, signal.SIGKILL)
-
-    def stop(self) -> None:
-        """Ask it to finish the probe under way, then SIGKILL; reaped before this returns."""
+    def stop(self, at_once: bool = False) -> None:
+        """Ask it to finish the probe under way, then SIGKILL (``at_once``: SIGKILL first, as after a second
+        Ctrl-C); reaped before this returns."""
         from takeover.run.supervision import send
 
         proc, self.proc = self.proc, None
         if proc is None or proc.pid is None:
             return
         send(proc.pid, signal.SIGCONT)
-        send(proc.pid, signal.SIGTERM)
+        send(proc.pid, signal.SIGKILL if at_once else signal.SIGTERM)
         proc.join(STOP_WAIT)
         if proc.exitcode is None:
             send(proc.pid, signal.SIGKILL)
