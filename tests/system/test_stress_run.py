@@ -169,6 +169,20 @@ def test_snapshot_and_registration(smoke):
     assert snap["time"] >= max(r["time"] for r in recs)
 
 
+def test_the_probes_are_in_the_history_before_the_drain_ends_and_their_rows_in_probes_jsonl(smoke):
+    """The smoke profile probes the table twice a second (takeover.run.probes), from a process of its own."""
+    run_dir, _, recs = smoke
+    probes = [r for r in recs if r["f"] == "probe"]
+    answered = {r["value"] for r in probes if r["type"] == "ok"}
+    assert answered and answered <= {r["value"] for r in probes if r["type"] == "invoke"}
+    assert {r["process"] for r in probes} == {-2}
+    drain_end = next(r["time"] for r in recs if r["f"] == "run" and r["value"] == "drain_end")
+    assert max(r["time"] for r in probes) < drain_end
+    lines = [json.loads(line) for line in (run_dir / "probes.jsonl").read_text().splitlines()]
+    assert {str(line["probe"]) for line in lines} >= answered
+    assert all(line["total"] == len(line["tasks"]) and all(len(row) == 4 for row in line["tasks"]) for line in lines)
+
+
 def test_config_json_round_trips_and_reproduces(smoke):
     run_dir, proc, _ = smoke
     data = json.loads((run_dir / "config.json").read_text())
