@@ -128,8 +128,7 @@ def probe_main(spec: ProbeSpec, count: Any) -> None:
             while due < quiet_until:
                 slot += 1
                 due = slot_time(spec.start, cfg.probe_rate, slot, rng)
-            with count.get_lock():
-                count.value += 1
+            count.value += 1
     finally:
         os.close(fd)
         if queue is not None:
@@ -150,7 +149,9 @@ class Prober:
         self.queue_path = queue_path
         self.proc: Any = None
         self.start_at = 0.0
-        self.answered = ctx.Value("i", 0)  # probes answered, counted by the probe process
+        # Probes answered, counted by the probe process alone (one writer): no lock, so no named semaphore
+        # for multiprocessing's resource tracker to lose track of when a hangup kills it with the run.
+        self.answered = ctx.RawValue("i", 0)
 
     @property
     def count(self) -> int:
