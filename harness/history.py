@@ -33,6 +33,9 @@ Records are Jepsen-style operations. Keys (absent means null; see docs/history.m
 ``phase``      str, the target's published phase when a fault hit it
 ``detail``     str, more about a fault or an exit: a pause's class (or the aimed fault that froze
                the worker), who ended a process, what an aimed fault reached
+``order``      str, (added later) a ``stale_return`` window's order (``stale_first`` or
+               ``new_first``), on its invoke and its ok: one window of each order may be open
+               at once, and the reader pairs the records per order
 =============  ==========================================================================
 """
 
@@ -68,6 +71,7 @@ COLUMNS: dict[str, str] = {
     "target": "float64",
     "phase": "string",
     "detail": "string",
+    "order": "string",
 }
 
 

@@ -5,7 +5,9 @@ the next completion of the same ``f`` belong together. Faults are written by the
 0) about several targets at once, and the coordinator may register tasks in batches, so those are
 paired per target and per task. The aimed faults name no target (a script may freeze two workers,
 or none): the nemesis runs at most one script of each kind at a time, so within its ``f`` each
-invoke's completion is simply the next one, whatever other kinds are under way meanwhile. An
+invoke's completion is simply the next one, whatever other kinds are under way meanwhile. (Added
+later) ``stale_return`` runs one script of each of its two orders at a time, and writes the order on
+both records: a kind whose invokes carry ``order`` is paired within (``f``, ``order``). An
 invoke with no completion is ``open``: its process died mid-call, which is exactly as
 indeterminate as ``info``.
 """
@@ -82,6 +84,8 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     target = _np(h["target"], "float64")[sel]
     key = np.where(sub_f == reg_code, task_codes, 0).astype(np.int64)
     key = np.where(is_fault, np.nan_to_num(target, nan=-1).astype(np.int64), key)
+    if "order" in h and is_fault.any():
+        key[is_fault] = _per_order(h, sel[is_fault], sub_f[is_fault], key[is_fault])
     process = _np(h["process"], "float64")[sel]
     order = np.lexsort((sel, key, sub_f, process))
     s_proc, s_f, s_key = process[order], sub_f[order], key[order]
@@ -159,6 +163,23 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     run_events = h.loc[(f == "run").to_numpy(dtype=bool), ["time", "value"]] if n else h[["time", "value"]]
     return Ops(claims, finishes, actions, extends, registers, faults, spawns, exits,
                run_events.reset_index(drop=True), unpaired, t0, t1)
+
+
+def _per_order(h: pd.DataFrame, rows: np.ndarray, f_codes: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The pairing key of the fault records at ``rows``: their ``order`` (as a category code) for
+    the kinds whose invokes carry one, ``key`` unchanged for the others.
+
+    Why only those: two windows of such a kind, one per order, may be open at once, so within its
+    ``f`` an ok closes the invoke of its own order. Runs from before wrote the order of a
+    ``stale_return`` on its ok alone, one window at a time: keyed by order, those oks would miss
+    their invokes, so such a kind keeps the one key it always had.
+    """
+    order = h["order"].iloc[rows]
+    codes = (order.cat.codes if isinstance(order.dtype, pd.CategoricalDtype)
+             else pd.Series(pd.Categorical(order.to_numpy(dtype=object)).codes)).to_numpy(dtype=np.int64)
+    invoke = h["type"].iloc[rows].to_numpy(dtype=object) == "invoke"
+    laned = np.isin(f_codes, np.unique(f_codes[invoke & (codes >= 0)]))
+    return np.where(laned, codes, key)
 
 
 def _pair_lone_registers(lone: np.ndarray, rows: np.ndarray, proc: np.ndarray, key: np.ndarray,

@@ -55,8 +55,14 @@ PICK_WAIT, PICK_POLL = 1.5, 0.05  # how long, and how often, duplicate_register 
 # holder first, while the new one still holds the task (S3: a finish that ignores the generation
 # commits over the new holder), or the new holder first, its finish seen through, and the stale one
 # after it (a finish of a task that is done already: a queue that answers True to it has two finishes
-# counted). One window cannot do both, and each planted bug needs its own order early in a short run.
+# counted). One window cannot do both, and each planted bug needs its own order early in a short run,
+# so the two orders are two lanes: a window of each may be open at the same time (one per order).
 STALE_ORDERS = ("stale_first", "new_first")
+# Kinds whose first arrivals come at the very start of the faulted phase, so their windows open as soon
+# as the workers are up: stale_return holds no claims back (the gated kinds' first arrivals stay spread
+# over the first second, so they do not all queue for the gate at once), and each of its windows waits
+# a whole lease for its takeover, which is most of the time to the first stale finish.
+OPEN_AT_ONCE = frozenset({"stale_return"})
 
 
 def early_arrivals(kind: str) -> int:
@@ -118,22 +124,26 @@ class AimedFaults:
         self._producer = producer
         self.rngs = rngs
         self.tally = AimTally()
-        self.active: dict[str, tuple[Script, float]] = {}  # kind -> (script, when it may run next)
-        self.waiting: dict[str, deque[float]] = {}  # kind -> arrivals not started yet
+        # A window's lane is (kind, order): stale_return's order (dealt when it arrives), else "".
+        self.active: dict[tuple[str, str], tuple[Script, float]] = {}  # lane -> (script, when it may run next)
+        self.waiting: dict[tuple[str, str], deque[float]] = {}  # lane -> arrivals not started yet
         self.reserved: set[int] = set()  # slots an aimed fault froze: no other fault may touch them
         self.gate_owner: str | None = None
         self.holds = 0
         self._deck: list[str] = []
         self._orders: list[str] = []
         self._up = False
-        self._takeover_due: float | None = None  # a stale_return's frozen holder's lease end, until taken over
-        self._awaited = -1  # the task whose takeover that stale_return waits for, until it has frozen the taker
+        # Per stale_return order under way: its frozen holder's lease end and task, until the takeover.
+        self._takeovers: dict[str, tuple[float, int]] = {}
         self._first_tick: float | None = None
         self._up_at = 0.0  # when the workers were up (see _workers_up)
 
     # -- driven by the nemesis --------------------------------------------------------------------
     def arrive(self, kind: str, now: float) -> None:
-        self.waiting.setdefault(kind, deque()).append(now)
+        """Queue an arrival in its lane: stale_return's next order from the deck, so the run's first two
+        arrivals take one order each and open together."""
+        order = self._next_order() if kind == "stale_return" else ""
+        self.waiting.setdefault((kind, order), deque()).append(now)
 
     def tick(self, now: float) -> float:
         """Start what arrived, advance what is due; the time until the next step.
@@ -144,20 +154,20 @@ class AimedFaults:
         """
         if not self._workers_up(now):
             return STARTUP_POLL
-        for kind, queue in self.waiting.items():
-            if queue and kind not in self.active:
+        for lane, queue in self.waiting.items():
+            if queue and lane not in self.active:
                 arrived = max(queue.popleft(), self._up_at)
-                self.active[kind] = (self._run(kind, arrived), now)
+                self.active[lane] = (self._run(*lane, arrived), now)
         wait = 1.0
-        for kind, (script, due) in list(self.active.items()):
+        for lane, (script, due) in list(self.active.items()):
             if time.time() >= due:
                 try:
                     step = next(script)
                 except StopIteration:
-                    del self.active[kind]
+                    del self.active[lane]
                     continue
                 due = time.time() + step
-                self.active[kind] = (script, due)
+                self.active[lane] = (script, due)
             wait = min(wait, due - time.time())
         if any(self.waiting.values()):
             wait = min(wait, POLL)
@@ -177,10 +187,10 @@ class AimedFaults:
         return self._up
 
     def guards(self, slot: int) -> bool:
-        """Whether ``slot`` holds the task a stale_return waits to see taken over: the nemesis' own
+        """Whether ``slot`` holds a task a stale_return waits to see taken over: the nemesis' own
         kills and pauses leave it alone (a kill_before_action or a pause that takes the new holder in
         the millisecond after its claim, before the window freezes it, wastes the window)."""
-        return self._awaited >= 0 and self.board.read(slot).task == self._awaited
+        return bool(self._takeovers) and self.board.read(slot).task in {t for _, t in self._takeovers.values()}
 
     @property
     def busy(self) -> bool:
@@ -188,30 +198,32 @@ class AimedFaults:
 
     def stop(self) -> None:
         """The faulted phase ends: every script ends now (its ``finally`` resumes and reopens)."""
-        for kind, (script, _due) in list(self.active.items()):
+        for lane, (script, _due) in list(self.active.items()):
             script.close()
-            del self.active[kind]
+            del self.active[lane]
         self.waiting.clear()
 
     def cut_short(self, reason: str) -> None:
         """End every script under way now, as missed for ``reason`` (its ``finally`` puts things back);
         arrivals not started yet start later, with the workers there are then."""
-        for kind, (script, _due) in list(self.active.items()):
+        for lane, (script, _due) in list(self.active.items()):
             try:
                 script.throw(Missed(reason))
             except (StopIteration, Missed):
                 pass
             else:
                 script.close()
-            del self.active[kind]
+            del self.active[lane]
 
     # -- the frame every script runs in -----------------------------------------------------------------
-    def _run(self, kind: str, arrived: float) -> Script:
+    def _run(self, kind: str, order: str, arrived: float) -> Script:
         """One window of ``kind``: WINDOW from its arrival, or from when the workers came up if it
         arrived before (a window that waited for the one before it gets what is left: arrivals
-        that queued up must not then hold the gate back to back)."""
-        self.hands.record("invoke", kind)
-        fields: dict[str, Any] = {}
+        that queued up must not then hold the gate back to back). A stale_return window's ``order``
+        is on its invoke and its ok: two windows of the kind may be open at once, one per order, and
+        the reader pairs each ok with the invoke of its order (docs/history.md)."""
+        fields: dict[str, Any] = {"order": order} if order else {}
+        self.hands.record("invoke", kind, **fields)
         try:
             body = getattr(self, kind)(arrived + WINDOW, fields)
             yield from body
@@ -237,20 +249,23 @@ class AimedFaults:
         return ("acted",) if self.cfg.local_step >= 0.005 else ("working",)
 
     def _freeze_holder(self, kind: str, deadline: float, fields: dict[str, Any], gated: bool = False,
-                       past_lease: float = 0.0) -> Generator[float, None, Frozen]:  # fmt: skip
+                       past_lease: float = 0.0, spare: int = 0) -> Generator[float, None, Frozen]:  # fmt: skip
         """Find a lease holder in the aimed phase and freeze it there (recorded as a pause of ``kind``).
 
         ``gated``: the fault needs the claim gate as soon as it has its holder, so it looks only while
         no other aimed fault owns the gate, and takes the gate (closed) in the same step as the freeze.
         Owning the gate while it hunts would keep the other gated faults waiting for seconds.
         ``past_lease``: how long past the lease's end the fault means to resume it (the pause's plan).
+        ``spare``: how many live workers nobody froze must be left besides the holder (its takeovers).
         """
         phases = self._holder_phases()
         pick = self.rngs["targets"]
-        blocked_by = ""
+        blocked_by = ""  # why it did not look, the last time it could not: the start of its miss
         while True:
             if gated and self.gate_owner is not None:
-                blocked_by = self.gate_owner
+                blocked_by = f"claims were held by {self.gate_owner}"
+            elif spare and self._idle_workers() <= spare:
+                blocked_by = f"fewer than {spare + 1} workers were free (not frozen)"
             else:
                 slots = [s for s in self.hands.candidates(phases) if s not in self.reserved]
                 pick.shuffle(slots)
@@ -265,8 +280,7 @@ class AimedFaults:
                     self.hands.release(slot)
             if time.time() > deadline:
                 if blocked_by:
-                    raise Missed(f"claims were held by {blocked_by} or no lease holder was in phase "
-                                 f"{'/'.join(phases)} for {WINDOW:g} s")  # fmt: skip
+                    raise Missed(f"{blocked_by} or no lease holder was in phase {'/'.join(phases)} for {WINDOW:g} s")
                 raise Missed(f"no lease holder was in phase {'/'.join(phases)} within {WINDOW:g} s")
             yield POLL
 
@@ -318,14 +332,15 @@ class AimedFaults:
 
     def _gate_blocker(self, kind: str) -> str | None:
         """Who keeps ``kind`` from closing the gate now: its owner; or, for the holds that do not
-        end with a lease (claim_stampede, duplicate_register), a stale_return whose frozen holder's
-        lease ends within a hold's length (GATHER): its takeover needs claims to run at that moment,
+        end with a lease (claim_stampede, duplicate_register), a stale_return (of either order) whose
+        frozen holder's lease ends within a hold's length (GATHER): its takeover needs claims to run then,
         and a hold then would delay it by the whole hold (once TAKEOVER_GRACE has passed without a
         takeover, the holds go on: a window that waits longer must not starve them). Else None."""
         if self.gate_owner is not None:
             return self.gate_owner
-        due = self._takeover_due
-        if kind != "expire_and_return" and due is not None and -TAKEOVER_GRACE < due - time.time() < GATHER + 0.1:
+        now = time.time()
+        if kind != "expire_and_return" and any(-TAKEOVER_GRACE < due - now < GATHER + 0.1
+                                               for due, _task in self._takeovers.values()):
             return "stale_return"
         return None
 
@@ -412,16 +427,17 @@ class AimedFaults:
 
     def stale_return(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "stale_return"
-        order = self._next_order()
-        fields["order"] = order
+        order = fields["order"]  # its lane, dealt when it arrived (see arrive)
         old: Frozen | None = None
         new: Frozen | None = None
         try:
-            old = yield from self._freeze_holder(kind, deadline, fields)
+            # One worker besides it for each takeover awaited, this one's included: with the other
+            # order's holder frozen too, the last free worker must not be frozen as well.
+            old = yield from self._freeze_holder(kind, deadline, fields, spare=len(self._takeovers) + 1)
             view = old.view
             fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
             give_up = view.lease_until + max(1.0, 2 * self.cfg.lease)
-            self._takeover_due, self._awaited = view.lease_until, view.task
+            self._takeovers[order] = (view.lease_until, view.task)
             try:
                 while True:  # wait for a takeover of the frozen holder's task
                     taker = self._holder_of(view.task, view.gen, exclude=old.slot)
@@ -433,7 +449,7 @@ class AimedFaults:
                     yield POLL
                 new_view = self.hands.probe(taker)
             finally:
-                self._takeover_due, self._awaited = None, -1
+                self._takeovers.pop(order, None)
             if new_view is None or new_view.task != view.task or new_view.phase not in ("working", "acting", "acted"):
                 if new_view is not None:
                     self.hands.release(taker)

@@ -49,7 +49,7 @@ from typing import Any
 
 from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
 from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
-from takeover.run.aimed import AimedFaults, AimTally, Producer, early_arrivals
+from takeover.run.aimed import OPEN_AT_ONCE, AimedFaults, AimTally, Producer, early_arrivals
 from takeover.run.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0
@@ -166,14 +166,17 @@ class Nemesis:
         An aimed fault's first arrival falls in the first FIRST_AIM seconds instead (when its slot is
         longer): each of them sets up one window on purpose, and a short CI run should reach every
         window early rather than, at 0.2/s, half of them after 2.5 s. A kind whose windows take turns
-        between orders (stale_return) has its first arrival of each order there. The later arrivals
-        keep their slots, so the kind's count over a run stays rate x duration.
+        between orders (stale_return) has its first arrival of each order there, and those of a kind
+        that holds no claims back (:data:`OPEN_AT_ONCE`) come at the phase's start, to open as the
+        workers come up. The later arrivals keep their slots, so the kind's count over a run stays
+        rate x duration (and the stream's draws are the same either way).
         """
         i = self._slot_no[kind]
         self._slot_no[kind] = i + 1
         slot = 1.0 / self._rate(kind)
         if kind in AIMED_FAULTS and i < early_arrivals(kind):
-            return self._t0 + self.rngs[kind].random() * min(slot, FIRST_AIM)
+            spread = 0.0 if kind in OPEN_AT_ONCE else min(slot, FIRST_AIM)
+            return self._t0 + self.rngs[kind].random() * spread
         return self._t0 + (i + self.rngs[kind].random()) * slot
 
     def stop(self) -> None:

@@ -100,9 +100,9 @@ class Run:
     def pause_end(self, target: int, end: float) -> None:
         self.rec(end, 0, "ok", "pause", target=target)
 
-    def aimed_start(self, kind: str, t: float) -> None:
-        """An aimed fault starts: process 0, no target (docs/history.md)."""
-        self.rec(t, 0, "invoke", kind)
+    def aimed_start(self, kind: str, t: float, **fields: Any) -> None:
+        """An aimed fault starts: process 0, no target (docs/history.md); a stale_return's ``order``."""
+        self.rec(t, 0, "invoke", kind, **fields)
 
     def aimed_end(self, kind: str, t: float, reached: str = "hit", **fields: Any) -> None:
         """An aimed fault ends: ``reached`` is ``hit`` or the reason it missed."""

@@ -79,3 +79,61 @@ def test_aimed_records_of_a_kind_not_requested_are_still_counted(tmp_path: Path)
     s = _summary(overlapping_aimed_faults().write(tmp_path / "run", config={"faults": {"pause": 0.0}}))
     assert list(s["coverage"]["aimed"]) == list(AIMED)
     assert not [w for w in s["warnings"] if "never hit" in w]
+
+
+def _two_stale_returns(order_on_invoke: bool) -> Run:
+    """Two stale_return windows, one per order: each freezes its own holder, and the one that started
+    second ends first, having hit; the other misses. Without ``order_on_invoke`` the records are as a
+    run from before wrote them (the order on the ok alone), one window at a time."""
+    r = Run()
+    r.register("a", "b")
+    for p in (1, 2, 3, 4):
+        r.spawn(p, f"w{p - 1}")
+    r.claim(1, 0.1, "a", 1)  # lease until 5.1
+    r.claim(2, 0.2, "b", 1)  # lease until 5.2
+    first, second = ({"order": "stale_first"}, {"order": "new_first"}) if order_on_invoke else ({}, {})
+    r.aimed_start("stale_return", 0.3, **first)
+    r.pause_start(1, 0.35, 4.75, phase="working", task="a", gen=1, detail="stale_return")
+    if order_on_invoke:
+        r.aimed_start("stale_return", 0.4, **second)
+        r.pause_start(2, 0.45, 4.75, phase="working", task="b", gen=1, detail="stale_return")
+    r.claim(3, 5.3, "a", 2)  # a taken over
+    r.action(3, 5.35, "a", 2)
+    r.finish(3, 5.4, "a", 2)  # the new holder's finish first
+    r.pause_end(1, 5.5)
+    r.finish(1, 5.6, "a", 1, status="rejected")  # then the stale one, refused
+    if order_on_invoke:
+        r.aimed_end("stale_return", 5.7, order="new_first", task="a", gen=1, new_gen=2)
+        r.pause_end(2, 7.3)
+        r.aimed_end("stale_return", 7.4, "no other worker took the task over within 2.0 s of its expiry",
+                    order="stale_first", task="b", gen=1)
+    else:
+        r.aimed_end("stale_return", 5.7, order="stale_first", task="a", gen=1, new_gen=2)
+    b_gen = 2 if order_on_invoke else 1
+    if order_on_invoke:
+        r.work(4, 7.5, "b", 2)  # b taken over too late for its window
+    else:
+        r.action(2, 0.5, "b", 1)
+        r.finish(2, 0.6, "b", 1)
+    r.run_event(9.5, "drain_end")
+    r.snap(("a", "done", 2, None), ("b", "done", b_gen, None))
+    r.config = {"faults": {"pause": 0.0, "stale_return": 0.3}}
+    return r
+
+
+def test_two_stale_return_windows_open_together_are_paired_by_their_order(tmp_path: Path) -> None:
+    """A window of each order may be open at once: each ok closes the invoke of its own order, so
+    both windows are counted, with their own outcome, and no record is left unpaired."""
+    s = _summary(_two_stale_returns(order_on_invoke=True).write(tmp_path / "run"))
+    assert s["valid"] is True
+    assert s["counts"]["unpaired_completions"] == 0
+    why = "no other worker took the task over within 2.0 s of its expiry"
+    assert s["coverage"]["aimed"] == {"stale_return": {"total": 2, "hit": 1, "missed": 1, "reasons": {why: 1}}}
+
+
+def test_a_stale_return_recorded_before_orders_were_on_the_invoke_is_still_paired(tmp_path: Path) -> None:
+    """Runs from before wrote the order on the ok alone: its window is paired as it always was."""
+    s = _summary(_two_stale_returns(order_on_invoke=False).write(tmp_path / "run"))
+    assert s["valid"] is True
+    assert s["counts"]["unpaired_completions"] == 0
+    assert s["coverage"]["aimed"] == {"stale_return": {"total": 1, "hit": 1, "missed": 0, "reasons": {}}}

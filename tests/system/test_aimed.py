@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from takeover.run.aimed import STALE_ORDERS
+from tests.helpers.attempts import until_shown
 from tests.helpers.processes import reap_stragglers, records, wait_no_stragglers
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
@@ -174,6 +176,28 @@ def test_duplicate_register_registers_a_known_task_from_the_coordinator_and_work
     assert any(by_workers), by_workers
 
 
+def test_the_first_two_stale_returns_open_together_one_per_order(tmp_path: Path) -> None:
+    """A short run with stale_return at a rate whose only windows are its first two: they take one
+    order each, are open at the same time (the second starts before the first ends), and both reach
+    their window, so each of the two bugs they aim at is tried at the start of every run."""
+    def run(i: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        run_dir = tmp_path / f"run{i}"
+        return stress(run_dir, seed=1 + i, duration=4, stale_return=0.2), records(run_dir)
+
+    def missing(got: tuple[dict[str, Any], list[dict[str, Any]]]) -> str | None:
+        reached = {r.get("order") for r in hits(got[1], "stale_return")}
+        return None if reached == set(STALE_ORDERS) else f"hit of each order (hit: {sorted(map(str, reached))})"
+
+    summary, recs = until_shown(run, missing)
+    assert summary["valid"] is True, {k: v for k, v in summary["invariants"].items() if v["valid"] is not True}
+    starts = list(ops(recs, "stale_return", "invoke"))
+    ends = list(ops(recs, "stale_return", "ok"))
+    assert sorted(r["order"] for r in starts) == sorted(STALE_ORDERS), starts
+    assert max(r["time"] for r in starts) < min(r["time"] for r in ends), "the two windows were not open together"
+    assert sorted(r["order"] for r in hits(recs, "stale_return")) == sorted(STALE_ORDERS), ends
+    assert summary["coverage"]["aimed"]["stale_return"] == {"total": 2, "hit": 2, "missed": 0, "reasons": {}}
+
+
 @pytest.mark.parametrize("seed", [2, 3])
 def test_the_reference_queue_stays_valid_under_every_aimed_fault(tmp_path: Path, seed: int) -> None:
     # 4 s: on a loaded machine the workers take a second or two of it to come up
@@ -182,9 +206,9 @@ def test_the_reference_queue_stays_valid_under_every_aimed_fault(tmp_path: Path,
     assert sum(a["hit"] for a in summary["coverage"]["aimed"].values()) >= 4, summary["coverage"]["aimed"]
 
 
-# The seeds of the two stale_return cases are ones whose first window takes the order the bug needs
-# (stale_first for a finish that ignores the generation, new_first for one that says True to a done
-# task): the run is 3 s, and on a loaded machine the workers take a second or more to come up.
+# The run is 3 s, and on a loaded machine the workers take a second or more to come up. Each
+# stale_return bug needs one of its two orders (stale_first for a finish that ignores the generation,
+# new_first for one that says True to a done task); both open at the run's start, whatever the seed.
 @pytest.mark.parametrize(("queue", "kind", "seed", "invariants"), [
     ("FinishIgnoresLease", "expire_and_return", 1, ("finish_within_lease",)),
     ("FinishIgnoresGeneration", "stale_return", 3, ("no_stale_commit",)),

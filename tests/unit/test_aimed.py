@@ -131,6 +131,38 @@ def test_stale_return_takes_each_order_once_per_round_in_a_seeded_order() -> Non
     assert len({aimed(seed)[0]._next_order() for seed in range(8)}) == 2, "the first order depends on the seed"
 
 
+def test_the_two_orders_of_stale_return_open_together_and_each_waits_for_its_own() -> None:
+    """The first two arrivals take one order each and open at once (a bug needs one of them, and
+    either may come first); a third waits while a window of its order is open. The order is on the
+    invoke too, so the reader can pair two windows of one kind open together."""
+    faults, _, hands = aimed(phases=("idle", "idle", "idle", "idle"))
+    now = time.time()
+    for _ in range(3):
+        faults.arrive("stale_return", now)
+    faults.tick(now)
+    invokes = [fields["order"] for type_, kind, fields in hands.records if type_ == "invoke"]
+    assert sorted(invokes) == sorted(STALE_ORDERS) and len(faults.active) == 2
+    third = [order for (kind, order), queue in faults.waiting.items() if queue]
+    assert third == [invokes[0]] or third == [invokes[1]]
+    faults.tick(time.time())
+    assert len([r for r in hands.records if r[0] == "invoke"]) == 2, "its order's window is still open"
+    faults.stop()
+    ends = [fields["order"] for type_, kind, fields in hands.records if type_ == "ok"]
+    assert sorted(ends) == sorted(STALE_ORDERS)
+
+
+def test_a_stale_return_leaves_a_free_worker_for_each_takeover_awaited() -> None:
+    """A stale_return window freezes its holder only if a worker nobody froze is left for its own
+    takeover and for the other order's: with two workers, a second window would freeze the one
+    that must take the first window's task over, and both would miss."""
+    faults, board, _ = aimed(running=None)
+    board.publish(0, faults._holder_phases()[0], time.time(), task=5, gen=1, lease_until=time.time() + 5)
+    with pytest.raises(Missed, match="fewer than 3 workers were free"):
+        next(faults._freeze_holder("stale_return", time.time() - 0.001, {}, spare=2))
+    frozen = _until_returned(faults._freeze_holder("stale_return", time.time() + 1, {}, spare=1))
+    assert frozen.slot == 0
+
+
 def test_no_window_opens_before_two_workers_are_up() -> None:
     """A slot that has never published a phase is a worker still starting: arrivals wait until two
     have."""
@@ -191,21 +223,25 @@ def test_no_hold_starts_as_a_stale_return_takeover_is_due() -> None:
     """No claim_stampede or duplicate_register hold starts when a stale_return's frozen holder is
     about to be taken over, since its takeover needs claims to run then."""
     faults, _, _ = aimed()
-    faults._takeover_due = time.time() + 0.2
+    faults._takeovers["stale_first"] = (time.time() - 0.5, 3)  # long past: so late, it must not starve the holds
+    faults._takeovers["new_first"] = (time.time() + 0.2, 5)  # the other order's is due: that one counts
     with pytest.raises(Missed, match="the claim gate was left to stale_return"):
         next(faults._take_gate("duplicate_register", time.time() - 0.001))
     assert _until_returned(faults._take_gate("expire_and_return", time.time() + 1)) == 1, "its hold ends with a lease"
     faults._open_gate("expire_and_return")
-    faults._takeover_due = time.time() - 0.5  # long past: a takeover that late must not starve the holds
+    del faults._takeovers["new_first"]
     assert _until_returned(faults._take_gate("duplicate_register", time.time() + 1)) == 2
 
 
 def test_the_holder_of_a_task_awaiting_its_takeover_is_guarded_from_other_faults() -> None:
     """While a stale_return waits for another worker to take its frozen holder's task over, the
     nemesis' own kills and pauses leave whoever holds that task alone; nobody once it has it."""
-    faults, board, _ = aimed(running=5)
+    faults, board, _ = aimed(running=5, phases=("idle", "idle", "idle"))
+    board.publish(2, "working", time.time(), task=7, gen=1, lease_until=time.time() + 5)
     assert not faults.guards(0)
-    faults._awaited = 5
-    assert faults.guards(0) and not faults.guards(1)
-    faults._awaited = -1
-    assert not faults.guards(0)
+    faults._takeovers["new_first"] = (time.time(), 5)
+    assert faults.guards(0) and not faults.guards(1) and not faults.guards(2)
+    faults._takeovers["stale_first"] = (time.time(), 7)  # both orders wait: both tasks' holders are guarded
+    assert faults.guards(0) and not faults.guards(1) and faults.guards(2)
+    faults._takeovers.clear()
+    assert not faults.guards(0) and not faults.guards(2)
