@@ -50,6 +50,7 @@ GATE_WAIT = 1.0  # how long the claims in flight may take to return once the gat
 GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
+FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
 PICK_WAIT, PICK_POLL = 1.5, 0.05  # how long, and how often, duplicate_register looks for its deck's state
 # The orders a stale_return window lets its two holders finish in, dealt from a seeded deck: the stale
 # holder first, while the new one still holds the task (S3: a finish that ignores the generation
@@ -326,6 +327,8 @@ class AimedFaults:
             if time.time() > deadline:
                 if blocker == self.gate_owner:
                     raise Missed(f"claims stayed held by {blocker} for {WINDOW:g} s")
+                if blocker == FEW_FREE:
+                    raise Missed(f"fewer than two workers were free (not frozen) for {WINDOW:g} s")
                 raise Missed(f"the claim gate was left to {blocker} for {WINDOW:g} s")
             yield 0.005
         return self._own_gate(kind, close=True)
@@ -335,13 +338,19 @@ class AimedFaults:
         end with a lease (claim_stampede, duplicate_register), a stale_return (of either order) whose
         frozen holder's lease ends within a hold's length (GATHER): its takeover needs claims to run then,
         and a hold then would delay it by the whole hold (once TAKEOVER_GRACE has passed without a
-        takeover, the holds go on: a window that waits longer must not starve them). Else None."""
+        takeover, the holds go on: a window that waits longer must not starve them). Or, for those
+        holds, FEW_FREE while fewer than two workers are free (not frozen by a fault): a hold needs two
+        at the gate, and one begun then ends missed having tested nothing (at a run's start both
+        stale_return orders and an expire_and_return may have three of four workers frozen). Else None."""
         if self.gate_owner is not None:
             return self.gate_owner
+        if kind == "expire_and_return":
+            return None
         now = time.time()
-        if kind != "expire_and_return" and any(-TAKEOVER_GRACE < due - now < GATHER + 0.1
-                                               for due, _task in self._takeovers.values()):
+        if any(-TAKEOVER_GRACE < due - now < GATHER + 0.1 for due, _task in self._takeovers.values()):
             return "stale_return"
+        if self._idle_workers() < 2:
+            return FEW_FREE
         return None
 
     def _own_gate(self, kind: str, close: bool) -> int:

@@ -233,6 +233,19 @@ def test_no_hold_starts_as_a_stale_return_takeover_is_due() -> None:
     assert _until_returned(faults._take_gate("duplicate_register", time.time() + 1)) == 2
 
 
+def test_no_hold_starts_while_fewer_than_two_workers_are_free() -> None:
+    """A hold needs two workers at the gate: while faults keep all but one frozen, it waits rather
+    than close the gate and end missed having tested nothing; expire_and_return's gate does not wait."""
+    faults, _, _ = aimed(phases=("idle", "idle", "idle"))
+    faults.reserved.update({0, 1})  # frozen by aimed faults (at a run's start: both stale_return orders)
+    with pytest.raises(Missed, match="fewer than two workers were free"):
+        next(faults._take_gate("claim_stampede", time.time() - 0.001))
+    assert _until_returned(faults._take_gate("expire_and_return", time.time() + 1)) == 1
+    faults._open_gate("expire_and_return")
+    faults.reserved.discard(1)
+    assert _until_returned(faults._take_gate("claim_stampede", time.time() + 1)) == 2
+
+
 def test_the_holder_of_a_task_awaiting_its_takeover_is_guarded_from_other_faults() -> None:
     """While a stale_return waits for another worker to take its frozen holder's task over, the
     nemesis' own kills and pauses leave whoever holds that task alone; nobody once it has it."""
