@@ -51,10 +51,6 @@ GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (c
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
 FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
-# The states in which registering a task again changes something in a queue that resets a known task
-# (an upsert), taken before pending: a run's first duplicate_register window opens before any task is
-# done, and one that falls back to a pending task shows nothing.
-RESETTABLE = ("running", "terminal")
 PICK_WAIT, PICK_POLL = 1.5, 0.05  # how long, and how often, duplicate_register looks for its deck's state
 # The orders a stale_return window lets its two holders finish in, dealt from a seeded deck: the stale
 # holder first, while the new one still holds the task (S3: a finish that ignores the generation
@@ -572,10 +568,9 @@ class AimedFaults:
 
         Each round of the deck takes every state once: running and terminal first, in a seeded
         order, then pending. A short run sees one or two of these faults, and registering a pending
-        task again is the one case a queue that resets a known task (an upsert) survives. When the
-        deck's state is not there, the other of running and terminal is taken if it is (a run's
-        first window opens as the workers come up, before any task is done, but with tasks running);
-        only when neither came within PICK_WAIT is a pending task taken.
+        task again is the one case a queue that resets a known task (an upsert) survives. The deck's
+        state is waited for up to PICK_WAIT before another is taken: a run's first window opens as
+        the workers come up, before any task is running or done.
         """
         rng = self.rngs["duplicate_register"]
         if not self._deck:
@@ -583,19 +578,13 @@ class AimedFaults:
             rng.shuffle(first)
             self._deck = ["pending", *reversed(first)]  # popped from the end
         wanted = self._deck.pop()
-        # Another state that shows a bug (running or terminal) is taken at once when the deck's is not
-        # there yet; pending only when neither came within PICK_WAIT.
-        others = [s for s in RESETTABLE if s != wanted]
         until = min(deadline, time.time() + PICK_WAIT)
-        while True:
-            for state in (wanted, *others):
-                if (found := self._registered_in(state, rng)) is not None:
-                    return state, found
-            if time.time() >= until:
-                break
+        while (found := self._registered_in(wanted, rng)) is None and time.time() < until:
             yield PICK_POLL
+        if found is not None:
+            return wanted, found
         for state in STATE_CLASSES:
-            if state not in (wanted, *others) and (found := self._registered_in(state, rng)) is not None:
+            if state != wanted and (found := self._registered_in(state, rng)) is not None:
                 return state, found
         return None
 

@@ -122,21 +122,6 @@ def test_duplicate_register_waits_for_the_state_it_was_dealt() -> None:
     assert _until_returned(step) == ("running", "t000007")
 
 
-def test_duplicate_register_takes_a_running_task_at_once_when_none_is_done_yet() -> None:
-    """The deck dealt terminal, but the run has just begun: nothing is done, a task is running. It takes
-    the running one at once (re-registering it shows an upsert's reset as well), not a pending one
-    after waiting out its patience."""
-    faults, _, _ = aimed(rows=[("t000001", "pending"), ("t000005", "running")])
-    faults._deck = ["terminal"]
-    step = faults._pick_registered(time.time() + 5)
-    try:
-        next(step)
-    except StopIteration as stop:
-        assert stop.value == ("running", "t000005")
-    else:
-        raise AssertionError("it waited although a running task was there")
-
-
 def test_stale_return_takes_each_order_once_per_round_in_a_seeded_order() -> None:
     faults, _, _ = aimed()
     orders = [faults._next_order() for _ in range(6)]
