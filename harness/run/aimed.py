@@ -51,6 +51,9 @@ GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (c
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
 FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
+# The states in which registering a task again changes something in a queue that resets a known task
+# (an upsert): a fallback takes them before pending (see AimedFaults._pick_registered).
+RESETTABLE = ("running", "terminal")
 PICK_WAIT, PICK_POLL = 1.5, 0.05  # how long, and how often, duplicate_register looks for its deck's state
 # The orders a stale_return window lets its two holders finish in, dealt from a seeded deck: the stale
 # holder first, while the new one still holds the task (S3: a finish that ignores the generation
@@ -570,7 +573,9 @@ class AimedFaults:
         order, then pending. A short run sees one or two of these faults, and registering a pending
         task again is the one case a queue that resets a known task (an upsert) survives. The deck's
         state is waited for up to PICK_WAIT before another is taken: a run's first window opens as
-        the workers come up, before any task is running or done.
+        the workers come up, before any task is running or done. The other of running and terminal
+        is taken before pending then: a short run's first window was dealt terminal, found nothing
+        done after its patience and registered a pending task, which showed nothing.
         """
         rng = self.rngs["duplicate_register"]
         if not self._deck:
@@ -583,7 +588,8 @@ class AimedFaults:
             yield PICK_POLL
         if found is not None:
             return wanted, found
-        for state in STATE_CLASSES:
+        # Then the other state that shows an upsert's reset before pending, which shows nothing.
+        for state in (*RESETTABLE, "pending"):
             if state != wanted and (found := self._registered_in(state, rng)) is not None:
                 return state, found
         return None

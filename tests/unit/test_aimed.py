@@ -122,6 +122,14 @@ def test_duplicate_register_waits_for_the_state_it_was_dealt() -> None:
     assert _until_returned(step) == ("running", "t000007")
 
 
+def test_duplicate_register_falls_back_to_a_running_task_before_a_pending_one() -> None:
+    """Dealt terminal at a run's start: nothing is done within its patience, a task is running. It takes
+    the running one (registering it again shows an upsert's reset too), not a pending one."""
+    faults, _, _ = aimed(rows=[("t000001", "pending"), ("t000005", "running")])
+    faults._deck = ["terminal"]
+    assert pick(faults, wait=0.05) == ("running", "t000005")
+
+
 def test_stale_return_takes_each_order_once_per_round_in_a_seeded_order() -> None:
     faults, _, _ = aimed()
     orders = [faults._next_order() for _ in range(6)]
