@@ -34,8 +34,6 @@ from takeover.run.registration import register_tasks
 from takeover.run.service import ServiceClient
 from takeover.run.supervision import WorkerSpec
 
-GATE_POLL = 0.001  # how often a held worker looks whether the claim gate is open again
-
 
 def worker_seed(seed: int, process: int) -> int:
     """Each incarnation draws from its own stream, derived from --seed and its process number."""
@@ -207,14 +205,10 @@ class Worker:
         """
         hold = self.board.gate()
         self.publish("held")
-        # Wait for *this* hold to end, not for the gate to be open: the next aimed fault may close
-        # the gate again a moment after this one opened it, before a worker it let go has been
-        # scheduled, and that worker would otherwise stay for the next hold and claim (or register)
-        # hundreds of milliseconds after the others it was let go with.
-        while hold and self.board.gate() == hold and not self.should_stop():
-            # The nemesis freezes held workers before it opens the gate; a sleep with an absolute
-            # deadline (CPython's time.sleep) returns at once when they are let go together.
-            time.sleep(GATE_POLL)
+        if hold:
+            # One wake-up lets every held worker go at once; then the racers pair up (line_up).
+            self.board.wait_gate(hold, self.should_stop)
+            self.board.line_up(self.slot, hold)
         self.publish("claiming")
         task = self.board.register_request(hold)
         if task >= 0:

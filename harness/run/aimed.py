@@ -17,7 +17,7 @@ history's to tell and the checker's to judge; the script never looks at the queu
   freeze the new holder, resume the old one: the stale generation's finish lands while the new
   holder's lease is valid.
 - ``claim_stampede`` (claim atomicity): hold every idle worker at the gate, register a fresh task,
-  freeze them and let them all go at the same instant, so their claims race.
+  let them all go with one wake-up, paired so that two claims start within microseconds: they race.
 - ``duplicate_register`` (producer retries): register a pending, running or terminal task again,
   from the coordinator and from every held worker at the same instant.
 
@@ -48,6 +48,10 @@ TAKEOVER_GRACE = 0.2  # how long past a stale_return holder's lease end the gate
 POLL = 0.0005  # watching the board for a phase that lasts milliseconds
 GATE_WAIT = 1.0  # how long the claims in flight may take to return once the gate is closed
 GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
+RACE_SPIN = 0.1  # how long workers let go together wait for a partner to start with (PhaseBoard.line_up)
+# Two claims that start closer than this overlap (a claim lasts a few tenths of a millisecond): the
+# racers a claim_stampede counts as having entered claim together.
+TOGETHER = 0.0002
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
 FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
@@ -390,25 +394,22 @@ class AimedFaults:
             raise Missed(f"only {len(held)} worker(s) reached the claim gate within {patience:g} s")
         return held
 
-    def _let_go_together(self, held: list[int]) -> list[int]:
-        """Freeze the held workers, open the gate and resume them all at once, so they race."""
-        frozen = []
-        for slot in held:
-            view = self.hands.probe(slot)
-            if view is None:
-                continue
-            if view.phase != "held":
-                self.hands.release(slot)
-                continue
-            frozen.append(slot)
+    def _let_go_together(self, hold: int, held: list[int]) -> list[int]:
+        """Open the gate for the workers still held: one wake-up reaches them all at the same instant
+        (:meth:`PhaseBoard.open_gate`), and they line up in pairs that start at the same microsecond
+        (:meth:`PhaseBoard.line_up`), so their calls race. No signal: a worker waits at the gate
+        before its call, holding nothing, and stopping and resuming them one by one is what spread
+        their starts over milliseconds on a loaded machine."""
+        released = [s for s in held if self.board.phase(s) == "held"]
+        self.board.race(hold, len(released), time.time() + RACE_SPIN)
         self.board.open_gate()
-        for slot in frozen:
-            self.hands.release(slot)
-        return frozen
+        return released
 
     def _left_the_gate(self, released: list[int]) -> Generator[float, None, None]:
         """Keep the gate until the released workers have left it: a hold closed again before one of
-        them ran would keep it for the next hold, hundreds of milliseconds after the others."""
+        them ran would keep it for the next hold, hundreds of milliseconds after the others. The
+        nemesis sleeps through the racers' line-up first: polling then takes a core from them."""
+        yield RACE_SPIN
         end = time.time() + 0.2
         while time.time() < end and any(self.board.phase(s) == "held" for s in released):
             yield POLL
@@ -496,17 +497,23 @@ class AimedFaults:
 
     def claim_stampede(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "claim_stampede"
-        yield from self._take_gate(kind, deadline)
+        hold = yield from self._take_gate(kind, deadline)
         try:
             yield from self._claims_settled(set())
             held = yield from self._gather(self._idle_workers())
             fields["task"] = self.producer.register_new()  # recorded even when the stampede misses
-            released = self._let_go_together(held)
+            released = self._let_go_together(hold, held)
             yield from self._left_the_gate(released)
             if len(released) < 2:
                 raise Missed(f"only {len(released)} held worker(s) could be let go together")
             fields["workers"] = len(released)
-            fields["detail"] = f"{len(released)} workers let go at the same instant to claim"
+            raced, span = self.board.left_together(hold, released, TOGETHER)
+            if raced < 2:
+                raise Missed(f"the {len(released)} workers let go started their claims apart "
+                             f"(none within {TOGETHER * 1e6:.0f} us of another)")  # fmt: skip
+            fields.update(raced=raced, together_us=round(span * 1e6))
+            fields["detail"] = (f"{len(released)} workers let go at the same instant, {raced} started their "
+                                f"claims within {span * 1e6:.0f} us")  # fmt: skip
         finally:
             self._open_gate(kind)
 
@@ -526,7 +533,7 @@ class AimedFaults:
             except Missed:
                 held = []  # the coordinator still registers it again
             self.board.ask_register(hold, int(tid[1:]))
-            workers = self._let_go_together(held) if held else []
+            workers = self._let_go_together(hold, held) if held else []
             done = self.producer.register_again([tid])  # while the released workers register it too
             yield from self._left_the_gate(workers)
         finally:

@@ -13,8 +13,12 @@ we run on; a per-slot sequence number (odd while writing) lets a reader get a co
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from takeover.run.gate import WakeWord, own_core
 
 # ``finishing`` is exactly the finish call; ``finished`` is after it returned, before its completion
 # is recorded (so a kill there is not counted as during_finish). ``held``: about to claim, and waiting
@@ -25,9 +29,12 @@ HOLDING = ("working", "acting", "acted", "finishing")
 
 # Header: [0] stop all workers, [1] faults enabled for worker-drawn faults, [2] the claim gate: 0 when
 # open, else the number of the hold that closed it, [3] [4] a registration asked of the workers that
-# a hold kept back: the hold's number and the task's index.
-HEADER = 6
+# a hold kept back: the hold's number and the task's index; [5] [6] [7] a race asked of the workers a
+# hold lets go (:meth:`PhaseBoard.line_up`): the hold's number, how many it lets go, until when they
+# wait for each other.
+HEADER = 8
 H_STOP, H_FAULTS, H_GATE, H_REGISTER_HOLD, H_REGISTER_TASK = 0, 1, 2, 3, 4
+H_RACE_HOLD, H_RACE_WORKERS, H_RACE_UNTIL = 5, 6, 7
 # Slot fields
 SEQ, PHASE, TASK, GEN, LEASE_UNTIL, PROCESS, PID, SINCE = range(8)
 # Counters summed over all incarnations of a slot (progress display, fallback summary).
@@ -43,7 +50,15 @@ FINISH_CALLS = 13
 # Clock jumps the nemesis has posted to the slot's incarnation, summed (seconds; takeover.run.clock): a worker
 # applies what was added since it last looked, so two jumps posted between two of its looks are one step.
 CLOCK_JUMPS = 14
-SLOT_WIDTH = 15
+# A race at the gate (line_up): the hold the worker lines up for while it waits for a partner, its
+# negative once the worker has left for the claim; and the time it last looked while waiting, which is
+# the instant it left once it has.
+RACE, RACE_BEAT = 15, 16
+SLOT_WIDTH = 17
+# How the racers of a hold find each other: one leaves once another racer of that hold has looked within
+# PARTNER_FRESH (so it is running at this very moment, on another core) or left that recently.
+PARTNER_FRESH = 0.00005
+GATE_WAIT_STEP = 0.1  # a held worker wakes at least this often to notice a stop or its parent's death
 
 
 @dataclass(frozen=True)
@@ -62,20 +77,22 @@ class SlotView:
 class PhaseBoard:
     """Wraps the shared array; pickled into each spawned worker with its slot number."""
 
-    def __init__(self, array: Any, slots: int) -> None:
+    def __init__(self, array: Any, slots: int, wake: WakeWord) -> None:
         self.array = array
         self.slots = slots
+        self.wake = wake  # what held workers sleep on until their hold ends
 
     @classmethod
     def create(cls, ctx: Any, slots: int) -> PhaseBoard:
-        return cls(ctx.RawArray("d", HEADER + slots * SLOT_WIDTH), slots)
+        return cls(ctx.RawArray("d", HEADER + slots * SLOT_WIDTH), slots, WakeWord.create(ctx))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"array": self.array, "slots": self.slots}
+        return {"array": self.array, "slots": self.slots, "wake": self.wake}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.array = state["array"]
         self.slots = state["slots"]
+        self.wake = state["wake"]
 
     # -- header -------------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -100,11 +117,88 @@ class PhaseBoard:
         self.array[H_GATE] = float(hold)
 
     def open_gate(self) -> None:
+        """Let every held worker go at once: one futex wake-up reaches them all (takeover.run.gate)."""
         self.array[H_GATE] = 0.0
+        self.wake.wake_all()
 
     def gate(self) -> int:
         """0 when claims may go on; else the number of the hold that keeps them back."""
         return int(self.array[H_GATE])
+
+    def wait_gate(self, hold: int, stop: Callable[[], bool]) -> None:
+        """A held worker: sleep until hold ``hold`` ends (the gate opened, or a later hold closed it
+        again: a worker let go must not stay for the next hold), or ``stop()`` says to stop.
+
+        Why *this* hold and not "the gate is open": the next aimed fault may close the gate a moment
+        after this one opened it, before a worker it let go has run, and that worker would then claim
+        (or register) hundreds of milliseconds after the others it was let go with.
+        """
+        while not stop():
+            seen = self.wake.value()  # before the look: a wake-up in between changes it (no lost wake-up)
+            if self.gate() != hold:
+                return
+            self.wake.wait(seen, GATE_WAIT_STEP)
+
+    def race(self, hold: int, workers: int, until: float) -> None:
+        """The nemesis, before it opens the gate: the ``workers`` it lets go from ``hold`` are to race,
+        each waiting for a partner at most until ``until``."""
+        self.array[H_RACE_WORKERS] = float(workers)
+        self.array[H_RACE_UNTIL] = until
+        self.array[H_RACE_HOLD] = float(hold)
+
+    def line_up(self, slot: int, hold: int) -> None:
+        """A worker let go from ``hold``: if the hold asked for a race, wait for a partner, then leave.
+
+        Why: a futex wakes every held worker at the same instant, but on a loaded machine with fewer
+        cores than workers they are not all *running* at that instant, and a claim lasts a fraction of a
+        millisecond: one that runs a millisecond after the other finds the row taken and no race
+        happens. So each racer spins, publishing when it last looked (RACE_BEAT), until another racer
+        of this hold is spinning at the same moment (on another core) or has just left; then both
+        leave within microseconds of each other. Nobody left to pair with (every other racer has gone)
+        or the hold's deadline passed: it leaves alone. Two racers that run later together pair up
+        too: more chances for the race. Without a race asked, this returns at once.
+        """
+        a = self.array
+        if int(a[H_RACE_HOLD]) != hold or hold <= 0:
+            return
+        workers, until = int(a[H_RACE_WORKERS]), a[H_RACE_UNTIL]
+        me = self._base(slot)
+        others = [self._base(s) for s in range(self.slots) if s != slot]
+        with own_core(slot):
+            self._spin(me, others, hold, workers, until)
+
+    def _spin(self, me: int, others: list[int], hold: int, workers: int, until: float) -> None:
+        a = self.array
+        a[me + RACE] = float(hold)
+        while True:
+            now = time.time()
+            a[me + RACE_BEAT] = now
+            waiting = arrived = 0
+            for b in others:
+                race = a[b + RACE]
+                if race != hold and race != -hold:
+                    continue
+                if now - a[b + RACE_BEAT] < PARTNER_FRESH:
+                    waiting = -1  # a partner runs right now, or just left: go with it
+                    break
+                arrived += 1
+                waiting += race == hold
+            if waiting < 0 or now > until or (arrived + 1 >= workers and waiting == 0):
+                break
+        a[me + RACE_BEAT] = time.time()
+        a[me + RACE] = float(-hold)
+
+    def left_together(self, hold: int, slots: list[int], within: float) -> tuple[int, float]:
+        """Of the ``slots`` let go from ``hold`` that have left the line: the most that left within
+        ``within`` seconds of each other, and the span of their leaving (seconds)."""
+        times = sorted(self.array[self._base(s) + RACE_BEAT] for s in slots
+                       if int(self.array[self._base(s) + RACE]) == -hold)  # fmt: skip
+        best, span = min(1, len(times)), 0.0
+        for i, first in enumerate(times):
+            group = [t for t in times[i:] if t - first <= within]
+            if len(group) > best:
+                best, span = len(group), group[-1] - first
+        return best, span
 
     def ask_register(self, hold: int, task: int) -> None:
         """Ask the workers waiting behind hold ``hold`` to register task ``task`` again once released."""
@@ -142,6 +236,7 @@ class PhaseBoard:
         a[b + PHASE] = PHASE_CODE["idle"]
         a[b + TASK] = -1
         a[b + OPEN_FAULTS] = 0.0
+        a[b + RACE] = 0.0
         # A new incarnation starts from its own skew: jumps aimed at the one before are not its. Jumps posted
         # from here on are, even before it first reads its clock (starting a process can take a second).
         a[b + CLOCK_JUMPS] = 0.0
