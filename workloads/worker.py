@@ -33,6 +33,7 @@ from takeover.run.phases import ACTIONS, DONE, FINISH_CALLS, LOST, SLOWED, Phase
 from takeover.run.registration import register_tasks
 from takeover.run.service import ServiceClient
 from takeover.run.supervision import WorkerSpec
+from takeover.run.wake import Boost
 
 
 def worker_seed(seed: int, process: int) -> int:
@@ -85,6 +86,7 @@ class Worker:
         self.client = ServiceClient(spec.service_address, self.cfg.client_timeout)
         self.queue: LeaseQueue | None = None
         self.clock = WorkerClock(skew_of(self.cfg.seed, spec.process, self.cfg.clock_skew_max), board, spec.slot)
+        self.boosted: Boost | None = None  # what lining up for a race changed, until the claim returned
 
     # -- helpers ----------------------------------------------------------------------------------
     def publish(self, phase: str, task: str | None = None, gen: int = 0, lease_until: float = 0.0) -> None:
@@ -174,6 +176,10 @@ class Worker:
             self.publish("idle")
             self.poll_pause()
             return
+        finally:
+            if self.boosted is not None:  # a racer of a claim stampede: back to its ordinary scheduling
+                self.boosted.undo()
+                self.boosted = None
         if claimed is None:
             hist.write("fail", "claim", worker=name, now=now, error="empty")
             self.publish("idle")
@@ -206,9 +212,9 @@ class Worker:
         hold = self.board.gate()
         self.publish("held")
         if hold:
-            # One wake-up lets every held worker go at once; then the racers pair up (line_up).
-            self.board.wait_gate(hold, self.should_stop)
-            self.board.line_up(self.slot, hold)
+            # One wake-up lets every held worker go at once; then the racers pair up, each on a core
+            # of its own and ahead of other processes until its claim returned (step).
+            self.boosted = self.board.hold_back(self.slot, hold, self.should_stop)
         self.publish("claiming")
         task = self.board.register_request(hold)
         if task >= 0:

@@ -49,9 +49,9 @@ POLL = 0.0005  # watching the board for a phase that lasts milliseconds
 GATE_WAIT = 1.0  # how long the claims in flight may take to return once the gate is closed
 GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
 RACE_SPIN = 0.1  # how long workers let go together wait for a partner to start with (PhaseBoard.line_up)
-# Two claims that start closer than this overlap (a claim lasts a few tenths of a millisecond): the
-# racers a claim_stampede counts as having entered claim together.
-TOGETHER = 0.0002
+# Two claims that start closer than this overlap (a claim lasts a few tenths of a millisecond, and racers
+# that meet leave within microseconds): the racers a claim_stampede counts as having entered claim together.
+TOGETHER = 0.00005
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
 FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
@@ -145,6 +145,7 @@ class AimedFaults:
         self._takeovers: dict[str, tuple[float, int]] = {}
         self._first_tick: float | None = None
         self._up_at = 0.0  # when the workers were up (see _workers_up)
+        self._released_at = 0.0  # when the last hold let its held workers go
 
     # -- driven by the nemesis --------------------------------------------------------------------
     def arrive(self, kind: str, now: float) -> None:
@@ -402,6 +403,7 @@ class AimedFaults:
         their starts over milliseconds on a loaded machine."""
         released = [s for s in held if self.board.phase(s) == "held"]
         self.board.race(hold, len(released), time.time() + RACE_SPIN)
+        self._released_at = time.time()
         self.board.open_gate()
         return released
 
@@ -507,7 +509,10 @@ class AimedFaults:
             if len(released) < 2:
                 raise Missed(f"only {len(released)} held worker(s) could be let go together")
             fields["workers"] = len(released)
-            raced, span = self.board.left_together(hold, released, TOGETHER)
+            left = self.board.left_line(hold, released)
+            # when each racer left the line-up, in microseconds from the wake-up ("w0:12 w1:14"): how it went
+            fields["left_us"] = " ".join(f"w{s}:{(t - self._released_at) * 1e6:.0f}" for s, t in sorted(left.items()))
+            raced, span = together(list(left.values()), TOGETHER)
             if raced < 2:
                 raise Missed(f"the {len(released)} workers let go started their claims apart "
                              f"(none within {TOGETHER * 1e6:.0f} us of another)")  # fmt: skip
@@ -612,6 +617,17 @@ class AimedFaults:
             return None
         ids = sorted(t for t, st in self.producer.states() or [] if _state_class(st) == state)
         return rng.choice(ids) if ids else None
+
+
+def together(times: list[float], within: float) -> tuple[int, float]:
+    """The most of ``times`` that lie within ``within`` of each other, and their span."""
+    times = sorted(times)
+    best, span = min(1, len(times)), 0.0
+    for i, first in enumerate(times):
+        group = [t for t in times[i:] if t - first <= within]
+        if len(group) > best:
+            best, span = len(group), group[-1] - first
+    return best, span
 
 
 def _state_class(state: str) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from takeover.run.gate import WakeWord, own_core
+from takeover.run.wake import Boost, WakeWord, boost
 
 # ``finishing`` is exactly the finish call; ``finished`` is after it returned, before its completion
 # is recorded (so a kill there is not counted as during_finish). ``held``: about to claim, and waiting
@@ -53,10 +53,10 @@ CLOCK_JUMPS = 14
 # A race at the gate (line_up): the hold the worker lines up for while it waits for a partner, its
 # negative once the worker has left for the claim; and the time it last looked while waiting, which is
 # the instant it left once it has.
-RACE, RACE_BEAT = 15, 16
-SLOT_WIDTH = 17
-# How the racers of a hold find each other: one leaves once another racer of that hold has looked within
-# PARTNER_FRESH (so it is running at this very moment, on another core) or left that recently.
+RACE, RACE_BEAT, RACE_CORE = 15, 16, 17  # and the core it waits on (-1: unknown)
+SLOT_WIDTH = 18
+# How the racers of a hold find each other: one leaves once another racer of that hold, on another core,
+# has looked within PARTNER_FRESH (so it is running at this very moment) or left that recently.
 PARTNER_FRESH = 0.00005
 GATE_WAIT_STEP = 0.1  # a held worker wakes at least this often to notice a stop or its parent's death
 
@@ -117,7 +117,7 @@ class PhaseBoard:
         self.array[H_GATE] = float(hold)
 
     def open_gate(self) -> None:
-        """Let every held worker go at once: one futex wake-up reaches them all (takeover.run.gate)."""
+        """Let every held worker go at once: one futex wake-up reaches them all (takeover.run.wake)."""
         self.array[H_GATE] = 0.0
         self.wake.wake_all()
 
@@ -146,6 +146,27 @@ class PhaseBoard:
         self.array[H_RACE_UNTIL] = until
         self.array[H_RACE_HOLD] = float(hold)
 
+    def hold_back(self, slot: int, hold: int, stop: Callable[[], bool]) -> Boost | None:
+        """A worker about to claim while hold ``hold`` keeps claims back: wait for the hold to end
+        (:meth:`wait_gate`), then line up with the others let go (:meth:`line_up`).
+
+        It waits on a core of its own and ahead of ordinary processes where allowed
+        (:func:`takeover.run.wake.boost`), from before it sleeps: woken, it then runs at once, where a
+        worker that only asked for that once awake would first wait its turn behind everything else
+        on a loaded machine (tens of milliseconds). The caller undoes it (:meth:`Boost.undo`) once
+        its claim returned.
+        """
+        boosted = boost(slot)
+        self.array[self._base(slot) + RACE_CORE] = float(boosted.core if boosted else -1)
+        try:
+            self.wait_gate(hold, stop)
+            self.line_up(slot, hold)
+        except BaseException:
+            if boosted:
+                boosted.undo()
+            raise
+        return boosted
+
     def line_up(self, slot: int, hold: int) -> None:
         """A worker let go from ``hold``: if the hold asked for a race, wait for a partner, then leave.
 
@@ -164,11 +185,12 @@ class PhaseBoard:
         workers, until = int(a[H_RACE_WORKERS]), a[H_RACE_UNTIL]
         me = self._base(slot)
         others = [self._base(s) for s in range(self.slots) if s != slot]
-        with own_core(slot):
-            self._spin(me, others, hold, workers, until)
+        self._spin(me, others, hold, workers, until)
 
     def _spin(self, me: int, others: list[int], hold: int, workers: int, until: float) -> None:
         a = self.array
+        core = a[me + RACE_CORE]
+        a[me + RACE_BEAT] = 0.0
         a[me + RACE] = float(hold)
         while True:
             now = time.time()
@@ -178,7 +200,8 @@ class PhaseBoard:
                 race = a[b + RACE]
                 if race != hold and race != -hold:
                     continue
-                if now - a[b + RACE_BEAT] < PARTNER_FRESH:
+                # A racer on this core that looked a moment ago was switched out for this one: not a partner.
+                if now - a[b + RACE_BEAT] < PARTNER_FRESH and (core < 0 or a[b + RACE_CORE] != core):
                     waiting = -1  # a partner runs right now, or just left: go with it
                     break
                 arrived += 1
@@ -188,17 +211,10 @@ class PhaseBoard:
         a[me + RACE_BEAT] = time.time()
         a[me + RACE] = float(-hold)
 
-    def left_together(self, hold: int, slots: list[int], within: float) -> tuple[int, float]:
-        """Of the ``slots`` let go from ``hold`` that have left the line: the most that left within
-        ``within`` seconds of each other, and the span of their leaving (seconds)."""
-        times = sorted(self.array[self._base(s) + RACE_BEAT] for s in slots
-                       if int(self.array[self._base(s) + RACE]) == -hold)  # fmt: skip
-        best, span = min(1, len(times)), 0.0
-        for i, first in enumerate(times):
-            group = [t for t in times[i:] if t - first <= within]
-            if len(group) > best:
-                best, span = len(group), group[-1] - first
-        return best, span
+    def left_line(self, hold: int, slots: list[int]) -> dict[int, float]:
+        """When each of ``slots`` let go from ``hold`` left the line-up, for those that have."""
+        a = self.array
+        return {s: a[self._base(s) + RACE_BEAT] for s in slots if int(a[self._base(s) + RACE]) == -hold}
 
     def ask_register(self, hold: int, task: int) -> None:
         """Ask the workers waiting behind hold ``hold`` to register task ``task`` again once released."""

@@ -147,17 +147,52 @@ def test_stale_return_finishes_a_stale_generation_while_a_newer_one_holds_the_ta
     assert set(orders) == {"stale_first", "new_first"}, orders
 
 
+def racing(recs: list[dict[str, Any]], hit: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claim invokes of the largest group of different workers that started within STAMPEDE_MS
+    of each other after the stampede's fresh task was registered and before the window ended."""
+    # the first registration: duplicate_register may register that task again later
+    fresh = next(ops(recs, "register", "invoke", process=0, task=hit["task"]))
+    claims = [r for r in ops(recs, "claim", "invoke") if fresh["time"] <= r["time"] <= hit["time"]]
+    groups = [[r for r in claims if first["time"] <= r["time"] <= first["time"] + STAMPEDE_MS / 1000]
+              for first in claims]  # fmt: skip
+    return max(groups, key=lambda g: len({r["process"] for r in g}), default=[])
+
+
 def test_claim_stampede_lets_several_workers_claim_at_the_same_instant(aimed_run) -> None:
-    """Right after the stampede registers its fresh task (just before it lets the held workers go),
-    claims of at least two different workers start within a few milliseconds."""
+    """Every hit says at least two of the workers it let go started their claims together, and the
+    history agrees: after the stampede registers its fresh task (just before it lets the held
+    workers go), claims of at least two different workers start within a few milliseconds."""
     _, _, recs = aimed_run
-    racing = []
     for hit in hits(recs, "claim_stampede"):
-        # the first registration: duplicate_register may register that task again later
-        fresh = next(ops(recs, "register", "invoke", process=0, task=hit["task"]))
-        racing.append({r["process"] for r in ops(recs, "claim", "invoke")
-                       if fresh["time"] <= r["time"] <= fresh["time"] + STAMPEDE_MS / 1000})
-    assert any(len(procs) >= 2 for procs in racing), racing
+        assert 2 <= hit["raced"] <= hit["workers"], hit
+        assert len({r["process"] for r in racing(recs, hit)}) >= 2, hit
+
+
+@pytest.mark.parametrize(("queue", "seed"), [("takeover.queues.planted:NonAtomicClaim", 1), (REFERENCE, 1)])
+def test_claim_stampede_races_claims_for_one_row(tmp_path: Path, queue: str, seed: int) -> None:
+    """Only claim_stampede on. A queue that picks the claimable row outside its write transaction
+    (NonAtomicClaim: two claims that overlap pick the same row and both take it) is caught by
+    ``lease_exclusive``, on a task whose two overlapping grants came from claims of one stampede's
+    racers; the reference queue, under the same races, stays valid."""
+    run_dir = tmp_path / "run"
+    summary = stress(run_dir, seed=seed, duration=3, queue=queue, claim_stampede=1.5)
+    recs = records(run_dir)
+    stampedes = hits(recs, "claim_stampede")
+    assert stampedes and all(hit["raced"] >= 2 for hit in stampedes), summary["coverage"]["aimed"]
+    if queue == REFERENCE:
+        assert summary["valid"] is True, {k: v for k, v in summary["invariants"].items() if v["valid"] is not True}
+        return
+    assert summary["invariants"]["lease_exclusive"]["valid"] is False, summary["invariants"]
+    raced = {(r["process"], r["time"]) for hit in stampedes for r in racing(recs, hit)}
+
+    def from_racers(task: str, gen: int) -> bool:
+        ok = the_claim(recs, task, gen)
+        mine = ops(recs, "claim", "invoke", process=ok["process"])
+        return (ok["process"], max(r["time"] for r in mine if r["time"] <= ok["time"])) in raced
+
+    examples = summary["invariants"]["lease_exclusive"]["examples"]
+    assert any(from_racers(ex["task"], ex["held_gen"]) and from_racers(ex["task"], ex["granted_gen"])
+               for ex in examples), examples  # fmt: skip
 
 
 def test_duplicate_register_registers_a_known_task_from_the_coordinator_and_workers(aimed_run) -> None:

@@ -1,17 +1,20 @@
-"""The claim gate with real processes: held workers sleep on one futex word and leave when their hold
-ends (not on an unrelated wake-up), racers let go together leave in pairs, and a waiter notices when it
-is told to stop. What a stampede does to a real queue is tested in tests/system/test_aimed.py.
+"""The claim gate: held workers (real processes) sleep on one futex word and leave when their hold ends,
+not on an unrelated wake-up, nor stay for a later hold, and stop waiting when told to stop; and the
+line-up's rules for racers let go together, on a board set by hand: a racer leaves with a partner that
+runs at the same moment on another core, never with one on its own core, alone once every other racer
+has left, and at the deadline. What a stampede does to a real queue is tested in tests/system/test_aimed.py.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from typing import Any
 
 import pytest
 
-from takeover.run.phases import HEADER, PARTNER_FRESH, RACE, RACE_BEAT, SLOT_WIDTH, PhaseBoard
+from takeover.run.phases import HEADER, RACE, RACE_BEAT, RACE_CORE, SLOT_WIDTH, PhaseBoard
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -20,12 +23,16 @@ FORK = multiprocessing.get_context("fork")  # the held workers: this module's fu
 
 
 def _held(board: PhaseBoard, slot: int, hold: int, stop_on_request: int) -> None:
-    """A held worker, reduced to the gate: publish ``held``, wait for the hold, line up, publish
+    """A held worker, reduced to the gate: publish ``held``, wait for the hold and line up, publish
     ``claiming`` (stop_on_request: also stop waiting when the board asks every worker to stop)."""
+    policy, affinity = os.sched_getscheduler(0), os.sched_getaffinity(0)
     board.publish(slot, "held", time.time())
-    board.wait_gate(hold, board.stop_requested if stop_on_request else (lambda: False))
-    board.line_up(slot, hold)
+    boosted = board.hold_back(slot, hold, board.stop_requested if stop_on_request else (lambda: False))
     board.publish(slot, "claiming", time.time())
+    if boosted is not None:
+        boosted.undo()
+    if (os.sched_getscheduler(0), os.sched_getaffinity(0)) != (policy, affinity):
+        os._exit(3)  # the racer's scheduling was not put back
 
 
 def _start(board: PhaseBoard, slots: int, hold: int, stop_on_request: int = 0) -> list[Any]:
@@ -45,23 +52,29 @@ def _joined(procs: list[Any]) -> list[int | None]:
     return [p.exitcode for p in procs]
 
 
-def test_held_workers_stay_through_another_wake_up_and_leave_together_when_their_hold_ends() -> None:
+def _field(board: PhaseBoard, slot: int, field: int) -> float:
+    return float(board.array[HEADER + slot * SLOT_WIDTH + field])
+
+
+def _set(board: PhaseBoard, slot: int, **fields: float) -> None:
+    names = {"race": RACE, "beat": RACE_BEAT, "core": RACE_CORE}
+    for name, value in fields.items():
+        board.array[HEADER + slot * SLOT_WIDTH + names[name]] = value
+
+
+def test_held_workers_stay_through_another_wake_up_and_all_leave_when_their_hold_ends() -> None:
     board = PhaseBoard.create(CTX, 4)
     board.close_gate(7)
     procs = _start(board, 4, hold=7)
     board.wake.wake_all()  # a wake-up, but hold 7 goes on: nobody leaves
     time.sleep(0.2)
     assert [board.phase(s) for s in range(4)] == ["held"] * 4
-    board.race(7, 4, time.time() + 2.0)
+    board.race(7, 4, time.time() + 5.0)
     board.open_gate()
-    assert _joined(procs) == [0, 0, 0, 0]
+    assert _joined(procs) == [0, 0, 0, 0], "a worker did not leave, or kept its racer's scheduling"
     assert [board.phase(s) for s in range(4)] == ["claiming"] * 4
-    a = board.array
-    assert [a[HEADER + s * SLOT_WIDTH + RACE] for s in range(4)] == [-7.0] * 4, "each left the line of hold 7"
-    raced, span = board.left_together(7, [0, 1, 2, 3], PARTNER_FRESH * 4)
-    # each left with a partner running at the same moment (or after every other had left): at
-    # least one pair left within microseconds of each other
-    assert raced >= 2 and span <= PARTNER_FRESH * 4, (raced, span)
+    assert [_field(board, s, RACE) for s in range(4)] == [-7.0] * 4, "each left the line of hold 7"
+    assert sorted(board.left_line(7, [0, 1, 2, 3])) == [0, 1, 2, 3]
 
 
 def test_a_worker_let_go_from_an_earlier_hold_leaves_when_a_later_hold_closes_the_gate() -> None:
@@ -86,8 +99,45 @@ def test_a_held_worker_stops_waiting_when_told_to_stop() -> None:
 def test_without_a_race_asked_a_released_worker_does_not_wait_for_a_partner() -> None:
     board = PhaseBoard.create(CTX, 2)
     board.close_gate(5)
-    procs = _start(board, 1, hold=5)  # slot 1 never comes: a race would have it wait until the deadline
+    procs = _start(board, 1, hold=5)  # slot 1 never comes: a race would have it wait an hour
     board.race(4, 2, time.time() + 3600)  # a race of another hold
     board.open_gate()
     assert _joined(procs) == [0]
-    assert board.array[HEADER + RACE] == 0.0 and board.array[HEADER + RACE_BEAT] == 0.0
+    assert _field(board, 0, RACE) == 0.0, "it lined up for a race nobody asked for"
+
+
+def _line_up(board: PhaseBoard, until: float, workers: int = 2) -> float:
+    """Slot 0 (on core 0) lines up for hold 9; when it left."""
+    _set(board, 0, core=0)
+    board.race(9, workers, until)
+    board.line_up(0, 9)
+    assert _field(board, 0, RACE) == -9.0
+    return _field(board, 0, RACE_BEAT)
+
+
+def test_a_racer_leaves_with_a_partner_running_on_another_core() -> None:
+    board = PhaseBoard.create(CTX, 3)
+    _set(board, 1, race=9, beat=time.time() + 3600, core=1)  # looks fresh whenever slot 0 looks
+    _set(board, 2, race=9, beat=0.0, core=0)  # a third racer, not running: slot 0 may not go alone
+    _line_up(board, until=time.time() + 3600, workers=3)
+
+
+def test_a_racer_on_the_same_core_is_no_partner() -> None:
+    board = PhaseBoard.create(CTX, 2)
+    _set(board, 1, race=9, beat=time.time() + 3600, core=0)  # fresh, but on slot 0's core
+    until = time.time() + 0.05
+    assert _line_up(board, until) >= until, "it left with a racer that cannot run at the same moment"
+
+
+def test_a_racer_leaves_alone_once_every_other_racer_has_left() -> None:
+    board = PhaseBoard.create(CTX, 3)
+    _set(board, 1, race=-9, beat=1.0, core=1)
+    _set(board, 2, race=-9, beat=1.0, core=0)
+    _line_up(board, until=time.time() + 3600, workers=3)
+
+
+def test_a_racer_whose_partner_never_runs_leaves_at_the_deadline() -> None:
+    board = PhaseBoard.create(CTX, 2)
+    _set(board, 1, race=9, beat=1.0, core=1)  # lined up long ago, not running since
+    until = time.time() + 0.05
+    assert _line_up(board, until) >= until

@@ -20,8 +20,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 # The futex system call's number per architecture (asm/unistd.h).
@@ -29,6 +28,8 @@ _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "i686": 2
 _FUTEX_WAIT, _FUTEX_WAKE = 0, 1  # shared (not FUTEX_PRIVATE_FLAG): the word is in another process' mapping too
 _WAKE_ALL = 0x7FFFFFFF
 POLL = 0.001  # how often a waiter looks without a futex
+RT_PRIORITY = 1  # a racer's real-time priority until its claim returned (the lowest: above every ordinary process)
+BOOST = -10  # a racer's nice instead, where real-time is not allowed but a lower nice is
 
 
 class _Timespec(ctypes.Structure):
@@ -96,22 +97,54 @@ class WakeWord:
             call(number, ctypes.c_void_p(self._address), _FUTEX_WAKE, _WAKE_ALL, None, None, 0)
 
 
-@contextmanager
-def own_core(slot: int) -> Iterator[None]:
-    """Run on core ``slot`` modulo the cores this process may use, then on all of them again.
+@dataclass
+class Boost:
+    """What lining up for a race changed in this process: undone (:meth:`undo`) once its call returned."""
 
-    Why: every held worker is woken at once, but the scheduler tends to queue them on one core
-    (the waker's, or the one each last ran on), where they take turns and can never run at the same
-    instant, however long they wait for each other. Spread over the cores by slot, neighbours in
-    slot order run on different cores and can meet. Where affinity cannot be set, nothing changes.
+    core: int  # the core it was moved to
+    allowed: set[int]  # the cores it may use otherwise
+    policy: tuple[int, int] | None = None  # the scheduling policy and priority it had, if changed
+    nice: int | None = None  # the nice it had, if changed instead
+
+    def undo(self) -> None:
+        try:
+            if self.policy is not None:
+                os.sched_setscheduler(0, self.policy[0], os.sched_param(self.policy[1]))
+            elif self.nice is not None:
+                os.setpriority(os.PRIO_PROCESS, 0, self.nice)
+            os.sched_setaffinity(0, self.allowed)
+        except OSError:
+            pass
+
+
+def boost(slot: int) -> Boost | None:
+    """Move this process to core ``slot`` modulo its allowed cores and let it run there ahead of others,
+    until :meth:`Boost.undo`; None where affinity cannot be set (then nothing changed).
+
+    Why: every held worker is woken at once, but the scheduler tends to queue them on one core (the
+    waker's, or the one each last ran on), where they take turns and never run at the same instant;
+    spread over the cores by slot, neighbours in slot order run on different cores and can meet. On
+    a loaded machine each core also runs other processes, and two racers seldom hold both cores at
+    the same moment: a real-time priority (SCHED_FIFO, where allowed: root or CAP_SYS_NICE) lets each
+    run on its core at once, ahead of every ordinary process, until its claim returned. Where that is
+    not allowed, a lower nice (BOOST) helps a little; where neither is, the racers wait their turn.
     """
     try:
-        allowed = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {allowed[slot % len(allowed)]})
+        allowed = os.sched_getaffinity(0)
+        core = sorted(allowed)[slot % len(allowed)]
+        os.sched_setaffinity(0, {core})
     except (AttributeError, OSError):
-        yield
-        return
+        return None
+    saved = Boost(core, allowed)
     try:
-        yield
-    finally:
-        os.sched_setaffinity(0, allowed)
+        saved.policy = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
+        return saved
+    except (AttributeError, OSError):
+        saved.policy = None
+    try:
+        saved.nice = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, BOOST)
+    except OSError:
+        saved.nice = None
+    return saved
