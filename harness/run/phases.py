@@ -13,6 +13,7 @@ we run on; a per-slot sequence number (odd while writing) lets a reader get a co
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -160,14 +161,14 @@ class PhaseBoard:
         self.array[self._base(slot) + RACE_CORE] = float(boosted.core if boosted else -1)
         try:
             self.wait_gate(hold, stop)
-            self.line_up(slot, hold)
+            self.line_up(slot, hold, share=bool(boosted and boosted.realtime))
         except BaseException:
             if boosted:
                 boosted.undo()
             raise
         return boosted
 
-    def line_up(self, slot: int, hold: int) -> None:
+    def line_up(self, slot: int, hold: int, share: bool = False) -> None:
         """A worker let go from ``hold``: if the hold asked for a race, wait for a partner, then leave.
 
         Why: a futex wakes every held worker at the same instant, but on a loaded machine with fewer
@@ -178,6 +179,12 @@ class PhaseBoard:
         leave within microseconds of each other. Nobody left to pair with (every other racer has gone)
         or the hold's deadline passed: it leaves alone. Two racers that run later together pair up
         too: more chances for the race. Without a race asked, this returns at once.
+
+        ``share``: the racer runs at a real-time priority, and yields its core after every look to
+        the other real-time processes waiting there. Real-time racers of the same priority never
+        preempt each other: without it, racers of two runs on one machine (the detection bench runs
+        two at once) that line up at the same moment each keep a core spinning, and each waits in vain
+        for a partner queued behind the other run's racer.
         """
         a = self.array
         if int(a[H_RACE_HOLD]) != hold or hold <= 0:
@@ -185,9 +192,9 @@ class PhaseBoard:
         workers, until = int(a[H_RACE_WORKERS]), a[H_RACE_UNTIL]
         me = self._base(slot)
         others = [self._base(s) for s in range(self.slots) if s != slot]
-        self._spin(me, others, hold, workers, until)
+        self._spin(me, others, hold, workers, until, share)
 
-    def _spin(self, me: int, others: list[int], hold: int, workers: int, until: float) -> None:
+    def _spin(self, me: int, others: list[int], hold: int, workers: int, until: float, share: bool) -> None:
         a = self.array
         core = a[me + RACE_CORE]
         a[me + RACE_BEAT] = 0.0
@@ -208,6 +215,8 @@ class PhaseBoard:
                 waiting += race == hold
             if waiting < 0 or now > until or (arrived + 1 >= workers and waiting == 0):
                 break
+            if share:
+                os.sched_yield()
         a[me + RACE_BEAT] = time.time()
         a[me + RACE] = float(-hold)
 

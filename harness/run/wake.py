@@ -106,6 +106,10 @@ class Boost:
     policy: tuple[int, int] | None = None  # the scheduling policy and priority it had, if changed
     nice: int | None = None  # the nice it had, if changed instead
 
+    @property
+    def realtime(self) -> bool:
+        return self.policy is not None
+
     def undo(self) -> None:
         try:
             if self.policy is not None:
