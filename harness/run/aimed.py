@@ -402,7 +402,7 @@ class AimedFaults:
         before its call, holding nothing, and stopping and resuming them one by one is what spread
         their starts over milliseconds on a loaded machine."""
         released = [s for s in held if self.board.phase(s) == "held"]
-        self.board.race(hold, len(released), time.time() + RACE_SPIN)
+        self.board.race(hold, released, time.time() + RACE_SPIN)
         self._released_at = time.time()
         self.board.open_gate()
         return released

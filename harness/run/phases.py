@@ -54,11 +54,15 @@ CLOCK_JUMPS = 14
 # A race at the gate (line_up): the hold the worker lines up for while it waits for a partner, its
 # negative once the worker has left for the claim; and the time it last looked while waiting, which is
 # the instant it left once it has.
-RACE, RACE_BEAT, RACE_CORE = 15, 16, 17  # and the core it waits on (-1: unknown)
-SLOT_WIDTH = 18
+# RACE_CORE: the core it waits on (-1: unknown); RACE_RANK: its place among the racers the nemesis let go.
+RACE, RACE_BEAT, RACE_CORE, RACE_RANK = 15, 16, 17, 18
+SLOT_WIDTH = 19
 # How the racers of a hold find each other: one leaves once another racer of that hold, on another core,
 # has looked within PARTNER_FRESH (so it is running at this very moment) or left that recently.
 PARTNER_FRESH = 0.00005
+# A real-time racer still alone after this long yields its core between looks (line_up's ``boosted``):
+# before, its looks come a few microseconds apart, and so does its leaving after its partner's.
+SHARE_AFTER = 0.001
 GATE_WAIT_STEP = 0.1  # a held worker wakes at least this often to notice a stop or its parent's death
 
 
@@ -140,10 +144,13 @@ class PhaseBoard:
                 return
             self.wake.wait(seen, GATE_WAIT_STEP)
 
-    def race(self, hold: int, workers: int, until: float) -> None:
-        """The nemesis, before it opens the gate: the ``workers`` it lets go from ``hold`` are to race,
-        each waiting for a partner at most until ``until``."""
-        self.array[H_RACE_WORKERS] = float(workers)
+    def race(self, hold: int, slots: list[int], until: float) -> None:
+        """The nemesis, before it opens the gate: the workers of ``slots`` it lets go from ``hold`` are
+        to race, each waiting for a partner at most until ``until``. Each gets its rank among them:
+        the racers spread over the cores by rank, so that any two of them wait on different cores."""
+        for rank, slot in enumerate(slots):
+            self.array[self._base(slot) + RACE_RANK] = float(rank)
+        self.array[H_RACE_WORKERS] = float(len(slots))
         self.array[H_RACE_UNTIL] = until
         self.array[H_RACE_HOLD] = float(hold)
 
@@ -161,14 +168,14 @@ class PhaseBoard:
         self.array[self._base(slot) + RACE_CORE] = float(boosted.core if boosted else -1)
         try:
             self.wait_gate(hold, stop)
-            self.line_up(slot, hold, share=bool(boosted and boosted.realtime))
+            self.line_up(slot, hold, boosted)
         except BaseException:
             if boosted:
                 boosted.undo()
             raise
         return boosted
 
-    def line_up(self, slot: int, hold: int, share: bool = False) -> None:
+    def line_up(self, slot: int, hold: int, boosted: Boost | None = None) -> None:
         """A worker let go from ``hold``: if the hold asked for a race, wait for a partner, then leave.
 
         Why: a futex wakes every held worker at the same instant, but on a loaded machine with fewer
@@ -180,8 +187,9 @@ class PhaseBoard:
         or the hold's deadline passed: it leaves alone. Two racers that run later together pair up
         too: more chances for the race. Without a race asked, this returns at once.
 
-        ``share``: the racer runs at a real-time priority, and yields its core after every look to
-        the other real-time processes waiting there. Real-time racers of the same priority never
+        ``boosted``: how :meth:`hold_back` moved the racer; it moves on to the core of its rank. A
+        racer at a real-time priority still alone after SHARE_AFTER yields its core after every look
+        to the other real-time processes waiting there. Real-time racers of the same priority never
         preempt each other: without it, racers of two runs on one machine (the detection bench runs
         two at once) that line up at the same moment each keep a core spinning, and each waits in vain
         for a partner queued behind the other run's racer.
@@ -192,13 +200,16 @@ class PhaseBoard:
         workers, until = int(a[H_RACE_WORKERS]), a[H_RACE_UNTIL]
         me = self._base(slot)
         others = [self._base(s) for s in range(self.slots) if s != slot]
-        self._spin(me, others, hold, workers, until, share)
+        if boosted is not None:
+            a[me + RACE_CORE] = float(boosted.move(int(a[me + RACE_RANK])))
+        self._spin(me, others, hold, workers, until, bool(boosted and boosted.realtime))
 
     def _spin(self, me: int, others: list[int], hold: int, workers: int, until: float, share: bool) -> None:
         a = self.array
         core = a[me + RACE_CORE]
         a[me + RACE_BEAT] = 0.0
         a[me + RACE] = float(hold)
+        started = time.time()
         while True:
             now = time.time()
             a[me + RACE_BEAT] = now
@@ -215,7 +226,7 @@ class PhaseBoard:
                 waiting += race == hold
             if waiting < 0 or now > until or (arrived + 1 >= workers and waiting == 0):
                 break
-            if share:
+            if share and now - started > SHARE_AFTER:
                 os.sched_yield()
         a[me + RACE_BEAT] = time.time()
         a[me + RACE] = float(-hold)

@@ -110,6 +110,17 @@ class Boost:
     def realtime(self) -> bool:
         return self.policy is not None
 
+    def move(self, index: int) -> int:
+        """Move on to the ``index``-th allowed core (modulo their number); the core it is on."""
+        core = sorted(self.allowed)[index % len(self.allowed)]
+        if core != self.core:
+            try:
+                os.sched_setaffinity(0, {core})
+                self.core = core
+            except OSError:
+                pass
+        return self.core
+
     def undo(self) -> None:
         try:
             if self.policy is not None:

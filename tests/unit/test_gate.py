@@ -69,12 +69,31 @@ def test_held_workers_stay_through_another_wake_up_and_all_leave_when_their_hold
     board.wake.wake_all()  # a wake-up, but hold 7 goes on: nobody leaves
     time.sleep(0.2)
     assert [board.phase(s) for s in range(4)] == ["held"] * 4
-    board.race(7, 4, time.time() + 5.0)
+    board.race(7, [0, 1, 2, 3], time.time() + 5.0)
     board.open_gate()
     assert _joined(procs) == [0, 0, 0, 0], "a worker did not leave, or kept its racer's scheduling"
     assert [board.phase(s) for s in range(4)] == ["claiming"] * 4
     assert [_field(board, s, RACE) for s in range(4)] == [-7.0] * 4, "each left the line of hold 7"
     assert sorted(board.left_line(7, [0, 1, 2, 3])) == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: every racer waits on it")
+def test_racers_let_go_wait_on_different_cores_whatever_their_slots() -> None:
+    """Slots 0 and 2 are held on one core (slot modulo 2 cores); let go as the only two racers, they
+    line up on two (their ranks), where they can run at the same moment."""
+    board = PhaseBoard.create(CTX, 3)
+    board.close_gate(8)
+    procs = [FORK.Process(target=_held, args=(board, s, 8, 0), daemon=True) for s in (0, 2)]
+    for p in procs:
+        p.start()
+    deadline = time.time() + 30
+    while board.phase(0) != "held" or board.phase(2) != "held":
+        assert time.time() < deadline, "the workers never reached the gate"
+        time.sleep(0.01)
+    board.race(8, [0, 2], time.time() + 5.0)
+    board.open_gate()
+    assert _joined(procs) == [0, 0]
+    assert _field(board, 0, RACE_CORE) != _field(board, 2, RACE_CORE)
 
 
 def test_a_worker_let_go_from_an_earlier_hold_leaves_when_a_later_hold_closes_the_gate() -> None:
@@ -100,7 +119,7 @@ def test_without_a_race_asked_a_released_worker_does_not_wait_for_a_partner() ->
     board = PhaseBoard.create(CTX, 2)
     board.close_gate(5)
     procs = _start(board, 1, hold=5)  # slot 1 never comes: a race would have it wait an hour
-    board.race(4, 2, time.time() + 3600)  # a race of another hold
+    board.race(4, [0, 1], time.time() + 3600)  # a race of another hold
     board.open_gate()
     assert _joined(procs) == [0]
     assert _field(board, 0, RACE) == 0.0, "it lined up for a race nobody asked for"
@@ -109,7 +128,7 @@ def test_without_a_race_asked_a_released_worker_does_not_wait_for_a_partner() ->
 def _line_up(board: PhaseBoard, until: float, workers: int = 2) -> float:
     """Slot 0 (on core 0) lines up for hold 9; when it left."""
     _set(board, 0, core=0)
-    board.race(9, workers, until)
+    board.race(9, list(range(workers)), until)
     board.line_up(0, 9)
     assert _field(board, 0, RACE) == -9.0
     return _field(board, 0, RACE_BEAT)
