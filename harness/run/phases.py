@@ -55,10 +55,11 @@ CLOCK_JUMPS = 14
 # negative once the worker has left for the claim; and the time it last looked while waiting, which is
 # the instant it left once it has.
 # RACE_CORE: the core it waits on (-1: unknown); RACE_RANK: its place among the racers the nemesis let go.
-RACE, RACE_BEAT, RACE_CORE, RACE_RANK = 15, 16, 17, 18
-SLOT_WIDTH = 19
-# How the racers of a hold find each other: one leaves once another racer of that hold, on another core,
-# has looked within PARTNER_FRESH (so it is running at this very moment) or left that recently.
+# RACE_WITH: the racer it offers itself to, by the board index of that slot (0: none).
+RACE, RACE_BEAT, RACE_CORE, RACE_RANK, RACE_WITH = 15, 16, 17, 18, 19
+SLOT_WIDTH = 20
+# How the racers of a hold find each other: a racer of that hold on another core that has looked within
+# PARTNER_FRESH is running at this very moment (line_up).
 PARTNER_FRESH = 0.00005
 # A real-time racer still alone after this long yields its core between looks (line_up's ``boosted``):
 # before, its looks come a few microseconds apart, and so does its leaving after its partner's.
@@ -205,8 +206,13 @@ class PhaseBoard:
         self._spin(me, others, hold, workers, until, bool(boosted and boosted.realtime))
 
     def _spin(self, me: int, others: list[int], hold: int, workers: int, until: float, share: bool) -> None:
+        """line_up's loop. Racers pair by handshake: each offers itself (RACE_WITH) to a racer it sees
+        running on another core, and both leave once each has offered itself to the other; one that
+        sees its partner gone with it follows at once. A racer that saw a partner run once, but was
+        not seen back (the partner was preempted just then), does not leave alone."""
         a = self.array
         core = a[me + RACE_CORE]
+        a[me + RACE_WITH] = 0.0
         a[me + RACE_BEAT] = 0.0
         a[me + RACE] = float(hold)
         started = time.time()
@@ -214,17 +220,25 @@ class PhaseBoard:
             now = time.time()
             a[me + RACE_BEAT] = now
             waiting = arrived = 0
+            paired = False
             for b in others:
                 race = a[b + RACE]
                 if race != hold and race != -hold:
                     continue
+                arrived += 1
+                if race == -hold:
+                    if a[b + RACE_WITH] == me:
+                        paired = True  # it left with this one: follow at once
+                        break
+                    continue
+                waiting += 1
                 # A racer on this core that looked a moment ago was switched out for this one: not a partner.
                 if now - a[b + RACE_BEAT] < PARTNER_FRESH and (core < 0 or a[b + RACE_CORE] != core):
-                    waiting = -1  # a partner runs right now, or just left: go with it
-                    break
-                arrived += 1
-                waiting += race == hold
-            if waiting < 0 or now > until or (arrived + 1 >= workers and waiting == 0):
+                    a[me + RACE_WITH] = b
+                    if a[b + RACE_WITH] == me:
+                        paired = True
+                        break
+            if paired or now > until or (arrived + 1 >= workers and waiting == 0):
                 break
             if share and now - started > SHARE_AFTER:
                 os.sched_yield()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from takeover.run.phases import HEADER, RACE, RACE_BEAT, RACE_CORE, SLOT_WIDTH, PhaseBoard
+from takeover.run.phases import HEADER, RACE, RACE_BEAT, RACE_CORE, RACE_WITH, SLOT_WIDTH, PhaseBoard
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -57,7 +57,7 @@ def _field(board: PhaseBoard, slot: int, field: int) -> float:
 
 
 def _set(board: PhaseBoard, slot: int, **fields: float) -> None:
-    names = {"race": RACE, "beat": RACE_BEAT, "core": RACE_CORE}
+    names = {"race": RACE, "beat": RACE_BEAT, "core": RACE_CORE, "offer": RACE_WITH}
     for name, value in fields.items():
         board.array[HEADER + slot * SLOT_WIDTH + names[name]] = value
 
@@ -134,11 +134,29 @@ def _line_up(board: PhaseBoard, until: float, workers: int = 2) -> float:
     return _field(board, 0, RACE_BEAT)
 
 
-def test_a_racer_leaves_with_a_partner_running_on_another_core() -> None:
+SLOT0 = HEADER  # slot 0's place on the board: what a racer that offers itself to slot 0 writes
+
+
+def test_a_racer_leaves_with_a_partner_running_on_another_core_that_offers_itself_back() -> None:
     board = PhaseBoard.create(CTX, 3)
-    _set(board, 1, race=9, beat=time.time() + 3600, core=1)  # looks fresh whenever slot 0 looks
+    _set(board, 1, race=9, beat=time.time() + 3600, core=1, offer=SLOT0)  # looks fresh whenever slot 0 looks
     _set(board, 2, race=9, beat=0.0, core=0)  # a third racer, not running: slot 0 may not go alone
     _line_up(board, until=time.time() + 3600, workers=3)
+    assert _field(board, 0, RACE_WITH) == HEADER + SLOT_WIDTH, "it offered itself to slot 1"
+
+
+def test_a_racer_follows_a_partner_that_left_with_it() -> None:
+    board = PhaseBoard.create(CTX, 3)
+    _set(board, 1, race=-9, beat=1.0, core=1, offer=SLOT0)  # left long ago, with slot 0
+    _set(board, 2, race=9, beat=0.0, core=0)
+    _line_up(board, until=time.time() + 3600, workers=3)
+
+
+def test_a_racer_not_seen_back_by_its_partner_does_not_leave_alone() -> None:
+    board = PhaseBoard.create(CTX, 2)
+    _set(board, 1, race=9, beat=time.time() + 3600, core=1)  # seems to run, but never offers itself back
+    until = time.time() + 0.05
+    assert _line_up(board, until) >= until
 
 
 def test_a_racer_on_the_same_core_is_no_partner() -> None:
