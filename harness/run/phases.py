@@ -286,7 +286,10 @@ class PhaseBoard:
         a[b + PHASE] = PHASE_CODE["idle"]
         a[b + TASK] = -1
         a[b + OPEN_FAULTS] = 0.0
-        a[b + RACE] = 0.0
+        # A racer killed while it waited for a partner must not be waited for; one killed after it left
+        # (its claim's holder is the nemesis' favourite target) keeps when it left, for the stampede's record.
+        if a[b + RACE] > 0:
+            a[b + RACE] = 0.0
         # A new incarnation starts from its own skew: jumps aimed at the one before are not its. Jumps posted
         # from here on are, even before it first reads its clock (starting a process can take a second).
         a[b + CLOCK_JUMPS] = 0.0

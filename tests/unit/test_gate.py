@@ -178,3 +178,13 @@ def test_a_racer_whose_partner_never_runs_leaves_at_the_deadline() -> None:
     _set(board, 1, race=9, beat=1.0, core=1)  # lined up long ago, not running since
     until = time.time() + 0.05
     assert _line_up(board, until) >= until
+
+
+def test_a_new_incarnation_forgets_a_racer_still_waiting_but_not_when_one_left() -> None:
+    board = PhaseBoard.create(CTX, 2)
+    _set(board, 0, race=9, beat=5.0)  # killed while it waited for a partner
+    _set(board, 1, race=-9, beat=6.0)  # killed after it left, in the claim it raced
+    board.set_owner(0, 3, 0)
+    board.set_owner(1, 4, 0)
+    assert _field(board, 0, RACE) == 0.0, "the others would wait for a dead racer"
+    assert board.left_line(9, [0, 1]) == {1: 6.0}
