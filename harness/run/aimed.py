@@ -53,6 +53,11 @@ RACE_SPIN = 0.1  # how long workers let go together wait for a partner to start 
 # that meet leave within microseconds): the racers a claim_stampede counts as having entered claim together.
 TOGETHER = 0.00005
 MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
+# How long before its frozen holder's lease ends expire_and_return closes the claim gate. Until then the
+# other workers claim and finish as usual: no claim can take a task whose lease is still valid (a queue
+# that hands it out anyway is caught for that), and a gate held for the whole lease stopped every claim
+# for a second: a run's first seconds then had no finish at all, and stale_return's takeovers waited.
+CLOSE_AHEAD = 0.15
 STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
 FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
 # The states in which registering a task again changes something in a queue that resets a known task
@@ -143,6 +148,7 @@ class AimedFaults:
         self._up = False
         # Per stale_return order under way: its frozen holder's lease end and task, until the takeover.
         self._takeovers: dict[str, tuple[float, int]] = {}
+        self._closing_at: float | None = None  # when an expire_and_return closes the gate again (CLOSE_AHEAD)
         self._first_tick: float | None = None
         self._up_at = 0.0  # when the workers were up (see _workers_up)
         self._released_at = 0.0  # when the last hold let its held workers go
@@ -357,6 +363,8 @@ class AimedFaults:
         now = time.time()
         if any(-TAKEOVER_GRACE < due - now < GATHER + 0.1 for due, _task in self._takeovers.values()):
             return "stale_return"
+        if self._closing_at is not None and self._closing_at - now < GATHER + 0.1:
+            return "expire_and_return"  # it closes the gate soon: a hold begun now would still own it then
         if self._idle_workers() < 2:
             return FEW_FREE
         return None
@@ -427,6 +435,7 @@ class AimedFaults:
             holder = yield from self._freeze_holder(kind, deadline, fields, gated=True, past_lease=margin)
             view = holder.view
             fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
+            yield from self._reopen_until_expiry(kind, view.lease_until)
             yield from self._claims_settled({holder.slot})
             resume_at = view.lease_until + margin
             while time.time() < resume_at:
@@ -439,6 +448,27 @@ class AimedFaults:
         finally:
             self._thaw(holder)
             self._open_gate(kind)
+
+    def _reopen_until_expiry(self, kind: str, lease_until: float) -> Generator[float, None, None]:
+        """With the holder frozen, open the claim gate until CLOSE_AHEAD before its lease ends, then
+        take it again (the other gated holds keep off it from a hold's length before: _gate_blocker).
+        Missed if another hold still owns it when the lease ends: a claim could then take the task over
+        before the holder's return."""
+        close_at = lease_until - CLOSE_AHEAD
+        if close_at - time.time() < 2 * POLL:
+            return  # its lease ends now: keep the gate it took with the freeze
+        self._closing_at = close_at
+        self._open_gate(kind)
+        try:
+            while time.time() < close_at:
+                yield close_at - time.time()
+            while (blocker := self._gate_blocker(kind)) is not None:
+                if time.time() >= lease_until:
+                    raise Missed(f"claims were held by {blocker} when the frozen holder's lease ran out")
+                yield POLL
+            self._own_gate(kind, close=True)
+        finally:
+            self._closing_at = None
 
     def stale_return(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "stale_return"
