@@ -145,8 +145,9 @@ class Worker:
     def run(self) -> None:
         if self.cfg.clock_skew_max > 0:
             record_skew(self.hist, self.spec.process, self.name, self.clock.offset)
-        self.publish("idle")
         self.open()
+        self.publish("idle")  # ready: the coordinator starts the run once its workers are (PhaseBoard.ready)
+        self.board.wait_start(self.should_stop)
         try:
             while not self.should_stop():
                 self.step()

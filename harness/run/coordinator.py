@@ -46,6 +46,7 @@ from takeover.run.registration import register_tasks
 from takeover.run.supervision import Supervisor, WorkerEntry
 
 SNAPSHOT_EVERY = 0.25  # drain: how often the queue is asked whether everything is terminal
+READY_WAIT, READY_POLL = 5.0, 0.005  # how long, and how often, the run's start waits for its workers to be ready
 STATES_TIMEOUT = 0.5  # an aimed fault's look at the task states (duplicate_register picks a task by state)
 
 
@@ -130,6 +131,19 @@ class Coordinator:
         with run_database(self.cfg.db, self.run_dir) as database:
             return self._run(database)
 
+    def _await_workers(self) -> None:
+        """Wait until every live worker has opened the queue (at most READY_WAIT), so the run's start,
+        its faulted phase and every time measured from it begin with the workers, not with their
+        process start-up. A worker that died or hangs in its queue's constructor is not waited for
+        past READY_WAIT: the run then starts without it, as it did before."""
+        sup = self.supervisor
+        end = time.time() + READY_WAIT
+        while not self.signals and time.time() < end:
+            live = sup.live_slots()
+            if all(self.board.ready(s) for s in live):
+                return
+            time.sleep(READY_POLL)
+
     def _run(self, database: str) -> RunResult:
         t0 = time.time()
         if self.power is None:  # the power-loss layer keeps the SQLite file where it can cut its power
@@ -157,6 +171,8 @@ class Coordinator:
             sup.start_service()
             for slot in range(self.cfg.workers):
                 sup.spawn(slot)
+            self._await_workers()
+            self.board.start()
             self.board.set_faults_enabled(True)
             self.hist.write("info", "run", value="start")
             start = time.time()

@@ -32,10 +32,13 @@ HOLDING = ("working", "acting", "acted", "finishing")
 # open, else the number of the hold that closed it, [3] [4] a registration asked of the workers that
 # a hold kept back: the hold's number and the task's index; [5] [6] [7] a race asked of the workers a
 # hold lets go (:meth:`PhaseBoard.line_up`): the hold's number, how many it lets go, until when they
-# wait for each other.
-HEADER = 8
+# wait for each other; [8] the run has started (PhaseBoard.start): workers that opened the queue
+# wait for it before their first claim.
+HEADER = 9
 H_STOP, H_FAULTS, H_GATE, H_REGISTER_HOLD, H_REGISTER_TASK = 0, 1, 2, 3, 4
 H_RACE_HOLD, H_RACE_WORKERS, H_RACE_UNTIL = 5, 6, 7
+H_STARTED = 8
+START_POLL = 0.002  # how often a worker that is ready looks whether the run has started
 # Slot fields
 SEQ, PHASE, TASK, GEN, LEASE_UNTIL, PROCESS, PID, SINCE = range(8)
 # Counters summed over all incarnations of a slot (progress display, fallback summary).
@@ -106,6 +109,24 @@ class PhaseBoard:
 
     def stop_requested(self) -> bool:
         return self.array[H_STOP] != 0.0
+
+    def start(self) -> None:
+        """The run begins: every worker waiting in :meth:`wait_start` claims from now on."""
+        self.array[H_STARTED] = 1.0
+
+    def wait_start(self, stop: Callable[[], bool]) -> None:
+        """A worker that opened the queue: wait until the run starts (or ``stop()`` says to stop).
+
+        Why: process start-up takes 0.3-2 s on a loaded machine, and a run's clock, its faulted phase and
+        every time to detection count from its start; so the coordinator starts the run once its workers
+        are ready (:meth:`ready`), and they all begin together, on time. A worker started later (a
+        respawn) finds the run started and goes on at once."""
+        while self.array[H_STARTED] == 0.0 and not stop():
+            time.sleep(START_POLL)
+
+    def ready(self, slot: int) -> bool:
+        """Whether the worker in ``slot`` has published a phase: it does so once its queue is open."""
+        return self.array[self._base(slot) + SINCE] > 0
 
     def set_faults_enabled(self, enabled: bool) -> None:
         self.array[H_FAULTS] = 1.0 if enabled else 0.0
