@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from takeover.checker.facts import Facts
+from takeover.checker.facts import Facts, power_loss_between, power_loss_times
 from takeover.checker.invariants import _extended_leases
 from takeover.checker.ops import AIMED_FAULTS
 from takeover.checker.summary_types import (
@@ -60,12 +60,6 @@ def has_clock_faults(fx: Facts) -> bool:
     cfg = fx.config
     requested = any(isinstance(cfg.get(k), int | float) and cfg[k] > 0 for k in ("clock_skew_max", "clock_jump_rate"))
     return requested or fx.clocks is not None
-
-
-def power_loss_times(fx: Facts) -> np.ndarray:
-    """When each power loss of the run began (its invoke), sorted; empty without power losses."""
-    faults = fx.ops.faults
-    return np.sort(faults.loc[faults["f"] == "power_loss", "t_inv"].to_numpy(dtype="float64"))
 
 
 def has_power_losses(fx: Facts) -> bool:
@@ -173,13 +167,8 @@ def extra_actions(fx: Facts) -> pd.DataFrame | None:
         made, left = _clock_made(fx, extra, held)
         cause = np.where((cause == "lost_lease") & made, CLOCK, cause)
         extra["real_lease_left"] = left
-    losses = power_loss_times(fx)
-    if len(losses):
-        p_t = extra["p_t"].to_numpy(dtype="float64")
-        first_after = np.searchsorted(losses, p_t, side="right")
-        between = (first_after < len(losses)) & (
-            losses[np.minimum(first_after, len(losses) - 1)] < extra["t"].to_numpy(dtype="float64"))
-        cause = np.where((cause == "other") & between, POWER, cause)
+    between, _at = power_loss_between(fx, extra["p_t"], extra["t"])
+    cause = np.where((cause == "other") & between, POWER, cause)
     extra["cause"] = cause
     return extra
 

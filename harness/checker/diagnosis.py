@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from takeover.checker.counts import power_loss_times
-from takeover.checker.facts import Facts
+from takeover.checker.facts import Facts, power_loss_between
 from takeover.checker.invariants import InvariantResult
 from takeover.checker.summary_types import DiagnosisJson, Example
 
@@ -444,14 +443,7 @@ def _across_power_loss(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[fl
     (what contradicts it), and when the first such one began (relative seconds, for the words).
     Only such a violation is blamed on the power loss: one with no power loss between its two
     events is the queue's own, as in any run."""
-    lo = np.asarray(lo, dtype="float64")
-    hi = np.asarray(hi, dtype="float64")
-    losses = power_loss_times(fx)
-    if not len(losses) or not len(lo):
-        return np.zeros(len(lo), dtype=bool), [None] * len(lo)
-    pos = np.searchsorted(losses, np.nan_to_num(lo, nan=np.inf), side="right")
-    at = losses[np.minimum(pos, len(losses) - 1)]
-    hit = (pos < len(losses)) & (at < np.nan_to_num(hi, nan=np.inf))
+    hit, at = power_loss_between(fx, lo, hi)
     return hit, [fx.rel(t) if h else None for t, h in zip(at, hit, strict=True)]
 
 

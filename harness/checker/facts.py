@@ -82,6 +82,27 @@ class Facts:
         return round(float(t) - self.t0, 3)
 
 
+def power_loss_times(fx: Facts) -> np.ndarray:
+    """When each power loss of the run began (its invoke), sorted; empty without power losses."""
+    faults = fx.ops.faults
+    return np.sort(faults.loc[faults["f"] == "power_loss", "t_inv"].to_numpy(dtype="float64"))
+
+
+def power_loss_between(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: whether a power loss began after ``lo`` (an acknowledged answer) and before ``hi``
+    (what goes back on it), and when the first power loss after ``lo`` began (NaN: none). A NaN ``lo``
+    never has one after it; a NaN ``hi`` stands for the end of the run. Every reader that excuses or blames a power loss uses this rule:
+    the diagnosis, the probes and the duplicates' causes."""
+    lo = np.asarray(lo, dtype="float64")
+    hi = np.asarray(hi, dtype="float64")
+    losses = power_loss_times(fx)
+    if not len(losses) or not len(lo):
+        return np.zeros(len(lo), dtype=bool), np.full(len(lo), np.nan)
+    pos = np.searchsorted(losses, np.nan_to_num(lo, nan=np.inf), side="right")
+    at = np.where(pos < len(losses), losses[np.minimum(pos, len(losses) - 1)], np.nan)
+    return at < np.nan_to_num(hi, nan=np.inf), at
+
+
 def _encode_tasks(run: RunData) -> pd.Index:
     """Replace task ids by float codes (NaN = none) in the history, snapshot, ledger and probes, in place.
 

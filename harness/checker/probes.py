@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from takeover.checker.facts import Facts
+from takeover.checker.facts import Facts, power_loss_between
 from takeover.checker.resolves import effective
 
 TERMINAL = ("done", "uncertain")
@@ -74,16 +74,6 @@ def probe_operations(fx: Facts) -> pd.DataFrame:
         out = out[out["t_comp"] >= out["t_inv"]].sort_values("t_inv").reset_index(drop=True)
     fx._probe_ops = out  # type: ignore[attr-defined]
     return out
-
-
-def _power_between(fx: Facts, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per row: a power loss began after ``lo`` and before ``hi``."""
-    faults = fx.ops.faults
-    losses = np.sort(faults.loc[faults["f"] == "power_loss", "t_inv"].to_numpy(dtype="float64"))
-    if not len(losses) or not len(lo):
-        return np.zeros(len(lo), dtype=bool)
-    pos = np.searchsorted(losses, lo, side="right")
-    return (pos < len(losses)) & (losses[np.minimum(pos, len(losses) - 1)] < hi)
 
 
 def _latest_before(rows: pd.DataFrame, answers: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -146,7 +136,7 @@ def probe_violations(fx: Facts) -> pd.DataFrame:
     if not found:
         return empty
     bad = pd.concat([f.reindex(columns=[*cols, "t_inv", "t_comp"]) for f in found], ignore_index=True)
-    bad = bad[~_power_between(fx, bad["answered"].to_numpy(dtype="float64"), bad["t_comp"].to_numpy(dtype="float64"))]
+    bad = bad[~power_loss_between(fx, bad["answered"], bad["t_comp"])[0]]
     bad = bad.assign(at=bad["t_inv"].to_numpy(dtype="float64"))
     bad = bad.sort_values("at", kind="stable").drop_duplicates(["task", "problem"]).reset_index(drop=True)
     return bad[cols]
