@@ -22,6 +22,14 @@ from tests.helpers import queues
 
 queues.on_path()
 
+# Matplotlib's Agg backend is a C extension that cannot be imported twice in one process. A test that
+# interrupts a command in this process (a Ctrl-C or a timeout) while it first imports the reports leaves
+# that import half done, and every later report drawn in the same test process then fails with
+# "RendererAgg is already registered" (seen in a soak test under load). Importing the reports here,
+# before any test runs, takes that first import out of every test.
+import takeover.reports.figures  # noqa: E402,F401
+import takeover.reports.resources  # noqa: E402,F401
+
 # System tests press Ctrl-C on the commands they start (SIGINT to the command's own session) and
 # expect what a terminal's Ctrl-C gives: a KeyboardInterrupt, a clean stop, exit 130. That needs
 # SIGINT at its default disposition in the command. A job started in the background by a
