@@ -91,8 +91,8 @@ def power_loss_times(fx: Facts) -> np.ndarray:
 def power_loss_between(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, np.ndarray]:
     """Per row: whether a power loss began after ``lo`` (an acknowledged answer) and before ``hi``
     (what goes back on it), and when the first power loss after ``lo`` began (NaN: none). A NaN ``lo``
-    never has one after it; a NaN ``hi`` stands for the end of the run. Every reader that excuses or blames a power loss uses this rule:
-    the diagnosis, the probes and the duplicates' causes."""
+    never has one after it; a NaN ``hi`` stands for the end of the run. Every reader that excuses or
+    blames a power loss uses this rule: the diagnosis, the probes and the duplicates' causes."""
     lo = np.asarray(lo, dtype="float64")
     hi = np.asarray(hi, dtype="float64")
     losses = power_loss_times(fx)
