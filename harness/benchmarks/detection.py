@@ -123,6 +123,8 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
     row: dict[str, Any] = {"seed": seed, "mode": mode, "exit": int(code), "caught": bool(hits), "violated": fired,
                            "first_violation_s": first, "first_invariant": first_invariant, "at_end": at_end,
                            "wall_s": round(took, 2), "aimed": _aimed(result)}
+    if name != REFERENCE:  # the defects the diagnosis names, each once, in the order it tells them
+        row["defects"] = list(dict.fromkeys(e["defect"] for e in result.summary.get("diagnosis", [])))
     if name == REFERENCE:
         row["valid"] = result.verdict
         row["not_holding"] = {n: inv.to_json()["examples"][:1] for n, inv in result.invariants.items()
@@ -178,8 +180,14 @@ def summarise(name: str, expected: tuple[str, ...], runs: list[dict[str, Any]]) 
     caught_pass = fraction >= TARGET_CAUGHT_FRACTION
     first_pass = median is not None and median <= TARGET_MEDIAN_FIRST_S
     end_only = bool(expected) and set(expected) <= SNAPSHOT_ONLY
+    defect = planted_defect(name)
     return {
         "expected": list(expected), "runs": len(runs), "caught": len(caught), "caught_fraction": fraction,
+        # From a violation to the line to fix: the caught runs whose diagnosis names the planted defect, and
+        # those that name it alone (no symptom told as another defect's).
+        "defect": defect,
+        "diagnosis_names_defect": sum(defect in r.get("defects", []) for r in caught),
+        "diagnosis_names_only_defect": sum(r.get("defects", []) == [defect] for r in caught),
         "median_first_violation_s": median, "at_end": sum(r["at_end"] for r in caught),
         "caught_pass": caught_pass,
         "first_pass": first_pass,
@@ -191,6 +199,17 @@ def summarise(name: str, expected: tuple[str, ...], runs: list[dict[str, Any]]) 
         "time_pass": caught_pass and len(caught) == sum(r["at_end"] for r in caught) if end_only else first_pass,
         "per_run": runs,
     }
+
+
+def planted_defect(name: str) -> str | None:
+    """The defect the diagnosis must name for planted bug ``name`` (None for the reference queue)."""
+    from takeover.checker.diagnosis import PATTERNS
+    from takeover.queues.planted import DIAGNOSED
+
+    if name not in DIAGNOSED:
+        return None
+    invariant, pattern = DIAGNOSED[name]
+    return PATTERNS[invariant][pattern].defect
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -388,6 +407,15 @@ def footer(fig: dict[str, Any]) -> list[str]:
         lines.append(f"bugs found per minute of run time, random only: {rnd['bugs_per_minute']:.2f} "
                      f"({rnd['caught_runs']} of {rnd['total_runs']} runs in {rnd['run_minutes']:.1f} min); "
                      f"aimed/random {_fmt_x(gain, fig['bugs_per_minute'])}")
+    bugs = fig["bugs"].values()
+    caught = sum(b["caught"] for b in bugs)
+    if caught:
+        only = sum(b.get("diagnosis_names_only_defect", 0) for b in bugs)
+        named = sum(b.get("diagnosis_names_defect", 0) for b in bugs)
+        wrong = [f"{n} {b.get('diagnosis_names_only_defect', 0)}/{b['caught']}" for n, b in fig["bugs"].items()
+                 if b["caught"] and b.get("diagnosis_names_only_defect", 0) < b["caught"]]
+        lines.append(f"diagnosis, aimed: named the planted defect alone in {only} of {caught} caught runs, among "
+                     f"others in {named - only} more" + (f" (not alone: {', '.join(wrong)})" if wrong else ""))
     for mode, ref in fig.get("reference", {}).items():
         if ref["invalid"]:
             bad = "; ".join(f"seed {r['seed']} {r['run_dir']}: {', '.join(r['not_holding'])}" for r in ref["invalid"])

@@ -211,6 +211,25 @@ PLANTED: dict[str, tuple[str, ...]] = {
                          "state_matches_history"),
 }
 
+# name -> the (invariant, pattern) of takeover.checker.diagnosis that names its defect: what a user reads
+# first when the bug is caught. The detection bench counts the caught runs whose diagnosis names that
+# defect and no other (the time from a violation to the line to fix), tests/quality/test_diagnosis.py
+# checks each on the shapes the bug leaves in a history.
+DIAGNOSED: dict[str, tuple[str, str]] = {
+    "FinishIgnoresGeneration": ("no_stale_commit", "stale_commit"),
+    "FinishIgnoresLease": ("finish_within_lease", "late_finish"),
+    "ReclaimsTerminal": ("no_reclaim_after_terminal", "reclaimed_after_lease"),
+    "NoBumpOnTakeover": ("generation_monotonic", "no_bump"),
+    "BumpsByTwo": ("generation_monotonic", "skipped"),
+    "StealsLiveLeases": ("lease_exclusive", "lease_stolen"),
+    "IdempotentFinish": ("single_finish", "accepted_when_finished"),
+    "FinishNotDurable": ("state_matches_history", "finish_not_durable"),
+    "SnapshotOffByOne": ("state_matches_history", "snapshot_behind"),
+    "DropsTasks": ("no_lost_task", "passed_over"),
+    "NonAtomicClaim": ("lease_exclusive", "claim_race"),
+    "RegisterReplaces": ("no_reclaim_after_terminal", "reset_by_register"),
+}
+
 # Planted bugs that only one fault kind can expose, and that kind (as config.json ``faults`` names
 # it): a run without it cannot catch them, and the selftest says so rather than only "missed".
 NEEDS_FAULT: dict[str, str] = {"RegisterReplaces": "duplicate_register"}

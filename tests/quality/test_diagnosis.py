@@ -21,7 +21,7 @@ import pytest
 from takeover.checker import analyse
 from takeover.checker.diagnosis import IDEMPOTENT, LOST_COMMIT, NOT_ATOMIC, NOT_FENCED, PATTERNS, REGISTER_RESETS
 from takeover.pipeline import check_and_report
-from takeover.queues.planted import PLANTED
+from takeover.queues.planted import DIAGNOSED, PLANTED
 from takeover.store import VIOLATIONS_CSV
 from tests.quality.builder import Run
 from tests.quality.cases import CASES
@@ -49,6 +49,9 @@ BUILDS = {name: entry[0] for name, entry in {**REPRODUCIBLE, **NOT_IN_ONE_PROCES
 
 def test_every_planted_bug_has_an_expected_diagnosis() -> None:
     assert set(EXPECTED) == set(PLANTED) == set(BUILDS)
+    # what the detection bench holds real runs to is what these histories are held to
+    assert {name: (inv, pattern) for name, (inv, pattern, _) in EXPECTED.items()} == DIAGNOSED
+    assert all(PATTERNS[inv][pattern].defect == defect for inv, pattern, defect in EXPECTED.values())
 
 
 def _folder(tmp_path: Path, name: str) -> Path:

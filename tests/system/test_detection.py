@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from takeover.checker.diagnosis import PATTERNS
 from tests.helpers.processes import REPO, child_env
 
 
@@ -41,6 +42,10 @@ def test_detection_catches_a_reliable_bug_beside_random_faults_and_the_reference
     # A moment of the faulted phase, counted from its start record: before the run ended.
     assert 0 <= run["first_violation_s"] < run["wall_s"], run
     assert bug["median_first_violation_s"] == run["first_violation_s"]
+    # From the violation to the defect: the run's diagnosis names the planted one (a lease handed out early).
+    assert bug["defect"] == PATTERNS["lease_exclusive"]["lease_stolen"].defect
+    assert bug["defect"] in run["defects"] and bug["diagnosis_names_defect"] == 1, run["defects"]
+    assert bug["diagnosis_names_only_defect"] == int(run["defects"] == [bug["defect"]])
     # The same seed with every aimed fault at 0: its history has no aimed fault at all.
     rnd = bug["random_only"]
     assert rnd["runs"] == 1 and rnd["per_run"][0]["mode"] == "random" and rnd["per_run"][0]["aimed"] == {}
