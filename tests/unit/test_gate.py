@@ -188,3 +188,37 @@ def test_a_new_incarnation_forgets_a_racer_still_waiting_but_not_when_one_left()
     board.set_owner(1, 4, 0)
     assert _field(board, 0, RACE) == 0.0, "the others would wait for a dead racer"
     assert board.left_line(9, [0, 1]) == {1: 6.0}
+
+
+def _ready_then_claim(board: PhaseBoard, slot: int) -> None:
+    """A worker reduced to its start: ready (a published phase), then wait for the run's start, then claim."""
+    board.publish(slot, "idle", time.time())
+    board.wait_start(lambda: False)
+    board.publish(slot, "claiming", time.time())
+
+
+def test_ready_workers_wait_for_the_runs_start_and_then_go_together() -> None:
+    """A run starts once its workers are ready (PhaseBoard.ready), and they claim only after it."""
+    board = PhaseBoard.create(CTX, 2)
+    for s in range(2):
+        board.set_owner(s, s + 1, 0)
+    assert not any(board.ready(s) for s in range(2)), "a slot that published nothing is not ready"
+    procs = [FORK.Process(target=_ready_then_claim, args=(board, s), daemon=True) for s in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        end = time.time() + 30
+        while not all(board.ready(s) for s in range(2)) and time.time() < end:
+            time.sleep(0.01)
+        assert all(board.ready(s) for s in range(2))
+        time.sleep(0.2)  # ready, and waiting: no claim before the start
+        assert [board.phase(s) for s in range(2)] == ["idle", "idle"]
+        board.start()
+        for p in procs:
+            p.join(10)
+        assert [p.exitcode for p in procs] == [0, 0]
+        assert [board.phase(s) for s in range(2)] == ["claiming", "claiming"]
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
