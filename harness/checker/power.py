@@ -16,6 +16,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from takeover.checker.counts import has_power_losses
 from takeover.checker.facts import Facts
 from takeover.checker.summary_types import Example, PowerLoss
 
@@ -37,7 +38,7 @@ def power_loss(fx: Facts, violations: list[Example], extra: pd.DataFrame | None)
     faults = fx.ops.faults
     rows = faults[faults["f"] == "power_loss"]
     rate = fx.config.get("power_loss_rate")
-    if not len(rows) and not rate:
+    if not has_power_losses(fx):
         return None
     losses = int(len(rows))
     found = [v for v in violations if v.get("pattern") == "power_loss"]
