@@ -18,8 +18,10 @@ from pathlib import Path
 import takeover.checker
 
 # The checker, and what it may lean on: the run-folder store, the history's reader, the errors and
-# the exit codes (a module that imports nothing, shared with the commands).
-ALLOWED = ("takeover.checker", "takeover.store", "takeover.history", "takeover.errors", "takeover.exit_codes")
+# the exit codes (a module that imports nothing, shared with the commands), and the model-coverage space
+# (takeover.coverage_space: pure, imports nothing; the explorer and the nemesis share it).
+ALLOWED = ("takeover.checker", "takeover.store", "takeover.history", "takeover.errors", "takeover.exit_codes",
+           "takeover.coverage_space")
 
 
 def _is_type_checking(node: ast.If) -> bool:
