@@ -102,6 +102,23 @@ class RunResult:
         summary = cast("Summary", self.summary)  # as summary.json holds it (another version's may lack keys)
         return short_summary(summary, [])[:-1].splitlines()[:-1]  # without the "wrote ..." line
 
+    @property
+    def coverage(self) -> dict[str, Any] | None:
+        """The model coverage (summary.json ``coverage.model``): ``reached`` of ``possible`` cells,
+        ``cells`` (key -> calls), ``unreached``, ``unreached_important``, ``impossible`` (reason -> cells);
+        None for a run never checked, or checked before coverage was computed. The cells are
+        takeover.coverage_space's ``op/state/caller/time`` keys."""
+        model = (self.summary.get("coverage") or {}).get("model")
+        return model if isinstance(model, dict) else None
+
+    def coverage_line(self) -> str | None:
+        """The model coverage in one line, as the terminal prints it; None without coverage."""
+        if self.coverage is None:
+            return None
+        from takeover.reports.coverage import coverage_line
+
+        return coverage_line(cast("Summary", self.summary))
+
     def diagnosis(self) -> list[str]:
         """The plain-words diagnosis, when the checker wrote one into summary.json (``diagnosis``)."""
         value = self.summary.get("diagnosis")

@@ -49,7 +49,8 @@ answers *no* (a refusal, or "changes nothing") or sit on the lease's edge are th
 
 The API, all pure: :data:`OPS`, :data:`STATES`, :data:`CALLERS`, :data:`TIMES`, :func:`key`,
 :func:`parse`, :func:`cells`, :func:`possible`, :func:`impossible`, :func:`important`,
-:func:`spec_answer`, :func:`caller_of`, :func:`time_of`, :func:`classify`, :func:`unreached_needs`.
+:func:`spec_answer`, :func:`caller_of`, :func:`time_of`, :func:`classify`, :func:`expand` (a pattern of cells,
+for a bug to declare the cells it needs) and :func:`unreached_needs` (the check of those needs).
 """
 
 from __future__ import annotations
@@ -112,13 +113,17 @@ def cells() -> list[str]:
     return [key(o, s, c, t) for o in OPS for s in STATES for c in CALLERS for t in TIMES]
 
 
+def _a(word: str) -> str:
+    return ("an " if word[0] in "aeiou" else "a ") + word
+
+
 def _reason(op: str, state: str, caller: str, time: str, extensions: Iterable[str]) -> str | None:
     """Why a cell cannot exist, in words; None when it can. The first rule that applies wins."""
     needed = OP_EXTENSION.get(op)
     if needed is not None and needed not in extensions:
         return f"the queue has no {needed}() (an optional contract method), so it is never called"
     if state != "running" and time != "none":
-        return f"{'a task that does not exist' if state == 'absent' else 'a ' + state + ' task'} has no lease, " \
+        return f"{'a task that does not exist' if state == 'absent' else _a(state) + ' task'} has no lease, " \
                "so time is 'none'"
     if state == "running" and time == "none":
         return "a running task always has a lease (lease_until), so time is inside, edge or past"
@@ -241,6 +246,27 @@ def classify(op: str, state: str, caller: str, now: float | None = None, lease_u
     if op in ("register", "snapshot"):
         caller = "never"
     return key(op, state, caller, time_of(state, now, lease_until, tick))
+
+
+def expand(pattern: str, extensions: Iterable[str] = ALL_EXTENSIONS) -> list[str]:
+    """The possible cells a pattern names, in :func:`cells` order: four ``/``-separated parts, each a
+    value, alternatives joined by ``|``, or ``*`` for any; e.g. ``"finish_done|finish_uncertain/running/
+    stale/inside|edge"``. ValueError when a part names no coordinate, or the pattern no possible cell."""
+    parts = pattern.split("/")
+    if len(parts) != 4:
+        raise ValueError(f"a coverage pattern is op/state/caller/time, got {pattern!r}")
+    chosen = []
+    for part, allowed, what in zip(parts, (OPS, STATES, CALLERS, TIMES), ("op", "state", "caller", "time"),
+                                   strict=True):
+        values = allowed if part == "*" else tuple(part.split("|"))
+        bad = [v for v in values if v not in allowed]
+        if bad:
+            raise ValueError(f"coverage pattern {pattern!r}: {what} {bad[0]!r} is not one of {', '.join(allowed)}")
+        chosen.append(set(values))
+    out = [k for k in possible(extensions) if all(v in c for v, c in zip(k.split("/"), chosen, strict=True))]
+    if not out:
+        raise ValueError(f"coverage pattern {pattern!r} names no possible cell")
+    return out
 
 
 def unreached_needs(needs: Mapping[str, Iterable[str]], reached: Iterable[str]) -> dict[str, list[str]]:

@@ -124,6 +124,12 @@ class Takeover:
                       ", ".join(f"{name} {n}" for name, n in result.violations.items()) or "none"))
         props.append((f"takeover.{kind}.reproduce", result.command))
         props.append((f"takeover.{kind}.run_dir", str(result.run_dir)))
+        # The model coverage stays in the JUnit file: a passing test's run folder is removed.
+        cov = result.coverage
+        if cov is not None:
+            props.append((f"takeover.{kind}.coverage", f"{cov['reached']}/{cov['possible']} cells reached"))
+            props.append((f"takeover.{kind}.coverage.cells", ", ".join(f"{k} {n}" for k, n in cov["cells"].items())))
+            props.append((f"takeover.{kind}.coverage.unreached_important", ", ".join(cov["unreached_important"])))
 
     def stress(self, queue: QueueLike, *, expect_ok: bool = True, **options: Any) -> RunResult:
         """:func:`takeover.stress` into a folder under ``tmp_path``; ``duration`` and ``seed`` default to

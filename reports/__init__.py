@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # importing the package must stay cheap: the soak and sweep r
 
 def write_reports(folder: Path, result: CheckResult) -> list[str]:
     """Render every report into ``folder``; returns the file names written."""
-    from takeover.reports import figures, html, junit, markdown, tasks
+    from takeover.reports import coverage, figures, html, junit, markdown, tasks
 
     summary, fx = result.summary, result.facts
     (folder / REPORT_MD).write_text(markdown.render(summary))
@@ -28,6 +28,7 @@ def write_reports(folder: Path, result: CheckResult) -> list[str]:
         figs["timeline"] = figures.timeline(fx, involved)
         figs["throughput"] = (figures.throughput(fx), "")
         figs["generations"] = figures.generations(fx, involved)
+    figs["coverage"] = (coverage.heatmap(summary), "")
     every_task, linked = tasks.sections(fx, result.violations)
     (folder / REPORT_HTML).write_text(html.render(summary, figs, every_task, linked))
     return list(REPORT_FILES)

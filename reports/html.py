@@ -7,6 +7,7 @@ import html
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from takeover.reports.coverage import coverage_line, needs_lines
 from takeover.reports.markdown import CAUSE_MEANING, MEANING
 from takeover.reports.words import (
     AIMED_MEANING,
@@ -124,6 +125,14 @@ def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]], tasks
     if tl_note:
         parts.append(f"<p class='note'>{_e(tl_note)}</p>")
     parts.append("<h2>Throughput</h2>" + _img(figures.get("throughput", (None, ""))[0], "throughput"))
+    cov_png = figures.get("coverage", (None, ""))[0]
+    if cov_png:
+        model = s["coverage"].get("model")
+        missing = ", ".join(model["unreached_important"]) if model else ""
+        parts.append("<h2 id='model-coverage'>Model coverage</h2>" + _img(cov_png, "model coverage heat map")
+                     + f"<p class='note'>{_e(coverage_line(s) or '')}</p>"
+                     + "".join(f"<p class='note'>{_e(line)}</p>" for line in needs_lines(s))
+                     + (f"<p class='note'>Every important cell not reached: {_e(missing)}</p>" if missing else ""))
     parts.append(tasks_html)
     d = s["duplicates"]
     if s.get("remedy"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from takeover.reports import coverage
 from takeover.reports.words import (
     AIMED_MEANING,
     clock_brief,
@@ -153,6 +154,7 @@ def render(summary: Summary) -> str:
                       "pauses above):", "", "| fault | window | tried | hit | missed (why) |", "|---|---|---|---|---|"]
         lines += [f"| `{kind}` | {AIMED_MEANING.get(kind, '')} | {a['total']} | {a['hit']} | "
                   f"{_cell(missed_why(a))} |" for kind, a in cov["aimed"].items()]
+    lines += coverage.markdown(s)
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in s["warnings"]] or ["None."]
     hist = s["history"]

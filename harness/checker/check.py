@@ -20,6 +20,7 @@ from takeover.checker.facts import Facts, build_facts
 from takeover.checker.gate import Gate, judge
 from takeover.checker.invariants import InvariantResult, check_invariants
 from takeover.checker.load import load_run
+from takeover.checker.model_coverage import model_coverage
 from takeover.checker.power import power_loss
 from takeover.checker.remedies import feature_sections
 from takeover.checker.summary_types import Example, Summary
@@ -77,6 +78,7 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     extra = extra_actions(fx)
     dup, dup_tasks = duplicates(fx, extra)
     cov = coverage(fx)
+    cov["model"] = model_coverage(fx)
     warn = warnings(fx, cov, dup)
     why = inconclusive_reason(cnt, run.stats.lines)
     valid = combine(results, why)

@@ -164,8 +164,23 @@ class ClockCoverage(TypedDict):
     jump_abs_max: float | None  # the largest step, either way, in seconds; None without any
 
 
+class ModelCoverage(TypedDict):
+    """The cells of takeover.coverage_space the run's queue calls reached (takeover.checker.model_coverage)."""
+
+    tick: float  # seconds: "edge" is within one tick of lease_until
+    extensions: list[str]  # the optional methods the queue had (their ops' cells are possible)
+    possible: int  # cells a call can be in, for this queue
+    reached: int  # of them, how many the run's calls reached
+    cells: dict[str, int]  # cell key -> calls there, in coverage_space.cells() order
+    unreached: list[str]  # the possible cells no call reached
+    unreached_important: list[str]  # of them, those where the spec says no, or at a lease's edge
+    impossible: dict[str, int]  # reason -> how many cells it rules out
+    # Only when some call fell in a cell the spec rules out (a queue answering outside it): key -> calls.
+    impossible_reached: NotRequired[dict[str, int]]
+
+
 class Coverage(TypedDict):
-    """Which faults hit, and where."""
+    """Which faults hit, and where; and (``model``) which situations the queue was put in."""
 
     kills: Kills
     pauses: Overruns
@@ -176,6 +191,8 @@ class Coverage(TypedDict):
     aimed: NotRequired[dict[str, AimedCoverage]]
     # Only when the run requested or recorded clock faults (older runs have none).
     clock: NotRequired[ClockCoverage]
+    # The model coverage (added later: stored summaries from before have none).
+    model: NotRequired[ModelCoverage]
 
 
 class Remedy(TypedDict):

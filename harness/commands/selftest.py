@@ -4,7 +4,9 @@ Each run is a real ``takeover stress --profile stress --duration 10`` (the detec
 ``--quick``: 3 s of profile ``smoke``) in a child process (real workers, real signals), checked by
 the same checker users get. A planted bug counts as caught when one of the
 invariants it targets is violated; the time to detection is the wall time of the run that caught
-it, and when the first violation happened in that run.
+it, and when the first violation happened in that run. Each planted bug declares the model-coverage cells
+its defect lives on (takeover.queues.planted.NEEDS_CELLS): a run on it that reached none of them fails
+the selftest, naming them, caught or not: it could not have shown the bug.
 """
 
 from __future__ import annotations
@@ -132,6 +134,47 @@ def _has_fault(summary: Summary, kind: str) -> bool:
     return isinstance(rate, int | float) and rate > 0
 
 
+def unreached_cells(name: str, summary: Summary, needs: dict[str, tuple[str, ...]] | None = None) -> list[str] | None:
+    """The cells bug ``name`` needs (``needs``: name -> cells, by default the planted bugs'
+    NEEDS_CELLS) when the run reached none of them: it could not have shown the bug, caught or not;
+    None when it reached one, or when its summary has no model coverage (checked before it existed)."""
+    from takeover.coverage_space import unreached_needs
+    from takeover.queues.planted import NEEDS_CELLS
+
+    table = NEEDS_CELLS if needs is None else needs
+    model = summary["coverage"].get("model")
+    if model is None or name not in table:
+        return None
+    return unreached_needs({name: table[name]}, model["cells"]).get(name)
+
+
+def row_line(row: dict[str, Any]) -> str:
+    """A planted bug's line: caught, or MISSED (with the fault its runs lacked), and NEVER REACHED
+    when a run reached none of the cells it needs (the selftest then fails even if it was caught)."""
+    name, expected = row["queue"], row["expected"]
+    if row["caught"]:
+        at = row["first_violation_at"]
+        # Violations seen only in the final snapshot (or over the whole run) have no moment.
+        when = f"first violation at t={at} s" if at is not None else "caught at the final check"
+        line = (f"caught  {name:<24} seed {row['seed']}, run {row['seconds']} s, {when}; "
+                f"violated: {', '.join(row['violated'])}")
+    else:
+        why = (f"; its runs had no {row['absent_fault']} fault, the only kind that can expose it"
+               if "absent_fault" in row else "")
+        line = f"MISSED  {name:<24} after {row['tries']} run(s); expected {', '.join(expected)}{why}"
+    for seed, cells in row.get("unreached", {}).items():
+        more = f" (or any of {len(cells) - 1} more)" if len(cells) > 1 else ""
+        line += (f"\nNEVER REACHED {name:<18} seed {seed}: the run never reached cell {cells[0]}{more}, "
+                 f"which planted bug {name} needs")
+    return line
+
+
+def passed(results: list[dict[str, Any]], refs: list[dict[str, Any]]) -> bool:
+    """Every planted bug caught, and reached its cells in every run; the reference valid on every seed."""
+    return (all(r["caught"] and not r.get("unreached") for r in results)
+            and all(r["valid"] is True for r in refs))
+
+
 def _profile_and_duration(args: argparse.Namespace) -> tuple[str, float | None]:
     """The profile and faulted seconds of every run; None keeps the profile's own duration."""
     if args.profile is None:
@@ -176,6 +219,9 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
             code, took, summary = run_stress(f"{module}:{name}", seed, profile,
                                           root / f"{name}-s{seed}", extra)
             row["tries"] += 1
+            missing = unreached_cells(name, summary)
+            if missing:
+                row.setdefault("unreached", {})[seed] = missing
             fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is False]
             if any(n in fired for n in expected):
                 row.update(caught=True, seed=seed, seconds=round(took, 1), violated=fired,
@@ -189,16 +235,7 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
                 break
         results.append(row)
         if not args.json:
-            if row["caught"]:
-                at = row["first_violation_at"]
-                # Violations seen only in the final snapshot (or over the whole run) have no moment.
-                when = f"first violation at t={at} s" if at is not None else "caught at the final check"
-                out.write(f"caught  {name:<24} seed {row['seed']}, run {row['seconds']} s, {when}; "
-                          f"violated: {', '.join(row['violated'])}\n")
-            else:
-                why = (f"; its runs had no {row['absent_fault']} fault, the only kind that can expose it"
-                       if "absent_fault" in row else "")
-                out.write(f"MISSED  {name:<24} after {row['tries']} run(s); expected {', '.join(expected)}{why}\n")
+            out.write(row_line(row) + "\n")
             out.flush()
     refs: list[dict[str, Any]] = []
     for seed in range(1, ref_seeds + 1):
@@ -211,12 +248,15 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
             out.write(f"{word:<7} reference queue, seed {seed}, run {round(took, 1)} s"
                       + (f"; not holding: {', '.join(fired)}" if fired else "") + "\n")
             out.flush()
-    ok = all(r["caught"] for r in results) and all(r["valid"] is True for r in refs)
+    ok = passed(results, refs)
     if args.json:
         out.write(json.dumps({"ok": ok, "profile": profile, "duration": duration, "planted": results, "reference": refs,
                               "runs": str(root)}, indent=2) + "\n")
     else:
         caught = sum(r["caught"] for r in results)
+        unreached = [r["queue"] for r in results if r.get("unreached")]
+        if unreached:
+            out.write(f"selftest: FAILED: runs on {', '.join(unreached)} never reached the cells those bugs need\n")
         out.write(f"selftest: {caught}/{len(results)} planted bugs caught, reference "
                   f"{'passed' if all(r['valid'] is True for r in refs) else 'FAILED'} on {len(refs)} seed(s); "
                   f"profile {profile}, {'its own' if duration is None else f'{duration:g} s'} faulted phase per run; "

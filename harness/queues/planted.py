@@ -14,6 +14,7 @@ from __future__ import annotations
 import zlib
 
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
+from takeover.coverage_space import expand
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.sqlite_util import begin_immediate, write_transaction
 
@@ -228,6 +229,39 @@ DIAGNOSED: dict[str, tuple[str, str]] = {
     "DropsTasks": ("no_lost_task", "passed_over"),
     "NonAtomicClaim": ("lease_exclusive", "claim_race"),
     "RegisterReplaces": ("no_reclaim_after_terminal", "reset_by_register"),
+}
+
+# name -> the model-coverage cells (takeover.coverage_space) a run must reach for the bug to show: its
+# defect is on that path, so a run that reached none of them cannot have seen it, whatever it found.
+# Any one cell suffices. ``takeover selftest`` fails, naming the cells, when a run on the bug reached
+# none; every run's console says which planted bugs' cells it never reached. A mutant declares its own
+# the same way: the check (coverage_space.unreached_needs) takes any name -> cells table.
+_FINISH = "finish_done|finish_uncertain"
+NEEDS_CELLS: dict[str, tuple[str, ...]] = {
+    # a stale holder's finish while the new holder's lease is live
+    "FinishIgnoresGeneration": (*expand(f"{_FINISH}/running/stale/inside|edge"),),
+    # a finish by the holder after its lease ran out, nobody having taken the task over
+    "FinishIgnoresLease": (*expand(f"{_FINISH}/running/expired/edge|past"),),
+    # a claim asked while the caller's last task had ended (done or uncertain)
+    "ReclaimsTerminal": (*expand("claim/done|uncertain/*/none"),),
+    # a takeover: a claim of a running task whose lease is at or past its end
+    "NoBumpOnTakeover": (*expand("claim/running/stale|expired|never/edge|past"),),
+    # any first claim
+    "BumpsByTwo": (*expand("claim/pending/never/none"),),
+    # the steal lives in the takeover's pick: a takeover, or the steal itself (a live lease handed out)
+    "StealsLiveLeases": (*expand("claim/running/stale|expired|never/*"),),
+    # a finish of a task that had already ended
+    "IdempotentFinish": (*expand(f"{_FINISH}/done|uncertain/*/none"),),
+    # an accepted finish: a holder inside its lease
+    "FinishNotDurable": (*expand(f"{_FINISH}/running/holder/inside|edge"),),
+    # a snapshot listing a task that was claimed (generation 1 and up)
+    "SnapshotOffByOne": (*expand("snapshot/running|done|uncertain/*/*"),),
+    # pending tasks claimed (the filter passes over some of them)
+    "DropsTasks": (*expand("claim/pending/never/none"),),
+    # claims of pending tasks (two at once show the race)
+    "NonAtomicClaim": (*expand("claim/pending/never/none"),),
+    # a known task registered again
+    "RegisterReplaces": (*expand("register/pending|running|done|uncertain/never/*"),),
 }
 
 # Planted bugs that only one fault kind can expose, and that kind (as config.json ``faults`` names

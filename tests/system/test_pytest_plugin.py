@@ -56,6 +56,28 @@ def test_scenarios_seeds_marker_and_junit_properties(pytester: pytest.Pytester) 
     assert props == {"takeover.scenarios.verdict": "FAIL", "takeover.scenarios.departures": "S3"}
 
 
+def test_a_passing_check_keeps_its_model_coverage_in_the_junit_properties(pytester: pytest.Pytester) -> None:
+    """The run folder of a passing test is removed; its coverage stays in junit.xml (a stored run, checked)."""
+    stored = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "ref-valid"
+    for name in ("config.json", "history.jsonl", "ledger.sqlite", "snapshot.json"):
+        (pytester.path / "run").mkdir(exist_ok=True)
+        (pytester.path / "run" / name).write_bytes((stored / name).read_bytes())
+    pytester.makepyfile(test_q="""
+        def test_stored(takeover):
+            result = takeover.check("run")
+            assert result.coverage["reached"] >= 5
+    """)
+    result = pytester.runpytest("--junitxml=junit.xml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    (case,) = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    summary = json.loads((pytester.path / "run" / "summary.json").read_text())
+    model = summary["coverage"]["model"]
+    assert props["takeover.check.coverage"] == f"{model['reached']}/{model['possible']} cells reached"
+    assert "finish_done/running/holder/inside 118" in props["takeover.check.coverage.cells"]
+    assert props["takeover.check.coverage.unreached_important"].split(", ") == model["unreached_important"]
+
+
 def test_bad_plugin_options_are_usage_errors(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass\n")
     result = pytester.runpytest("--takeover-seeds", "0")

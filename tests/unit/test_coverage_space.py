@@ -89,3 +89,14 @@ def test_unreached_needs_names_the_bugs_whose_cells_no_call_reached() -> None:
     needs = {"A": ["extend/running/stale/inside", "extend/running/stale/past"], "B": ["register/uncertain/never/none"]}
     assert cs.unreached_needs(needs, ["extend/running/stale/past"]) == {"B": ["register/uncertain/never/none"]}
     assert cs.unreached_needs(needs, []) == needs
+
+
+def test_expand_names_the_possible_cells_of_a_pattern() -> None:
+    assert cs.expand("finish_done|finish_uncertain/running/stale/inside|edge") == [
+        "finish_done/running/stale/inside", "finish_done/running/stale/edge",
+        "finish_uncertain/running/stale/inside", "finish_uncertain/running/stale/edge"]
+    assert cs.expand("register/*/*/*") == [k for k in cs.possible() if k.startswith("register/")]
+    with pytest.raises(ValueError, match="no possible cell"):
+        cs.expand("finish_done/pending/holder/none")
+    with pytest.raises(ValueError, match="state 'runing'"):
+        cs.expand("claim/runing/*/*")

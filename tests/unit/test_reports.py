@@ -17,7 +17,9 @@ def test_reports_for_a_violated_run(tmp_path) -> None:
     assert "| `no_stale_commit` | ❌ VIOLATED | 1 |" in md
     assert "takeover stress --profile hand --seed 1" in md  # the reproducing command
     html = (folder / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3  # timeline, generations, throughput
+    assert html.count("data:image/png;base64,") == 4  # timeline, generations, throughput, model coverage
+    assert "<h2 id='model-coverage'>Model coverage</h2>" in html
+    assert "## Model coverage" in md and "| finish_done/running |" in md
     assert "<script" not in html and "http://" not in html and "https://" not in html
     suite = ET.parse(folder / "junit.xml").getroot()
     cases = {c.get("name"): c for c in suite.iter("testcase")}
@@ -31,7 +33,7 @@ def test_reports_for_a_valid_run_have_no_generation_figure(tmp_path) -> None:
     folder = CASES["clean_run"][0]().write(tmp_path / "ok")
     assert check_and_report(folder, out=io.StringIO()).exit_code == 0
     html = (folder / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 2
+    assert html.count("data:image/png;base64,") == 3  # timeline, throughput, model coverage
     assert ET.parse(folder / "junit.xml").getroot().get("failures") == "0"
 
 

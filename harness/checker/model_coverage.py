@@ -1,0 +1,245 @@
+"""Model coverage of a run: which cells of takeover.coverage_space its queue calls reached, how often.
+
+Why from the history: the run folder is the checker's only input, and the cells are situations in the
+spec's model (docs/spec.md), which the history's answers let us replay. Each call is placed against
+the task's state just before it (its invoke time), as the calls the queue answered before then left
+it: a register makes an unknown task pending at generation 0, a claim makes it running at the
+generation and lease it returned, an extend moves the lease, an accepted finish ends it, a resolve
+settles it. Answers are applied at their completion, in time order; the generation never goes down
+(a buggy queue's stale finish does not take it back). Indeterminate answers change nothing (nobody
+knows whether they took effect); the calls themselves are still placed: a cell is about what the
+queue was asked, not what it said.
+
+Which task a call is about, and who calls: takeover.coverage_space's docstring. Here, concretely: a
+claim that returned a task is placed against that task (the caller's previous generation of it, if
+it had one, from its own earlier claims); a claim that returned nothing against the task the caller
+claimed last (a worker asking again after its task ended); a claim whose answer is unknown is not
+placed. A snapshot is every task row of each mid-run probe (probes.jsonl) and of the final snapshot,
+as the queue reported it.
+
+Everything is vectorized (one merge_asof over the calls), mirroring coverage_space.classify, which
+tests/unit/test_model_coverage.py holds it to: the 1M-event check pays a fraction of a second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from takeover import coverage_space as cs
+from takeover.checker.facts import Facts
+from takeover.checker.probes import probe_operations
+from takeover.checker.remedies import queue_has
+from takeover.checker.resolves import resolves
+from takeover.checker.summary_types import ModelCoverage
+
+STATE_CODE = {s: n for n, s in enumerate(cs.STATES)}
+ABSENT, PENDING, RUNNING = (STATE_CODE[s] for s in ("absent", "pending", "running"))
+HOLDER, STALE, EXPIRED, NEVER = (cs.CALLERS.index(c) for c in ("holder", "stale", "expired", "never"))
+INSIDE, EDGE, PAST, NONE = (cs.TIMES.index(t) for t in ("inside", "edge", "past", "none"))
+N_CELLS = len(cs.OPS) * len(cs.STATES) * len(cs.CALLERS) * len(cs.TIMES)
+CELLS = cs.cells()  # the order of the codes below: ((op * states + state) * callers + caller) * times + time
+
+
+def times_of(state: np.ndarray, now: np.ndarray, lease_until: np.ndarray, tick: float) -> np.ndarray:
+    """coverage_space.time_of over arrays (state codes; NaN for an unknown now or lease)."""
+    out = np.full(len(state), NONE, dtype=np.int64)
+    known = (state == RUNNING) & ~np.isnan(now) & ~np.isnan(lease_until)
+    out[known & (now < lease_until - tick)] = INSIDE
+    out[known & (now >= lease_until - tick) & (now < lease_until + tick)] = EDGE
+    out[known & (now >= lease_until + tick)] = PAST
+    return out
+
+
+def callers_of(state: np.ndarray, caller_gen: np.ndarray, current_gen: np.ndarray, now: np.ndarray,
+               lease_until: np.ndarray) -> np.ndarray:
+    """coverage_space.caller_of over arrays (NaN generations: never held / no task)."""
+    out = np.full(len(state), HOLDER, dtype=np.int64)
+    with np.errstate(invalid="ignore"):
+        never = np.isnan(caller_gen) | (caller_gen <= 0) | np.isnan(current_gen) | (caller_gen > current_gen)
+        stale = ~never & ((caller_gen < current_gen) | (state == PENDING))
+        expired = ~never & ~stale & (state == RUNNING) & ~np.isnan(now) & ~np.isnan(lease_until) & (now >= lease_until)
+    out[expired] = EXPIRED
+    out[stale] = STALE
+    out[never] = NEVER
+    return out
+
+
+def cell_codes(op: int, state: np.ndarray, caller: np.ndarray, time: np.ndarray) -> np.ndarray:
+    return ((op * len(cs.STATES) + state) * len(cs.CALLERS) + caller) * len(cs.TIMES) + time
+
+
+def _effects(fx: Facts) -> pd.DataFrame:
+    """Every answer that moved a task in the model: task, t (its completion), state (code; NaN: the lease
+    only), gen (NaN: unchanged), lease (NaN: unchanged). Sorted by t."""
+    parts: list[tuple[Any, Any, Any, Any, Any]] = []
+    reg = fx.ops.registers
+    reg = reg[(reg["status"] == "ok") & reg["task"].notna()]
+    if len(reg):  # the first registration of each task makes it pending; later ones change nothing
+        first = reg.sort_values("t_comp").drop_duplicates("task")
+        parts.append((first["task"], first["t_comp"], PENDING, 0.0, np.nan))
+    c = fx.claims_ok
+    parts.append((c["task"], c["t_comp"], RUNNING, c["gen"], c["lease_until"]))
+    e = fx.ext_ok
+    parts.append((e["task"], e["t_comp"], np.nan, np.nan, e["lease_until_c"]))
+    f = fx.fin_acc
+    outcome = np.where(f["outcome"].to_numpy(dtype=object) == "uncertain", STATE_CODE["uncertain"], STATE_CODE["done"])
+    parts.append((f["task"], f["t_comp"], outcome, np.nan, np.nan))
+    r = resolves(fx)
+    r = r[(r["status"] == "ok") & r["task"].notna()]
+    if len(r):
+        settled = np.where(r["resolution"].to_numpy(dtype=object) == "pending", PENDING, STATE_CODE["done"])
+        parts.append((r["task"], r["t_comp"], settled, np.nan, np.nan))
+    frames = [pd.DataFrame({"task": np.asarray(t, dtype="float64"), "t": np.asarray(when, dtype="float64"),
+                            "state": np.broadcast_to(np.asarray(s, dtype="float64"), len(t)),
+                            "gen": np.broadcast_to(np.asarray(g, dtype="float64"), len(t)),
+                            "lease": np.broadcast_to(np.asarray(lu, dtype="float64"), len(t))})
+              for t, when, s, g, lu in parts]
+    eff = pd.concat(frames, ignore_index=True)
+    eff = eff[eff["task"].notna() & eff["t"].notna()]
+    eff = eff.sort_values(["task", "t"], kind="stable")
+    by_task = eff.groupby("task", sort=False)
+    eff["state"] = by_task["state"].ffill()
+    eff["gen"] = by_task["gen"].cummax()  # NaNs are skipped: an unchanged generation keeps the last
+    eff["gen"] = eff.groupby("task", sort=False)["gen"].ffill()
+    eff["lease"] = by_task["lease"].ffill()
+    return eff.sort_values("t", kind="stable").reset_index(drop=True)
+
+
+def _before(calls: pd.DataFrame, eff: pd.DataFrame) -> pd.DataFrame:
+    """Per call (task, t): the task's state, generation and lease just before it (state absent: none), as
+    the answers completed strictly before its invoke left them (a call's own answer never counts)."""
+    left = calls.reset_index(names="row").sort_values("t", kind="stable")
+    left = left[left["task"].notna() & left["t"].notna()]
+    m = pd.merge_asof(left, eff.rename(columns={"t": "t_eff"}), left_on="t", right_on="t_eff", by="task",
+                      direction="backward", allow_exact_matches=False)
+    m["state"] = m["state"].fillna(ABSENT)
+    return m.set_index("row").sort_index()
+
+
+def _placed(op: str, calls: pd.DataFrame, eff: pd.DataFrame, tick: float) -> np.ndarray:
+    """The cell codes of ``calls`` (columns task, t, now, caller_gen): one op, each against its task."""
+    if not len(calls):
+        return np.zeros(0, dtype=np.int64)
+    m = _before(calls, eff)
+    state = m["state"].to_numpy(dtype=np.int64)
+    if op == "claim":  # the task it returned existed: its registration committed before its ok was written
+        state[state == ABSENT] = PENDING
+    now = m["now"].to_numpy(dtype="float64")
+    lease = m["lease"].to_numpy(dtype="float64")
+    caller = callers_of(state, m["caller_gen"].to_numpy(dtype="float64"), m["gen"].to_numpy(dtype="float64"),
+                        now, lease)
+    return cell_codes(cs.OPS.index(op), state, caller, times_of(state, now, lease, tick))
+
+
+def _calls(task: Any, t: Any, now: Any, caller_gen: Any) -> pd.DataFrame:
+    frame = pd.DataFrame({"task": np.asarray(task, dtype="float64"), "t": np.asarray(t, dtype="float64"),
+                          "now": np.asarray(now, dtype="float64")})
+    frame["caller_gen"] = np.broadcast_to(np.asarray(caller_gen, dtype="float64"), len(frame))
+    return frame
+
+
+def _claim_calls(fx: Facts) -> pd.DataFrame:
+    """Each claim with a known answer: against the task it returned (the caller's previous generation of
+    it from the caller's own earlier claims), or, returning nothing, against the caller's last claim."""
+    c = fx.ops.claims
+    ok = fx.claims_ok.sort_values("t_inv", kind="stable")
+    prev = ok.groupby(["worker", "task"], sort=False)["gen"].shift(1)
+    got = _calls(ok["task"], ok["t_inv"], ok["now"].fillna(ok["t_inv"]), prev)
+    empty = c[c["status"] == "fail"]
+    if not len(empty) or not len(ok):
+        return got
+    e = empty[["worker", "t_inv", "now"]].sort_values("t_inv", kind="stable").dropna(subset=["t_inv"])
+    last = ok[["worker", "t_comp", "task", "gen"]].dropna(subset=["t_comp"]).sort_values("t_comp", kind="stable")
+    m = pd.merge_asof(e, last, left_on="t_inv", right_on="t_comp", by="worker", direction="backward")
+    m = m[m["task"].notna()]
+    asked = _calls(m["task"], m["t_inv"], m["now"].fillna(m["t_inv"]), m["gen"])
+    return pd.concat([got, asked], ignore_index=True)
+
+
+def _snapshot_codes(fx: Facts, tick: float) -> np.ndarray:
+    """Each task row of every probe and of the final snapshot: its reported state, against its lease at
+    the probe's invoke (the snapshot's time)."""
+    frames = []
+    probes = fx.run.probes
+    if probes is not None and len(probes):
+        when = probe_operations(fx).set_index("probe")["t_inv"]
+        at = when.reindex(probes["probe"].to_numpy()).to_numpy(dtype="float64")
+        frames.append((probes["state"].to_numpy(dtype=object), probes["lease_until"].to_numpy(dtype="float64"), at))
+    snap = fx.run.snapshot
+    if snap is not None and len(snap):
+        t = np.nan if fx.run.snapshot_time is None else float(fx.run.snapshot_time)
+        frames.append((snap["state"].to_numpy(dtype=object), snap["lease_until"].to_numpy(dtype="float64"),
+                       np.full(len(snap), t)))
+    codes = []
+    for states, lease, at in frames:
+        state = pd.Series(states, dtype=object).map(STATE_CODE).to_numpy(dtype="float64")
+        known = ~np.isnan(state)
+        s = state[known].astype(np.int64)
+        never = np.full(len(s), NEVER, dtype=np.int64)
+        codes.append(cell_codes(cs.OPS.index("snapshot"), s, never, times_of(s, at[known], lease[known], tick)))
+    return np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+
+
+def reached_counts(fx: Facts, tick: float) -> np.ndarray:
+    """How many calls of the run fell in each cell, in coverage_space.cells() order."""
+    eff = _effects(fx)
+    codes = [_placed("claim", _claim_calls(fx), eff, tick)]
+    reg = fx.ops.registers
+    codes.append(_placed("register", _calls(reg["task"], reg["t_inv"], reg["now"].fillna(reg["t_inv"]), np.nan),
+                         eff, tick))
+    fin = fx.ops.finishes
+    fin = fin[fin["task"].notna()]
+    outcome = fin["outcome"].to_numpy(dtype=object)
+    for op, which in (("finish_done", outcome == "done"), ("finish_uncertain", outcome == "uncertain")):
+        f = fin[which]
+        codes.append(_placed(op, _calls(f["task"], f["t_inv"], f["now"].fillna(f["t_inv"]), f["gen"]), eff, tick))
+    ext = fx.ops.extends
+    ext = ext[ext["task"].notna()]
+    codes.append(_placed("extend", _calls(ext["task"], ext["t_inv"], ext["now"].fillna(ext["t_inv"]), ext["gen"]),
+                         eff, tick))
+    res = resolves(fx)
+    codes.append(_placed("resolve", _calls(res["task"], res["t_inv"], res["t_inv"], res["gen"]), eff, tick))
+    codes.append(_snapshot_codes(fx, tick))
+    return np.bincount(np.concatenate(codes), minlength=N_CELLS)
+
+
+def extensions(fx: Facts, counts: np.ndarray) -> tuple[str, ...]:
+    """The optional methods the queue had, as far as the run folder says (config.json's
+    ``queue_capabilities``, else a call of it in the history)."""
+    out = []
+    for method in cs.ALL_EXTENSIONS:
+        called = any(counts[i] for i, k in enumerate(CELLS) if k.startswith(method + "/"))
+        if queue_has(fx, method) or called:
+            out.append(method)
+    return tuple(out)
+
+
+def model_coverage(fx: Facts) -> ModelCoverage:
+    """summary.json's ``coverage.model``: the cells reached (with counts), the possible ones not reached
+    (the important ones apart), and the impossible ones by reason."""
+    tick = cs.stress_tick(fx.lease)
+    counts = reached_counts(fx, tick)
+    return summarize(counts, extensions(fx, counts), tick)
+
+
+def summarize(counts: np.ndarray, exts: tuple[str, ...], tick: float) -> ModelCoverage:
+    """The JSON section from the per-cell counts (coverage_space.cells() order)."""
+    possible = cs.possible(exts)
+    ruled_out = cs.impossible(exts)
+    important = set(cs.important(exts))
+    reached = {k: int(n) for k, n in zip(CELLS, counts, strict=True) if n and k not in ruled_out}
+    unreached = [k for k in possible if k not in reached]
+    by_reason: dict[str, int] = {}
+    for why in ruled_out.values():
+        by_reason[why] = by_reason.get(why, 0) + 1
+    out: ModelCoverage = {"tick": round(tick, 6), "extensions": list(exts), "possible": len(possible),
+                          "reached": len(reached), "cells": reached, "unreached": unreached,
+                          "unreached_important": [k for k in unreached if k in important],
+                          "impossible": by_reason}
+    odd = {k: int(n) for k, n in zip(CELLS, counts, strict=True) if n and k in ruled_out}
+    if odd:  # calls the model cannot place (a queue answering outside the spec): shown, never hidden
+        out["impossible_reached"] = odd
+    return out
