@@ -6,6 +6,11 @@ commands add theirs (bad input, interrupted), but the checker must import nothin
 both sides may lean on. An ``IntEnum``, because the numbers are the public contract: they go to the shell
 as they are, ``json.dumps`` writes them as plain integers in ``summary.json`` and ``soak.json``, and a
 member compares equal to its number, so a script that tests ``== 1`` keeps working.
+
+``takeover replay RUN --queue FIXED`` exits 0 (VALID) when it says FIXED: another queue than the run's
+answered every violating task's recorded calls as the spec says. On the run's own queue the same clean
+replay stays INCONCLUSIVE (3): a violation that does not come back in one process there is a race or a
+matter of other tasks, not a fix.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    VALID = 0  # every invariant holds (a command that checks nothing: it did what was asked)
+    VALID = 0  # every invariant holds (a command that checks nothing: it did what was asked; replay --queue: FIXED)
     VIOLATED = 1  # an invariant is violated, or duplicates with --fail-on-duplicates, or a target missed
     USAGE = 2  # bad input: one line on stderr, no traceback, nothing started
     INCONCLUSIVE = 3  # the run tested nothing, or the checker could not reach a verdict

@@ -9,7 +9,13 @@ written as a scenario file (``takeover scenarios --file``) and a pytest file.
 
 Exit 1: the queue breaks an invariant in the replay (the scenarios fail until it is fixed); 3: the
 run's violations did not reproduce in one process (a race, other tasks: the report says which and
-why); 0: nothing to replay, or the tasks named replay as the spec says; 2: bad input.
+why); 0: nothing to replay, or the tasks named replay as the spec says, or FIXED: another queue
+(``--queue``, your fix) answered every violating task's recorded calls as the spec says; 2: bad input.
+
+Why FIXED only on another queue than the run's: on the run's own queue, a violation that does not come
+back in one process is a race or a matter of other tasks (exit 3, the report says which); only a
+different queue answering right where the run's answered wrong is evidence of a fix. It is evidence
+about these sequences, one task at a time, and the report says so: it cannot show a race.
 """
 
 from __future__ import annotations
@@ -49,7 +55,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Each task is replayed alone on a fresh temporary SQLite file (or PostgreSQL database: --db, by default "
         "the run's own), on the clock of its recorded nows; "
         "calls of unknown outcome are tried both ways. Exit 1: the queue breaks an invariant in the replay; "
-        "3: the run's violations do not reproduce in one process; 0: nothing to replay; 2: bad input."
+        "3: the run's violations do not reproduce in one process; 0: nothing to replay, or FIXED (--queue named "
+        "another queue and it answered every violating task's calls as the spec says); 2: bad input."
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (e.g. runs/latest)")
     parser.add_argument("--task", action="append", metavar="ID",
@@ -107,16 +114,44 @@ def _run(args: argparse.Namespace) -> ExitCode:
 def exit_code(report: ReplayReport) -> ExitCode:
     if report.reproduced:
         return ExitCode.VIOLATED
+    if report.fixed:
+        return ExitCode.VALID
     if any(tr.flagged for tr in report.tasks):
         return ExitCode.INCONCLUSIVE
     return ExitCode.VALID
+
+
+def fixed_lines(report: ReplayReport) -> list[str]:
+    """What FIXED proves, and what it does not, in words."""
+    broken = sorted({inv for tr in report.tasks for inv in tr.flagged})
+    placements = sum(tr.tried for tr in report.tasks)
+    seed = store_seed(report)
+    again = f"takeover stress --queue {report.queue}" + (f" --seed {seed}" if seed is not None else "")
+    return [
+        f"FIXED on {report.queue}: every call the run recorded on its {_plural(len(report.tasks), 'violating task')} "
+        f"(where {report.recorded_queue} broke {', '.join(broken)}), replayed alone in one process "
+        f"({_plural(placements, 'placement')} in all, calls of unknown outcome tried both ways), is answered "
+        "as the spec says.",
+        "  This proves these recorded sequences no longer break the queue. It does not prove the queue correct: "
+        "a one-task replay makes no two calls at once (races), holds no other tasks, and tries only what the run "
+        f"did. Run stress on the fix too: {again}",
+    ]
+
+
+def store_seed(report: ReplayReport) -> int | None:
+    """The run's seed (config.json), to run the fix under the same faults; None when unreadable."""
+    try:
+        seed = store.read_config(report.run_dir).get("seed")
+    except Exception:  # noqa: BLE001
+        return None
+    return seed if isinstance(seed, int) else None
 
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
 
 
-def _task_block(tr: TaskReplay, ids: dict[tuple[str, str], str]) -> list[str]:
+def _task_block(tr: TaskReplay, ids: dict[tuple[str, str], str], own_queue: bool = True) -> list[str]:
     tc = tr.calls
     processes = len({c.process for c in tc.calls})
     head = f"{tr.task} · " + ("checker: " + ", ".join(tr.flagged) if tr.flagged else "no violation in the run")
@@ -143,7 +178,8 @@ def _task_block(tr: TaskReplay, ids: dict[tuple[str, str], str]) -> list[str]:
         elif inv in tr.same_as:
             lines.append(f"    {inv}: as task {tr.same_as[inv]}, scenario {ids.get((tr.same_as[inv], inv))}")
     for inv in tr.missed:
-        lines.append(f"  NOT reproduced {inv}: {tr.reasons[inv]}")
+        fixed = not own_queue and tr.clean and inv not in tr.beyond
+        lines.append(f"  {'not broken here' if fixed else 'NOT reproduced'} {inv}: {tr.reasons[inv]}")
     if not tr.flagged and not tr.reproduced:
         lines.append("  the queue answers every call as the spec says")
     return lines
@@ -169,7 +205,7 @@ def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[P
     for tr in report.tasks:
         if shown < SHOWN or tr.shrunk:
             print(file=out)
-            print("\n".join(_task_block(tr, ids)), file=out)
+            print("\n".join(_task_block(tr, ids, report.own_queue)), file=out)
             shown += 1
         else:
             what = ("reproduced " + ", ".join(tr.reproduced)) if tr.reproduced else "not reproduced"
@@ -187,7 +223,13 @@ def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[P
     n, total = len(report.reproduced), len(report.tasks)
     if n:
         print(f"REPRODUCED in one process: {n} of {total} task(s).", file=out)
+    elif report.fixed:
+        print("\n".join(fixed_lines(report)), file=out)
     elif any(tr.flagged for tr in report.tasks):
         print(f"NOT REPRODUCED in one process: 0 of {total} task(s) (see why above).", file=out)
+        beyond = sorted({inv for tr in report.tasks for inv in tr.beyond})
+        if not report.own_queue and beyond:
+            print(f"  Not FIXED either: a one-task replay cannot judge {', '.join(beyond)} here (see why above); "
+                  f"run stress on {report.queue}.", file=out)
     else:
         print("The queue answers every replayed call as the spec says.", file=out)

@@ -47,6 +47,8 @@ class TaskReplay:
     same_as: dict[str, str] = field(default_factory=dict)  # invariant -> the task whose shrink stands for it
     repeats: dict[str, tuple[int, int]] = field(default_factory=dict)  # invariant -> (broke, of)
     matched: tuple[int, int] = (0, 0)  # calls answered as recorded, of the determinate calls replayed
+    clean: bool = False  # every placement replayed was answered as the spec says (no departure at all)
+    beyond: list[str] = field(default_factory=list)  # flagged invariants a one-task replay cannot judge
 
     @property
     def departed(self) -> bool:
@@ -64,10 +66,21 @@ class ReplayReport:
     skipped: int = 0  # violating tasks left out by max_tasks
     hung: str | None = None  # the queue call that did not return, which stopped the replay
     queue_from_run: bool = True  # replayed on the run's own queue (no --queue)
+    own_queue: bool = True  # the run's own queue: no --queue, or --queue naming the one the run recorded
 
     @property
     def reproduced(self) -> list[TaskReplay]:
         return [t for t in self.tasks if t.reproduced]
+
+    @property
+    def fixed(self) -> bool:
+        """A fix, as far as one process can show it: another queue than the run's was named, every
+        violating task of the run was replayed on it (none left out, no hang), and in every placement
+        tried it answered every call as the spec says, on tasks whose violations a one-task replay can
+        judge (not a race, not a task passed over among others). It proves these recorded sequences no
+        longer break the queue; it does not prove the queue correct."""
+        return (not self.own_queue and not self.hung and not self.skipped and any(t.flagged for t in self.tasks)
+                and all(t.clean and not t.reproduced and not t.beyond for t in self.tasks))
 
 
 def run_queue(config: dict[str, Any], queue: str | None) -> str:
@@ -134,7 +147,15 @@ def replay_run(run_dir: str | Path, tasks: list[str] | None = None, queue: str |
             skipped += len(chosen) - len(out)
             break
     return ReplayReport(result.run_dir, spec, fx.config.get("queue"), out, replayer.runs, fx.t0, skipped, hung,
-                        queue_from_run=not queue)
+                        queue_from_run=not queue, own_queue=not queue or spec == _recorded(fx.config))
+
+
+def _recorded(config: dict[str, Any]) -> str | None:
+    """The run's own queue as ``run_queue`` reads it (None when config.json names none)."""
+    try:
+        return run_queue(config, None)
+    except UsageError:
+        return None
 
 
 def _steps(tc: TaskCalls, calls: list[Call], t0: float) -> list[dict[str, Any]]:
@@ -151,11 +172,13 @@ def _replay_task(fx: Facts, replayer: Replayer, tr: TaskReplay) -> None:
     wanted = set(flagged)
     first: tuple[str, list[Call], Outcome] | None = None
     found: dict[str, tuple[str, list[Call], Outcome]] = {}
+    tr.clean = True
     for name, calls in tc.variants():
         if not calls:
             continue
         outcome = replayer.run(task, tc.lease, _steps(tc, calls, fx.t0))
         tr.tried += 1
+        tr.clean = tr.clean and not outcome.departures
         if first is None:
             first = (name, calls, outcome)
         for inv in (outcome.invariants() & wanted) - set(found):
@@ -175,7 +198,9 @@ def _replay_task(fx: Facts, replayer: Replayer, tr: TaskReplay) -> None:
     tr.sources = {inv: _steps(tc, found[inv][1], fx.t0) for inv in tr.reproduced}
     tr.missed = [inv for inv in flagged if inv not in found]
     for inv in tr.missed:
-        tr.reasons[inv] = _why_not(tc, inv, tr.outcome, _final_state(fx, task))
+        tr.reasons[inv], judged = _why_not(tc, inv, tr.outcome, _final_state(fx, task))
+        if not judged:
+            tr.beyond.append(inv)
     if not flagged and tr.outcome is not None:
         # A task named without a violation: whatever the queue breaks on it is the finding.
         tr.reproduced = sorted(tr.outcome.invariants())
@@ -217,8 +242,13 @@ def _repeat(replayer: Replayer, sh: Shrunk, invariant: str, times: int) -> tuple
     return sum(1 for o in outcomes if o.breaks(invariant) and o.signature == signature), times
 
 
-def _why_not(tc: TaskCalls, invariant: str, outcome: Outcome | None, final_state: str | None) -> str:
-    """Why a violation the checker found does not show in one process, with the evidence."""
+def _why_not(tc: TaskCalls, invariant: str, outcome: Outcome | None, final_state: str | None) -> tuple[str, bool]:
+    """Why a violation the checker found does not show in one process, with the evidence; and whether
+    the one-task replay could judge it at all, so that a queue answering as the spec says there is not
+    taken for a fix. False where the history shows what the replay cannot make (two claims in flight at
+    once, a claim that passed the task over among others, a finish without its action: the worker's
+    doing) or the replay has nothing to ask; a snapshot that disagreed is judged (the replay compares
+    the snapshot after every step)."""
     tried = "every placement tried" if len(tc.indeterminate) else "the replay"
     first = outcome.departures[0] if outcome is not None and outcome.departures else None
     if first is not None:
@@ -235,7 +265,7 @@ def _why_not(tc: TaskCalls, invariant: str, outcome: Outcome | None, final_state
                     f"got generation {a.recorded}, process {b.process} generation {b.recorded}, each invoked "
                     "before the other returned): one process can only make them one after the other, and "
                     f"then the queue refuses the second{instead}. The bug needs two claims at once (a race), "
-                    "which a one-process replay cannot make")
+                    "which a one-process replay cannot make"), False
     if invariant == NO_LOST_TASK:
         probes = [c for c in tc.calls if c.probe]
         if probes:
@@ -243,15 +273,15 @@ def _why_not(tc: TaskCalls, invariant: str, outcome: Outcome | None, final_state
             took = "no task" if p.recorded is None else f"task {p.recorded}, registered after it"
             return (f"on a queue that holds only this task, a claim takes it; in the run, a claim made while it "
                     f"was pending (process {p.process}) got {took}{instead}. The queue passes it over only "
-                    "among the other tasks of its table, which a one-task replay leaves out")
+                    "among the other tasks of its table, which a one-task replay leaves out"), False
         if final_state in ("done", "uncertain"):
             return ("it was finished without its action at the service attempted: that is the worker's doing, "
-                    "which the queue cannot see, and the replay makes no actions")
+                    "which the queue cannot see, and the replay makes no actions"), False
         if not any(c.kind == "claim" for c in tc.calls):
             return (f"no claim in the run passed it over while it was pending (none came back empty or with "
-                    f"a task registered after it), so the replay has nothing to ask the queue{instead}")
-        return f"after the drain it was left {final_state or 'unfinished'}; {answers}"
+                    f"a task registered after it), so the replay has nothing to ask the queue{instead}"), False
+        return f"after the drain it was left {final_state or 'unfinished'}; {answers}", True
     if invariant == STATE_MATCHES and first is None:
         return (f"the final snapshot disagreed with the history, but in {tried} every snapshot agrees with "
-                "the queue's answers: what it showed may depend on other tasks or calls")
-    return answers
+                "the queue's answers: what it showed may depend on other tasks or calls"), True
+    return answers, True

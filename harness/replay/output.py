@@ -160,6 +160,7 @@ def report_json(report: ReplayReport, ids: dict[tuple[str, str], str], files: tu
         "hung": report.hung,
         "not_replayed": report.skipped,
         "reproduced": len(report.reproduced),
+        "fixed": report.fixed,
         "tasks": tasks,
         "scenario_file": str(files[0]) if files else None,
         "test_file": str(files[1]) if files else None,

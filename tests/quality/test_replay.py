@@ -203,16 +203,60 @@ def test_an_indeterminate_finish_is_tried_both_ways(tmp_path):
     assert tr.matched == (3, 3)  # every recorded answer, the holder's refusal included, came back
 
 
-def test_the_reference_queue_replays_a_violation_clean(tmp_path, capsys):
-    """A fix is checked against the failing sequence: on the reference queue the same calls break
-    nothing, and the command says it did not reproduce (exit 3), never that the run was fine."""
-    folder = _folder(tmp_path, "FinishIgnoresGeneration", stale_finish)
+@pytest.mark.parametrize("name", sorted(REPRODUCIBLE))
+def test_every_planted_bugs_fix_replays_clean_and_is_fixed(tmp_path, name):
+    """A fix is checked against the failing sequences: on the reference queue (every planted bug's
+    fix) the same calls break nothing, in every placement, and that is FIXED."""
+    build, wanted = REPRODUCIBLE[name]
+    report = replay_run(_folder(tmp_path, name, build), queue=REFERENCE_QUEUE)
+    [tr] = report.tasks
+    assert wanted <= set(tr.missed) and not tr.reproduced and tr.clean and not tr.beyond, tr.reasons
+    assert report.fixed and not report.own_queue
+
+
+def test_a_fixed_queue_says_fixed_exit_0_and_what_that_proves(tmp_path, capsys):
+    """FIXED, exit 0, with what it proves and what it does not (a one-task replay shows no race)."""
+    folder = _folder(tmp_path, "FinishIgnoresLease", late_finish)
     rc = main(["replay", str(folder), "--queue", REFERENCE_QUEUE, "--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert rc == ExitCode.INCONCLUSIVE
+    assert rc == ExitCode.VALID and doc["fixed"] is True
     [task] = doc["tasks"]
-    assert task["reproduced"] == [] and "no_stale_commit" in task["not_reproduced"]
+    assert task["reproduced"] == [] and "finish_within_lease" in task["not_reproduced"]
     assert task["departures"] == []
+    assert main(["replay", str(folder), "--queue", REFERENCE_QUEUE]) == ExitCode.VALID
+    out = capsys.readouterr().out
+    assert f"FIXED on {REFERENCE_QUEUE}" in out and "NOT reproduced" not in out
+    assert "not broken here finish_within_lease" in out
+    assert "does not prove the queue correct" in out and "races" in out
+    assert f"takeover stress --queue {REFERENCE_QUEUE}" in out
+
+
+def test_the_runs_own_queue_named_again_is_never_fixed(tmp_path, capsys):
+    """--queue naming the queue the run recorded is the run's own queue: it reproduces (exit 1), and a
+    violation that does not come back there is NOT REPRODUCED (exit 3), never FIXED."""
+    folder = _folder(tmp_path, "FinishIgnoresLease", late_finish)
+    assert main(["replay", str(folder), "--queue", "takeover.queues.planted:FinishIgnoresLease",
+                 "--out", str(tmp_path / "s.json")]) == ExitCode.VIOLATED
+    assert "REPRODUCED in one process" in capsys.readouterr().out
+    folder = _folder(tmp_path, "NonAtomicClaim", claims_race)
+    assert main(["replay", str(folder), "--queue", "takeover.queues.planted:NonAtomicClaim"]) == ExitCode.INCONCLUSIVE
+    out = capsys.readouterr().out
+    assert "NOT REPRODUCED" in out and "FIXED" not in out
+
+
+@pytest.mark.parametrize("name", sorted(NOT_IN_ONE_PROCESS))
+def test_a_violation_one_process_cannot_judge_is_not_fixed_on_another_queue(tmp_path, capsys, name):
+    """A race, or a task passed over among others, replays clean on any queue: that is no evidence of
+    a fix, so the reference queue is not called FIXED there (exit 3), and the report says why."""
+    build, invariant, reason = NOT_IN_ONE_PROCESS[name]
+    folder = _folder(tmp_path, name, build)
+    report = replay_run(folder, queue=REFERENCE_QUEUE)
+    [tr] = report.tasks
+    assert tr.beyond == [invariant] and not report.fixed
+    assert main(["replay", str(folder), "--queue", REFERENCE_QUEUE]) == ExitCode.INCONCLUSIVE
+    out = capsys.readouterr().out
+    assert "NOT REPRODUCED" in out and f"Not FIXED either: a one-task replay cannot judge {invariant}" in out
+    assert "FIXED on" not in out
 
 
 @pytest.mark.parametrize("run_name, invariant", [("planted-finish-ignores-generation", "no_stale_commit"),

@@ -41,6 +41,17 @@ def test_replay_writes_a_pytest_file_that_fails_until_the_queue_is_fixed(tmp_pat
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
+def test_the_fix_named_with_queue_says_fixed_and_exits_0(tmp_path):
+    """The new user's path from a violation to a fix: the stored real run of StealsLiveLeases replayed
+    on the fixed queue (a real process) says FIXED, exit 0, and nothing is written (nothing broke)."""
+    run = shutil.copytree(STORED, tmp_path / "run")
+    proc = takeover("replay", str(run), "--queue", REFERENCE_QUEUE, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"FIXED on {REFERENCE_QUEUE}" in proc.stdout and "NOT REPRODUCED" not in proc.stdout
+    assert "a one-task replay makes no two calls at once (races)" in proc.stdout
+    assert not (run / "replay.json").exists()
+
+
 def test_a_run_of_a_users_own_queue_replays_from_any_folder(tmp_path):
     """The run was made from the user's project folder (config.json ``workdir``), and the queue's module
     lives only there: ``takeover replay`` run from elsewhere finds it as the reproduce line would."""
