@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from takeover.replay.core import ReplayReport, TaskReplay
+from takeover.replay.judge import Departure
 from takeover.replay.model import expected_steps
 from takeover.replay.shrink import Shrunk
 
@@ -91,10 +92,10 @@ def scenarios_doc(report: ReplayReport) -> tuple[dict[str, Any], dict[tuple[str,
 
 def _scenario(sid: str, tr: TaskReplay, inv: str, sh: Shrunk, report: ReplayReport) -> dict[str, Any]:
     steps = expected_steps(sh.steps, sh.lease)
-    where = {d.index: d.what for d in sh.outcome.departures}
+    where = {d.index: d for d in sh.outcome.departures}
     for n, st in enumerate(steps, start=1):
         if n in where:
-            st["why"] = f"{report.queue.rpartition(':')[2]} departed here: {where[n]}"
+            st["why"] = _why(where[n], report)
     sc: dict[str, Any] = {"id": sid, "title": _title([inv], sh), "_invariants": [inv],
                           "heading": f"replayed from task {tr.task} of {report.run_dir.name}, shrunk"}
     if sh.task != "task":
@@ -102,6 +103,14 @@ def _scenario(sid: str, tr: TaskReplay, inv: str, sh: Shrunk, report: ReplayRepo
     sc["lease_seconds"] = sh.lease
     sc["steps"] = steps
     return sc
+
+
+def _why(d: Departure, report: ReplayReport) -> str:
+    """A step's why, true on whichever queue runs the scenario: the invariant the step checks, and
+    what the replayed queue answered there, named and in the past (not "departed here", which a
+    passing row on the fixed queue would contradict)."""
+    return (f"checks {', '.join(d.invariants)}: replaying {report.run_dir.name}, "
+            f"{report.queue.rpartition(':')[2]} answered this step wrong ({d.what})")
 
 
 def pytest_text(report: ReplayReport, doc: dict[str, Any], scenario_file: Path) -> str:

@@ -160,6 +160,23 @@ def test_replay_reproduces_shrinks_and_writes_a_scenario_that_fails_until_fixed(
     assert all(r.ok for r in reference), [r.failures() for r in reference]
 
 
+def test_a_passing_row_of_a_replayed_scenario_does_not_say_the_queue_departed(tmp_path, capsys):
+    """The row where the buggy queue broke the promise passes on the fix: its why names the invariant
+    and the queue that answered wrong, in the past, never "departed here" beside an ok."""
+    folder = _folder(tmp_path, "FinishIgnoresLease", late_finish)
+    assert main(["replay", str(folder), "--out", str(tmp_path / "s.json")]) == ExitCode.VIOLATED
+    capsys.readouterr()
+    doc = load_scenario_file(tmp_path / "s.json")
+    whys = [st["why"]["en"] for sc in doc["scenarios"] for st in sc["steps"] if st["why"]["en"]]
+    assert whys and all(w.startswith("checks finish_within_lease: replaying FinishIgnoresLease, "
+                                     "FinishIgnoresLease answered this step wrong (") for w in whys), whys
+    for queue, rc in ((REFERENCE_QUEUE, ExitCode.VALID), ("takeover.queues.planted:FinishIgnoresLease",
+                                                         ExitCode.VIOLATED)):
+        assert main(["scenarios", "--file", str(tmp_path / "s.json"), "--queue", queue]) == rc
+        out = " ".join(capsys.readouterr().out.split())
+        assert "departed" not in out and "answered this step wrong" in out
+
+
 @pytest.mark.slow
 def test_the_same_answer_every_time(tmp_path):
     """Every planted bug's replay, from the run folder to the scenario file, three times over: one
