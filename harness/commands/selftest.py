@@ -5,8 +5,9 @@ Each run is a real ``takeover stress --profile stress --duration 10`` (the detec
 the same checker users get. A planted bug counts as caught when one of the
 invariants it targets is violated; the time to detection is the wall time of the run that caught
 it, and when the first violation happened in that run. Each planted bug declares the model-coverage cells
-its defect lives on (takeover.queues.planted.NEEDS_CELLS): a run on it that reached none of them fails
-the selftest, naming them, caught or not: it could not have shown the bug.
+its defect lives on (takeover.queues.planted.NEEDS_CELLS): a run on it that reached none of them could
+not have shown the bug, and says so (NEVER REACHED); the selftest fails when no run of the bug reached
+one, or the run that caught it did not (:func:`cells_failed`).
 """
 
 from __future__ import annotations
@@ -149,8 +150,8 @@ def unreached_cells(name: str, summary: Summary, needs: dict[str, tuple[str, ...
 
 
 def row_line(row: dict[str, Any]) -> str:
-    """A planted bug's line: caught, or MISSED (with the fault its runs lacked), and NEVER REACHED
-    when a run reached none of the cells it needs (the selftest then fails even if it was caught)."""
+    """A planted bug's line: caught, or MISSED (with the fault its runs lacked), and NEVER REACHED for
+    each run that reached none of the cells it needs."""
     name, expected = row["queue"], row["expected"]
     if row["caught"]:
         at = row["first_violation_at"]
@@ -169,9 +170,18 @@ def row_line(row: dict[str, Any]) -> str:
     return line
 
 
+def cells_failed(row: dict[str, Any]) -> bool:
+    """A planted bug's runs fail on its cells: none of them reached one, or the run that caught it did
+    not (then its declared cells are wrong). A run that missed both the bug and its cells is what the
+    next seed is for, as a run that missed the bug alone: its line says NEVER REACHED all the same."""
+    unreached = row.get("unreached") or {}
+    return bool(unreached) and (len(unreached) >= row["tries"] or (row["caught"] and row["seed"] in unreached))
+
+
 def passed(results: list[dict[str, Any]], refs: list[dict[str, Any]]) -> bool:
-    """Every planted bug caught, and reached its cells in every run; the reference valid on every seed."""
-    return (all(r["caught"] and not r.get("unreached") for r in results)
+    """Every planted bug caught, its runs having reached its cells (:func:`cells_failed`); the reference
+    valid on every seed."""
+    return (all(r["caught"] and not cells_failed(r) for r in results)
             and all(r["valid"] is True for r in refs))
 
 
@@ -254,7 +264,7 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
                               "runs": str(root)}, indent=2) + "\n")
     else:
         caught = sum(r["caught"] for r in results)
-        unreached = [r["queue"] for r in results if r.get("unreached")]
+        unreached = [r["queue"] for r in results if cells_failed(r)]
         if unreached:
             out.write(f"selftest: FAILED: runs on {', '.join(unreached)} never reached the cells those bugs need\n")
         out.write(f"selftest: {caught}/{len(results)} planted bugs caught, reference "

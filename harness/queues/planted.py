@@ -233,8 +233,9 @@ DIAGNOSED: dict[str, tuple[str, str]] = {
 
 # name -> the model-coverage cells (takeover.coverage_space) a run must reach for the bug to show: its
 # defect is on that path, so a run that reached none of them cannot have seen it, whatever it found.
-# Any one cell suffices. ``takeover selftest`` fails, naming the cells, when a run on the bug reached
-# none; every run's console says which planted bugs' cells it never reached. A mutant declares its own
+# Any one cell suffices. ``takeover selftest`` names each run on the bug that reached none, and fails
+# when none of its runs did (or the one that caught it did not); every run's console says which planted
+# bugs' cells it never reached. A mutant declares its own
 # the same way: the check (coverage_space.unreached_needs) takes any name -> cells table.
 _FINISH = "finish_done|finish_uncertain"
 NEEDS_CELLS: dict[str, tuple[str, ...]] = {

@@ -139,8 +139,11 @@ def test_a_run_that_never_reached_a_planted_bugs_cells_fails_the_selftest(tmp_pa
            "first_violation_at": 2.0, "violated": ["lease_exclusive"], "tries": 1, "unreached": {1: missing}}
     assert "NEVER REACHED RegisterReplaces" in row_line(row)
     assert f"never reached cell {missing[0]}" in row_line(row)
-    assert not passed([row], [{"valid": True}])
+    assert not passed([row], [{"valid": True}])  # caught by a run that reached none of its cells
     assert passed([{**row, "unreached": {}}], [{"valid": True}])
+    # a first run that missed both the bug and its cells is what the second seed is for
+    assert passed([{**row, "seed": 2, "tries": 2}], [{"valid": True}])
+    assert not passed([{**row, "caught": False, "tries": 1}], [{"valid": True}])
     # any run's console names the planted bugs whose cells it never reached; a mutant's table works alike
     lines = needs_lines(summary)
     assert any(line.endswith("which planted bug RegisterReplaces needs") for line in lines)

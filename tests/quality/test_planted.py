@@ -42,6 +42,7 @@ def test_quick_selftest_catches_planted_bugs_and_passes_the_reference(tmp_path) 
     assert (result["profile"], result["duration"]) == ("smoke", 3)
     for row in result["planted"]:
         assert row["caught"], row
+        assert str(row["seed"]) not in row.get("unreached", {}), row  # the catching run reached the bug's cells
         assert set(row["violated"]) & set(row["expected"])
         _assert_diagnosed(row["queue"], Path(row["run_dir"]))
     assert [r["valid"] for r in result["reference"]] == [True]
@@ -242,4 +243,9 @@ def test_the_selftest_reports_a_bug_its_runs_could_not_expose(tmp_path) -> None:
     line = next(x for x in out.stdout.splitlines() if "RegisterReplaces" in x)
     assert line.startswith("MISSED") and "after 1 run(s)" in line, out.stdout
     assert "no duplicate_register fault" in line, out.stdout
+    # and its run reached none of the cells the bug needs (a known task registered again): said, and failed on
+    assert "NEVER REACHED RegisterReplaces" in out.stdout, out.stdout
+    assert "never reached cell register/pending/never/none (or any of 5 more), which planted bug RegisterReplaces " \
+           "needs" in out.stdout
+    assert "selftest: FAILED: runs on RegisterReplaces never reached the cells those bugs need" in out.stdout
     assert NEEDS_FAULT["RegisterReplaces"] == "duplicate_register"
