@@ -25,9 +25,9 @@ def write_reports(folder: Path, result: CheckResult) -> list[str]:
     involved = list(dict.fromkeys([*violating, *result.duplicate_tasks]))
     figs: dict[str, tuple[bytes | None, str]] = {}
     if len(fx.run.history):
-        figs["timeline"] = figures.timeline(fx, involved)
+        figs["timeline"] = figures.timeline(fx, involved, result.violations)
         figs["throughput"] = (figures.throughput(fx), "")
-        figs["generations"] = figures.generations(fx, involved)
+        figs["generations"] = figures.generations(fx, involved, result.violations)
     figs["coverage"] = (coverage.heatmap(summary), "")
     every_task, linked = tasks.sections(fx, result.violations)
     (folder / REPORT_HTML).write_text(html.render(summary, figs, every_task, linked))

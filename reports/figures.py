@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
@@ -23,9 +24,11 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from takeover.checker.facts import Facts  # noqa: E402
 from takeover.checker.ops import AIMED_FAULTS  # noqa: E402
+from takeover.checker.summary_types import Example  # noqa: E402
 
 MAX_LANES = 40
 MAX_TASKS = 12
@@ -33,6 +36,16 @@ FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5",
                  "aimed": "#6a040f"}
 # How the timeline labels a freeze made by an aimed fault (a pause whose ``detail`` names the fault).
 AIMED_LABELS = {"expire_and_return": "S2 expire_and_return", "stale_return": "S3 stale_return"}
+# Per invariant, the fields of a violation (violations.csv's row) naming the worker incarnation and the
+# generation of the operation at its ``at``: the finish, claim or probe that broke the promise.
+VIOLATOR = {"no_stale_commit": ("finish_by", "finish_gen"), "finish_within_lease": ("finish_by", "gen"),
+            "no_reclaim_after_terminal": ("reclaimed_by", "reclaimed_gen"),
+            "generation_monotonic": ("claimed_by", "gen"), "lease_exclusive": ("granted_to", "granted_gen"),
+            "single_finish": ("finish_by", "gen"), "state_matches_history": ("", "gen")}
+VIOLATION_COLOUR = "#d00000"
+# A ring whose size is in points squared (scatter's s), not in seconds: as visible 5 ms late as 5 s late.
+VIOLATION_MARK: dict[str, Any] = {"marker": "o", "s": 170, "facecolors": "none", "edgecolors": VIOLATION_COLOUR,
+                                  "linewidths": 1.8, "zorder": 10, "clip_on": False}
 
 
 def _png(fig: Figure) -> bytes:
@@ -72,19 +85,86 @@ def windows(fx: Facts, kind: str) -> pd.DataFrame:
     return pd.DataFrame({"target": w["target"], "start": w["t_inv"], "end": end, "detail": w["detail"]})
 
 
-def timeline(fx: Facts, tasks: Sequence[float] = ()) -> tuple[bytes, str]:
+def violating_operations(violations: Sequence[Example]) -> pd.DataFrame:
+    """The operations that broke a promise, one row each (time since the run started, worker
+    incarnation, generation, task name and a short label), from the checker's violation rows; a
+    violation with no time (the final snapshot's) is no operation in time and is left out."""
+    rows = []
+    for v in violations:
+        at = v.get("at")
+        if not isinstance(at, int | float):
+            continue
+        by, gen = VIOLATOR.get(str(v.get("invariant")), ("", "gen"))
+        process, generation = v.get(by), v.get(gen)
+        label = str(v.get("invariant"))
+        late, overlap = v.get("late_by"), v.get("overlap_s")
+        if isinstance(late, int | float):
+            label += f" {_ms(late)} late"
+        elif isinstance(overlap, int | float):
+            label += f" {_ms(overlap)} overlap"
+        rows.append({"t": float(at), "process": float(process) if isinstance(process, int | float) else np.nan,
+                     "gen": float(generation) if isinstance(generation, int | float) else np.nan,
+                     "task": v.get("task"), "label": label})
+    return pd.DataFrame(rows, columns=["t", "process", "gen", "task", "label"]).sort_values("t", kind="stable")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if abs(seconds) < 1 else f"{seconds:.2f} s"
+
+
+def _mark_violations(ax: Axes, ops: pd.DataFrame, y: np.ndarray, labelled: int = MAX_TASKS) -> int:
+    """A ring sized in points around each violating operation, drawn above everything else, and the
+    first ``labelled`` of them named: a finish 5 ms past its lease is a 5 ms sliver of bar, invisible
+    on a run of seconds, but its ring is as large as any. ``y`` is each row's place in data units,
+    NaN for an operation without a lane (drawn on the top edge, in axes units). Returns how many
+    were left unlabelled."""
+    inside = ~np.isnan(y)
+    if inside.any():
+        ax.scatter(ops["t"].to_numpy()[inside], y[inside], gid="violating-operations", **VIOLATION_MARK)
+    if (~inside).any():
+        ax.scatter(ops["t"].to_numpy()[~inside], np.ones(int((~inside).sum())), transform=ax.get_xaxis_transform(),
+                   gid="violating-operations-no-lane", **{**VIOLATION_MARK, "marker": "v"})
+    canvas = ax.figure.canvas
+    assert isinstance(canvas, FigureCanvasAgg)  # matplotlib.use("Agg") above: measuring needs its renderer
+    renderer = canvas.get_renderer()
+    right = ax.get_window_extent(renderer).x1
+    placed: list[Bbox] = []
+    for (t, label), yy in list(zip(zip(ops["t"], ops["label"], strict=True), y, strict=True))[:labelled]:
+        where, coords = ((t, yy), "data") if not np.isnan(yy) else ((t, 1.0), ax.get_xaxis_transform())
+        text = ax.annotate(label, where, xycoords=coords, xytext=(7, -7), textcoords="offset points", fontsize=6,
+                           color=VIOLATION_COLOUR, va="top", zorder=11, gid="violating-operation-label",
+                           bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                                 "alpha": 0.85})
+        # Below and right of its ring; left of it where it would leave the plot; lower, row by row,
+        # where it would cover a label already placed (violations of one task come in bursts).
+        for row in range(6):
+            box = text.get_window_extent(renderer)
+            if box.x1 > right and text.get_horizontalalignment() == "left":
+                text.set_horizontalalignment("right")
+                text.xyann = (-7, text.xyann[1])
+                box = text.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed) or row == 5:  # placed boxes carry a margin
+                break
+            text.xyann = (text.xyann[0], -7 - 8 * (row + 1))
+        box = text.get_window_extent(renderer)
+        placed.append(Bbox.from_extents(box.x0 - 4, box.y0 - 2, box.x1 + 4, box.y1 + 2))
+    return max(len(ops) - labelled, 0)
+
+
+def timeline(fx: Facts, tasks: Sequence[float] = (), violations: Sequence[Example] = ()) -> tuple[bytes, str]:
     """The timeline as PNG, with its note (see :func:`timeline_figure`)."""
-    fig, note = timeline_figure(fx, tasks)
+    fig, note = timeline_figure(fx, tasks, violations)
     return _png(fig), note
 
 
-def timeline_figure(fx: Facts, tasks: Sequence[float] = ()) -> tuple[Figure, str]:
+def timeline_figure(fx: Facts, tasks: Sequence[float] = (), violations: Sequence[Example] = ()) -> tuple[Figure, str]:
     """One lane per worker incarnation: held leases, actions, finishes, kills and pause windows.
 
     ``tasks`` are the tasks a violation or a duplicate involves (task codes, as the checker gives
     them): their holds are outlined and labelled with the task and generation, so the rows of the
     report's example tables can be found on the picture. Other holds stay unlabelled: a run has
-    hundreds of them and names on every bar would hide the shapes.
+    hundreds of them and names on every bar would hide the shapes. ``violations`` are the checker's
+    violation rows (violations.csv): each violating operation gets a ring on its lane, on top.
     """
     procs = pd.Series(pd.concat([fx.claims_ok["process"], fx.ops.finishes["process"],
                                  fx.ops.spawns["target"]]).dropna().astype(int).unique())
@@ -143,6 +223,11 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = ()) -> tuple[Figure, str
     ax.set_yticklabels([f"{workers.get(p, '?')} #{p}" for p in procs], fontsize=7)
     ax.set_ylim(-0.8, len(procs) - 0.2)
     ax.invert_yaxis()
+    # Last, on the final limits: the labels are placed by measuring them.
+    bad = violating_operations(violations)
+    unlabelled = _mark_violations(ax, bad, bad["process"].map(lane).to_numpy(dtype="float64"))
+    if unlabelled:
+        note = "; ".join(filter(None, [note, f"{unlabelled} more violating operation(s) ringed, not labelled"]))
     ax.set_xlabel("seconds since the run started")
     ax.set_title("Worker incarnations: leases held, actions, finishes and faults")
     ax.legend(handles=[
@@ -158,9 +243,17 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = ()) -> tuple[Figure, str
         Line2D([], [], marker="o", ls="", color="#adb5bd", label="finish unknown"),
         Line2D([], [], marker="x", ls="", color="#d62828", label="SIGKILL"),
         Line2D([], [], marker="v", ls="", color="#9b5de5", label="reply lost"),
+        *_violation_legend(bad),
     ], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return fig, note
+
+
+def _violation_legend(ops: pd.DataFrame) -> list[Line2D]:
+    if not len(ops):
+        return []
+    return [Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor=VIOLATION_COLOUR,
+                   markeredgewidth=1.8, markersize=10, label="violating operation (labelled)")]
 
 
 def _label_freezes(ax: Axes, freezes: pd.DataFrame, lane: dict[int, int], rel: float) -> None:
@@ -201,16 +294,17 @@ def _label_holds(ax: Axes, fx: Facts, holds: pd.DataFrame, lane: dict[int, int],
                     fontsize=6, va="bottom" if up else "top", zorder=7)
 
 
-def generations(fx: Facts, tasks: list[float]) -> tuple[bytes | None, str]:
+def generations(fx: Facts, tasks: list[float], violations: Sequence[Example] = ()) -> tuple[bytes | None, str]:
     """The generation panels as PNG, with their note; none without tasks (see :func:`generations_figure`)."""
     if not tasks:
         return None, ""
-    fig, note = generations_figure(fx, tasks)
+    fig, note = generations_figure(fx, tasks, violations)
     return _png(fig), note
 
 
-def generations_figure(fx: Facts, tasks: list[float]) -> tuple[Figure, str]:
-    """Per problem task: each generation as a bar from its claim to its end, finishes and actions on it."""
+def generations_figure(fx: Facts, tasks: list[float], violations: Sequence[Example] = ()) -> tuple[Figure, str]:
+    """Per problem task: each generation as a bar from its claim to its end, finishes and actions on it,
+    and a ring around each of its violating operations (``violations``, the checker's rows)."""
     note = f"{len(tasks) - MAX_TASKS} more task(s) not shown" if len(tasks) > MAX_TASKS else ""
     tasks = tasks[:MAX_TASKS]
     cols = 3 if len(tasks) > 2 else len(tasks)
@@ -219,6 +313,7 @@ def generations_figure(fx: Facts, tasks: list[float]) -> tuple[Figure, str]:
     h = holds(fx)
     ledger = fx.run.ledger
     rel = fx.t0
+    bad = violating_operations(violations)
     for ax, task in zip(axes.flat, tasks, strict=False):
         mine = h[h["task"] == task]
         for r in mine.itertuples():
@@ -241,6 +336,8 @@ def generations_figure(fx: Facts, tasks: list[float]) -> tuple[Figure, str]:
         ax.tick_params(labelsize=7)
         performed = la["gen"] if ledger is not None else []
         _generation_ticks(ax, [*mine["gen"], *fin["gen"], *performed])
+        mine_bad = bad[bad["task"] == fx.name(task)]
+        _mark_violations(ax, mine_bad, mine_bad["gen"].to_numpy(dtype="float64"), labelled=3)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:
         ax.set_visible(False)
@@ -249,7 +346,8 @@ def generations_figure(fx: Facts, tasks: list[float]) -> tuple[Figure, str]:
         Line2D([], [], marker="o", ls="", color="#2a9d8f", label="finish accepted"),
         Line2D([], [], marker="o", ls="", color="#e63946", label="finish refused"),
         Line2D([], [], marker="*", ls="", color="#ffb703", label="side effect performed (ledger)"),
-    ], loc="lower center", ncol=5, fontsize=7, frameon=False, bbox_to_anchor=(0.5, -0.04))
+        *_violation_legend(bad),
+    ], loc="lower center", ncol=6, fontsize=7, frameon=False, bbox_to_anchor=(0.5, -0.04))
     fig.suptitle("Generation history of tasks that broke an invariant or duplicated a side effect", fontsize=10)
     fig.tight_layout()
     return fig, note

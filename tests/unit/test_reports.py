@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from takeover.pipeline import check_and_report
 from tests.quality.cases import CASES
 
@@ -121,6 +123,70 @@ def test_the_timeline_names_the_holds_of_the_tasks_in_violations(tmp_path) -> No
     plain, _ = figures.timeline_figure(result.facts)
     try:
         assert not [t for t in plain.axes[0].texts if t.get_text().startswith("t0")]
+    finally:
+        plt.close(plain)
+
+
+def _five_ms_late(tmp_path):
+    """A 30 s run whose one violation is a finish 5 ms past its lease: on the timeline, the part held
+    past the lease is a fraction of a pixel wide."""
+    from takeover.checker import analyse
+    from tests.quality.builder import Run
+
+    r = Run()
+    r.register("a", "late")
+    r.spawn(1, "w1")
+    r.spawn(2, "w2")
+    r.work(2, 1, "a", 1)
+    r.claim(1, 10, "late", 1)  # lease 5: until 15
+    r.action(1, 14.9, "late", 1)
+    r.finish(1, 15.005, "late", 1)
+    r.claim(2, 30, None, status="empty")
+    r.snap(("a", "done", 1, None), ("late", "done", 1, None))
+    result = analyse(r.write(tmp_path / "late"))
+    assert [v["invariant"] for v in result.violations] == ["finish_within_lease"]
+    return result
+
+
+def _rings_and_labels(fig):
+    rings = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "violating-operations"]
+    labels = [t for ax in fig.axes for t in ax.texts if t.get_gid() == "violating-operation-label"]
+    return rings, labels
+
+
+def test_a_finish_5_ms_late_is_ringed_and_labelled_on_top(tmp_path) -> None:
+    """Sized in points, not in seconds: the violating finish gets a ring as large at 5 ms late as at
+    5 s, above every other mark, with its label; the timeline and its task's generation panel both."""
+    import matplotlib.pyplot as plt
+
+    from takeover.reports import figures
+
+    result = _five_ms_late(tmp_path)
+    fx, task = result.facts, _involved(result)
+    timeline, _ = figures.timeline_figure(fx, task, result.violations)
+    panels, _ = figures.generations_figure(fx, task, result.violations)
+    try:
+        for fig, y in ((timeline, None), (panels, 1.0)):
+            fig.canvas.draw()
+            rings, labels = _rings_and_labels(fig)
+            assert len(rings) == 1 and len(labels) == 1, (rings, labels)
+            [ring], [label] = rings, labels
+            ax = ring.axes
+            x0, x1 = ax.transData.transform([(15.0, 0), (15.005, 0)])[:, 0]
+            assert x1 - x0 < 1  # the late part of the bar: under a pixel
+            assert list(ring.get_sizes()) == [figures.VIOLATION_MARK["s"]] and ring.get_sizes()[0] >= 100
+            [(t, lane)] = ring.get_offsets()
+            assert t == pytest.approx(15.005, abs=1e-6) and (y is None or lane == y)
+            others = [a.get_zorder() for a in [*ax.collections, *ax.patches, *ax.lines] if a is not ring]
+            assert ring.get_zorder() > max(others)
+            assert label.get_text() == "finish_within_lease 5 ms late" and label.get_zorder() > max(others)
+            assert ax.get_window_extent().contains(*ax.transData.transform((t, lane)))
+    finally:
+        plt.close(timeline)
+        plt.close(panels)
+    plain, _ = figures.timeline_figure(fx, task)
+    try:
+        assert _rings_and_labels(plain) == ([], [])
     finally:
         plt.close(plain)
 
