@@ -103,8 +103,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes (a few seconds): proves the benchmarks run; figures mean nothing")  # fmt: skip
     parser.add_argument("--out", default="bench.json", help="where to write the results (default bench.json)")
-    parser.add_argument("--only", action="append", choices=(*SOURCES, "detection"), metavar="NAME",
-                        help=f"run only this measurement (repeatable): {', '.join(SOURCES)}, detection")  # fmt: skip
+    parser.add_argument("--only", action="append", choices=(*SOURCES, "detection", "mutation"), metavar="NAME",
+                        help=f"run only this measurement (repeatable): {', '.join(SOURCES)}, detection, mutation "
+                             "(the mutation score alone)")  # fmt: skip
     parser.add_argument("--detection", action="store_true",
                         help="also measure detection power: every planted bug under real stress runs (minutes)")
     parser.add_argument("--detection-seeds", type=int, default=10, metavar="N",
@@ -113,6 +114,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="faulted seconds of each of those runs (default 10)")
     parser.add_argument("--detection-jobs", type=int, default=2, metavar="J",
                         help="detection runs at once (default 2, one per core)")
+    parser.add_argument("--mutants", default=None, metavar="N|all",
+                        help="with --detection: the mutation score over a sample of N generated mutants of each "
+                             "reference queue (default 10), or all of them (about an hour per database)")
     add_db_options(parser)
 
 
@@ -124,6 +128,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"--out {str(out)!r}: folder {str(out.absolute().parent)!r} is missing or not writable")
     if args.detection_seeds < 1 or args.detection_jobs < 1 or not args.detection_seconds > 0:
         raise UsageError("--detection-seeds and --detection-jobs must be at least 1, --detection-seconds above 0")
+    mutants_sample(args)  # a bad --mutants stops here
     database = db_given(args)
     measure = MEASURE if database == db.DEFAULT else MEASURE_POSTGRES
     if database != db.DEFAULT:
@@ -163,11 +168,18 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         doc["frozen_holder"] = _frozen_holder()
     if args.detection or "detection" in (args.only or []):
         doc["detection"] = _detection(args, quick)
+    if args.detection or "mutation" in (args.only or []):
+        doc["mutation"] = _mutation(args, quick)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     if results:  # ``--only detection`` measured nothing else
         print_table(results, quick)
     if "detection" in doc:
         print_detection(doc["detection"])
+    if "mutation" in doc:
+        from takeover.benchmarks.mutation import line
+
+        for name, fig in doc["mutation"].items():
+            print(line(name, fig))
     if "frozen_holder" in doc:
         ref, tx = doc["frozen_holder"]["reference"], doc["frozen_holder"]["open_transaction"]
         print(f"frozen holder: the reference queue holds no transaction across calls (others' claims took at most "
@@ -283,6 +295,35 @@ def _detection(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
           file=sys.stderr, flush=True)
     return detection.measure(bugs, seeds, seconds, args.detection_jobs,
                              progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+
+
+def mutants_sample(args: argparse.Namespace) -> int | None:
+    """``--mutants``: a sample size, or None for every mutant (``all``)."""
+    from takeover.benchmarks.mutation import DEFAULT_SAMPLE
+
+    value = args.mutants
+    if value is None:
+        return DEFAULT_SAMPLE
+    if value == "all":
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"--mutants takes a number of mutants (at least 1) or 'all', got {value!r}")
+    return int(value)
+
+
+def _mutation(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
+    """The mutation score per database (SQLite, and PostgreSQL when a server can be started); ``--quick``:
+    3 SQLite mutants with 3 s stress runs (proves it runs)."""
+    from takeover.benchmarks import mutation
+
+    sample, seconds = (3, 3.0) if quick else (mutants_sample(args), 20.0)
+    out: dict[str, Any] = {}
+    for database in (db.SQLITE,) if quick else (db.SQLITE, db.POSTGRES):
+        print(f"takeover bench: measuring the mutation score on {database} "
+              f"({'all' if sample is None else sample} mutants) ...", file=sys.stderr, flush=True)
+        out[database] = mutation.measure(database, sample, seconds,
+                                         progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+    return out
 
 
 def _width() -> int:

@@ -1,0 +1,104 @@
+"""The mutation score from the outcomes: mutate.json's figures, the console table, the README's table.
+
+The score is the share of non-equivalent mutants killed: ``killed / (mutants run - equivalent)``.
+Mutants killed by a crash (they do not import, cannot be opened, or raise on every call) count as
+killed, since no queue with them would pass a test, but they say nothing of takeover's checks, so
+they are also counted apart and the score without them is given beside it (``score_checked``).
+The time to kill is the killing stage's time to its verdict: the stage's wall time for the crash,
+scenarios and explore stages, the time from the run's start to its first violation for stress.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from takeover.mutation.runner import CRASH, EQUIVALENT, KILLED, STAGES, SURVIVED, Outcome
+
+
+def figures(outcomes: list[Outcome]) -> dict[str, Any]:
+    """The score and its parts over the outcomes so far."""
+    killed = [o for o in outcomes if o.verdict == KILLED]
+    survived = [o for o in outcomes if o.verdict == SURVIVED]
+    equivalent = [o for o in outcomes if o.verdict == EQUIVALENT]
+    crashed = [o for o in killed if o.stage == CRASH]
+    judged = len(outcomes) - len(equivalent)
+    checked = judged - len(crashed)
+    times = [o.time_to_kill_s for o in killed if o.time_to_kill_s is not None]
+    by_stage = {s: sum(1 for o in killed if o.stage == s) for s in STAGES}
+    median_by_stage = {}
+    for s in STAGES:
+        ts = [o.time_to_kill_s for o in killed if o.stage == s and o.time_to_kill_s is not None]
+        median_by_stage[s] = round(statistics.median(ts), 3) if ts else None
+    return {
+        "mutants": len(outcomes),
+        "killed": len(killed),
+        "survived": len(survived),
+        "equivalent": len(equivalent),
+        "crash": len(crashed),
+        "killed_by_stage": by_stage,
+        "score": round(len(killed) / judged, 4) if judged else None,
+        "score_checked": round((len(killed) - len(crashed)) / checked, 4) if checked else None,
+        "median_time_to_kill_s": round(statistics.median(times), 3) if times else None,
+        "median_time_to_kill_by_stage_s": median_by_stage,
+        "survivors": [o.mutant.id for o in survived],
+        "equivalents": {o.mutant.id: o.reason for o in equivalent},
+        "equivalence_table_wrong": [o.mutant.id for o in outcomes if o.table_wrong],
+    }
+
+
+def print_table(doc: dict[str, Any], width: int = 120) -> None:
+    """Survivors and equivalents row by row (with what each changed), then the score line."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    f = doc["figures"]
+    console = Console(file=sys.stdout, width=max(width, 120))
+    rows = [m for m in doc["mutants"] if m["verdict"] != KILLED or m.get("equivalence_table_wrong")]
+    if rows:
+        table = Table(title=f"mutants of {doc['queue']} not killed")
+        for col in ("mutant", "verdict", "what", "reason / stress verdict"):
+            table.add_column(col, overflow="fold")
+        for m in rows:
+            why = m.get("reason") or m.get("detail") or ""
+            if m.get("equivalence_table_wrong"):
+                why = f"listed as equivalent but killed by {m['stage']}: {m['detail']}"
+            table.add_row(m["id"], m["verdict"], m["what"], why)
+        console.print(table)
+    stages = ", ".join(f"{s} {n}" for s, n in f["killed_by_stage"].items() if n)
+    console.print(score_line(doc), markup=False, highlight=False)
+    console.print(f"killed by stage: {stages or 'none'}; median time to kill {_s(f['median_time_to_kill_s'])}",
+                  markup=False, highlight=False)
+
+
+def score_line(doc: dict[str, Any]) -> str:
+    f = doc["figures"]
+    score = "n/a" if f["score"] is None else f"{100 * f['score']:.1f} %"
+    checked = "n/a" if f["score_checked"] is None else f"{100 * f['score_checked']:.1f} %"
+    return (f"mutation score {score} ({f['killed']} killed of {f['mutants'] - f['equivalent']} non-equivalent; "
+            f"{f['survived']} survived, {f['equivalent']} equivalent, {f['crash']} crashed; without the crashes "
+            f"{checked})")
+
+
+def _s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} s"
+
+
+def markdown(docs: list[dict[str, Any]]) -> str:
+    """The README's table: per queue its score and median time to kill, then each survivor and each
+    equivalent mutant with its reason."""
+    lines = ["| queue | mutants | killed | crash | survived | equivalent | score | median time to kill |",
+             "|---|---|---|---|---|---|---|---|"]
+    for d in docs:
+        f = d["figures"]
+        lines.append(f"| {d['queue']} | {f['mutants']} | {f['killed']} | {f['crash']} | {f['survived']} | "
+                     f"{f['equivalent']} | {100 * (f['score'] or 0):.1f} % | {_s(f['median_time_to_kill_s'])} |")
+    lines += ["", "| mutant | verdict | what | reason / stress verdict |", "|---|---|---|---|"]
+    for d in docs:
+        for m in d["mutants"]:
+            if m["verdict"] != KILLED:
+                why = m.get("reason") or m.get("detail") or ""
+                lines.append(f"| `{m['id']}` | {m['verdict']} | {m['what']} | {why} |")
+    return "\n".join(lines) + "\n"

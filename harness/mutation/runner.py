@@ -1,0 +1,243 @@
+"""Run mutants through takeover's own stages, cheapest first, and say which stage killed each and when.
+
+Each mutant is its module's whole mutated source, written to a temp folder under a name of its own
+(``takeover_mutant_NNN_<module>``) and loaded as ``MODULE:ATTR`` from there: that folder is put on
+this process's import path and on ``PYTHONPATH``, so the worker processes of a stress run import the
+same mutant. The package itself is never edited.
+
+The stages, each run only when the ones before did not kill the mutant:
+
+1. **crash**: the module does not import, the queue cannot be opened, or every call the scenarios
+   make raises. Such a mutant is killed, but by nothing takeover checks; it is counted apart.
+2. **scenarios**: the spec's five scenarios on the logical clock (:func:`takeover.scenarios.run_scenarios`).
+3. **explore**: random contract-call sequences checked against the spec's model, when
+   ``takeover.explore`` exists (it is being built; until then the stage is reported as not run).
+4. **stress**: one real stress run (profile ``stress``, ``--duration`` the stress seconds, the given
+   seed), made in this process as ``takeover hunt`` makes its runs (the coordinator, then the checker),
+   one at a time: two stress runs at once on 2 cores would slow each other's workers into timing
+   differences that are not the mutant's.
+
+A mutant no stage killed is a survivor, unless the reviewed table of
+:mod:`takeover.mutation.equivalent` says why it cannot be told from the original: then it is
+equivalent, with that reason. A mutant in the table that is killed anyway is counted killed, and
+flagged: the table is wrong about it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from takeover.mutation.generate import Mutant
+
+KILLED, SURVIVED, EQUIVALENT = "killed", "survived", "equivalent"
+CRASH, SCENARIOS, EXPLORE, STRESS = "crash", "scenarios", "explore", "stress"
+STAGES = (CRASH, SCENARIOS, EXPLORE, STRESS)
+STRESS_PROFILE = "stress"
+DEFAULT_STRESS_SECONDS = 20.0
+DEFAULT_EXPLORE_SECONDS = 10.0
+SCENARIO_STEP_TIMEOUT = 5.0
+
+
+@dataclass
+class Outcome:
+    """What became of one mutant."""
+
+    mutant: Mutant
+    verdict: str = SURVIVED
+    stage: str | None = None  # the stage that killed it
+    time_to_kill_s: float | None = None  # the killing stage's time to its verdict (stress: to the first violation)
+    detail: str = ""  # why it was killed, in one line (the first departure, the invariants violated)
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # each stage run: its wall time and result
+    reason: str | None = None  # an equivalent mutant's reason
+    table_wrong: bool = False  # listed as equivalent, but killed
+    coverage: Any = None  # the model-coverage cells its stress run reached (summary.json's coverage.model)
+    run_dir: str | None = None  # a survivor's stress run folder, kept
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.mutant.to_json()
+        out.update(verdict=self.verdict, stage=self.stage, time_to_kill_s=self.time_to_kill_s, detail=self.detail,
+                   stages=self.stages)  # fmt: skip
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.table_wrong:
+            out["equivalence_table_wrong"] = True
+        if self.coverage is not None:
+            out["coverage_model"] = self.coverage
+        if self.run_dir is not None:
+            out["run_dir"] = self.run_dir
+        return out
+
+
+@dataclass
+class Settings:
+    seed: int = 1
+    stress_seconds: float = DEFAULT_STRESS_SECONDS
+    explore_seconds: float = DEFAULT_EXPLORE_SECONDS
+    stages: tuple[str, ...] = STAGES
+    database: str = "sqlite"
+
+
+class Runner:
+    """Writes each mutant into ``folder`` (on the import path while the runner is open) and judges it."""
+
+    def __init__(self, folder: Path, runs: Path, settings: Settings, equivalent: dict[str, str]) -> None:
+        self.folder = folder
+        self.runs = runs
+        self.settings = settings
+        self.equivalent = equivalent
+        self._old_path: str | None = None
+        self.count = 0
+
+    def __enter__(self) -> Runner:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        sys.path.insert(0, str(self.folder))
+        self._old_path = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(self.folder), *filter(None, [self._old_path])])
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if str(self.folder) in sys.path:
+            sys.path.remove(str(self.folder))
+        if self._old_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = self._old_path
+
+    def write(self, mutant: Mutant) -> str:
+        """The mutant as a module of its own; its ``MODULE:ATTR``."""
+        self.count += 1
+        name = f"takeover_mutant_{self.count:03d}_{mutant.module.rpartition('.')[2]}"
+        (self.folder / f"{name}.py").write_text(mutant.source, encoding="utf-8")
+        # A runner before this one (in the same process) may have loaded a module of that name from its folder.
+        sys.modules.pop(name, None)
+        importlib.invalidate_caches()
+        return f"{name}:{mutant.attr}"
+
+    def run(self, mutant: Mutant) -> Outcome:
+        spec = self.write(mutant)
+        outcome = Outcome(mutant)
+        steps: dict[str, Callable[[str, Outcome], tuple[bool, float | None, str] | None]] = {
+            SCENARIOS: self._scenarios, EXPLORE: self._explore, STRESS: self._stress}
+        for stage in (SCENARIOS, EXPLORE, STRESS):
+            if stage not in self.settings.stages:
+                continue
+            started = time.monotonic()
+            got = steps[stage](spec, outcome)
+            wall = round(time.monotonic() - started, 2)
+            if outcome.verdict == KILLED:  # a crash, seen by the scenarios stage
+                outcome.stages[stage] = {"wall_s": wall, "killed": True}
+                outcome.time_to_kill_s = wall if outcome.time_to_kill_s is None else outcome.time_to_kill_s
+                break
+            if got is None:
+                outcome.stages[stage] = {"wall_s": wall, "run": False}
+                continue
+            killed, at, detail = got
+            outcome.stages[stage] = {**outcome.stages.get(stage, {}), "wall_s": wall, "killed": killed}
+            if not killed and detail:
+                outcome.detail = f"{stage}: {detail}"
+            if killed:
+                outcome.verdict, outcome.stage, outcome.detail = KILLED, stage, detail
+                outcome.time_to_kill_s = wall if at is None else at
+                break
+        reason = self.equivalent.get(mutant.id)
+        if reason is not None:
+            if outcome.verdict == KILLED:
+                outcome.table_wrong = True
+            else:
+                outcome.verdict, outcome.reason = EQUIVALENT, reason
+        return outcome
+
+    # -- the stages ------------------------------------------------------------------------------------
+    def _scenarios(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str]:
+        from takeover.scenarios import run_scenarios
+
+        try:
+            results = run_scenarios(spec, None, SCENARIO_STEP_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - does not import, or cannot be opened: a crash
+            _crash(outcome, f"{type(exc).__name__}: {exc}")
+            return True, None, outcome.detail
+        ran = [s for r in results for s in r.steps if not s.skipped]
+        if ran and all("raised" in s.observed for s in ran):
+            _crash(outcome, f"every call raised: {ran[0].observed['raised']}")
+            return True, None, outcome.detail
+        failures = [line for r in results for line in r.failures()]
+        return bool(failures), None, failures[0] if failures else ""
+
+    def _explore(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
+        """``takeover.explore`` when it exists; None (not run) until then."""
+        try:
+            from takeover import api
+        except ImportError:
+            return None
+        explore = getattr(api, "explore", None)
+        if explore is None:
+            return None
+        result = explore(spec, seed=self.settings.seed, seconds=self.settings.explore_seconds)
+        ok = bool(getattr(result, "ok", True))
+        return (not ok), None, "" if ok else _first_line(getattr(result, "message", lambda: "")())
+
+    def _stress(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str]:
+        from takeover.benchmarks.detection import first_violation
+        from takeover.pipeline import check_and_report
+        from takeover.run.coordinator import Coordinator
+        from takeover.workloads.worker import worker_main
+
+        s = self.settings
+        run_dir = self.runs / safe_name(outcome.mutant.id)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        cfg = stress_config(spec, s.seed, s.stress_seconds, s.database, run_dir)
+        result = Coordinator(cfg, run_dir, worker=worker_main).run()
+        if result.interrupted:
+            raise KeyboardInterrupt
+        checked = check_and_report(run_dir, reports=False)
+        summary = checked.summary
+        fired = [n for n, inv in checked.invariants.items() if inv.valid is False]
+        killed = checked.verdict is False
+        if killed:
+            first, _at_end = first_violation(checked, fired)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            return True, first, "violated: " + ", ".join(f"{n} ({checked.invariants[n].violations})" for n in fired)
+        model = (summary.get("coverage") or {}).get("model") if isinstance(summary, dict) else None
+        outcome.coverage = model
+        outcome.run_dir = str(run_dir)
+        word = "VALID" if checked.verdict is True else "INCONCLUSIVE"
+        outcome.stages.setdefault(STRESS, {})["verdict"] = word
+        return False, None, word
+
+
+def _crash(outcome: Outcome, detail: str) -> None:
+    outcome.verdict, outcome.stage, outcome.detail = KILLED, CRASH, _first_line(detail)
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
+
+
+def safe_name(mutant_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in mutant_id)
+
+
+def stress_config(spec: str, seed: int, seconds: float, database: str, run_dir: Path) -> Any:
+    """The config of a ``takeover stress --profile stress --duration S --seed N`` run of ``spec``,
+    resolved as the command resolves it."""
+    import dataclasses
+
+    from takeover.cli import OneLineParser
+    from takeover.commands import stress
+
+    parser = OneLineParser(prog="takeover mutate")
+    stress.configure(parser)
+    argv = ["--queue", spec, "--profile", STRESS_PROFILE, "--duration", f"{seconds:g}", "--seed", str(seed),
+            "--db", database]
+    args: argparse.Namespace = parser.parse_args(argv)
+    return dataclasses.replace(stress.resolve(args), out=str(run_dir))
