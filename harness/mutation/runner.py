@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import shutil
 import sys
@@ -43,7 +44,7 @@ CRASH, SCENARIOS, EXPLORE, STRESS = "crash", "scenarios", "explore", "stress"
 STAGES = (CRASH, SCENARIOS, EXPLORE, STRESS)
 STRESS_PROFILE = "stress"
 DEFAULT_STRESS_SECONDS = 20.0
-DEFAULT_EXPLORE_SECONDS = 10.0
+DEFAULT_EXPLORE_SECONDS = 5.0
 SCENARIO_STEP_TIMEOUT = 5.0
 
 
@@ -96,6 +97,7 @@ class Runner:
         self.equivalent = equivalent
         self._old_path: str | None = None
         self.count = 0
+        self.never_called: set[str] = set()  # operations the reference's stress run never called (baseline)
 
     def __enter__(self) -> Runner:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -122,13 +124,47 @@ class Runner:
         importlib.invalidate_caches()
         return f"{name}:{mutant.attr}"
 
-    def run(self, mutant: Mutant) -> Outcome:
-        spec = self.write(mutant)
+    def baseline(self, queue: str) -> dict[str, Any]:
+        """One stress run of the unmutated queue, as each mutant's is made: it must be VALID (else a kill by
+        stress means nothing), and the operations it never calls are those no mutant's run calls either:
+        a mutant whose change sits only in their code is not stress-run (it survives that stage unseen)."""
+        outcome = Outcome(Mutant("reference", queue.partition(":")[0], queue.partition(":")[2], "reference",
+                                 "none", "the queue as it is", 0, "", ""))
+        started = time.monotonic()
+        killed, _at, detail = self._stress(queue, outcome)
+        cells = ((outcome.coverage or {}).get("all_cells") or {}) if outcome.coverage else {}
+        called = {k.split("/")[0] for k in cells}
+        self.never_called = set(CONFIGURED_OPS) - called if cells else set()
+        if outcome.run_dir:
+            shutil.rmtree(outcome.run_dir, ignore_errors=True)
+        return {"verdict": "INVALID" if killed else detail, "wall_s": round(time.monotonic() - started, 2),
+                "never_called": sorted(self.never_called), "detail": detail if killed else ""}
+
+    def run(self, mutant: Mutant, prior: dict[str, Any] | None = None) -> Outcome:
+        """Judge one mutant; ``prior`` (its record in an earlier mutate.json) gives the stages already run."""
         outcome = Outcome(mutant)
+        if prior is not None and prior.get("verdict") == KILLED:
+            outcome.verdict, outcome.stage, outcome.detail = KILLED, prior["stage"], prior.get("detail", "")
+            outcome.time_to_kill_s, outcome.stages = prior.get("time_to_kill_s"), dict(prior.get("stages", {}))
+            return self._judge(outcome)
+        spec = self.write(mutant)
         steps: dict[str, Callable[[str, Outcome], tuple[bool, float | None, str] | None]] = {
             SCENARIOS: self._scenarios, EXPLORE: self._explore, STRESS: self._stress}
         for stage in (SCENARIOS, EXPLORE, STRESS):
             if stage not in self.settings.stages:
+                continue
+            done = (prior or {}).get("stages", {}).get(stage)
+            if done is not None and done.get("run", True) and not done.get("killed"):
+                outcome.stages[stage] = done  # run before, and it did not kill
+                if prior and prior.get("detail", "").startswith(stage):
+                    outcome.detail = prior["detail"]
+                continue
+            ops = ops_of(mutant.site)
+            if stage == STRESS and ops and set(ops) <= self.never_called:
+                names = " or ".join(dict.fromkeys(o.partition("_")[0] for o in ops))
+                outcome.stages[stage] = {"run": False, "why": f"the reference's stress run never calls {names}"}
+                outcome.detail = (f"stress: not run: the reference queue's stress run never calls {names}, the only "
+                                  f"operation this code serves")
                 continue
             started = time.monotonic()
             got = steps[stage](spec, outcome)
@@ -148,7 +184,11 @@ class Runner:
                 outcome.verdict, outcome.stage, outcome.detail = KILLED, stage, detail
                 outcome.time_to_kill_s = wall if at is None else at
                 break
-        reason = self.equivalent.get(mutant.id)
+        return self._judge(outcome)
+
+    def _judge(self, outcome: Outcome) -> Outcome:
+        """The reviewed table's word on a mutant no stage killed; a listed mutant that was killed is flagged."""
+        reason = self.equivalent.get(outcome.mutant.id)
         if reason is not None:
             if outcome.verdict == KILLED:
                 outcome.table_wrong = True
@@ -173,17 +213,20 @@ class Runner:
         return bool(failures), None, failures[0] if failures else ""
 
     def _explore(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
-        """``takeover.explore`` when it exists; None (not run) until then."""
-        try:
-            from takeover import api
-        except ImportError:
+        """``takeover.explore`` with a budget in seconds, when it exists; None (not run) until then. Its time
+        to kill is when the first departure came, before Hypothesis and the replay shrink it."""
+        try:  # by name: explore is being built beside this, and lands on its own
+            explore_queue = importlib.import_module("takeover.explore").explore_queue
+        except (ImportError, AttributeError):
             return None
-        explore = getattr(api, "explore", None)
-        if explore is None:
-            return None
-        result = explore(spec, seed=self.settings.seed, seconds=self.settings.explore_seconds)
-        ok = bool(getattr(result, "ok", True))
-        return (not ok), None, "" if ok else _first_line(getattr(result, "message", lambda: "")())
+        options: dict[str, Any] = {"seed": self.settings.seed, "seconds": self.settings.explore_seconds}
+        if "shrink_budget" in inspect.signature(explore_queue).parameters:
+            options["shrink_budget"] = 0  # the verdict is wanted here, not the minimal sequence
+        result = explore_queue(spec, **options)
+        if result.ok:
+            return False, None, ""
+        first = getattr(result, "first", None)
+        return True, None if not first else round(float(first[0]), 3), _first_line(result.message())
 
     def _stress(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str]:
         from takeover.benchmarks.detection import first_violation
@@ -208,11 +251,46 @@ class Runner:
             shutil.rmtree(run_dir, ignore_errors=True)
             return True, first, "violated: " + ", ".join(f"{n} ({checked.invariants[n].violations})" for n in fired)
         model = (summary.get("coverage") or {}).get("model") if isinstance(summary, dict) else None
-        outcome.coverage = model
+        outcome.coverage = coverage_of(outcome.mutant.site, model)
         outcome.run_dir = str(run_dir)
         word = "VALID" if checked.verdict is True else "INCONCLUSIVE"
         outcome.stages.setdefault(STRESS, {})["verdict"] = word
+        cov = outcome.coverage
+        if cov is not None and cov["ops"] and not cov["cells_of_its_ops"]:
+            word += f" (the run never called {' or '.join(dict.fromkeys(o.partition('_')[0] for o in cov['ops']))})"
         return False, None, word
+
+
+# Which contract operations a site's code serves, from the words of its name (a constant's or a method's):
+# the model-coverage cells (takeover.coverage_space) of those operations are where its change can matter.
+_SITE_OPS = {"register": ("register",), "pick": ("claim",), "take": ("claim",), "claim": ("claim",),
+             "finish": ("finish_done", "finish_uncertain"), "extend": ("extend",), "resolve": ("resolve",),
+             "snapshot": ("snapshot",)}  # fmt: skip
+
+
+# The operations a stress run calls only when its configuration says so (--heartbeat, --reconcile): when the
+# reference's run never called one, no mutant's run with the same configuration calls it either.
+CONFIGURED_OPS = ("extend", "resolve")
+
+
+def ops_of(site: str) -> tuple[str, ...]:
+    """The operations whose code ``site`` is (none for the schema, the checks of arguments, ...)."""
+    low = site.lower()
+    return tuple(op for word, ops in _SITE_OPS.items() if word in low for op in ops)
+
+
+def coverage_of(site: str, model: Any) -> dict[str, Any] | None:
+    """What a survivor's stress run reached of the model coverage: the cells of its site's operations,
+    with their counts, and how many cells the run reached in all. None without ``coverage.model``."""
+    if not isinstance(model, dict) or "cells" not in model:
+        return None
+    ops = ops_of(site)
+    cells = {k: n for k, n in model["cells"].items() if k.split("/")[0] in ops}
+    out = {"ops": list(ops), "cells_of_its_ops": cells, "reached": model.get("reached"),
+           "possible": model.get("possible")}
+    if site == "reference":
+        out["all_cells"] = model["cells"]
+    return out
 
 
 def _crash(outcome: Outcome, detail: str) -> None:

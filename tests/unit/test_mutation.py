@@ -103,6 +103,20 @@ def test_a_survivor_below_the_min_score_exits_1(tmp_path: Path) -> None:
     assert doc["figures"]["survivors"] == ["sqlite_lease:SQLiteLeaseQueue.claim:no-transaction-1"]
 
 
+def test_resume_keeps_a_killed_mutant_and_refuses_another_queues_file(tmp_path: Path) -> None:
+    mid = "sqlite_lease:FINISH:drop-conjunct-2"
+    prior = {"queue": REFERENCE_QUEUE, "seed": 1, "stress_seconds": 20.0, "mutants": [
+        {"id": mid, "verdict": "killed", "stage": "stress", "time_to_kill_s": 1.5, "detail": "violated: x (1)",
+         "stages": {"scenarios": {"wall_s": 0.1, "killed": False}, "stress": {"wall_s": 30.0, "killed": True}}}]}
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(prior))
+    code, doc = _run(tmp_path, "--only", mid, "--stages", "scenarios", "--resume", str(old))
+    [m] = doc["mutants"]
+    assert code == 0 and (m["stage"], m["time_to_kill_s"], m["detail"]) == ("stress", 1.5, "violated: x (1)")
+    old.write_text(json.dumps({**prior, "seed": 2}))
+    assert main(["mutate", "--only", mid, "--resume", str(old), "--out", str(tmp_path / "m2")]) == 2
+
+
 @pytest.mark.parametrize("args, words", [
     (["--queue", "nocolon"], "MODULE:ATTR"),
     (["--queue", "takeover.queues.sqlite_lease:Nope"], "no top-level class"),
@@ -131,4 +145,5 @@ def test_a_claim_that_takes_every_row_is_killed_by_a_real_stress_run(tmp_path: P
     [m] = doc["mutants"]
     assert (m["verdict"], m["stage"]) == ("killed", "stress"), m
     assert m["detail"].startswith("violated: ")
+    assert doc["reference"]["verdict"] == "VALID"  # the queue as it is passes the same run: no false alarm
     assert not list((tmp_path / "mutate" / "runs").glob("*"))  # a killed mutant's run folder is not kept
