@@ -21,15 +21,20 @@ _ORDER = ("which of several claimable tasks a claim takes first: the spec promis
 _HINT = "drops INDEXED BY: a planner hint, the same rows"
 _ONE_STATEMENT = "a transaction around one statement removed: in autocommit that statement is its own transaction"
 _SNAPSHOT_ORDER = "the order of snapshot() rows: the contract sets none, and every reader looks rows up by task id"
+_NULL_LEASE = ("only a running task has a lease_until (register leaves it NULL, finish and resolve set it NULL, and "
+               "a comparison with NULL is never true), so state = 'running' excludes nothing the lease conjunct keeps")
+_PARTIAL_INDEX = ("a partial index's predicate: which rows the index holds, so whether the planner can use it, "
+                  "never which rows a query returns")
+_LOCK_KEY = ("the advisory lock's key: every process of a run loads the same module, so any constant orders the "
+             "schema's creation the same")
 _ARGUMENTS = ("argument validation: refuses fewer arguments the contract rules out (NaN, a bool, an empty task id, "
               "an unknown outcome, a lease <= 0); no caller passes them and the spec gives them no meaning")
 
 EQUIVALENT: dict[str, str] = {
     "sqlite_lease:SCHEMA:int-1": _DEFAULT,
     "sqlite_lease:SCHEMA:int-2": _DEFAULT,
-    "sqlite_lease:PICK_EXPIRED:drop-conjunct-1": (
-        "only a running task has a lease_until (register leaves it NULL, finish and resolve set it NULL, and "
-        "NULL <= ? is never true), so state = 'running' excludes nothing the other conjunct keeps"),
+    "sqlite_lease:PICK_EXPIRED:drop-conjunct-1": _NULL_LEASE,
+    "sqlite_lease:FINISH:drop-conjunct-3": _NULL_LEASE,
     "sqlite_lease:PICK_EXPIRED:int-2": _LIMIT,
     "sqlite_lease:PICK_PENDING:int-2": _LIMIT,
     "sqlite_lease:PICK_EXPIRED:drop-order-by-1": _ORDER,
@@ -60,4 +65,23 @@ EQUIVALENT: dict[str, str] = {
                                                               "subclasses that manage their own transactions)",
     "sqlite_lease:SQLiteLeaseQueue._rollback:early-return-2": "_rollback is never called by this class (kept for "
                                                               "subclasses that manage their own transactions)",
+    # PostgreSQL
+    "postgres_lease:SCHEMA:int-1": _DEFAULT,
+    "postgres_lease:SCHEMA:int-2": _DEFAULT,
+    **{f"postgres_lease:SCHEMA:{m}": _PARTIAL_INDEX
+       for m in ("drop-conjunct-1", "drop-conjunct-2", *(f"state-{n}" for n in range(13, 19)))},
+    "postgres_lease:SCHEMA_LOCK:constant-1": _LOCK_KEY,
+    "postgres_lease:SCHEMA_LOCK:constant-2": _LOCK_KEY,
+    "postgres_lease:PICK_EXPIRED:drop-conjunct-1": _NULL_LEASE,
+    "postgres_lease:FINISH:drop-conjunct-3": _NULL_LEASE,
+    "postgres_lease:PICK_EXPIRED:drop-order-by-1": _ORDER,
+    "postgres_lease:PICK_EXPIRED:order-desc-1": _ORDER,
+    "postgres_lease:PICK_PENDING:drop-order-by-1": _ORDER,
+    "postgres_lease:PICK_PENDING:order-desc-1": _ORDER,
+    "postgres_lease:REGISTER_MANY:drop-order-by-1": _ORDER + "; here the order a batch's tasks get their seq",
+    "postgres_lease:REGISTER_MANY:order-desc-1": _ORDER + "; here the order a batch's tasks get their seq",
+    "postgres_lease:SNAPSHOT:drop-order-by-1": _SNAPSHOT_ORDER,
+    "postgres_lease:SNAPSHOT:order-desc-1": _SNAPSHOT_ORDER,
+    "postgres_lease:PostgresLeaseQueue.finish:early-return-2": _ARGUMENTS,
+    "postgres_lease:PostgresLeaseQueue.resolve:early-return-2": _ARGUMENTS,
 }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from takeover.mutation.runner import CRASH, EQUIVALENT, KILLED, STAGES, SURVIVED, Outcome
+from takeover.mutation.runner import CRASH, EQUIVALENT, EXPLORE, KILLED, SCENARIOS, STAGES, SURVIVED, Outcome
 
 
 def figures(outcomes: list[Outcome]) -> dict[str, Any]:
@@ -30,8 +30,15 @@ def figures(outcomes: list[Outcome]) -> dict[str, Any]:
     for s in STAGES:
         ts = [o.time_to_kill_s for o in killed if o.stage == s and o.time_to_kill_s is not None]
         median_by_stage[s] = round(statistics.median(ts), 3) if ts else None
+    # Logic mutants: those a single-process sequence shows (killed by the scenarios or by explore); explore
+    # must kill every one of them alone (it also runs on those the scenarios killed first).
+    logic = [o for o in killed if o.stage in (SCENARIOS, EXPLORE) and EXPLORE in o.stages]
+    by_explore = [o for o in logic if o.stages[EXPLORE].get("killed")]
     return {
         "mutants": len(outcomes),
+        "logic_mutants": len(logic),
+        "logic_killed_by_explore": len(by_explore),
+        "logic_missed_by_explore": [o.mutant.id for o in logic if not o.stages[EXPLORE].get("killed")],
         "killed": len(killed),
         "survived": len(survived),
         "equivalent": len(equivalent),
@@ -87,18 +94,38 @@ def _s(value: float | None) -> str:
 
 
 def markdown(docs: list[dict[str, Any]]) -> str:
-    """The README's table: per queue its score and median time to kill, then each survivor and each
-    equivalent mutant with its reason."""
-    lines = ["| queue | mutants | killed | crash | survived | equivalent | score | median time to kill |",
-             "|---|---|---|---|---|---|---|---|"]
+    """The README's tables from mutate.json files: per queue its score, kills by stage and median time to
+    kill; then each survivor with what its stages said, and the equivalent mutants grouped by reason."""
+    lines = ["| queue | mutants | killed (crash / scenarios / explore / stress) | survived | equivalent | score "
+             "| median time to kill |", "|---|---|---|---|---|---|---|"]
     for d in docs:
         f = d["figures"]
-        lines.append(f"| {d['queue']} | {f['mutants']} | {f['killed']} | {f['crash']} | {f['survived']} | "
-                     f"{f['equivalent']} | {100 * (f['score'] or 0):.1f} % | {_s(f['median_time_to_kill_s'])} |")
-    lines += ["", "| mutant | verdict | what | reason / stress verdict |", "|---|---|---|---|"]
+        k = f["killed_by_stage"]
+        lines.append(f"| `{d['queue']}` | {f['mutants']} | {f['killed']} ({k['crash']} / {k['scenarios']} / "
+                     f"{k['explore']} / {k['stress']}) | {f['survived']} | {f['equivalent']} | "
+                     f"**{100 * (f['score'] or 0):.1f} %** | {_s(f['median_time_to_kill_s'])} |")
+    lines += ["", "| survivor | what | what the stages said |", "|---|---|---|"]
     for d in docs:
         for m in d["mutants"]:
-            if m["verdict"] != KILLED:
-                why = m.get("reason") or m.get("detail") or ""
-                lines.append(f"| `{m['id']}` | {m['verdict']} | {m['what']} | {why} |")
+            if m["verdict"] == SURVIVED:
+                lines.append(f"| `{m['id']}` | {_cell(m['what'])} | {_cell(m.get('detail') or '')} |")
+    reasons: dict[str, list[str]] = {}
+    for d in docs:
+        for m in d["mutants"]:
+            if m["verdict"] == EQUIVALENT:
+                reasons.setdefault(m["reason"], []).append(m["id"])
+    lines += ["", "| equivalent mutants | why no run can tell them from the original |", "|---|---|"]
+    lines += [f"| {', '.join(f'`{i}`' for i in ids)} | {_cell(why)} |" for why, ids in reasons.items()]
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+if __name__ == "__main__":  # python -m takeover.mutation.report mutate.json ... > table.md (the README's tables)
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.stdout.write(markdown([json.loads(Path(p).read_text()) for p in sys.argv[1:]]))

@@ -146,6 +146,8 @@ class Runner:
         if prior is not None and prior.get("verdict") == KILLED:
             outcome.verdict, outcome.stage, outcome.detail = KILLED, prior["stage"], prior.get("detail", "")
             outcome.time_to_kill_s, outcome.stages = prior.get("time_to_kill_s"), dict(prior.get("stages", {}))
+            if outcome.stage == SCENARIOS and EXPLORE in self.settings.stages and EXPLORE not in outcome.stages:
+                self._explore_too(self.write(mutant), outcome)
             return self._judge(outcome)
         spec = self.write(mutant)
         steps: dict[str, Callable[[str, Outcome], tuple[bool, float | None, str] | None]] = {
@@ -184,7 +186,19 @@ class Runner:
                 outcome.verdict, outcome.stage, outcome.detail = KILLED, stage, detail
                 outcome.time_to_kill_s = wall if at is None else at
                 break
+        if outcome.stage == SCENARIOS and EXPLORE in self.settings.stages:
+            self._explore_too(spec, outcome)
         return self._judge(outcome)
+
+    def _explore_too(self, spec: str, outcome: Outcome) -> None:
+        """A mutant the scenarios killed is a logic mutant (one process on the logical clock shows it): explore
+        runs on it too, for the record (``stages.explore``), since explore must kill every logic mutant alone."""
+        started = time.monotonic()
+        got = self._explore(spec, outcome)
+        if got is not None:
+            killed, at, detail = got
+            outcome.stages[EXPLORE] = {"wall_s": round(time.monotonic() - started, 2), "killed": killed,
+                                       "time_to_kill_s": at, "detail": detail, "after_the_verdict": True}
 
     def _judge(self, outcome: Outcome) -> Outcome:
         """The reviewed table's word on a mutant no stage killed; a listed mutant that was killed is flagged."""
