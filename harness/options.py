@@ -46,7 +46,7 @@ DEFAULT_PROFILE = "stress"
 # Fault kinds, in the order reports list them. Per-second rates for the nemesis' faults,
 # probabilities for the faults a worker draws itself.
 # The aimed faults (takeover.run.aimed) steer workers into one of the spec's narrow windows each.
-AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register")
+AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call")
 NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause", *AIMED_FAULTS)
 WORKER_FAULTS = ("lose_reply", "slow")
 FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
@@ -201,6 +201,8 @@ _FAULT_HELP = {
                       "per second",
     "duplicate_register": "aimed: a pending, running or done task registered again, by the coordinator and by "
                           "several workers at once (producer retries), per second",
+    "freeze_in_call": "aimed: a worker frozen inside a queue call (finish, claim, extend), before one of its "
+                      "statements, until another worker took the task over (or claimed), then resumed, per second",
     "lose_reply": "probability that the service performs an action and never answers",
     "slow": "probability that a task's work outlives its lease",
 }

@@ -21,6 +21,8 @@ AIMED_MEANING = {
     "claim_stampede": "claims racing for one fresh task at the same instant (lease_exclusive, generation_monotonic)",
     "duplicate_register": "a known task registered again by several producers at once: nothing may change "
                           "(state_matches_history, generation_monotonic, no_reclaim_after_terminal)",
+    "freeze_in_call": "a queue call frozen between two of its own statements while another worker takes the task "
+                      "over: check-then-act (no_stale_commit, lease_exclusive, state_matches_history)",
 }
 
 

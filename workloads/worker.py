@@ -28,6 +28,7 @@ from takeover.config import TaskTime
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
 from takeover.history import HistoryWriter, error_text
 from takeover.run.clock import WorkerClock, record_jump, record_skew, skew_of
+from takeover.run.freeze_in_call import watched
 from takeover.run.lifeline import die_with_parent, parent_alive
 from takeover.run.phases import ACTIONS, DONE, FINISH_CALLS, LOST, SLOWED, PhaseBoard, task_id, task_index
 from takeover.run.registration import register_tasks
@@ -136,7 +137,9 @@ class Worker:
         backoff = 0.05
         while self.queue is None and not self.should_stop():
             try:
-                self.queue = open_queue(self.cfg.queue, self.spec.queue_path)
+                # With freeze_in_call on, every connection the queue opens is watched (takeover.run.freeze_in_call).
+                self.queue = watched(self.cfg, self.board, self.slot, self.hist, self.name,
+                                     lambda: open_queue(self.cfg.queue, self.spec.queue_path))
             except Exception as exc:  # noqa: BLE001 - recorded, retried: never a crash of the run
                 self.hist.write("info", "open", worker=self.name, error=error_text(exc))
                 self.nap(backoff)

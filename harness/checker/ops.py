@@ -23,7 +23,7 @@ QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
 # The aimed faults (docs/history.md): process 0 writes ``invoke <kind>`` when one starts and ``ok <kind>``
 # with ``value`` = ``hit`` or ``missed: <reason>`` when it ends. Named here, not taken from the runner's
 # options: the checker imports no part of the runner.
-AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register")
+AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call")
 # ``power_loss`` (added later): process 0, no target, one at a time, so paired in order as the aimed ones.
 FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS, "power_loss")
 INDETERMINATE = ("info", "open")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,6 +40,8 @@ from takeover.run.phases import HOLDING, PhaseBoard, SlotView, task_id
 
 # A script yields the seconds it may sleep before its next step.
 Script = Generator[float, None, None]
+# A kind's script kept in a module of its own: called with the AimedFaults, the window's deadline, its fields.
+ScriptOf = Callable[["AimedFaults", float, dict[str, Any]], Script]
 
 WINDOW = 3.0  # how long an aimed fault may look for its target or wait for the gate
 STARTUP_WAIT = 5.0  # windows wait this long at most for every worker to come up
@@ -130,8 +132,9 @@ class AimedFaults:
     GATED = ("expire_and_return", "claim_stampede", "duplicate_register")
 
     def __init__(self, cfg: RunConfig, board: PhaseBoard, hands: Hands, producer: Producer | None,
-                 rngs: dict[str, random.Random]) -> None:  # fmt: skip
+                 rngs: dict[str, random.Random], scripts: dict[str, ScriptOf] | None = None) -> None:  # fmt: skip
         self.cfg = cfg
+        self.scripts = scripts or {}  # kinds whose script lives in a module of its own (freeze_in_call)
         self.board = board
         self.hands = hands
         self._producer = producer
@@ -240,7 +243,8 @@ class AimedFaults:
         fields: dict[str, Any] = {"order": order} if order else {}
         self.hands.record("invoke", kind, **fields)
         try:
-            body = getattr(self, kind)(arrived + WINDOW, fields)
+            script = self.scripts.get(kind)
+            body = script(self, arrived + WINDOW, fields) if script else getattr(self, kind)(arrived + WINDOW, fields)
             yield from body
         except Missed as exc:
             self._end(kind, False, str(exc), fields)

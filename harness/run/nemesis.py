@@ -24,8 +24,8 @@ it: the moment a stale finish is most likely to slip through, before anyone recl
 are dealt from shuffled decks so a short run still sees all three. With ``--pause-time-file`` each pause is
 instead a ``stall`` as long as one of the given durations (GC or VM stalls), drawn from the pause stream.
 
-Aimed faults (``expire_and_return``, ``stale_return``, ``claim_stampede``, ``duplicate_register``)
-arrive on the same stratified plan and are handed to :mod:`takeover.run.aimed`, which steers the
+Aimed faults (``expire_and_return``, ``stale_return``, ``claim_stampede``, ``duplicate_register``,
+``freeze_in_call``) arrive on the same stratified plan and are handed to :mod:`takeover.run.aimed`, which steers the
 workers into their window; the slots they freeze are theirs alone until they let go (no kill or
 pause may touch them).
 
@@ -50,6 +50,7 @@ from typing import Any
 from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
 from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
 from takeover.run.aimed import OPEN_AT_ONCE, AimedFaults, AimTally, Producer, early_arrivals
+from takeover.run.freeze_in_call import KIND, FreezeInCall
 from takeover.run.phases import PhaseBoard, SlotView
 
 HUNT_WINDOW = 3.0
@@ -144,7 +145,7 @@ class Nemesis:
         self._record = record or (lambda *_args, **_fields: None)
         streams = {k: self.rngs[k] for k in AIMED_FAULTS} | {"targets": random.Random(stream_seed(cfg.seed, "aim")),
                                                              "orders": random.Random(stream_seed(cfg.seed, "orders"))}
-        self.aimed = AimedFaults(cfg, board, _Hands(self), producer, streams)
+        self.aimed = AimedFaults(cfg, board, _Hands(self), producer, streams, {KIND: FreezeInCall(cfg).script})
         self.tally.aimed = self.aimed.tally
 
     # -- lifecycle --------------------------------------------------------------------------------

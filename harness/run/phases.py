@@ -60,7 +60,13 @@ CLOCK_JUMPS = 14
 # RACE_CORE: the core it waits on (-1: unknown); RACE_RANK: its place among the racers the nemesis let go.
 # RACE_WITH: the racer it offers itself to, by the board index of that slot (0: none).
 RACE, RACE_BEAT, RACE_CORE, RACE_RANK, RACE_WITH = 15, 16, 17, 18, 19
-SLOT_WIDTH = 20
+# A freeze inside a queue call (takeover.run.freeze_in_call): the nemesis arms it (FREEZE_ARM: the request's
+# number, 0 for none; FREEZE_OP: the call, by its index in CALL_OPS; FREEZE_SPOT: in [0, 1), which of the
+# call's statements), the worker answers in FREEZE_SEEN (the request's number once it stops itself, its
+# negative when the call passed without a point to stop at) and says where (FREEZE_AT: the statement,
+# FREEZE_OF: how many the call issues).
+FREEZE_ARM, FREEZE_OP, FREEZE_SPOT, FREEZE_SEEN, FREEZE_AT, FREEZE_OF = 20, 21, 22, 23, 24, 25
+SLOT_WIDTH = 26
 # How the racers of a hold find each other: a racer of that hold on another core that has looked within
 # PARTNER_FRESH is running at this very moment (line_up).
 PARTNER_FRESH = 0.00005
@@ -314,6 +320,15 @@ class PhaseBoard:
         # A new incarnation starts from its own skew: jumps aimed at the one before are not its. Jumps posted
         # from here on are, even before it first reads its clock (starting a process can take a second).
         a[b + CLOCK_JUMPS] = 0.0
+        a[b + FREEZE_ARM] = 0.0  # a freeze armed for the one before is not this one's
+        a[b + FREEZE_SEEN] = 0.0
+
+    def field(self, slot: int, index: int) -> float:
+        """One of a slot's fields by its index (FREEZE_ARM ...), for the faults that keep their own fields."""
+        return float(self.array[self._base(slot) + index])
+
+    def set_field(self, slot: int, index: int, value: float) -> None:
+        self.array[self._base(slot) + index] = value
 
     def count(self, slot: int, counter: int) -> None:
         """Only the slot's live worker increments its counters: no lost updates without a lock."""
