@@ -20,10 +20,12 @@ The hook knows nothing about runs, boards or signals (takeover explore may use i
     with hook.call("finish"):
         queue.finish(...)
 
-What it costs when no trap is armed: one Python call per statement that adds 1 to a counter and
-reads one attribute. Per-op statement counts (:attr:`StatementHook.counts`, the most one call of
-each op has issued) are kept at the end of each call, so a trap can be aimed at a statement the
-call really issues.
+What it costs: sqlite3's trace callback itself (the statement's text expanded and handed to Python)
+is about 2.5 us a statement, a few per cent of a claim and finish. So the callbacks are on only
+while they are needed: for the first LEARN calls of each op (to learn how many statements it
+issues: :attr:`StatementHook.counts`, the most one call of that op issued, so a trap can be aimed at
+a statement the call really issues) and while a trap is armed. Otherwise the connections have no
+callback at all, and a call costs the hook two attribute writes and a dictionary look-up.
 
 ``Point.locked``: whether the statement comes while the connection holds SQLite's write lock (a
 ``BEGIN IMMEDIATE`` or a write seen inside the transaction still open). Nothing can run between
@@ -46,6 +48,7 @@ from typing import Any
 # Statements that take SQLite's write lock for the rest of their transaction (checked on upper-cased text).
 _LOCKING = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE", "INSERT", "UPDATE", "DELETE", "REPLACE")
 _ENDING = ("COMMIT", "END", "ROLLBACK")
+LEARN = 8  # calls of each op watched whole, to learn how many statements it issues
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,9 @@ class StatementHook:
         self.counts: dict[str, int] = {}  # op -> the most statements one call of it issued
         self.trap: _Trap | None = None
         self.passed: str | None = None  # set when a call ended with its trap reached but not taken
+        self.active = True  # the callbacks are on (see LEARN)
+        self._calls: dict[str, int] = {}  # op -> calls made while the callbacks were on
+        self._connections: list[tuple[Any, Callable[[str], None]]] = []  # sqlite3 ones: their callback
         self._locked = False  # SQLite: the last statement left the write lock taken (while armed)
 
     # -- the caller's side -------------------------------------------------------------------------
@@ -90,7 +96,21 @@ class StatementHook:
         """``with hook.call("finish"): queue.finish(...)``: statements until the end belong to that call."""
         self.op = op
         self.seen = 0
+        calls = self._calls.get(op, 0)
+        if (self.trap is not None or calls < LEARN) != self.active:
+            self._switch(not self.active)
+        if self.active:
+            self._calls[op] = calls + 1
         return self
+
+    def _switch(self, on: bool) -> None:
+        """Turn the connections' callbacks on or off (sqlite3: set or clear; psycopg's check ``active``)."""
+        self.active = on
+        for entry in list(self._connections):
+            try:
+                entry[0].set_trace_callback(entry[1] if on else None)
+            except sqlite3.ProgrammingError:  # closed: forget it
+                self._connections.remove(entry)
 
     def __enter__(self) -> StatementHook:
         return self
@@ -152,13 +172,15 @@ class StatementHook:
         ref: Callable[[], Any] = (lambda: conn) if isinstance(conn, sqlite3.Connection) else weakref.ref(conn)
         hook = self
 
-        def on_statement(sql: str) -> None:  # the hot path: every statement of every call
-            hook.seen += 1
-            if hook.trap is not None:
-                hook._spring(sql, ref())
+        def on_statement(sql: str) -> None:  # every statement while the callbacks are on
+            if hook.active:
+                hook.seen += 1
+                if hook.trap is not None:
+                    hook._spring(sql, ref())
 
         if isinstance(conn, sqlite3.Connection):
-            conn.set_trace_callback(on_statement)
+            self._connections.append((conn, on_statement))
+            conn.set_trace_callback(on_statement if self.active else None)
         elif hasattr(conn, "cursor_factory") and hasattr(conn, "pgconn"):
             conn.cursor_factory = _traced_cursor(conn.cursor_factory, on_statement)
         return conn

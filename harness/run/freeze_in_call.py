@@ -184,11 +184,13 @@ Script = Generator[float, None, None]
 
 class FreezeInCall:
     """The script of one window (``AimedFaults`` runs it as its ``freeze_in_call`` kind). The calls are
-    dealt from a seeded deck (finish, claim, and extend when workers heartbeat), so a short run sees each."""
+    dealt from a seeded deck, so a short run sees each: finish twice a round (the call that commits a
+    task's end, where a stale write does its harm; and a claim under SQLite's write lock ends its
+    window at once), claim, and extend when workers heartbeat."""
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
-        self.ops = ("finish", "claim", "extend") if cfg.heartbeat > 0 else ("finish", "claim")
+        self.ops = ("finish", "finish", "claim", "extend") if cfg.heartbeat > 0 else ("finish", "finish", "claim")
         self._deck: list[str] = []
         self._requests = 0
 
@@ -234,12 +236,13 @@ class FreezeInCall:
             fields.update(worker=f"w{slot}", statement=at, statements=of)
             if view.task >= 0 and op != "claim":
                 fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
-            # The bound: a lease (and a margin) past the frozen holder's lease, or past the freeze for a claim.
-            give_up = max(view.lease_until, started) + max(1.0, self.cfg.lease)
+            # The bound: two leases (at least a second) past the frozen holder's lease, or past the freeze for a
+            # claim: on a loaded machine the takeover of an expired task can take most of a lease.
+            give_up = max(view.lease_until, started) + max(1.0, 2 * self.cfg.lease)
             while (other := self._interleaved(aimed, op, slot, view, started)) is None:
                 if time.time() > give_up:
                     what = "took the task over" if op != "claim" else "completed a claim"
-                    raise Missed(f"no other worker {what} within a lease while one was frozen inside {op} "
+                    raise Missed(f"no other worker {what} within two leases while one was frozen inside {op} "
                                  f"(a queue that keeps others out across its statements: not a bug)")  # fmt: skip
                 yield POLL
             held = time.time() - started
