@@ -1,0 +1,102 @@
+"""freeze_in_call in real stress runs: a worker process stops itself between two statements of its own
+finish, is resumed once another worker took the task over, and a check-then-act finish is caught there.
+
+The evidence is the history's, as a reader would check it: the worker's ``info failpoint`` record
+(which call, which statement, its text), the nemesis' pause of the same worker around it with its
+end recorded (resumed, not killed), and the takeover's claim in between. A user's queue from
+tests/fixtures/queues/user_mistakes.py: its finish SELECTs, checks in Python, then UPDATEs by id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.attempts import until_shown
+from tests.helpers.processes import REPO, reap_stragglers, records, wait_no_stragglers
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+KIND = "freeze_in_call"
+
+
+def stress(run_dir: Path, seed: int, queue: str, duration: float = 4.0) -> dict[str, Any]:
+    """A short smoke-profile run with freeze_in_call alone on (1.5/s), checked; its summary."""
+    from takeover.checker import analyse
+    from takeover.config import load_profile
+    from takeover.options import FAULT_KINDS
+    from takeover.run.coordinator import Coordinator
+    from takeover.workloads.worker import worker_main
+
+    faults = dict.fromkeys(FAULT_KINDS, 0.0) | {KIND: 1.5}
+    cfg = dataclasses.replace(load_profile("smoke"), queue=queue, seed=seed, duration=duration, tasks=20,
+                              arrival_rate=20, out=str(run_dir), faults=faults).validate()
+    run_dir.mkdir(parents=True)
+    try:
+        result = Coordinator(cfg, run_dir, worker=worker_main).run()
+    finally:
+        reap_stragglers(run_dir)
+    assert not result.interrupted
+    return analyse(run_dir).summary
+
+
+@pytest.fixture
+def user_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers (spawned: they get this sys.path) and the coordinator import user_mistakes."""
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "fixtures" / "queues"))
+
+
+def hits(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in recs if r["f"] == KIND and r["type"] == "ok" and r.get("value") == "hit"]
+
+
+def caught_run(root: Path, queue: str) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
+    """The first of up to three seeds whose run reached a finish window (the next seed only after a miss)."""
+
+    def run(i: int) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
+        run_dir = root / f"run{i}"
+        return run_dir, stress(run_dir, seed=3 + i, queue=queue), records(run_dir)
+
+    def missing(got: tuple[Path, dict[str, Any], list[dict[str, Any]]]) -> str | None:
+        return None if any(r.get("op") == "finish" for r in hits(got[2])) else "finish window hit"
+
+    return until_shown(run, missing)
+
+
+def test_a_worker_stops_inside_its_finish_before_the_second_statement_and_is_resumed(
+        tmp_path: Path, user_queues: None) -> None:  # fmt: skip
+    run_dir, summary, recs = caught_run(tmp_path, "user_mistakes:CheckThenActFinish")
+    wait_no_stragglers(run_dir)
+    hit = next(r for r in hits(recs) if r["op"] == "finish")
+    assert (hit["statement"], hit["statements"]) == (2, 2), hit
+    stop = next(r for r in recs if r["f"] == "failpoint" and r.get("task") == hit["task"] and r["gen"] == hit["gen"])
+    assert stop["type"] == "info" and stop["value"] == "finish before statement 2 of 2", stop
+    assert stop["detail"].startswith("UPDATE jobs SET status"), stop
+    pause = [r for r in recs if r["f"] == "pause" and r.get("detail") == KIND and r["target"] == stop["process"]
+             and r.get("task") == hit["task"]]  # fmt: skip
+    assert [r["type"] for r in pause] == ["invoke", "ok"], "frozen, then resumed (not killed)"
+    assert pause[0]["phase"] == "finishing" and pause[0]["time"] >= stop["time"]
+    # The takeover it waited for: a claim of a newer generation of that task returned while it was frozen.
+    taken = [r for r in recs if r["f"] == "claim" and r["type"] == "ok" and r.get("task") == hit["task"]
+             and r["gen"] > hit["gen"] and pause[0]["time"] < r["time"] < pause[1]["time"]]  # fmt: skip
+    assert taken, "no claim of the task came while its holder was frozen"
+    # And the frozen finish went on after the resume: its completion is recorded after the pause's end.
+    done = [r for r in recs if r["f"] == "finish" and r["type"] != "invoke" and r["process"] == stop["process"]
+            and r.get("time", 0) > pause[1]["time"]]  # fmt: skip
+    assert done, "the resumed worker's finish never returned"
+    assert summary["coverage"]["aimed"][KIND]["hit"] >= 1
+
+
+@pytest.mark.parametrize(("queue", "valid"), [("CheckThenActFinish", False), ("UserQueue", True)])
+def test_a_check_then_act_finish_is_caught_and_the_correct_queue_is_not(
+        tmp_path: Path, user_queues: None, queue: str, valid: bool) -> None:  # fmt: skip
+    run_dir, summary, recs = caught_run(tmp_path, f"user_mistakes:{queue}")
+    assert summary["valid"] is valid, {k: v["valid"] for k, v in summary["invariants"].items()}
+    if not valid:
+        assert summary["invariants"]["no_stale_commit"]["valid"] is False
+        frozen = {r["task"] for r in hits(recs) if r["op"] == "finish"}
+        named = {ex["task"] for ex in summary["invariants"]["no_stale_commit"]["examples"]}
+        assert named & frozen, (named, frozen)

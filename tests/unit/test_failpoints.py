@@ -1,0 +1,113 @@
+"""The statement hook (takeover.failpoints) on real SQLite connections opened by a user's queue.
+
+What must hold: the hook sees the statements of the call under way in order and learns how many a
+call issues; a trap springs before exactly the statement it was armed for, with that statement not
+run yet; a statement under SQLite's write lock is offered as ``locked``, and a call that ends with its
+trap passed over says so; once each call has been learned and nothing is armed, the connections have
+no callback at all (the no-overhead path); and ``connect`` is given back as it was.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from takeover.failpoints import LEARN, Point, StatementHook
+from tests.helpers.processes import REPO
+
+
+@pytest.fixture
+def mistakes(monkeypatch: pytest.MonkeyPatch):
+    """tests/fixtures/queues/user_mistakes.py: a user's queue, on its own connections."""
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "fixtures" / "queues"))
+    return importlib.import_module("user_mistakes")
+
+
+def opened(hook: StatementHook, cls: type, path: Path):
+    with hook.watching():
+        return cls(str(path))
+
+
+def test_a_trap_stops_a_check_then_act_finish_between_its_select_and_its_update(tmp_path: Path, mistakes) -> None:
+    hook = StatementHook()
+    queue = opened(hook, mistakes.CheckThenActFinish, tmp_path / "q.db")
+    other = mistakes.UserQueue(str(tmp_path / "q.db"))  # another process's view: no hook
+    queue.register("t1", 0.0)
+    with hook.call("claim"):
+        task, gen, _ = queue.claim("w1", 1.0, 10.0)
+    with hook.call("finish"):
+        pass  # a call that issued nothing: the count stays unknown
+    assert "finish" not in hook.counts
+    assert hook.counts["claim"] == 4, "BEGIN IMMEDIATE, SELECT, UPDATE, COMMIT"
+
+    seen: list[tuple[Point, str]] = []
+
+    def action(point: Point) -> bool:
+        # The UPDATE has not run: the row is still running at generation 1, for everyone.
+        seen.append((point, other.snapshot()[0][1]))
+        return True
+
+    hook.arm("finish", 2, action)
+    with hook.call("finish"):
+        assert queue.finish(task, gen, "done", 2.0) is True
+    (point, state), = seen
+    assert (point.op, point.index, point.locked) == ("finish", 2, False)
+    assert point.sql.startswith("UPDATE jobs SET status = 'done'") and "'t1'" in point.sql
+    assert state == "running"
+    assert hook.trap is None and hook.counts["finish"] == 2
+
+
+def test_a_statement_under_the_write_lock_is_offered_locked_and_a_call_without_a_free_one_passes(
+        tmp_path: Path, mistakes) -> None:  # fmt: skip
+    hook = StatementHook()
+    queue = opened(hook, mistakes.UserQueue, tmp_path / "q.db")
+    queue.register("t1", 0.0)
+    queue.register("t2", 0.0)
+    with hook.call("claim"):
+        queue.claim("w1", 1.0, 10.0)
+    offered: list[Point] = []
+    hook.arm("claim", 2, lambda p: offered.append(p) is not None)  # passes every point (returns False)
+    with hook.call("claim"):
+        assert queue.claim("w1", 1.0, 10.0) is not None
+    assert [(p.index, p.locked) for p in offered] == [(2, True), (3, True), (4, True)]
+    assert offered[-1].sql == "COMMIT"
+    assert hook.trap is None and hook.passed == "claim"
+
+
+def test_once_every_call_is_learned_and_nothing_is_armed_the_callbacks_are_off(tmp_path: Path, mistakes) -> None:
+    hook = StatementHook()
+    queue = opened(hook, mistakes.UserQueue, tmp_path / "q.db")
+    queue.register("t0", 0.0)
+    for i in range(LEARN):
+        with hook.call("finish"):
+            queue.finish("t0", 1, "done", 1.0)
+    assert hook.counts == {"finish": 1} and hook.active
+    with hook.call("finish"):
+        queue.finish("t0", 1, "done", 1.0)
+        assert hook.seen == 0, "a statement reached the hook with nothing to learn and nothing armed"
+    assert not hook.active
+    hook.arm("finish", 1, lambda p: True)
+    with hook.call("finish"):
+        queue.finish("t0", 1, "done", 1.0)
+        assert hook.seen == 1 and hook.trap is None, "armed, the callbacks are back"
+
+
+def test_connect_is_given_back(tmp_path: Path) -> None:
+    hook = StatementHook()
+    before = sqlite3.connect
+    with hook.watching():
+        assert sqlite3.connect is not before
+        conn = sqlite3.connect(str(tmp_path / "a.db"))
+    assert sqlite3.connect is before
+    with hook.call("finish"):
+        conn.execute("SELECT 1")
+    assert hook.counts == {"finish": 1}
+    plain = sqlite3.connect(str(tmp_path / "a.db"))
+    with hook.call("claim"):
+        plain.execute("SELECT 1")
+    assert "claim" not in hook.counts, "a connection opened after the block was watched"
+    conn.close()
+    plain.close()
