@@ -211,7 +211,7 @@ class StatementHook:
         else:
             if "connect" in psycopg.__dict__:  # psycopg.connect: Connection.connect, bound at import
                 original = psycopg.connect
-                psycopg.connect = lambda *a, **kw: self.install(original(*a, **kw))  # type: ignore[assignment]
+                psycopg.connect = lambda *a, **kw: self.install(original(*a, **kw))
                 undo.append(lambda: setattr(psycopg, "connect", original))
             wrap(psycopg.Connection, "connect")
 
@@ -231,7 +231,7 @@ class StatementHook:
             undo()
 
 
-def _traced_cursor(base: type, on_statement: Callable[[str], None]) -> type:
+def _traced_cursor(base: Any, on_statement: Callable[[str], None]) -> type:
     """A subclass of psycopg's cursor class ``base`` that reports each statement before running it."""
 
     def text(query: Any, cursor: Any) -> str:

@@ -36,7 +36,7 @@ def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
                 path = fresh.path()
                 queue = CallFreezer(board, 0, hist, "w0").open(lambda: SQLiteLeaseQueue(path))
                 fresh.track(queue)
-                return queue  # type: ignore[no-any-return]
+                return queue
 
             cand, base = compare(
                 lambda: partial(queue_pairs, watched(), pairs),

@@ -33,7 +33,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Generator
-from typing import Any, cast
+from typing import Any
 
 from takeover.config import RunConfig
 from takeover.failpoints import Point, StatementHook
@@ -271,7 +271,7 @@ class FreezeInCall:
                 slots = [s for s in slots if aimed.board.read(s).lease_until > time.time() + 0.005]
             if slots:
                 slots.sort()
-                return cast(int, aimed.rngs["targets"].choice(slots))
+                return aimed.rngs["targets"].choice(slots)
             if time.time() > deadline:
                 raise Missed(f"no free worker was in phase {'/'.join(phases)} in time")
             yield POLL

@@ -81,7 +81,7 @@ def test_once_every_call_is_learned_and_nothing_is_armed_the_callbacks_are_off(t
     hook = StatementHook()
     queue = opened(hook, mistakes.UserQueue, tmp_path / "q.db")
     queue.register("t0", 0.0)
-    for i in range(LEARN):
+    for _ in range(LEARN):
         with hook.call("finish"):
             queue.finish("t0", 1, "done", 1.0)
     assert hook.counts == {"finish": 1} and hook.active
