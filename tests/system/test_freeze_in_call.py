@@ -10,13 +10,24 @@ tests/fixtures/queues/user_mistakes.py: its finish SELECTs, checks in Python, th
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers.attempts import until_shown
-from tests.helpers.processes import REPO, reap_stragglers, records, wait_no_stragglers
+from tests.helpers.processes import (
+    REPO,
+    reap_stragglers,
+    records,
+    start_takeover,
+    stop_and_reap,
+    wait_for_record,
+    wait_no_stragglers,
+)
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -100,3 +111,45 @@ def test_a_check_then_act_finish_is_caught_and_the_correct_queue_is_not(
         frozen = {r["task"] for r in hits(recs) if r["op"] == "finish"}
         named = {ex["task"] for ex in summary["invariants"]["no_stale_commit"]["examples"]}
         assert named & frozen, (named, frozen)
+
+
+def _frozen_run(tmp_path: Path) -> tuple[Path, subprocess.Popen]:
+    """A long run of a check-then-act queue, with freezes inside calls often (the caller waits for one)."""
+    run_dir = tmp_path / "run"
+    proc = start_takeover("stress", "--profile", "smoke", "--queue", "user_mistakes:CheckThenActFinish",
+                          "--duration", "60", "--freeze-in-call-rate", "3", "--out", str(run_dir))  # fmt: skip
+    return run_dir, proc
+
+
+def _stopped_itself(r: dict[str, Any]) -> bool:
+    return r["f"] == "failpoint"
+
+
+def test_ctrl_c_while_a_worker_is_frozen_inside_a_call_resumes_it_and_leaves_nothing(tmp_path: Path) -> None:
+    run_dir, proc = _frozen_run(tmp_path)
+    try:
+        assert wait_for_record(run_dir, _stopped_itself), "no worker stopped itself inside a call"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        left = wait_no_stragglers(run_dir, timeout=15)
+    finally:
+        stop_and_reap(proc, run_dir)
+    assert not left, [(p.pid, p.status(), p.cmdline()) for p in left]
+    assert proc.returncode == 130 and "Traceback" not in err, out + err
+    recs = records(run_dir)
+    freezes = [r for r in recs if r["f"] == "pause" and r.get("detail") == KIND]
+    assert freezes and [r["type"] for r in freezes].count("invoke") == [r["type"] for r in freezes].count("ok")
+    windows = [r for r in recs if r["f"] == KIND]
+    assert [r["type"] for r in windows].count("invoke") == [r["type"] for r in windows].count("ok")
+
+
+def test_sigkill_of_the_coordinator_while_a_worker_is_frozen_inside_a_call_leaves_nothing(tmp_path: Path) -> None:
+    run_dir, proc = _frozen_run(tmp_path)
+    try:
+        assert wait_for_record(run_dir, _stopped_itself), "no worker stopped itself inside a call"
+        proc.send_signal(signal.SIGKILL)  # the coordinator only: a stopped worker must go with it
+        proc.communicate(timeout=30)
+        left = wait_no_stragglers(run_dir, timeout=15)
+        assert not left, [(p.pid, p.status(), p.cmdline()) for p in left]
+    finally:
+        stop_and_reap(proc, run_dir)
