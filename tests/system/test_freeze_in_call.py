@@ -115,9 +115,12 @@ def test_a_check_then_act_finish_is_caught_and_the_correct_queue_is_not(
 
 def _frozen_run(tmp_path: Path) -> tuple[Path, subprocess.Popen]:
     """A long run of a check-then-act queue, with freezes inside calls often (the caller waits for one)."""
+    from takeover.options import FAULT_KINDS
+
     run_dir = tmp_path / "run"
+    others = [a for kind in FAULT_KINDS if kind != KIND for a in (f"--{kind.replace('_', '-')}-rate", "0")]
     proc = start_takeover("stress", "--profile", "smoke", "--queue", "user_mistakes:CheckThenActFinish",
-                          "--duration", "60", "--freeze-in-call-rate", "3", "--out", str(run_dir))  # fmt: skip
+                          "--duration", "60", "--freeze-in-call-rate", "3", *others, "--out", str(run_dir))  # fmt: skip
     return run_dir, proc
 
 
