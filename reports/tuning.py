@@ -24,6 +24,18 @@ from takeover.store import TUNE_CSV, TUNE_HTML, TUNE_JSON, TUNE_MD  # noqa: E402
 
 SEARCH_LABELS = {"fixed": "fixed lease", "heartbeat": "lease with heartbeat (every 0.3 lease)",
                  "fraction": "heartbeat fraction at the heartbeat lease"}
+# The Alternatives' names: each alternative says its own heartbeat interval (the recommended fraction, not the
+# 0.3 its lease search ran at).
+ALTERNATIVE_LABELS = {"fixed": "fixed lease", "heartbeat": "lease with heartbeat"}
+SEARCH_WORDS = {"fixed": "fixed-lease", "heartbeat": "lease-with-heartbeat"}
+STOPPED_WORDS = {"budget": "ran out of its share of the budget", "ladder": "reached the end of its ladder",
+                 "violation": "stopped at a violation"}
+JUDGED = ("judged: under = the 95% upper bound is at most the target (shown good); over = the 95% lower bound is "
+          "above it (shown bad); open = undecided, the next run would go there; capped = still undecided at the most "
+          "tasks a point may use (its tasks column): its rate sits too close to the target to decide in an "
+          "affordable number of runs, so it counts as not shown under. lease-caused = duplicates because a live "
+          "holder outlived its lease, what the lease decides and the target is about; crash-caused ones (a worker "
+          "killed after its action) happen at any lease and are in the remedy table.")
 
 
 def _s(x: Any, unit: str = "") -> str:
@@ -45,8 +57,7 @@ def headline(data: dict[str, Any]) -> list[str]:
                 "--budget, or the target"]
     hb = (f", heartbeat every {data['heartbeat']:g} s" if data["heartbeat"] is not None
           else (" (fixed lease: the queue has no extend())" if not data["has_extend"] else ""))
-    lines = [f"recommended lease: {data['lease']:g} s{hb}"
-             + ("" if data["resolved"] else "  [NOT RESOLVED: the search did not finish; a shorter lease may do]"),
+    lines = [f"recommended lease: {data['lease']:g} s{hb}" + _unresolved(data),
              f"lease-caused duplicates: {_s(data['duplicates_per_1000'])} per 1000 tasks (95% upper "
              f"{_s(data['duplicates_per_1000_upper'])}; target {data['target']:g}); crash-caused at your crash rate: "
              f"{_s(data['crash_duplicates_per_1000'])} per 1000"]
@@ -57,6 +68,31 @@ def headline(data: dict[str, Any]) -> list[str]:
     lines.append(f"orphan recovery (kill to takeover): p50 {_s(data['recovery_p50'], ' s')}, p99 "
                  f"{_s(data['recovery_p99'], ' s')}")
     return lines
+
+
+def _unresolved(data: dict[str, Any]) -> str:
+    """Why ``resolved`` is false, naming the search that did not finish: "a shorter lease may do" only when it
+    is the search the recommendation rests on (a resolved lease with heartbeat beside a fixed-lease search that
+    ran out of budget is resolved itself; ``resolved``, and the exit code, still say the tuning is not)."""
+    if data["resolved"]:
+        return ""
+    if data["interrupted"]:
+        return "  [NOT RESOLVED: interrupted before the search finished; a shorter lease may do]"
+    searches = data.get("searches") or {}
+    own = "heartbeat" if data["heartbeat"] is not None else "fixed"
+    if not (searches.get(own) or {}).get("resolved"):
+        shorter = "a shorter lease with this heartbeat" if own == "heartbeat" else "a shorter lease"
+        return f"  [NOT RESOLVED: the search did not finish; {shorter} may do]"
+    others = [name for name in SEARCH_WORDS if name != own and (searches.get(name) or {}).get("resolved") is False]
+    why = "; ".join(f"the {SEARCH_WORDS[name]} alternative's search "
+                    f"{STOPPED_WORDS.get(searches[name].get('stopped', ''), 'did not finish')}" for name in others)
+    return (f"  [the {SEARCH_WORDS[own]} search this rests on is resolved; NOT RESOLVED overall: "
+            f"{why or 'another search did not finish'}]")
+
+
+def _not_resolved(data: dict[str, Any], name: str) -> str:
+    stopped = ((data.get("searches") or {}).get(name) or {}).get("stopped", "")
+    return f" (not resolved: its search {STOPPED_WORDS.get(stopped, 'did not finish')}; a shorter lease may do)"
 
 
 def scale_line(data: dict[str, Any]) -> str | None:
@@ -124,22 +160,25 @@ def render_markdown(data: dict[str, Any]) -> str:
               f"min budget{'; interrupted' if data['interrupted'] else ''}", ""]
     if data["wasted_work"]:
         w = data["wasted_work"]
-        lines += [f"Wasted work at the recommendation: {_s(w['attempts_pct'])} % of attempts not finished, "
-                  f"{_s(w['seconds_per_1000_tasks'])} s of work thrown away per 1000 tasks.", ""]
+        lines += [f"Wasted work at the recommendation: {_s(w['attempts_pct'])} % of attempts were not finished "
+                  "(killed or taken over); the attempts among them that had reached their action threw away "
+                  f"{_s(w['seconds_per_1000_tasks'])} s of work per 1000 tasks (an attempt that died before its "
+                  "action counts in the first figure only: its work is not measured).", ""]
     if data["alternatives"]:
         lines += ["## Alternatives", ""]
         for name, a in data["alternatives"].items():
-            lines.append(f"- {SEARCH_LABELS.get(name, name)}: lease {a['lease']:g} s"
-                         + (f", heartbeat every {a['lease'] * a['heartbeat_fraction']:g} s"
-                            if a.get("heartbeat_fraction") else "")
+            lines.append(f"- {ALTERNATIVE_LABELS.get(name, name)}: lease {a['lease']:g} s"
+                         + (f", heartbeat every {a['lease'] * a['heartbeat_fraction']:g} s "
+                            f"({a['heartbeat_fraction']:g} lease)" if a.get("heartbeat_fraction") else "")
                          + f": {_s(a['duplicates_per_1000'])} per 1000 (upper {_s(a['duplicates_per_1000_upper'])}), "
-                         f"recovery p99 {_s(a['recovery_p99'], ' s')}{'' if a['resolved'] else ' (not resolved)'}")
+                         f"recovery p99 {_s(a['recovery_p99'], ' s')}"
+                         + ("" if a["resolved"] else _not_resolved(data, name)))
         lines.append("")
     if data["remedies"]:
         lines += ["## What each remedy leaves over (at the recommended lease)", "",
                   "Measured at the runs' kill rate (raised to measure recovery); the last column scales crash-caused "
                   "duplicates back to your crash rate.", "", *_md_table(*_remedy_table(data)), ""]
-    lines += ["## Evidence", "", *_md_table(*_evidence_table(data)), "",
+    lines += ["## Evidence", "", *_md_table(*_evidence_table(data)), "", JUDGED, "",
               f"Every run is a row of `{TUNE_CSV}` (scaled units) and a folder under `cells/`; the plots are in "
               f"`{TUNE_HTML}`, everything above in `{TUNE_JSON}`.", "", "## Reproduce", "", "```sh",
               data["command"], "```", ""]
@@ -214,7 +253,7 @@ def render_html(data: dict[str, Any], png: bytes) -> str:
                  f"{base64.b64encode(png).decode()}'>")
     if data["remedies"]:
         parts.append("<h2>What each remedy leaves over</h2>" + table(*_remedy_table(data)))
-    parts.append("<h2>Evidence</h2>" + table(*_evidence_table(data)))
+    parts.append("<h2>Evidence</h2>" + table(*_evidence_table(data)) + f"<p>{e(JUDGED)}</p>")
     parts.append(f"<h2>Reproduce</h2><pre><code>{e(data['command'])}</code></pre></body></html>")
     return "".join(parts)
 

@@ -157,6 +157,9 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
           f"{scale:g}{' (derived)' if plan.scale_derived else ''}, per-call latency {1000 * latency:.2g} ms, "
           f"scheduler stalls p99 {1000 * plan.stall_s:.2g} ms ({plan.stall_s * scale:.2g} s in production units), "
           f"{plan.tasks_per_run} tasks per run, budget {args.budget:g} min -> {out}", flush=True)
+    print("one line per run, in production seconds: its lease-caused duplicates (a live holder outlived its lease: "
+          "what the target and the Evidence table count; all causes beside), and how its lease stands so far",
+          flush=True)
     started = time.monotonic()
     tuning, result = run_tuning(plan, out)
     data = tuning_json(tuning, command=command, interrupted=result.interrupted,

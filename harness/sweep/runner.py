@@ -49,12 +49,14 @@ def cell_dir(out: Path, cell: Cell, seed: int) -> Path:
 
 def run_cells(configs: Iterable[tuple[Cell, int, RunConfig]], out: Path, *, planned: int, csv_name: str = SWEEP_CSV,
               label: str = "sweep", stream: TextIO | None = None, live: bool | None = None,
-              on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
+              on_row: Callable[[dict[str, Any]], None] | None = None,
+              describe: Callable[[dict[str, Any]], str] | None = None) -> SweepResult:
     """Run each (cell, seed, config) in turn, one row each into ``out/<csv_name>``; a violation is printed loudly.
 
     ``configs`` may be a generator that decides the next run from the rows so far: ``on_row`` is called
     with each row before the next run is asked for (``takeover tune``'s search does that); ``planned``
-    is then an estimate, for the progress display only.
+    is then an estimate, for the progress display only. ``describe`` words a run's progress line (called
+    after ``on_row``, so it may say what the row changed); by default the sweep's own, in the run's units.
     """
     from takeover.run.coordinator import Coordinator
     from takeover.workloads.worker import worker_main
@@ -87,9 +89,9 @@ def run_cells(configs: Iterable[tuple[Cell, int, RunConfig]], out: Path, *, plan
                 result.violations.append(row)
                 progress.loud(f"INVARIANT VIOLATED in cell {row['cell']} seed {seed}: {row['violated']} "
                               f"(a queue bug, not a tuning result) - see {run_dir / SUMMARY_FILE}")
-            progress.done(index, row)
             if on_row:
                 on_row(row)
+            progress.done(index, row, describe(row) if describe else None)
     result.planned = max(result.planned, len(result.rows))
     return result
 
@@ -126,9 +128,9 @@ class SweepProgress:
         if self._progress is not None:
             self._progress.update(self._task, description=f"{cell.cell_id} seed {seed}")
 
-    def done(self, index: int, row: dict[str, Any]) -> None:
-        text = (f"{row['cell']} seed {row['seed']}: dup/1000 {row['dup_per_1000']}, recovery p99 "
-                f"{row['recovery_p99']}s, {row['throughput_per_s']} tasks/s, {row['elapsed_s']}s")
+    def done(self, index: int, row: dict[str, Any], text: str | None = None) -> None:
+        text = text or (f"{row['cell']} seed {row['seed']}: dup/1000 {row['dup_per_1000']}, recovery p99 "
+                        f"{row['recovery_p99']}s, {row['throughput_per_s']} tasks/s, {row['elapsed_s']}s")
         if self._progress is not None:
             self._progress.update(self._task, advance=1)
             self._progress.console.print(text, highlight=False)

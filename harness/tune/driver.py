@@ -38,7 +38,7 @@ from takeover.sweep.grid import Cell, Grid
 from takeover.sweep.recommend import cell_means, frame
 from takeover.sweep.runner import SweepResult, cell_dir, run_cells
 from takeover.tune.plan import FRACTIONS, HEARTBEAT_FRACTION, Plan
-from takeover.tune.search import Point, Search
+from takeover.tune.search import CAPPED, Point, Search
 
 SHARES = {"fixed": 0.35, "heartbeat": 0.55, "fraction": 0.7, "remedies": 0.8, "scale": 1.0}
 REMEDIES = ("idempotency-key", "fencing")
@@ -183,6 +183,37 @@ class Tuning:
         if phase.search is not None and row["valid"] is not False:
             phase.search.record(index, int(row["dup_lost_lease"] or 0), int(row["tasks"] or 0))
 
+    def progress_line(self, row: dict[str, Any]) -> str:
+        """One run's progress line, in production seconds as the answer is: where it ran, its lease-caused
+        duplicates (what the Evidence table and the target count) with all causes beside, labelled, the
+        pooled judgement of its point after it, and its recovery. Called after :meth:`on_row`."""
+        assert self._pending is not None
+        phase, index, lease = self._pending
+        scale = self.plan.scale / 2 if phase.name == "scale" else self.plan.scale
+        fraction = float(row["heartbeat_fraction"] or 0.0)
+        where = {"fixed": "fixed lease", "heartbeat": "heartbeat search", "fraction": "heartbeat interval search",
+                 "remedies": f"remedy {row['remedy']}",
+                 "scale": f"scale check (time scale {scale:g})"}.get(phase.name, phase.name)
+        beat = f", heartbeat every {lease * fraction:.3g} s ({fraction:g} lease)" if fraction else ""
+        tasks = int(row["tasks"] or 0)
+        k, extra = int(row["dup_lost_lease"] or 0), int(row["dup_extra"] or 0)
+        per = f"{1000 * k / tasks:.3g}" if tasks else "-"
+        text = (f"{where}: lease {lease:g} s{beat}, seed {row['seed']}: lease-caused duplicates {k} of {tasks} "
+                f"tasks ({per} per 1000; all causes {extra})")
+        search = phase.search
+        if search is not None and index >= 0 and row["valid"] is not False:
+            p = search.points[index]
+            hi = p.bounds()[1]
+            state = search.state(index)
+            why = (f" (undecided at the cap of {search.cap} tasks a point may use: counted as not under)"
+                   if state == CAPPED else "")
+            text += (f"; this {'interval' if phase.name == 'fraction' else 'lease'} so far: {p.k} in {p.n} "
+                     f"(95% upper {1000 * hi:.3g} per 1000, target {self.plan.target:g}): {state}{why}")
+        rec = row.get("recovery_p99")
+        if rec not in (None, ""):
+            text += f"; recovery p99 {float(rec) * scale:.3g} s"
+        return text + f"; run took {float(row.get('elapsed_s') or 0):.0f} s of wall time"
+
     def _time_for(self, share: float, estimate: float | None = None) -> bool:
         """Whether one more run fits in ``share`` of the budget, judged by the slowest of the last runs."""
         spent = time.monotonic() - self.started
@@ -231,5 +262,5 @@ def run_tuning(plan: Plan, out: Path, *, live: bool | None = None) -> tuple[Tuni
     tuning = Tuning(plan, out)
     estimate = plan.min_runs() * 2
     result = run_cells(tuning.runs(), out, planned=estimate, csv_name=TUNE_CSV, label="tune", live=live,
-                       on_row=tuning.on_row)
+                       on_row=tuning.on_row, describe=tuning.progress_line)
     return tuning, result

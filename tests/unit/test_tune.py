@@ -198,6 +198,70 @@ def test_the_phases_run_in_turn_and_the_recommendation_is_the_heartbeat_lease(tm
     assert "recommended lease: 20 s, heartbeat every 10 s" in (tmp_path / written[0]).read_text()
 
 
+def test_progress_lines_are_in_production_seconds_and_say_which_duplicates_they_count(tmp_path: Path):
+    """As the answer is: the lease in the user's seconds (40 s, not the run's 0.16), the lease-caused
+    duplicates the Evidence table counts with all causes beside, labelled, and "capped" explained."""
+    tuning = Tuning(_plan(), tmp_path)
+    lines = []
+    for cell, _seed, cfg in tuning.runs():
+        lease, fraction = round(cfg.lease * cfg.task_time.scale, 6), cell.mode.heartbeat
+        k = 0 if lease >= 40 or (fraction and fraction <= 0.5) else 6 if lease == 30 else 60  # 30 s: at the target
+        row = {**_row(cfg, k, tuning.plan.tasks_per_run), "dup_extra": k + 2}  # two crash-caused besides
+        tuning.on_row(row)
+        lines.append((lease, fraction, k, tuning.progress_line(row)))
+    assert {round(f, 1) for _, f, _, _ in lines} >= {0.0, 0.3, 0.5}
+    for lease, fraction, k, line in lines:
+        assert f"lease {lease:g} s" in line and f"lease {lease / 250:g}" not in line, line
+        assert f"lease-caused duplicates {k} of 300 tasks" in line and f"all causes {k + 2}" in line, line
+        assert f"recovery p99 {lease:.3g} s" in line, line  # the made-up p99 is the run's lease: scaled back
+        if fraction:
+            assert f"heartbeat every {lease * fraction:.3g} s ({fraction:g} lease)" in line, line
+    capped = [line for lease, _, _, line in lines if lease == 30 and ": capped" in line]
+    assert capped and "capped (undecided at the cap of 600 tasks a point may use: counted as not under)" in capped[-1]
+
+
+def _unresolved_fixed_beside_a_resolved_heartbeat(tmp_path: Path) -> dict[str, Any]:
+    """The issue's tuning: the heartbeat answer resolved at the bottom of its ladder, at 0.7; the fixed-lease
+    search out of its share of the budget before it resolved."""
+    tuning = Tuning(_plan(), tmp_path)
+    _feed(tuning, lambda phase, lease, f, k: (0 if (lease >= 40 or f) else 60, True))
+    data = tuning_json(tuning, command="c", interrupted=False, elapsed_s=1.0)
+    assert data["heartbeat_fraction"] == 0.7 and data["searches"]["heartbeat"]["resolved"]
+    data["searches"]["fixed"].update(resolved=False, stopped="budget")
+    data["alternatives"]["fixed"]["resolved"] = False
+    data["resolved"] = False  # as tuning.resolved() says when the fixed search is not
+    return data
+
+
+def test_not_resolved_names_the_search_that_did_not_finish(tmp_path: Path):
+    from takeover.reports.tuning import headline, render_markdown
+
+    data = _unresolved_fixed_beside_a_resolved_heartbeat(tmp_path)
+    first = headline(data)[0]
+    assert "a shorter lease may do" not in first
+    assert ("the lease-with-heartbeat search this rests on is resolved; NOT RESOLVED overall: the fixed-lease "
+            "alternative's search ran out of its share of the budget") in first
+    md = render_markdown(data)
+    alt = next(x for x in md.splitlines() if x.startswith("- lease with heartbeat:"))
+    assert f"heartbeat every {data['heartbeat']:g} s (0.7 lease)" in alt and "0.3" not in alt
+    fixed = next(x for x in md.splitlines() if x.startswith("- fixed lease:"))
+    assert fixed.endswith("(not resolved: its search ran out of its share of the budget; a shorter lease may do)")
+    data["searches"]["heartbeat"]["resolved"] = False
+    assert "a shorter lease with this heartbeat may do" in headline(data)[0]
+
+
+def test_the_report_explains_capped_lease_caused_and_the_wasted_work(tmp_path: Path):
+    from takeover.reports.tuning import render_markdown
+
+    data = _unresolved_fixed_beside_a_resolved_heartbeat(tmp_path)
+    data["wasted_work"] = {"attempts_pct": 2.28, "seconds_per_1000_tasks": 0.0}
+    md = render_markdown(data)
+    assert ("2.28 % of attempts were not finished (killed or taken over); the attempts among them that had reached "
+            "their action threw away 0 s of work per 1000 tasks") in md
+    assert "capped = still undecided at the most tasks a point may use" in md
+    assert "lease-caused = duplicates because a live holder outlived its lease" in md
+
+
 def test_without_extend_only_the_fixed_lease_is_searched_and_the_heartbeat_is_null(tmp_path: Path):
     tuning = Tuning(_plan(has_extend=False), tmp_path)
     seen = _feed(tuning, lambda phase, lease, f, k: (0 if lease >= 40 else 60, True))
