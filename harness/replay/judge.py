@@ -16,11 +16,20 @@ every step, not only at the end, so a snapshot that lies is caught on the step t
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from takeover.contract import QueueFactory
-from takeover.replay.model import STATE_MATCHES, TaskState, apply, returns, snapshot_departure, step_departures
+from takeover.replay.model import (
+    LEASE_TOLERANCE,
+    STATE_MATCHES,
+    TaskState,
+    apply,
+    returns,
+    snapshot_departure,
+    step_departures,
+)
 from takeover.scenarios import DEFAULT_STEP_TIMEOUT, ScenarioResult, run_scenario
 
 
@@ -92,8 +101,8 @@ def judge(result: ScenarioResult, lease: float) -> Outcome:
             departures.append(Departure(step.index, tuple(dict.fromkeys(names)), words))
         shown = returns(spec["step"], answer)
         answers.append(shown)
-        lease_ok = answer is None or spec["step"] != "claim" or answer[1] == float(spec["t"]) + float(
-            spec.get("lease", lease))
+        lease_ok = answer is None or spec["step"] != "claim" or math.isclose(
+            answer[1], float(spec["t"]) + float(spec.get("lease", lease)), rel_tol=0.0, abs_tol=LEASE_TOLERANCE)
         signature.append((spec["step"], shown if not isinstance(shown, float) else "lease", lease_ok,
                           obs.get("state"), obs.get("generation"), obs.get("lease_until") is None,
                           tuple(sorted(set(names)))))
