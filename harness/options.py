@@ -314,6 +314,17 @@ def db_given(args: argparse.Namespace) -> str:
     return db.check(value)
 
 
+# -- takeover replay's bug report (takeover.replay.issue) -------------------------------------------------------
+ISSUE_HELP = ("also write a bug report for the library's tracker (markdown: versions, database, the shrunk calls in "
+              "the library's own API terms, expected and actual, the command that reproduces it) to FILE "
+              "(default: issue.md beside the scenario file)")
+
+
+def add_issue_option(parser: argparse.ArgumentParser) -> None:
+    """``--issue [FILE]``: given alone, the report goes beside the scenario file (``args.issue == ""``)."""
+    parser.add_argument("--issue", nargs="?", const="", default=None, metavar="FILE", help=ISSUE_HELP)
+
+
 BY_DEST: dict[str, RunOption] = {o.dest: o for o in RUN_OPTIONS}
 BY_FIELD: dict[str, RunOption] = {o.field: o for o in RUN_OPTIONS}
 FAULT_RATES = tuple(o for o in RUN_OPTIONS if o.field.startswith("faults."))

@@ -133,6 +133,18 @@ def _logger() -> logging.Logger:
 class ChancyAdapter:
     """``takeover.adapters.chancy:ChancyAdapter`` — chancy as it is, behind the contract."""
 
+    # What each contract call is in chancy's API, for `takeover replay --issue` (takeover.replay.issue).
+    library = "chancy"
+    library_calls = {
+        "register": "`Chancy.push_many_ex(cursor, [job])`",
+        "claim": "`Recovery.recover(worker, chancy, cursor)` (heartbeat_timeout {lease} s), then "
+                 "`Worker.fetch_jobs(queue, conn, up_to=1)`",
+        "extend": "`Worker.announce_worker(conn)`",
+        "finish:done": "`Worker.queue_update(job succeeded)`, then `Worker.flush()`",
+        "finish:uncertain": "`Worker.queue_update(job failed)`, then `Worker.flush()`",
+    }
+    library_states = {"pending": "pending", "running": "running", "done": "succeeded", "uncertain": "failed"}
+
     databases = ("postgres",)  # the run's database must be a postgresql:// URL
 
     def __init__(self, db: str) -> None:

@@ -135,6 +135,16 @@ def _retry_locked(fn: Callable[[], Any]) -> Any:
 class LiteQueueAdapter:
     """``takeover.adapters.litequeue:LiteQueueAdapter`` — litequeue 0.9 as it is, behind the contract."""
 
+    # What each contract call is in litequeue's API, for `takeover replay --issue` (takeover.replay.issue).
+    library = "litequeue"
+    library_calls = {
+        "register": "`LiteQueue.put(data)`",
+        "claim": "`list_locked({lease})`, `retry(message_id)` for each listed, then `pop()`",
+        "finish:done": "`done(message_id)`",
+        "finish:uncertain": "`mark_failed(message_id)`",
+    }
+    library_states = {"pending": "READY", "running": "LOCKED", "done": "DONE", "uncertain": "FAILED"}
+
     def __init__(self, db_path: str) -> None:
         self.db_path = db_path
         self._q = _retry_locked(lambda: _lq.LiteQueue(db_path, queue_name=TABLE, timeout=BUSY_TIMEOUT_S))

@@ -83,6 +83,18 @@ GENERATION = "(SELECT count(*) FROM pgqueuer_log l WHERE l.job_id = t.job_id AND
 class PgQueuerAdapter:
     """``takeover.adapters.pgqueuer:PgQueuerAdapter`` — pgqueuer as it is, behind the contract."""
 
+    # What each contract call is in pgqueuer's API, for `takeover replay --issue` (takeover.replay.issue).
+    library = "pgqueuer"
+    library_calls = {
+        "register": "`Queries.enqueue(entrypoint, payload, priority)`",
+        "claim": "`Queries.dequeue(batch_size=1, heartbeat_timeout={lease} s)`",
+        "extend": "`Queries.update_heartbeat([job_id])`",
+        "finish:done": "`Queries.log_jobs([(job, 'successful', None)])`",
+        "finish:uncertain": "`Queries.log_jobs([(job, 'exception', None)])`",
+    }
+    library_states = {"pending": "queued", "running": "picked", "done": "logged successful",
+                      "uncertain": "logged exception"}
+
     databases = ("postgres",)  # the run's database must be a postgresql:// URL
 
     def __init__(self, db: str) -> None:

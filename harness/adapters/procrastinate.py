@@ -106,6 +106,18 @@ def _library_utcnow(now: float) -> Iterator[None]:
 class ProcrastinateAdapter:
     """``takeover.adapters.procrastinate:ProcrastinateAdapter`` — procrastinate as it is."""
 
+    # What each contract call is in procrastinate's API, for `takeover replay --issue` (takeover.replay.issue).
+    library = "procrastinate"
+    library_calls = {
+        "register": "`JobManager.batch_defer_jobs_async([job])`",
+        "claim": "`get_stalled_jobs(seconds_since_heartbeat={lease})`, `retry_job(job)` for each, then "
+                 "`fetch_job(queues, worker_id)` (a new worker: `prune_stalled_workers`, `register_worker` first)",
+        "extend": "`update_heartbeat(worker_id)`",
+        "finish:done": "`finish_job_by_id_async(job_id, status=succeeded)`",
+        "finish:uncertain": "`finish_job_by_id_async(job_id, status=failed)`",
+    }
+    library_states = {"pending": "todo", "running": "doing", "done": "succeeded", "uncertain": "failed"}
+
     databases = ("postgres",)  # the run's database must be a postgresql:// URL
 
     def __init__(self, db: str) -> None:

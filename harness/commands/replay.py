@@ -29,8 +29,9 @@ from pathlib import Path
 from takeover import db, store
 from takeover.commands.scenarios import positive_seconds
 from takeover.exit_codes import ExitCode
-from takeover.options import add_db_options, db_given
+from takeover.options import add_db_options, add_issue_option, db_given
 from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, replay_run
+from takeover.replay.issue import ISSUE_FILE, write_issue
 from takeover.replay.output import report_json, write_outputs
 from takeover.scenarios import DEFAULT_STEP_TIMEOUT
 
@@ -75,6 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="give each queue call this long; one that does not return stops the replay "
                         f"(default: {DEFAULT_STEP_TIMEOUT:g})")
     parser.add_argument("--json", action="store_true", help="print the replay's findings as JSON")
+    add_issue_option(parser)
     add_db_options(parser)
 
 
@@ -103,12 +105,26 @@ def _run(args: argparse.Namespace) -> ExitCode:
         out = Path(args.out) if args.out else report.run_dir / REPLAY_FILE
         scenario_file, test_file, ids = write_outputs(report, out)
         files = (scenario_file, test_file)
+    issue = _issue(args, report, files)
     if args.json:
-        json.dump(report_json(report, ids, files), sys.stdout, indent=1)
+        doc = report_json(report, ids, files)
+        if args.issue is not None:
+            doc["issue_file"] = str(issue) if issue else None
+        json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         _print(report, ids, files)
+        if args.issue is not None:
+            print(f"Bug report: {issue}" if issue else "No bug report: nothing reproduced in one process.")
     return exit_code(report)
+
+
+def _issue(args: argparse.Namespace, report: ReplayReport, files: tuple[Path, Path] | None) -> Path | None:
+    """With --issue: the bug report written from the scenario file (None when there is none)."""
+    if args.issue is None or files is None:
+        return None
+    out = Path(args.issue) if args.issue else files[0].with_name(ISSUE_FILE)
+    return write_issue(report.queue, files[0], out, report.run_dir)
 
 
 def exit_code(report: ReplayReport) -> ExitCode:

@@ -1,0 +1,81 @@
+"""`takeover replay RUN_DIR --issue`: the bug report a library's maintainer reads, on a stored run and on
+a committed finding of docs/analyses.
+
+What must hold: the report stands alone (versions, database, the calls in the library's own terms
+where the adapter names them, expected and actual, the command), and the scenario file it carries
+reproduces the departure when run as it says.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from takeover.replay.issue import issue_markdown
+from tests.helpers.processes import takeover
+
+ROOT = Path(__file__).resolve().parents[2]
+STORED = ROOT / "tests" / "fixtures" / "runs" / "planted-finish-ignores-generation"
+LITEQUEUE_FINDING = ROOT / "docs" / "analyses" / "litequeue" / "stale-completion.json"
+LITEQUEUE = "takeover.adapters.litequeue:LiteQueueAdapter"
+
+
+def embedded_file(report: str) -> dict:
+    m = re.search(r"<<'EOF'\n(.*?)\nEOF\n", report, re.S)
+    assert m, "the report carries no scenario file"
+    return json.loads(m.group(1))
+
+
+@pytest.mark.slow
+def test_replay_issue_writes_a_report_whose_file_reproduces_the_departure(tmp_path):
+    run = shutil.copytree(STORED, tmp_path / "run")
+    proc = takeover("replay", str(run), "--issue", timeout=180)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report_file = run / "issue.md"
+    assert f"Bug report: {report_file}" in proc.stdout
+    report = report_file.read_text()
+    # A queue without the adapter hook: the contract's words, said so, and no version invented.
+    assert report.startswith("# `takeover.queues.planted:FinishIgnoresGeneration`: ")
+    assert "(the adapter names no library)" in report and "unknown" not in report
+    assert "**Expected** (step 4)" in report and "**Actual** (step 4)" in report
+    assert "generation" not in report.split("## Reproduce")[0]  # the reader's words: hand-outs
+    carried = tmp_path / "carried.json"
+    carried.write_text(json.dumps(embedded_file(report)))
+    again = takeover("scenarios", "--file", str(carried), "--queue", "takeover.queues.planted:FinishIgnoresGeneration",
+                     timeout=120)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "step 4" in again.stdout
+
+
+def test_replay_issue_to_a_named_file_and_without_a_finding(tmp_path):
+    """--issue FILE writes there; a run whose violations do not replay writes no report and says so."""
+    run = shutil.copytree(ROOT / "tests" / "fixtures" / "runs" / "ref-valid", tmp_path / "run")
+    proc = takeover("replay", str(run), "--issue", str(tmp_path / "bug.md"), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "No bug report: nothing reproduced in one process." in proc.stdout
+    assert not (tmp_path / "bug.md").exists()
+
+
+def test_a_findings_report_speaks_the_librarys_api():
+    if importlib.util.find_spec("litequeue") is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("litequeue is not installed; CI installs '.[test]'")
+        pytest.skip("litequeue is an optional extra, not installed: pip install '.[litequeue]'")
+    report = issue_markdown(LITEQUEUE, LITEQUEUE_FINDING)
+    assert report.startswith("# litequeue 0.9: a worker's completion takes effect after its job was handed")
+    assert "- **Database**: SQLite " in report
+    for call in ("`LiteQueue.put(data)`", "`list_locked(1)`, `retry(message_id)` for each listed, then `pop()`",
+                 "`done(message_id)`"):
+        assert call in report
+    row = next(line for line in report.splitlines() if line.startswith("| 4 |"))
+    assert "accepted; DONE (done)" in row and "refused; LOCKED (running)" in row and "**differs**" in row
+    assert f"takeover scenarios --file stale-completion.json --queue {LITEQUEUE}" in report
+    steps = embedded_file(report)["scenarios"][0]["steps"]
+    written = json.loads(LITEQUEUE_FINDING.read_text())["scenarios"][0]["steps"]
+    assert steps == [{k: v for k, v in st.items() if k != "why"} for st in written]
