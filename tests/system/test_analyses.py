@@ -1,0 +1,95 @@
+"""Every committed finding of docs/analyses departs where its page says, on the pinned library.
+
+Why: a page of docs/analyses states, for each finding, the scenario file that reproduces it, the step
+where the library departs from the lease rules and the promise that step breaks (its findings table).
+This runs each file against its adapter, as ``takeover scenarios --file FILE --queue ADAPTER`` does
+(on a private PostgreSQL server for the PostgreSQL libraries), and holds the page to it: the first
+step that differs is the page's step, and the replay's judge names the page's invariant there. A
+library release or an adapter change that moves a finding fails here, not in a reader's terminal.
+
+A library that is not installed (an optional extra) skips its findings with the reason; under CI
+(``CI=true``, where ``.[test]`` installs them all) it fails instead, as a missing PostgreSQL does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from takeover import db
+from takeover.contract import load_queue_factory
+from takeover.errors import UsageError
+from takeover.replay.judge import judge
+from takeover.scenario_file import load_scenario_file
+from takeover.scenarios import run_scenarios
+
+ANALYSES = Path(__file__).resolve().parents[2] / "docs" / "analyses"
+# A findings-table row: | name | [lib/finding.json](lib/finding.json) | step N | `invariant` | class |
+ROW = re.compile(r"\|\s*\[`?(?P<file>[\w-]+/[\w.-]+\.json)`?\]\([^)]*\)\s*\|\s*step (?P<step>\d+)\s*\|\s*"
+                 r"`(?P<invariant>\w+)`\s*\|")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def page_rows() -> list[tuple[str, str, int, str]]:
+    """(page, scenario file, step, invariant) for every row of every page's findings table."""
+    rows = []
+    for page in sorted(ANALYSES.glob("*.md")):
+        for m in ROW.finditer(page.read_text(encoding="utf-8")):
+            rows.append((page.name, m["file"], int(m["step"]), m["invariant"]))
+    return rows
+
+
+def _unavailable(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{reason}; CI runs every finding (CI=true)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[None]:
+    """One private server for the module's PostgreSQL findings (each scenario gets a fresh database)."""
+    try:
+        with db.serve("postgres"):
+            yield
+    except UsageError as exc:  # no PostgreSQL server programs on this machine
+        _unavailable(str(exc))
+
+
+def test_every_committed_finding_is_on_a_page_and_every_row_has_its_file():
+    committed = {p.relative_to(ANALYSES).as_posix() for p in ANALYSES.glob("*/*.json")}
+    rows = page_rows()
+    listed = {file for _page, file, _step, _inv in rows}
+    assert committed, "no finding committed under docs/analyses"
+    assert committed == listed, f"not on a page: {sorted(committed - listed)}; no file: {sorted(listed - committed)}"
+    for page, file, _step, _inv in rows:  # a finding lives beside the page of its library
+        assert file.split("/")[0] == page.removesuffix(".md"), f"{page} lists {file}"
+
+
+@pytest.mark.parametrize("page, file, step, invariant", page_rows(), ids=[r[1] for r in page_rows()])
+def test_finding_departs_where_its_page_says(page: str, file: str, step: int, invariant: str,
+                                             request: pytest.FixtureRequest) -> None:
+    doc: dict[str, Any] = load_scenario_file(ANALYSES / file)
+    queue = doc.get("queue")
+    assert isinstance(queue, str), f"{file} names no queue"
+    library = page.removesuffix(".md")
+    if importlib.util.find_spec(library) is None:
+        _unavailable(f"{library} is an optional extra, not installed: pip install '.[{library}]'")
+    factory = load_queue_factory(queue)
+    if db.queue_databases(factory) == ("postgres",):
+        request.getfixturevalue("postgres")
+    results = run_scenarios(queue, doc=doc)
+    assert len(results) == 1, f"{file}: one finding, one scenario"
+    [result] = results
+    failed = [s.index for s in result.failed_steps()]
+    assert failed, f"{file} no longer departs on {queue}: the page's finding is gone (a fixed release?)"
+    assert failed[0] == step, f"{file} departs first at step {failed[0]}, the page says step {step}"
+    outcome = judge(result, float(result.spec.get("lease_seconds", doc["lease_seconds"])))
+    at = [d for d in outcome.departures if d.index == step]
+    assert at and invariant in at[0].invariants, (
+        f"{file} step {step} breaks {at[0].invariants if at else 'nothing'}, the page says {invariant}")
