@@ -72,6 +72,7 @@ COLUMNS: dict[str, str] = {
     "phase": "string",
     "detail": "string",
     "order": "string",
+    "state": "string",  # the task state an aimed fault's window took (duplicate_register), on its end record
 }
 
 

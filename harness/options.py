@@ -46,7 +46,8 @@ DEFAULT_PROFILE = "stress"
 # Fault kinds, in the order reports list them. Per-second rates for the nemesis' faults,
 # probabilities for the faults a worker draws itself.
 # The aimed faults (takeover.run.aimed) steer workers into one of the spec's narrow windows each.
-AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call")
+AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call",
+                "stale_heartbeat", "lease_edge")
 NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause", *AIMED_FAULTS)
 WORKER_FAULTS = ("lose_reply", "slow")
 FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
@@ -199,10 +200,17 @@ _FAULT_HELP = {
                     "finish while the new holder holds it (S3), per second",
     "claim_stampede": "aimed: idle workers held back, then let go at the same instant to race for a claim, "
                       "per second",
-    "duplicate_register": "aimed: a pending, running or done task registered again, by the coordinator and by "
-                          "several workers at once (producer retries), per second",
+    "duplicate_register": "aimed: a pending, running, done or uncertain task registered again (the state dealt "
+                          "from a seeded deck), by the coordinator and by several workers at once (producer "
+                          "retries), per second",
     "freeze_in_call": "aimed: a worker frozen inside a queue call (finish, claim, extend), before one of its "
                       "statements, until another worker took the task over (or claimed), then resumed, per second",
+    "stale_heartbeat": "aimed: a holder frozen past its lease until another took the task over, then resumed "
+                       "to heartbeat (extend) before it finishes, while the new holder holds it; only for a "
+                       "queue with extend(), whatever --heartbeat is, per second",
+    "lease_edge": "aimed: a holder frozen before its finish and resumed alone, so that its finish comes just "
+                  "before its lease's end, just after it or up to 0.3 s past it (a side per window, from a "
+                  "seeded deck), before any takeover, per second",
     "lose_reply": "probability that the service performs an action and never answers",
     "slow": "probability that a task's work outlives its lease",
 }

@@ -30,7 +30,7 @@ from takeover.history import HistoryWriter, error_text
 from takeover.run.clock import WorkerClock, record_jump, record_skew, skew_of
 from takeover.run.freeze_in_call import watched
 from takeover.run.lifeline import die_with_parent, parent_alive
-from takeover.run.phases import ACTIONS, DONE, FINISH_CALLS, LOST, SLOWED, PhaseBoard, task_id, task_index
+from takeover.run.phases import ACTIONS, DONE, EXTEND_CALLS, FINISH_CALLS, LOST, SLOWED, PhaseBoard, task_id, task_index
 from takeover.run.registration import register_tasks
 from takeover.run.service import ServiceClient
 from takeover.run.supervision import WorkerSpec
@@ -196,6 +196,10 @@ class Worker:
         if kept is None:
             self.publish("idle")
             return  # the heartbeat lost the lease: stop before acting
+        kept = self.beat_if_asked(task, gen, kept)
+        if kept is None:
+            self.publish("idle")
+            return  # the heartbeat the nemesis asked for lost the lease: stop before acting
         lease_until = kept
         outcome = self.act(task, gen, lease_until)
         if outcome is None:
@@ -203,8 +207,20 @@ class Worker:
             return  # the service refused (fencing): a newer generation owns the side effect
         self.publish("acted", task, gen, lease_until)
         self.nap(cfg.local_step)
-        self.finish(task, gen, outcome, lease_until)
+        kept = self.beat_if_asked(task, gen, lease_until)
+        if kept is None:
+            self.publish("idle")
+            return  # the lease is lost: a worker whose heartbeat says so stops, and does not finish
+        self.finish(task, gen, outcome, kept)
         self.publish("idle")
+
+    def beat_if_asked(self, task: str, gen: int, lease_until: float) -> float | None:
+        """One heartbeat when the nemesis asked for it (the stale_heartbeat fault, which resumes a holder
+        that lost its task while it was frozen), whatever ``--heartbeat`` is: the lease it returns, None
+        when lost; the lease as it was when nothing was asked, or the queue has no extend()."""
+        if not self.board.heartbeat_asked(self.slot) or not has_extension(self.opened, "extend"):
+            return lease_until
+        return self.extend(task, gen, lease_until)
 
     def wait_at_gate(self) -> None:
         """An aimed fault holds claims back: wait (``held``) until it lets them go, then claim at once.
@@ -256,19 +272,26 @@ class Worker:
         return held
 
     def extend(self, task: str, gen: int, lease_until: float) -> float | None:
+        """One heartbeat; its outcome is recorded, then counted on the board (EXTEND_CALLS), so a nemesis
+        that asked for it knows the record is written once the count moved."""
         now = self.now()
         self.hist.write("invoke", "extend", task=task, gen=gen, now=now, lease=self.cfg.lease)
+        kept: float | None
         try:
-            # Called only when work() found the method (has_extension), so the queue is an ExtendingQueue.
+            # Called only once has_extension found the method, so the queue is an ExtendingQueue.
             new = cast(ExtendingQueue, self.opened).extend(task, gen, now, self.cfg.lease)
         except Exception as exc:  # noqa: BLE001
             self.hist.write("info", "extend", task=task, gen=gen, error=error_text(exc))
-            return lease_until  # unknown: keep working on what we believe
-        if new is None:
-            self.hist.write("fail", "extend", task=task, gen=gen, error="lost")
-            return None
-        self.hist.write("ok", "extend", task=task, gen=gen, lease_until=float(new))
-        return float(new)
+            kept = lease_until  # unknown: keep working on what we believe
+        else:
+            if new is None:
+                self.hist.write("fail", "extend", task=task, gen=gen, error="lost")
+                kept = None
+            else:
+                self.hist.write("ok", "extend", task=task, gen=gen, lease_until=float(new))
+                kept = float(new)
+        self.board.count(self.slot, EXTEND_CALLS)
+        return kept
 
     def act(self, task: str, gen: int, lease_until: float) -> str | None:
         """One action on the external service; returns the finish outcome, None when refused."""

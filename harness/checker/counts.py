@@ -16,6 +16,7 @@ import pandas as pd
 from takeover.checker.facts import Facts, power_loss_between, power_loss_times
 from takeover.checker.invariants import _extended_leases
 from takeover.checker.ops import AIMED_FAULTS
+from takeover.checker.remedies import queue_has
 from takeover.checker.summary_types import (
     AimedCoverage,
     ClockCoverage,
@@ -24,6 +25,7 @@ from takeover.checker.summary_types import (
     Duplicates,
     Overruns,
     Percentiles,
+    StateWindows,
 )
 
 EXAMPLES = 5
@@ -372,7 +374,7 @@ def _aimed(fx: Facts) -> dict[str, AimedCoverage]:
     """
     faults = fx.ops.faults
     rows = faults[faults["f"].isin(AIMED_FAULTS)]
-    requested = {k for k, rate in requested_faults(fx.config).items() if rate}
+    requested = {k for k, rate in requested_faults(fx.config).items() if rate} - not_applicable(fx)
     out: dict[str, AimedCoverage] = {}
     for kind in AIMED_FAULTS:
         mine = rows[rows["f"] == kind]
@@ -387,7 +389,21 @@ def _aimed(fx: Facts) -> dict[str, AimedCoverage]:
         hit = sum(1 for end in ends if end == "hit")
         out[kind] = {"total": len(ends), "hit": hit, "missed": len(ends) - hit,
                      "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
+        states = [(st, end == "hit") for st, end in zip(mine["state_c"], ends, strict=True) if isinstance(st, str)]
+        if states:
+            by_state: dict[str, StateWindows] = {}
+            for st, was_hit in sorted(states):
+                w = by_state.setdefault(st, {"total": 0, "hit": 0})
+                w["total"] += 1
+                w["hit"] += int(was_hit)
+            out[kind]["by_state"] = by_state
     return out
+
+
+def not_applicable(fx: Facts) -> set[str]:
+    """Aimed kinds the run's queue gives nothing to try, which the runner skips: stale_heartbeat on a
+    queue without extend() (as its config.json records). Requested or not, they are not expected to hit."""
+    return {"stale_heartbeat"} if queue_has(fx, "extend") is False else set()
 
 
 def _overruns(fx: Facts, kind: str) -> Overruns:
@@ -421,8 +437,9 @@ def warnings(fx: Facts, cov: Coverage, dup: Duplicates) -> list[str]:
             "lose_reply": max(cov["lost_replies"]["history"], cov["lost_replies"]["ledger"] or 0)}
     aimed = cov.get("aimed", {})
     hits.update({kind: a["hit"] for kind, a in aimed.items()})
+    skipped = not_applicable(fx)
     for key, rate in requested_faults(fx.config).items():
-        if rate and hits.get(key, 0) == 0:
+        if rate and hits.get(key, 0) == 0 and key not in skipped:
             out.append(f"fault '{key}' was requested (rate {rate}) but never hit" + _missed_words(aimed.get(key)))
     clock = cov.get("clock")
     jump_rate = fx.config.get("clock_jump_rate")

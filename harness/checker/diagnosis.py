@@ -194,6 +194,11 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
             f"claim() granted task {f['task']} as generation {f['granted_gen']} while generation {f['held_gen']}'s "
             f"lease (until {_s(f['lease_until'])}) overlapped it; {_reset(f)} in between")),
+        "stale_extend": Pattern("S3", "extend() renews the lease without checking the generation, so a stale "
+                                      "holder's heartbeat is answered as if it still held the task", lambda f: (
+            f"extend() of generation {f['granted_gen']} of task {f['task']} by worker #{f['granted_to']} was "
+            f"answered with a new lease at {_s(f['granted_now'])}, after generation {f['held_gen']} had claimed "
+            f"the task (worker #{f['held_by']})")),
     },
     "single_finish": {
         "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
@@ -562,8 +567,11 @@ def _lease_exclusive(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantRes
     reset = _registered_again(fx, f["task"], np.fmin(t_inv, p_inv), np.fmax(t_comp, p_comp))
     race = (t_inv < p_comp) & (p_inv < t_comp)
     power, at = _across_power_loss(fx, np.fmin(p_comp, t_comp), np.fmax(t_inv, p_inv))
-    return _pick("lease_stolen", (power, "power_loss"), (reset, "reset_by_register"), (race, "claim_race")), {
-        "power_loss_at": at}
+    # A stale generation's heartbeat answered (invariants._stale_extends): its own defect, unless a power
+    # loss or a register in between put the older generation back.
+    stale = f["stale_extend"].fillna(False).to_numpy(dtype=bool) if "stale_extend" in f else np.zeros(len(f), bool)
+    return _pick("lease_stolen", (power, "power_loss"), (reset, "reset_by_register"), (stale, "stale_extend"),
+                 (race, "claim_race")), {"power_loss_at": at}
 
 
 def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:

@@ -313,8 +313,49 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     return res
 
 
+def _stale_extends(fx: Facts) -> pd.DataFrame:
+    """Accepted heartbeats of a stale generation, as lease_exclusive's pairs: an ``extend`` that returned
+    a lease for generation g although a claim of a higher generation of the task had surely returned
+    before the extend began (its ok record written before the extend's invoke), and that newer holder
+    had not surely finished by then (nor was the task reopened in between).
+
+    Why this breaks one holder at a time: the heartbeat answers the stale holder that it holds the task
+    until the new ``lease_until``, while the generation a claim granted last holds it too; the stale
+    holder then acts on it. A correct queue renews only the current generation (the contract's extend),
+    so it never answers one of these, whatever the clocks say: nothing here compares ``now`` values of
+    two processes. (Case stale_heartbeat_accepted in tests/quality/cases.py.)"""
+    e = fx.ext_ok[["i", "task", "gen", "now", "t_inv", "t_comp", "process", "lease_until_c"]]
+    c = fx.claims_ok[["i", "task", "gen", "lease_until", "t_inv", "t_comp", "process"]]
+    if not len(e) or not len(c):
+        return pd.DataFrame()
+    m = e.merge(c, on="task", suffixes=("", "_n"))
+    m = m[(m["gen_n"] > m["gen"]) & (m["t_comp_n"] < m["t_inv"])]
+    if not len(m):
+        return pd.DataFrame()
+    # The newest such claim stands for them all: one violation per accepted extend.
+    m = m.sort_values("gen_n").drop_duplicates("i", keep="last").reset_index(drop=True)
+    fin = fx.fin_acc[["task", "gen", "t_comp"]].rename(columns={"gen": "gen_n", "t_comp": "f_comp"})
+    done = m[["i", "task", "gen_n", "t_inv"]].merge(fin, on=["task", "gen_n"])
+    done = done.loc[done["f_comp"] < done["t_inv"], "i"].to_numpy()
+    m = m[~m["i"].isin(done).to_numpy() & ~reopened_between(fx, m, "t_comp_n", "t_inv")]
+    if not len(m):
+        return pd.DataFrame()
+    rows = m.assign(rid=m["i"].to_numpy(), gen=m["gen_n"].to_numpy())
+    ext = _extended_leases(fx, rows, "t_inv")[0].to_numpy(dtype="float64")
+    p_eff = np.fmax(m["lease_until"].to_numpy(dtype="float64"), ext)
+    return pd.DataFrame({
+        "task": m["task"].to_numpy(), "gen": m["gen"].to_numpy(), "now": m["now"].to_numpy(),
+        "t_inv": m["t_inv"].to_numpy(), "t_comp": m["t_comp"].to_numpy(), "process": m["process"].to_numpy(),
+        "lease_until": m["lease_until_c"].to_numpy(), "p_gen": m["gen_n"].to_numpy(),
+        "p_t_inv": m["t_inv_n"].to_numpy(), "p_t_comp": m["t_comp_n"].to_numpy(),
+        "p_process": m["process_n"].to_numpy(), "rid": m["i_n"].to_numpy(), "p_eff": p_eff,
+        "at": m["t_inv"].to_numpy(), "stale_extend": True,
+    })
+
+
 def lease_exclusive(fx: Facts) -> InvariantResult:
-    """A claim granted (judged at its ``now``) while the previous grant's lease was still valid."""
+    """A claim granted (judged at its ``now``) while the previous grant's lease was still valid; or a
+    heartbeat that renewed a stale generation's lease while a newer one held the task (:func:`_stale_extends`)."""
     c = _claims_by_gen(fx)
     prev = c.shift()
     same = c["task"].eq(prev["task"])
@@ -332,8 +373,11 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
                  "granted_now": fx.rel(r.now), "overlap_s": round(float(r.p_eff - r.now), 3)}
                 for r in rows.itertuples()]
 
-    if len(pairs) == 0:
+    stale = _stale_extends(fx)
+    if len(pairs) == 0 and len(stale) == 0:
         return _result("lease_exclusive", pairs, describe)
+    if len(pairs) == 0:
+        return _result("lease_exclusive", stale.sort_values("t_inv"), describe, fx=fx, at="at")
     # The previous lease, as extended by heartbeats surely done before this claim started.
     ext = _extended_leases(fx, pairs.assign(task=pairs["task"], gen=pairs["p_gen"]), "t_inv")[0]
     p_eff = np.fmax(pairs["p_lease"].to_numpy(dtype="float64"), ext.to_numpy(dtype="float64"))
@@ -369,7 +413,10 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
     # after a higher one (a reset), the pair's first claim is the later one (case
     # reregister_then_claim_with_the_generation_back in tests/quality/cases.py).
     pairs["at"] = np.fmax(pairs["t_inv"].to_numpy(dtype="float64"), pairs["p_t_inv"].to_numpy(dtype="float64"))
-    bad = pairs[viol & not_released].sort_values("t_inv")
+    bad = pairs[viol & not_released]
+    if len(stale):
+        bad = pd.concat([bad.assign(stale_extend=False), stale], ignore_index=True)
+    bad = bad.sort_values("t_inv")
     return _result("lease_exclusive", bad, describe, fx=fx, at="at")
 
 

@@ -23,7 +23,8 @@ QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
 # The aimed faults (docs/history.md): process 0 writes ``invoke <kind>`` when one starts and ``ok <kind>``
 # with ``value`` = ``hit`` or ``missed: <reason>`` when it ends. Named here, not taken from the runner's
 # options: the checker imports no part of the runner.
-AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call")
+AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call",
+                "stale_heartbeat", "lease_edge")
 # ``power_loss`` (added later): process 0, no target, one at a time, so paired in order as the aimed ones.
 FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS, "power_loss")
 INDETERMINATE = ("info", "open")
@@ -118,11 +119,11 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     inv_f = f_codes[inv_rows]
     del order, s_proc, s_f, s_key, is_inv, same_next, paired, inv_pos, comp_pos, completed_mask, by_time
 
-    def part(*names: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    def part(*names: str, extra: tuple[str, ...] = (), comp_extra: tuple[str, ...] = ()) -> pd.DataFrame:
         """Each kind assembled straight from the history rows: no all-operations frame to split."""
         codes = [cats.index(x) for x in names if x in cats]
         mask = np.isin(inv_f, codes)
-        frame = _assemble(h, inv_rows[mask], comp_rows[mask], extra)
+        frame = _assemble(h, inv_rows[mask], comp_rows[mask], extra, comp_extra)
         frame["f"] = pd.Series(np.asarray(cats, dtype=object)[inv_f[mask]], dtype=object)
         return frame
 
@@ -152,7 +153,8 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     registers = part("register")
     registers["task"] = registers["task"].fillna(registers["task_c"])
     # Only faults carry ``detail`` (a pause's class, or the aimed fault that froze the worker).
-    faults = part(*FAULTS, extra=("detail",))
+    # And an aimed fault's end record its ``state`` (duplicate_register's: the task's, as ``state_c``).
+    faults = part(*FAULTS, extra=("detail",), comp_extra=("state",))
     faults["task"] = faults["task"].fillna(faults["task_c"])
     faults["gen"] = faults["gen"].fillna(faults["gen_c"])
 
@@ -220,15 +222,15 @@ def _take(col: pd.Series, rows: np.ndarray) -> np.ndarray:
 
 
 def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray,
-              extra: tuple[str, ...] = ()) -> pd.DataFrame:
+              extra: tuple[str, ...] = (), comp_extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """One row per invoke: its fields (and the ``extra`` invoke columns), and its completion's fields
-    (suffix ``_c``) when there is one."""
+    (and ``comp_extra``; suffix ``_c``) when there is one."""
     has = comp_rows >= 0
     safe = np.where(has, comp_rows, 0)
     out: dict[str, np.ndarray] = {"i": inv_rows}
     for col in _INVOKE_COLS + extra:
         out["t_inv" if col == "time" else col] = _take(h[col], inv_rows)
-    for col in _COMPLETE_COLS:
+    for col in _COMPLETE_COLS + comp_extra:
         vals = _take(h[col], safe)
         if vals.dtype == object:
             vals[~has] = None

@@ -146,6 +146,13 @@ class LostReplies(TypedDict):
     ledger: int | None  # None without a ledger
 
 
+class StateWindows(TypedDict):
+    """An aimed kind's windows that took a task in one state."""
+
+    total: int
+    hit: int
+
+
 class AimedCoverage(TypedDict):
     """One aimed fault kind: how many of its windows were tried, reached and missed, and why each miss."""
 
@@ -153,6 +160,9 @@ class AimedCoverage(TypedDict):
     hit: int  # ended ``hit``: the window was reached
     missed: int  # ended ``missed: <reason>``, or never ended (total = hit + missed)
     reasons: dict[str, int]  # reason -> missed windows, most frequent first
+    # Windows that took a task in a given state (duplicate_register: pending, running, done, uncertain), per
+    # state: tried and hit. Only for a kind whose end records carry the state (runs from before have none).
+    by_state: NotRequired[dict[str, StateWindows]]
 
 
 class ClockCoverage(TypedDict):

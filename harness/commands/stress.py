@@ -246,8 +246,10 @@ def print_run_summary(result: Any, out: Any) -> None:
     if t.hunts_expired:
         expired = ", ".join(f"{k} {n}" for k, n in sorted(t.hunts_expired.items()))
         print(f"        found no target in time: {expired}", file=out)
+    for kind in sorted(aim.skipped):
+        print(f"        {kind}: not tried, the queue does not offer what it needs (extend())", file=out)
     for kind in () if interrupted else NEMESIS_FAULTS + ("lose_reply", "slow"):
-        if cfg.faults.get(kind, 0) > 0 and _injected(kind, t, c) == 0:
+        if cfg.faults.get(kind, 0) > 0 and _injected(kind, t, c) == 0 and not aim.skipped[kind]:
             print(f"  warning: {kind} was requested but never injected", file=out)
     if cfg.probe_rate > 0:
         print(f"probes: {getattr(result, 'probes', 0)} snapshots read mid-run ({cfg.probe_rate:g}/s), judged against "

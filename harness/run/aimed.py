@@ -18,8 +18,12 @@ history's to tell and the checker's to judge; the script never looks at the queu
   holder's lease is valid.
 - ``claim_stampede`` (claim atomicity): hold every idle worker at the gate, register a fresh task,
   let them all go with one wake-up, paired so that two claims start within microseconds: they race.
-- ``duplicate_register`` (producer retries): register a pending, running or terminal task again,
-  from the coordinator and from every held worker at the same instant.
+- ``duplicate_register`` (producer retries): register a pending, running, done or uncertain task
+  again, from the coordinator and from every held worker at the same instant.
+
+Kinds in modules of their own (:class:`AimedKind`, handed in by the nemesis) run in the same frame
+and use the same building blocks: ``stale_heartbeat`` (:mod:`takeover.run.stale_heartbeat`) and
+``lease_edge`` (:mod:`takeover.run.lease_edge`).
 
 Each script is a generator driven by the nemesis' loop: it yields how long it may sleep and never
 blocks, so kills, pauses and the other scripts go on meanwhile. Its ``finally`` puts everything
@@ -31,7 +35,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,11 +64,12 @@ MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resume
 # that hands it out anyway is caught for that), and a gate held for the whole lease stopped every claim
 # for a second: a run's first seconds then had no finish at all, and stale_return's takeovers waited.
 CLOSE_AHEAD = 0.15
-STATE_CLASSES = ("pending", "running", "terminal")  # what duplicate_register registers again
+STATE_CLASSES = ("pending", "running", "done", "uncertain")  # what duplicate_register registers again
 FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
 # The states in which registering a task again changes something in a queue that resets a known task
-# (an upsert): a fallback takes them before pending (see AimedFaults._pick_registered).
-RESETTABLE = ("running", "terminal")
+# (an upsert, or one that resets only some states, as uncertain ones): a fallback takes them before
+# pending (see AimedFaults._pick_registered).
+RESETTABLE = ("running", "done", "uncertain")
 PICK_WAIT, PICK_POLL = 1.5, 0.05  # how long, and how often, duplicate_register looks for its deck's state
 # The orders a stale_return window lets its two holders finish in, dealt from a seeded deck: the stale
 # holder first, while the new one still holds the task (S3: a finish that ignores the generation
@@ -77,7 +82,7 @@ STALE_ORDERS = ("stale_first", "new_first")
 # as the workers are up: stale_return holds no claims back (the gated kinds' first arrivals stay spread
 # over the first second, so they do not all queue for the gate at once), and each of its windows waits
 # a whole lease for its takeover, which is most of the time to the first stale finish.
-OPEN_AT_ONCE = frozenset({"stale_return"})
+OPEN_AT_ONCE = frozenset({"stale_return", "stale_heartbeat"})
 
 
 def early_arrivals(kind: str) -> int:
@@ -95,6 +100,7 @@ class AimTally:
     hits: Counter = field(default_factory=Counter)  # by kind
     missed: Counter = field(default_factory=Counter)  # by kind
     reasons: Counter = field(default_factory=Counter)  # (kind, reason)
+    skipped: Counter = field(default_factory=Counter)  # by kind: arrivals not tried, the queue giving it nothing
 
 
 @dataclass
@@ -108,11 +114,26 @@ class Frozen:
 
 
 class Producer(Protocol):
-    """The coordinator's side of registration, for duplicate_register and claim_stampede."""
+    """The coordinator's side of registration, for duplicate_register and claim_stampede; and what the
+    open queue can do (its optional methods, takeover.contract.capabilities), for the kinds that need one."""
 
     def register_again(self, ids: Sequence[str]) -> int: ...
     def register_new(self) -> str | None: ...
     def states(self) -> list[tuple[str, str]] | None: ...
+    def capabilities(self) -> dict[str, bool]: ...
+
+
+@dataclass(frozen=True)
+class AimedKind:
+    """An aimed fault kind written in a module of its own: its script, run in :meth:`AimedFaults._run`'s
+    frame as the methods here are (``script(faults, deadline, fields)``); whether it applies to the open
+    queue (a kind that needs an optional method is not tried on a queue without it: no window, no miss);
+    and whether its hold ends with a frozen holder's lease, as expire_and_return's does (the other holds
+    then keep off the gate before it closes: :meth:`AimedFaults._gate_blocker`)."""
+
+    script: ScriptOf
+    applies: Callable[[AimedFaults], bool] = lambda _faults: True
+    ends_with_lease: bool = False
 
 
 class Hands(Protocol):
@@ -132,9 +153,11 @@ class AimedFaults:
     GATED = ("expire_and_return", "claim_stampede", "duplicate_register")
 
     def __init__(self, cfg: RunConfig, board: PhaseBoard, hands: Hands, producer: Producer | None,
-                 rngs: dict[str, random.Random], scripts: dict[str, ScriptOf] | None = None) -> None:  # fmt: skip
+                 rngs: dict[str, random.Random], kinds: Mapping[str, AimedKind] | None = None) -> None:  # fmt: skip
         self.cfg = cfg
-        self.scripts = scripts or {}  # kinds whose script lives in a module of its own (freeze_in_call)
+        self.kinds = dict(kinds or {})  # the kinds written in modules of their own
+        # The holds that end with a frozen holder's lease (see AimedKind.ends_with_lease).
+        self.lease_holds = {"expire_and_return", *(k for k, v in self.kinds.items() if v.ends_with_lease)}
         self.board = board
         self.hands = hands
         self._producer = producer
@@ -147,11 +170,13 @@ class AimedFaults:
         self.gate_owner: str | None = None
         self.holds = 0
         self._deck: list[str] = []
+        self._decks: dict[str, list[str]] = {}  # see deal
         self._orders: list[str] = []
         self._up = False
         # Per stale_return order under way: its frozen holder's lease end and task, until the takeover.
         self._takeovers: dict[str, tuple[float, int]] = {}
         self._closing_at: float | None = None  # when an expire_and_return closes the gate again (CLOSE_AHEAD)
+        self._closing_kind = "expire_and_return"  # the kind (a lease hold) that closes it then
         self._first_tick: float | None = None
         self._up_at = 0.0  # when the workers were up (see _workers_up)
         self._released_at = 0.0  # when the last hold let its held workers go
@@ -160,6 +185,9 @@ class AimedFaults:
     def arrive(self, kind: str, now: float) -> None:
         """Queue an arrival in its lane: stale_return's next order from the deck, so the run's first two
         arrivals take one order each and open together."""
+        if kind in self.kinds and not self.kinds[kind].applies(self):
+            self.tally.skipped[kind] += 1  # e.g. a heartbeat fault on a queue without extend(): nothing to try
+            return
         order = self._next_order() if kind == "stale_return" else ""
         self.waiting.setdefault((kind, order), deque()).append(now)
 
@@ -243,9 +271,8 @@ class AimedFaults:
         fields: dict[str, Any] = {"order": order} if order else {}
         self.hands.record("invoke", kind, **fields)
         try:
-            script = self.scripts.get(kind)
-            body = script(self, arrived + WINDOW, fields) if script else getattr(self, kind)(arrived + WINDOW, fields)
-            yield from body
+            script = self.kinds[kind].script if kind in self.kinds else getattr(type(self), kind)
+            yield from script(self, arrived + WINDOW, fields)
         except Missed as exc:
             self._end(kind, False, str(exc), fields)
         except GeneratorExit:
@@ -268,7 +295,8 @@ class AimedFaults:
         return ("acted",) if self.cfg.local_step >= 0.005 else ("working",)
 
     def _freeze_holder(self, kind: str, deadline: float, fields: dict[str, Any], gated: bool = False,
-                       past_lease: float = 0.0, spare: int = 0) -> Generator[float, None, Frozen]:  # fmt: skip
+                       past_lease: float = 0.0, spare: int = 0,
+                       phases: tuple[str, ...] | None = None) -> Generator[float, None, Frozen]:  # fmt: skip
         """Find a lease holder in the aimed phase and freeze it there (recorded as a pause of ``kind``).
 
         ``gated``: the fault needs the claim gate as soon as it has its holder, so it looks only while
@@ -276,8 +304,9 @@ class AimedFaults:
         Owning the gate while it hunts would keep the other gated faults waiting for seconds.
         ``past_lease``: how long past the lease's end the fault means to resume it (the pause's plan).
         ``spare``: how many live workers nobody froze must be left besides the holder (its takeovers).
+        ``phases``: where to find it (default :meth:`_holder_phases`).
         """
-        phases = self._holder_phases()
+        phases = phases or self._holder_phases()
         pick = self.rngs["targets"]
         blocked_by = ""  # why it did not look, the last time it could not: the start of its miss
         while True:
@@ -362,13 +391,13 @@ class AimedFaults:
         stale_return orders and an expire_and_return may have three of four workers frozen). Else None."""
         if self.gate_owner is not None:
             return self.gate_owner
-        if kind == "expire_and_return":
+        if kind in self.lease_holds:
             return None
         now = time.time()
         if any(-TAKEOVER_GRACE < due - now < GATHER + 0.1 for due, _task in self._takeovers.values()):
             return "stale_return"
         if self._closing_at is not None and self._closing_at - now < GATHER + 0.1:
-            return "expire_and_return"  # it closes the gate soon: a hold begun now would still own it then
+            return self._closing_kind  # it closes the gate soon: a hold begun now would still own it then
         if self._idle_workers() < 2:
             return FEW_FREE
         return None
@@ -431,11 +460,20 @@ class AimedFaults:
     # -- the scripts ----------------------------------------------------------------------------------
     def expire_and_return(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "expire_and_return"
+        margin = self.rngs[kind].uniform(*MARGIN)
+        yield from self.return_at(kind, deadline, fields, margin)
+        late_ms = fields["late"] * 1000
+        fields["detail"] = f"finish called {late_ms:.0f} ms after the lease ran out, no claim in between"
+
+    def return_at(self, kind: str, deadline: float, fields: dict[str, Any], margin: float) -> Script:
+        """Freeze a holder between its action and its finish, keep every claim back from CLOSE_AHEAD
+        before its lease ends, and resume it ``margin`` seconds after that end (before it, when
+        negative), alone: its finish is called then, and no claim can have taken the task over.
+        ``fields["late"]``: how far past the lease's end it was resumed (negative: before)."""
         # The gate closes only once the holder is frozen: closed earlier, it would stop the claims
         # that make holders, and the hunt could wait for one in vain.
         holder: Frozen | None = None
         try:
-            margin = self.rngs[kind].uniform(*MARGIN)
             holder = yield from self._freeze_holder(kind, deadline, fields, gated=True, past_lease=margin)
             view = holder.view
             fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
@@ -447,8 +485,6 @@ class AimedFaults:
             fields["late"] = round(time.time() - view.lease_until, 4)
             end = time.time() + max(1.0, 3 * self.cfg.local_step)
             yield from self._resume_to_finish(holder, end, "the resumed holder did not call finish within a second")
-            late_ms = fields["late"] * 1000
-            fields["detail"] = f"finish called {late_ms:.0f} ms after the lease ran out, no claim in between"
         finally:
             self._thaw(holder)
             self._open_gate(kind)
@@ -461,7 +497,7 @@ class AimedFaults:
         close_at = lease_until - CLOSE_AHEAD
         if close_at - time.time() < 2 * POLL:
             return  # its lease ends now: keep the gate it took with the freeze
-        self._closing_at = close_at
+        self._closing_at, self._closing_kind = close_at, kind
         self._open_gate(kind)
         try:
             while time.time() < close_at:
@@ -480,30 +516,9 @@ class AimedFaults:
         old: Frozen | None = None
         new: Frozen | None = None
         try:
-            # One worker besides it for each takeover awaited, this one's included: with the other
-            # order's holder frozen too, the last free worker must not be frozen as well.
-            old = yield from self._freeze_holder(kind, deadline, fields, spare=len(self._takeovers) + 1)
+            old = yield from self.freeze_stale(kind, deadline, fields)
             view = old.view
-            fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
-            give_up = view.lease_until + max(1.0, 2 * self.cfg.lease)
-            self._takeovers[order] = (view.lease_until, view.task)
-            try:
-                while True:  # wait for a takeover of the frozen holder's task
-                    taker = self._holder_of(view.task, view.gen, exclude=old.slot)
-                    if taker is not None:
-                        break
-                    if time.time() > give_up:
-                        waited = give_up - view.lease_until
-                        raise Missed(f"no other worker took the task over within {waited:.1f} s of its expiry")
-                    yield POLL
-                new_view = self.hands.probe(taker)
-            finally:
-                self._takeovers.pop(order, None)
-            if new_view is None or new_view.task != view.task or new_view.phase not in ("working", "acting", "acted"):
-                if new_view is not None:
-                    self.hands.release(taker)
-                raise Missed("the new holder was inside a queue call (or gone) when it was to be frozen")
-            fields.update(new_gen=new_view.gen, new_lease_until=new_view.lease_until)
+            taker, new_view = yield from self.await_takeover(old, order, fields)
             if order == "new_first":
                 yield from self._new_holder_first(old, taker, new_view)
                 fields["detail"] = (f"generation {view.gen}'s finish called after generation {new_view.gen}'s "
@@ -518,6 +533,44 @@ class AimedFaults:
         finally:
             self._thaw(old)
             self._thaw(new)
+
+    def freeze_stale(self, kind: str, deadline: float, fields: dict[str, Any],
+                     phases: tuple[str, ...] | None = None) -> Generator[float, None, Frozen]:  # fmt: skip
+        """Freeze a holder that is to become stale (its task taken over while it is frozen), leaving one
+        free worker for each takeover awaited, this one's included: with the other windows' holders frozen
+        too, the last free worker must not be frozen as well."""
+        old = yield from self._freeze_holder(kind, deadline, fields, spare=len(self._takeovers) + 1, phases=phases)
+        view = old.view
+        fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
+        return old
+
+    def await_takeover(self, old: Frozen, lane: str,
+                       fields: dict[str, Any]) -> Generator[float, None, tuple[int, SlotView]]:  # fmt: skip
+        """Wait for another worker to take the frozen holder's task over (within a second, or two leases,
+        of its expiry), and freeze the new holder by probing it: its slot and view, frozen (the caller
+        releases or freezes it for good). ``lane`` keys the wait in ``_takeovers`` (see :meth:`guards`).
+        Missed if nobody took it over, or the new holder was inside a queue call then."""
+        view = old.view
+        give_up = view.lease_until + max(1.0, 2 * self.cfg.lease)
+        self._takeovers[lane] = (view.lease_until, view.task)
+        try:
+            while True:  # wait for a takeover of the frozen holder's task
+                taker = self._holder_of(view.task, view.gen, exclude=old.slot)
+                if taker is not None:
+                    break
+                if time.time() > give_up:
+                    waited = give_up - view.lease_until
+                    raise Missed(f"no other worker took the task over within {waited:.1f} s of its expiry")
+                yield POLL
+            new_view = self.hands.probe(taker)
+        finally:
+            self._takeovers.pop(lane, None)
+        if new_view is None or new_view.task != view.task or new_view.phase not in ("working", "acting", "acted"):
+            if new_view is not None:
+                self.hands.release(taker)
+            raise Missed("the new holder was inside a queue call (or gone) when it was to be frozen")
+        fields.update(new_gen=new_view.gen, new_lease_until=new_view.lease_until)
+        return taker, new_view
 
     def _new_holder_first(self, old: Frozen, taker: int, new_view: SlotView) -> Generator[float, None, None]:
         """stale_return's other order: the new holder (frozen by its probe) goes on at once and its
@@ -605,6 +658,15 @@ class AimedFaults:
                 return slot
         return None
 
+    def deal(self, name: str, cards: Sequence[str]) -> str:
+        """The next card of the deck ``name``: each round holds every card once, shuffled by the stream
+        ``rngs[name]``, so a short run sees every card and the seed alone decides the order."""
+        deck = self._decks.setdefault(name, [])
+        if not deck:
+            deck.extend(cards)
+            self.rngs[name].shuffle(deck)
+        return deck.pop()
+
     def _next_order(self) -> str:
         """The next stale_return window's order, from a deck holding each order once per round."""
         if not self._orders:
@@ -613,19 +675,22 @@ class AimedFaults:
         return self._orders.pop()
 
     def _pick_registered(self, deadline: float) -> Generator[float, None, tuple[str, str] | None]:
-        """A task in the next state of the deck (pending, running, terminal), or in another.
+        """A task in the next state of the deck (running, done, uncertain, pending), or in another.
 
-        Each round of the deck takes every state once: running and terminal first, in a seeded
-        order, then pending. A short run sees one or two of these faults, and registering a pending
-        task again is the one case a queue that resets a known task (an upsert) survives. The deck's
-        state is waited for up to PICK_WAIT before another is taken: a run's first window opens as
-        the workers come up, before any task is running or done. The other of running and terminal
-        is taken before pending then: a short run's first window was dealt terminal, found nothing
-        done after its patience and registered a pending task, which showed nothing.
+        The state is the seed's choice: each round of the deck takes every state once, the three a
+        queue that resets a known task can get wrong (running, done, uncertain: an upsert that resets
+        them all, or one that "retries" uncertain tasks only) first, in a seeded order, then pending,
+        which shows nothing of the kind. A short run sees a few of these faults, so the round's order
+        matters. The deck's state is waited for up to PICK_WAIT: a run's first window opens as the
+        workers come up, before any task is running, done or uncertain. If it is still not there,
+        another state is taken now (the resettable ones before pending) and the dealt one is put back
+        on top of the deck, for the next window: uncertain tasks are rare in a run's first second
+        (one action in twenty loses its reply), and a dealt state given up for good left a run
+        without its only window on an uncertain task.
         """
         rng = self.rngs["duplicate_register"]
         if not self._deck:
-            first = ["running", "terminal"]
+            first = list(RESETTABLE)
             rng.shuffle(first)
             self._deck = ["pending", *reversed(first)]  # popped from the end
         wanted = self._deck.pop()
@@ -634,22 +699,25 @@ class AimedFaults:
             yield PICK_POLL
         if found is not None:
             return wanted, found
-        # Then the other state that shows an upsert's reset before pending, which shows nothing.
         for state in (*RESETTABLE, "pending"):
             if state != wanted and (found := self._registered_in(state, rng)) is not None:
+                if state in self._deck:
+                    self._deck.remove(state)  # taken now: its turn in the round is used
+                self._deck.append(wanted)  # tried again next window
                 return state, found
+        self._deck.append(wanted)
         return None
 
     def _registered_in(self, state: str, rng: random.Random) -> str | None:
         """A registered task in ``state`` (running: held by a live worker; else from the queue's
-        snapshot), or None. The snapshot is a queue call the nemesis' loop waits for: for a terminal
-        task it is asked only once a worker has had a finish accepted (the board counts them)."""
+        snapshot), or None. The snapshot is a queue call the nemesis' loop waits for: for a done or
+        uncertain task it is asked only once a worker has had a finish accepted (the board counts them)."""
         if state == "running":
             running = sorted({self.board.read(s).task for s in self.hands.candidates(HOLDING)} - {-1})
             return task_id(rng.choice(running)) if running else None
-        if state == "terminal" and not any(self.board.read(s).done for s in range(self.board.slots)):
+        if state != "pending" and not any(self.board.read(s).done for s in range(self.board.slots)):
             return None
-        ids = sorted(t for t, st in self.producer.states() or [] if _state_class(st) == state)
+        ids = sorted(t for t, st in self.producer.states() or [] if st == state)
         return rng.choice(ids) if ids else None
 
 
@@ -662,7 +730,3 @@ def together(times: list[float], within: float) -> tuple[int, float]:
         if len(group) > best:
             best, span = len(group), group[-1] - first
     return best, span
-
-
-def _state_class(state: str) -> str:
-    return state if state in ("pending", "running") else "terminal"

@@ -389,6 +389,10 @@ class _Producer:
         c = self.c
         return register_tasks(c.queue, c.hist, list(ids), time.time(), c._queue_call)
 
+    def capabilities(self) -> dict[str, bool]:
+        """The open queue's optional methods (none before it is open)."""
+        return capabilities(self.c.queue) if self.c.queue is not None else {}
+
     def states(self) -> list[tuple[str, str]] | None:
         """The queue's snapshot, given up after STATES_TIMEOUT: the faulted phase's loop must not wait
         for a queue that hangs in snapshot() (the drain's deadline is minutes long)."""

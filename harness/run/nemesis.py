@@ -25,9 +25,9 @@ are dealt from shuffled decks so a short run still sees all three. With ``--paus
 instead a ``stall`` as long as one of the given durations (GC or VM stalls), drawn from the pause stream.
 
 Aimed faults (``expire_and_return``, ``stale_return``, ``claim_stampede``, ``duplicate_register``,
-``freeze_in_call``) arrive on the same stratified plan and are handed to :mod:`takeover.run.aimed`, which steers the
-workers into their window; the slots they freeze are theirs alone until they let go (no kill or
-pause may touch them).
+``freeze_in_call``, ``stale_heartbeat``, ``lease_edge``) arrive on the same stratified plan and are
+handed to :mod:`takeover.run.aimed`, which steers the workers into their window; the slots they freeze
+are theirs alone until they let go (no kill or pause may touch them).
 
 Clock jumps (``--clock-jump-rate``) arrive on the same stratified plan, from their own stream: each
 steps a live worker's clock by a seeded amount, posted on the phase board for the worker to apply and
@@ -49,9 +49,11 @@ from typing import Any
 
 from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
 from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
-from takeover.run.aimed import OPEN_AT_ONCE, AimedFaults, AimTally, Producer, early_arrivals
+from takeover.run.aimed import OPEN_AT_ONCE, AimedFaults, AimedKind, AimTally, Producer, early_arrivals
 from takeover.run.freeze_in_call import KIND, FreezeInCall
+from takeover.run.lease_edge import LEASE_EDGE
 from takeover.run.phases import PhaseBoard, SlotView
+from takeover.run.stale_heartbeat import STALE_HEARTBEAT
 
 HUNT_WINDOW = 3.0
 FIRST_AIM = 1.0  # an aimed kind's first window opens within this many seconds of the faulted phase
@@ -59,6 +61,8 @@ HUNT_POLL = 0.0002  # a finish call lasts a fraction of a millisecond
 PAUSE_CLASSES = ("before_expiry", "just_after_expiry", "long_after_expiry")
 PAUSE_PHASES = ("working", "acting", "acted")  # holders not inside a database call
 JUST_AFTER_MARGIN = (0.002, 0.02)
+# The aimed kinds written in modules of their own (takeover.run.aimed.AimedKind).
+AIMED_KINDS: dict[str, AimedKind] = {"stale_heartbeat": STALE_HEARTBEAT, "lease_edge": LEASE_EDGE}
 CLOCK_JUMP = "clock_jump"  # the plan's name for clock jumps, and their history ``f`` (takeover.run.clock)
 
 
@@ -145,7 +149,8 @@ class Nemesis:
         self._record = record or (lambda *_args, **_fields: None)
         streams = {k: self.rngs[k] for k in AIMED_FAULTS} | {"targets": random.Random(stream_seed(cfg.seed, "aim")),
                                                              "orders": random.Random(stream_seed(cfg.seed, "orders"))}
-        self.aimed = AimedFaults(cfg, board, _Hands(self), producer, streams, {KIND: FreezeInCall(cfg).script})
+        kinds = AIMED_KINDS | {KIND: AimedKind(FreezeInCall(cfg).script)}
+        self.aimed = AimedFaults(cfg, board, _Hands(self), producer, streams, kinds)
         self.tally.aimed = self.aimed.tally
 
     # -- lifecycle --------------------------------------------------------------------------------

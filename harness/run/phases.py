@@ -66,7 +66,12 @@ RACE, RACE_BEAT, RACE_CORE, RACE_RANK, RACE_WITH = 15, 16, 17, 18, 19
 # negative when the call passed without a point to stop at) and says where (FREEZE_AT: the statement,
 # FREEZE_OF: how many the call issues).
 FREEZE_ARM, FREEZE_OP, FREEZE_SPOT, FREEZE_SEEN, FREEZE_AT, FREEZE_OF = 20, 21, 22, 23, 24, 25
-SLOT_WIDTH = 26
+# A heartbeat asked of the slot's worker (the stale_heartbeat fault, takeover.run.stale_heartbeat): the
+# nemesis sets BEAT_ASK to 1 while the worker is frozen; the worker, at its next step (before its action,
+# before its finish), clears it and calls extend() once, whatever --heartbeat is. EXTEND_CALLS counts the
+# extends this incarnation has seen return (counted after the completion is recorded).
+BEAT_ASK, EXTEND_CALLS = 26, 27
+SLOT_WIDTH = 28
 # How the racers of a hold find each other: a racer of that hold on another core that has looked within
 # PARTNER_FRESH is running at this very moment (line_up).
 PARTNER_FRESH = 0.00005
@@ -320,6 +325,8 @@ class PhaseBoard:
         # A new incarnation starts from its own skew: jumps aimed at the one before are not its. Jumps posted
         # from here on are, even before it first reads its clock (starting a process can take a second).
         a[b + CLOCK_JUMPS] = 0.0
+        a[b + BEAT_ASK] = 0.0  # a heartbeat asked of the dead incarnation is not the new one's
+        a[b + EXTEND_CALLS] = 0.0
         a[b + FREEZE_ARM] = 0.0  # a freeze armed for the one before is not this one's
         a[b + FREEZE_SEEN] = 0.0
 
@@ -336,6 +343,26 @@ class PhaseBoard:
 
     def finish_calls(self, slot: int) -> int:
         return int(self.array[self._base(slot) + FINISH_CALLS])
+
+    def ask_heartbeat(self, slot: int) -> None:
+        """The nemesis: ask the slot's (frozen) worker to call extend() once at its next step."""
+        self.array[self._base(slot) + BEAT_ASK] = 1.0
+
+    def heartbeat_asked(self, slot: int) -> bool:
+        """The slot's worker: whether a heartbeat is asked of it; the asking is taken back at once
+        (only the worker writes the field to 0, only a frozen worker's is set to 1)."""
+        i = self._base(slot) + BEAT_ASK
+        if self.array[i] == 0.0:
+            return False
+        self.array[i] = 0.0
+        return True
+
+    def withdraw_heartbeat(self, slot: int) -> None:
+        """The nemesis: a heartbeat asked and not taken is no longer asked (the window ended)."""
+        self.array[self._base(slot) + BEAT_ASK] = 0.0
+
+    def extend_calls(self, slot: int) -> int:
+        return int(self.array[self._base(slot) + EXTEND_CALLS])
 
     def post_clock_jump(self, slot: int, seconds: float) -> None:
         """Step the slot's worker clock by ``seconds`` (the nemesis only: one writer, so no lost update)."""

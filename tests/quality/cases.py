@@ -985,3 +985,52 @@ def probe_sees_a_replaced_row() -> Run:
     r.probe(2.5, ("a", "pending", 0, None), ("b", "pending", 0, None))
     r.snapshot_error = "interrupted"
     return r
+
+
+def _stale_heartbeat(extend_status: str, finish_status: str) -> Run:
+    """w1 claims a (lease until 5) and is frozen; w2 takes it over at 6 (lease until 11); w1, resumed,
+    heartbeats generation 1 at 7, then (if the heartbeat kept its lease) acts and finishes at 8;
+    w2 finishes at 9 (the stale_heartbeat fault's window, takeover.run.stale_heartbeat)."""
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.pause_start(1, 0.5, 6.0, task="a", gen=1, phase="working", detail="stale_heartbeat")
+    r.claim(2, 6, "a", 2)
+    r.pause_end(1, 6.5)
+    r.extend(1, 7, "a", 1, status=extend_status)
+    if extend_status == "ok":
+        r.action(1, 7.5, "a", 1)
+        r.finish(1, 8, "a", 1, status=finish_status)
+    r.action(2, 8.5, "a", 2)
+    r.finish(2, 9, "a", 2)
+    r.work(2, 10, "b", 1)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r
+
+
+@case("lease_exclusive")
+def stale_heartbeat_accepted() -> Run:
+    """The queue renews generation 1's lease although generation 2 holds the task (a heartbeat that
+    ignores the generation): the stale holder is told it holds the task until 12 while w2 does. Its
+    finish is refused, so nothing but the heartbeat shows it (invariants._stale_extends)."""
+    return _stale_heartbeat("ok", "rejected")
+
+
+@case()
+def stale_heartbeat_refused() -> Run:
+    """A correct queue answers the stale holder's heartbeat ``lost``: w1 stops before it acts."""
+    return _stale_heartbeat("lost", "rejected")
+
+
+@case()
+def heartbeat_in_flight_with_the_takeover() -> Run:
+    """w1's heartbeat is invoked (at now=4.99, inside its lease) before w2's claim returned: either may
+    have taken effect first, so its ok proves nothing stale."""
+    r = _two_workers()
+    r.claim(1, 0, "a", 1)
+    r.extend(1, 4.99, "a", 1, done=6.2)
+    r.claim(2, 6, "a", 2)
+    r.action(2, 8.5, "a", 2)
+    r.finish(2, 9, "a", 2)
+    r.work(2, 10, "b", 1)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None))
+    return r

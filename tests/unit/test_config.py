@@ -90,7 +90,7 @@ def test_the_reproduce_line_is_pinned_byte_for_byte():
         "--client-timeout 0.25 --drain-timeout 0 --kill-rate 0.5 --kill-before-action-rate 0 "
         "--kill-after-action-rate 0 --kill-during-finish-rate 0 --pause-rate 1 --expire-and-return-rate 0 "
         "--stale-return-rate 0 --claim-stampede-rate 0 --duplicate-register-rate 0 --freeze-in-call-rate 0 "
-        "--lose-reply-rate 0.2 --slow-rate 1e-07 --probe-rate 0"
+        "--stale-heartbeat-rate 0 --lease-edge-rate 0 --lose-reply-rate 0.2 --slow-rate 1e-07 --probe-rate 0"
     )
     assert stress.resolve(parse(*shlex.split(cfg.command())[2:])).command() == cfg.command()
 
