@@ -14,30 +14,27 @@ side from a seeded deck, once each per round:
 
 Every side holds the claims back from CLOSE_AHEAD before the end until the finish returned (as
 expire_and_return does, :meth:`AimedFaults.return_at`), so no takeover comes first: a late finish is
-refused by a correct queue for its lease alone. The tick is a tenth of the lease, at most 50 ms: the
-resolution the model coverage judges "within a tick of its end" at.
+refused by a correct queue for its lease alone. The tick is the model coverage's
+(:func:`takeover.coverage_space.stress_tick`: a tenth of the lease, at most 50 ms), so each side
+lands in the cell it aims at: ``edge`` (before and just after), ``past`` (further past).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from takeover.coverage_space import stress_tick
 from takeover.run.aimed import AimedFaults, AimedKind, Script
 
 KIND = "lease_edge"
 SIDES = ("before", "just_after", "further_past")
 FURTHER = 0.3  # the furthest past the lease's end a further_past finish is called, in seconds
-TICK = 0.05  # at most; a tenth of a shorter lease
-
-
-def tick(lease: float) -> float:
-    return min(TICK, lease / 10)
 
 
 def margin(side: str, lease: float, draw: float) -> float:
     """How far past the lease's end (negative: before) a ``side`` window resumes its holder, for a
     ``draw`` uniform in [0, 1)."""
-    t = tick(lease)
+    t = stress_tick(lease)
     if side == "before":
         return -t * (0.2 + 0.6 * draw)
     if side == "just_after":
