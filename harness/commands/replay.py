@@ -30,7 +30,7 @@ from takeover import db, store
 from takeover.commands.scenarios import positive_seconds
 from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, add_issue_option, db_given
-from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, replay_run
+from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, check_saved, replay_run
 from takeover.replay.issue import ISSUE_FILE, write_issue
 from takeover.replay.output import report_json, write_outputs
 from takeover.scenarios import DEFAULT_STEP_TIMEOUT
@@ -99,6 +99,7 @@ def recorded_db(run_dir: str) -> str:
 def _run(args: argparse.Namespace) -> ExitCode:
     report = replay_run(args.run_dir, args.task, args.queue, repeat=args.repeat,
                         step_timeout=args.step_timeout, max_tasks=args.max_tasks)
+    check_saved(report, Path(args.out) if args.out else report.run_dir / REPLAY_FILE, args.step_timeout)
     files = None
     ids: dict[tuple[str, str], str] = {}
     if any(tr.shrunk for tr in report.tasks):
@@ -128,7 +129,7 @@ def _issue(args: argparse.Namespace, report: ReplayReport, files: tuple[Path, Pa
 
 
 def exit_code(report: ReplayReport) -> ExitCode:
-    if report.reproduced:
+    if report.reproduced or (report.saved is not None and report.saved.failed):
         return ExitCode.VIOLATED
     if report.fixed:
         return ExitCode.VALID
@@ -143,7 +144,7 @@ def fixed_lines(report: ReplayReport) -> list[str]:
     placements = sum(tr.tried for tr in report.tasks)
     seed = store_seed(report)
     again = f"takeover stress --queue {report.queue}" + (f" --seed {seed}" if seed is not None else "")
-    return [
+    lines = [
         f"FIXED on {report.queue}: every call the run recorded on its {_plural(len(report.tasks), 'violating task')} "
         f"(where {report.recorded_queue} broke {', '.join(broken)}), replayed alone in one process "
         f"({_plural(placements, 'placement')} in all, calls of unknown outcome tried both ways), is answered "
@@ -152,6 +153,10 @@ def fixed_lines(report: ReplayReport) -> list[str]:
         "a one-task replay makes no two calls at once (races), holds no other tasks, and tries only what the run "
         f"did. Run stress on the fix too: {again}",
     ]
+    if report.saved is not None:
+        lines.insert(1, f"  The shrunk scenario(s) of {report.saved.file} pass on it too: "
+                        f"{', '.join(report.saved.passed)}.")
+    return lines
 
 
 def store_seed(report: ReplayReport) -> int | None:
@@ -237,7 +242,14 @@ def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[P
         print(f"  takeover scenarios --file {files[0]} --queue {report.queue}{on}   # fails until the queue is fixed",
               file=out)
     n, total = len(report.reproduced), len(report.tasks)
-    if n:
+    saved = report.saved
+    if saved is not None and saved.failed:
+        print(f"NOT FIXED: the run's calls replay clean on {report.queue}, but {len(saved.failed)} of the shrunk "
+              f"scenario(s) of {saved.file} still fail on it:", file=out)
+        for failure in saved.failed:
+            print(f"  {failure}", file=out)
+        print(f"  takeover scenarios --file {saved.file} --queue {report.queue}   # step by step", file=out)
+    elif n:
         print(f"REPRODUCED in one process: {n} of {total} task(s).", file=out)
     elif report.fixed:
         print("\n".join(fixed_lines(report)), file=out)

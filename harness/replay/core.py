@@ -55,6 +55,16 @@ class TaskReplay:
         return bool(self.outcome and self.outcome.departures)
 
 
+@dataclass(frozen=True)
+class SavedScenarios:
+    """The shrunk scenarios an earlier replay of the run wrote (``replay.json``), run on the queue named:
+    the boundary cases the shrinker found (a finish exactly at the lease's end), beside the recorded calls."""
+
+    file: Path
+    passed: list[str]
+    failed: list[str]  # "id: the first failure"
+
+
 @dataclass
 class ReplayReport:
     run_dir: Path
@@ -67,6 +77,7 @@ class ReplayReport:
     hung: str | None = None  # the queue call that did not return, which stopped the replay
     queue_from_run: bool = True  # replayed on the run's own queue (no --queue)
     own_queue: bool = True  # the run's own queue: no --queue, or --queue naming the one the run recorded
+    saved: SavedScenarios | None = None  # an earlier replay's scenarios, run on this queue (check_saved)
 
     @property
     def reproduced(self) -> list[TaskReplay]:
@@ -80,7 +91,23 @@ class ReplayReport:
         judge (not a race, not a task passed over among others). It proves these recorded sequences no
         longer break the queue; it does not prove the queue correct."""
         return (not self.own_queue and not self.hung and not self.skipped and any(t.flagged for t in self.tasks)
-                and all(t.clean and not t.reproduced and not t.beyond for t in self.tasks))
+                and all(t.clean and not t.reproduced and not t.beyond for t in self.tasks)
+                and (self.saved is None or not self.saved.failed))
+
+
+def check_saved(report: ReplayReport, path: Path, step_timeout: float = DEFAULT_STEP_TIMEOUT) -> None:
+    """Run the scenarios an earlier replay of the run wrote to ``path`` (if there are any) on the queue
+    named, when the recorded calls alone would say FIXED: the shrunk sequences sit on the boundaries
+    (t = 0, 1, 2 ..., a finish exactly at the lease's end) the run's own calls only came near. A bad
+    file is a one-line UsageError, as ``takeover scenarios --file`` gives."""
+    if not report.fixed or not path.is_file():
+        return
+    from takeover.scenario_file import load_scenario_file
+    from takeover.scenarios import run_scenarios
+
+    results = run_scenarios(report.queue, step_timeout=step_timeout, doc=load_scenario_file(path))
+    report.saved = SavedScenarios(path, [r.id for r in results if r.ok],
+                                  [f"{r.id}: {r.failures()[0]}" for r in results if not r.ok])
 
 
 def run_queue(config: dict[str, Any], queue: str | None) -> str:

@@ -248,6 +248,39 @@ def test_a_fixed_queue_says_fixed_exit_0_and_what_that_proves(tmp_path, capsys):
     assert f"takeover stress --queue {REFERENCE_QUEUE}" in out
 
 
+HALF_FIX = """from takeover.queues.planted import _Planted
+
+
+class GraceFinish(_Planted):
+    # 'fixed' by a grace of 0.5 s: the run's finish, 1 s late, is refused; one at the lease's end is not
+    FINISH = ("UPDATE tasks SET state = ?, lease_until = NULL "
+              "WHERE task_id = ? AND generation = ? AND state = 'running' AND ? < lease_until + 0.5")
+"""
+
+
+def test_a_fix_that_fails_the_shrunk_boundary_scenario_is_not_fixed(tmp_path, capsys, monkeypatch):
+    """The recorded calls are only near the boundary; the scenario an earlier replay shrank sits on it
+    (a finish exactly at the lease's end). A fix that passes the first and not the second is NOT FIXED
+    (exit 1, the failing scenario named); the real fix passes both and the report says so."""
+    folder = _folder(tmp_path, "FinishIgnoresLease", late_finish)
+    assert main(["replay", str(folder)]) == ExitCode.VIOLATED  # writes RUN/replay.json
+    capsys.readouterr()
+    (tmp_path / "half_fix.py").write_text(HALF_FIX)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    report = replay_run(folder, queue="half_fix:GraceFinish")
+    assert report.fixed and report.tasks[0].clean  # on the recorded calls alone it would be FIXED
+    assert main(["replay", str(folder), "--queue", "half_fix:GraceFinish", "--json"]) == ExitCode.VIOLATED
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["fixed"] is False and doc["saved_scenarios"]["failed"][0].startswith("finish_within_lease: ")
+    assert main(["replay", str(folder), "--queue", "half_fix:GraceFinish"]) == ExitCode.VIOLATED
+    out = capsys.readouterr().out
+    assert "NOT FIXED: the run's calls replay clean on half_fix:GraceFinish, but 1 of the shrunk" in out
+    assert "FIXED on" not in out
+    assert main(["replay", str(folder), "--queue", REFERENCE_QUEUE]) == ExitCode.VALID
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"The shrunk scenario(s) of {folder / 'replay.json'} pass on it too: finish_within_lease." in out
+
+
 def test_the_runs_own_queue_named_again_is_never_fixed(tmp_path, capsys):
     """--queue naming the queue the run recorded is the run's own queue: it reproduces (exit 1), and a
     violation that does not come back there is NOT REPRODUCED (exit 3), never FIXED."""
