@@ -30,18 +30,24 @@ from takeover.scenario_file import load_scenario_file
 from takeover.scenarios import run_scenarios
 
 ANALYSES = Path(__file__).resolve().parents[2] / "docs" / "analyses"
-# A findings-table row: | name | [lib/finding.json](lib/finding.json) | step N | `invariant` | class |
-ROW = re.compile(r"\|\s*\[`?(?P<file>[\w-]+/[\w.-]+\.json)`?\]\([^)]*\)\s*\|\s*step (?P<step>\d+)\s*\|\s*"
-                 r"`(?P<invariant>\w+)`\s*\|")
+# A findings-table row: | name | [lib/finding.json](lib/finding.json) | step N | `invariant` | class |, where a
+# finding whose own promise breaks after a first departure says so: | step N, then M | `inv`, then `other` |
+ROW = re.compile(r"\|\s*\[`?(?P<file>[\w-]+/[\w.-]+\.json)`?\]\([^)]*\)\s*\|\s*step (?P<step>\d+)"
+                 r"(?:, then (?P<then>\d+))?\s*\|\s*`(?P<invariant>\w+)`(?:, then `(?P<then_invariant>\w+)`)?\s*\|")
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-def page_rows() -> list[tuple[str, str, int, str]]:
-    """(page, scenario file, step, invariant) for every row of every page's findings table."""
-    rows = []
+Row = tuple[str, str, int, str, int | None, str | None]
+
+
+def page_rows() -> list[Row]:
+    """(page, scenario file, step, invariant, later step, its invariant) for every row of every page's
+    findings table."""
+    rows: list[Row] = []
     for page in sorted(ANALYSES.glob("*.md")):
         for m in ROW.finditer(page.read_text(encoding="utf-8")):
-            rows.append((page.name, m["file"], int(m["step"]), m["invariant"]))
+            then = int(m["then"]) if m["then"] else None
+            rows.append((page.name, m["file"], int(m["step"]), m["invariant"], then, m["then_invariant"]))
     return rows
 
 
@@ -64,16 +70,17 @@ def postgres() -> Iterator[None]:
 def test_every_committed_finding_is_on_a_page_and_every_row_has_its_file():
     committed = {p.relative_to(ANALYSES).as_posix() for p in ANALYSES.glob("*/*.json")}
     rows = page_rows()
-    listed = {file for _page, file, _step, _inv in rows}
+    listed = {row[1] for row in rows}
     assert committed, "no finding committed under docs/analyses"
     assert committed == listed, f"not on a page: {sorted(committed - listed)}; no file: {sorted(listed - committed)}"
-    for page, file, _step, _inv in rows:  # a finding lives beside the page of its library
+    for page, file, *_ in rows:  # a finding lives beside the page of its library
         assert file.split("/")[0] == page.removesuffix(".md"), f"{page} lists {file}"
 
 
-@pytest.mark.parametrize("page, file, step, invariant", page_rows(), ids=[r[1] for r in page_rows()])
-def test_finding_departs_where_its_page_says(page: str, file: str, step: int, invariant: str,
-                                             request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("page, file, step, invariant, then, then_invariant", page_rows(),
+                         ids=[r[1] for r in page_rows()])
+def test_finding_departs_where_its_page_says(page: str, file: str, step: int, invariant: str, then: int | None,
+                                             then_invariant: str | None, request: pytest.FixtureRequest) -> None:
     doc: dict[str, Any] = load_scenario_file(ANALYSES / file)
     queue = doc.get("queue")
     assert isinstance(queue, str), f"{file} names no queue"
@@ -81,15 +88,20 @@ def test_finding_departs_where_its_page_says(page: str, file: str, step: int, in
     if importlib.util.find_spec(library) is None:
         _unavailable(f"{library} is an optional extra, not installed: pip install '.[{library}]'")
     factory = load_queue_factory(queue)
-    if db.queue_databases(factory) == ("postgres",):
-        request.getfixturevalue("postgres")
-    results = run_scenarios(queue, doc=doc)
+    database = "postgres" if db.queue_databases(factory) == ("postgres",) else "sqlite"
+    if database == "postgres":
+        request.getfixturevalue("postgres")  # the module's server: the serve below uses it again
+    with db.serve(database):
+        results = run_scenarios(queue, doc=doc)
     assert len(results) == 1, f"{file}: one finding, one scenario"
     [result] = results
     failed = [s.index for s in result.failed_steps()]
     assert failed, f"{file} no longer departs on {queue}: the page's finding is gone (a fixed release?)"
     assert failed[0] == step, f"{file} departs first at step {failed[0]}, the page says step {step}"
     outcome = judge(result, float(result.spec.get("lease_seconds", doc["lease_seconds"])))
-    at = [d for d in outcome.departures if d.index == step]
-    assert at and invariant in at[0].invariants, (
-        f"{file} step {step} breaks {at[0].invariants if at else 'nothing'}, the page says {invariant}")
+    for index, name in ((step, invariant), (then, then_invariant)):
+        if index is None:
+            continue
+        at = [d for d in outcome.departures if d.index == index]
+        assert at and name in at[0].invariants, (
+            f"{file} step {index} breaks {at[0].invariants if at else 'nothing'}, the page says {name}")
