@@ -103,6 +103,15 @@ class StatementHook:
             self._calls[op] = calls + 1
         return self
 
+    def idle(self, op: str) -> bool:
+        """Whether a call of ``op`` needs no watching now (learned, and no trap armed): the callbacks are then
+        off, and the caller may skip :meth:`call` altogether (a worker's hot path does)."""
+        if self.trap is not None or self._calls.get(op, 0) < LEARN:
+            return False
+        if self.active:
+            self._switch(False)
+        return True
+
     def _switch(self, on: bool) -> None:
         """Turn the connections' callbacks on or off (sqlite3: set or clear; psycopg's check ``active``)."""
         self.active = on

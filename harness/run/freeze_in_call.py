@@ -80,7 +80,7 @@ class CallFreezer:
         self.hist = hist
         self.worker = worker
         self.hook = StatementHook()
-        self._taken = 0  # the request the hook is armed for (0: none)
+        self._taken = 0  # the last request taken (armed, or served), until the board withdraws it (0: none)
         self._args: tuple[Any, ...] = ()  # the call under way's arguments, for the record
 
     def open(self, opener: Callable[[], Any]) -> Any:
@@ -90,10 +90,16 @@ class CallFreezer:
         return WatchedQueue(queue, self)
 
     def scoped(self, op: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        hook = self.hook
+        """``method`` (the queue's ``op``) as the worker calls it. The hot path, taken by nearly every call:
+        one read of the board (no new request) and the hook saying it has nothing to watch."""
+        hook, array, arm = self.hook, self.board.array, self.board.slot_index(self.slot, FREEZE_ARM)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            self._before(args)
+            if array[arm] != self._taken:
+                self._before()
+            if hook.idle(op):
+                return method(*args, **kwargs)
+            self._args = args
             try:
                 with hook.call(op):
                     return method(*args, **kwargs)
@@ -101,14 +107,12 @@ class CallFreezer:
                 if hook.passed is not None:  # the armed statement came only under the write lock
                     hook.passed = None
                     self.board.set_field(self.slot, FREEZE_SEEN, -self._taken)
-                    self._taken = 0
 
         return call
 
-    def _before(self, args: tuple[Any, ...]) -> None:
-        """Before each call: take a new request from the board (or its withdrawal). One float read when
-        nothing changed. A request for a call whose statements this worker has not seen yet waits."""
-        self._args = args
+    def _before(self) -> None:
+        """Before a call, when the board's request changed: take the new one (or its withdrawal). A request
+        for a call whose statements this worker has not seen yet waits for one."""
         request = int(self.board.field(self.slot, FREEZE_ARM))
         if request == self._taken:
             return
@@ -140,8 +144,7 @@ class CallFreezer:
         if int(board.field(slot, FREEZE_ARM)) == request:  # not withdrawn meanwhile (see _settle)
             os.kill(os.getpid(), signal.SIGSTOP)
         board.set_field(slot, FREEZE_SEEN, 0)
-        self._taken = 0
-        return True
+        return True  # served: ``_taken`` keeps the request, so it is not armed again before it is withdrawn
 
 
 def _held(op: str, args: tuple[Any, ...]) -> dict[str, Any]:
@@ -239,6 +242,8 @@ class FreezeInCall:
             # The bound: two leases (at least a second) past the frozen holder's lease, or past the freeze for a
             # claim: on a loaded machine the takeover of an expired task can take most of a lease.
             give_up = max(view.lease_until, started) + max(1.0, 2 * self.cfg.lease)
+            if op != "claim":  # as stale_return's: the claim gate's holds keep off it, kills off its taker
+                aimed._takeovers[KIND] = (view.lease_until, view.task)
             while (other := self._interleaved(aimed, op, slot, view, started)) is None:
                 if time.time() > give_up:
                     what = "took the task over" if op != "claim" else "completed a claim"
@@ -254,6 +259,7 @@ class FreezeInCall:
                 yield POLL
             fields["detail"] = f"w{slot} frozen {where} for {held:.2f} s while {other}"
         finally:
+            aimed._takeovers.pop(KIND, None)
             board.set_field(slot, FREEZE_ARM, 0)
             if frozen is not None:
                 aimed._thaw(frozen)
@@ -266,14 +272,17 @@ class FreezeInCall:
         extend): drawn from the aimed faults' target stream."""
         phases = TARGET_PHASES.get(op, ("idle",))
         while True:
-            slots = [s for s in aimed.hands.candidates(phases) if s not in aimed.reserved and not aimed.guards(s)]
+            slots: list[int] = []
+            # Another free worker besides it (not frozen, paused or reserved): someone must be able to get in.
+            if aimed._idle_workers() >= 2:
+                slots = [s for s in aimed.hands.candidates(phases) if s not in aimed.reserved and not aimed.guards(s)]
             if op != "claim":
                 slots = [s for s in slots if aimed.board.read(s).lease_until > time.time() + 0.005]
             if slots:
                 slots.sort()
                 return aimed.rngs["targets"].choice(slots)
             if time.time() > deadline:
-                raise Missed(f"no free worker was in phase {'/'.join(phases)} in time")
+                raise Missed(f"no worker was in phase {'/'.join(phases)} with another one free, in time")
             yield POLL
 
     @staticmethod
