@@ -33,14 +33,15 @@ import shutil
 import signal
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from takeover import db, store, swarm
+from takeover import db, steering, store, swarm
 from takeover.config import RunConfig, profile_names
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
-from takeover.options import BY_DEST, add_db_options, db_given
+from takeover.options import BY_DEST, RUN_OPTIONS, add_db_options, db_given
 from takeover.run.progress import LiveDisplay
 from takeover.soak.display import clock
 
@@ -53,10 +54,11 @@ DEFAULT_BUDGET = 300.0
 DEFAULT_RUN_SECONDS = 10.0
 DEFAULT_KEEP_VALID = 3
 MODES = ("aimed", "swarm")  # run i (from 0) is MODES[i % 2]
-# The run options the hunt hands to every run as they are. The others are the hunt's to decide:
-# --duration is --run-seconds, --seed the first seed, --swarm every other run, --out the hunt's folder.
-PASSED_ON = ("profile", "queue", "workers", "tasks", "lease", "remedy", "heartbeat", "clock_skew_max",
-             "clock_jump_rate", "clock_jump_max", "power_loss_rate", "probe_rate")
+# The run options the hunt hands to every run as they are: every option of ``takeover stress`` (task
+# times, fault rates and clock faults included) but the four that are the hunt's to decide: --duration is
+# --run-seconds, --seed the first seed, --swarm every other run, --out the hunt's folder.
+HUNTS_OWN = ("duration", "seed", "swarm", "out")
+PASSED_ON = tuple(o.dest for o in RUN_OPTIONS if o.dest not in HUNTS_OWN)
 # Verdicts of a run in hunt.json and on its progress line.
 VALID, VIOLATED, INCONCLUSIVE, UNCHECKED, INTERRUPTED, RUNNING = (
     "valid", "violated", "inconclusive", "unchecked", "interrupted", "running")  # fmt: skip
@@ -66,6 +68,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     for dest in PASSED_ON:
         o = BY_DEST[dest]
         extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
+        if o.metavar:
+            extra["metavar"] = o.metavar
         parser.add_argument(o.flag, type=o.value_type, default=o.default,
                             help=o.help.replace("{profiles}", ", ".join(profile_names())), **extra)  # fmt: skip
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed; each run takes the next (default 1)")
@@ -88,7 +92,7 @@ def run_config(args: argparse.Namespace, seed: int, mode: str, out: Path | None 
     so the run's reproduce line is a plain ``takeover stress`` line."""
     from takeover.commands import stress
 
-    given = {dest: getattr(args, dest) for dest in PASSED_ON}
+    given = {dest: getattr(args, dest, None) for dest in PASSED_ON}
     ns = argparse.Namespace(**given, seed=seed, duration=args.run_seconds, swarm=True if mode == "swarm" else None,
                             db=args.db)
     cfg = stress.resolve(ns)
@@ -150,6 +154,12 @@ class Hunt:
         self.started = time.time()
         self.t0 = time.monotonic()
         self.next_estimate: float | None = None  # why the hunt stopped: the run that did not fit
+        # Model coverage of the runs so far (summary.json's coverage.model), which steers the next run's
+        # faults (takeover.steering): the cells reached, the queue's optional methods, and how many runs
+        # were steered toward each cell.
+        self.reached: set[str] = set()
+        self.extensions: list[str] | None = None
+        self.tried: Counter[str] = Counter()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -195,12 +205,19 @@ class Hunt:
         run_dir = self.root / store.hunt_run_name(seed)
         run_dir.mkdir(parents=True, exist_ok=False)
         cfg = run_config(self.args, seed, mode, run_dir)
+        steer = None
+        if self.extensions is not None:  # from the second run on: toward the cells not reached so far
+            cfg, steer = steering.steered(cfg, self.reached, self.extensions, self.tried)
+            self.tried.update(steer.toward)
+            self.display.note(f"[hunt] run {index + 1} steered {steer.describe()}")
         row: dict[str, Any] = {
             "run": index + 1, "seed": seed, "mode": mode, "mix": swarm.mix(cfg), "verdict": RUNNING,
             "exit_code": None, "violated": {}, "first_violation_s": None, "at_end": False,
             "started_s": round(self.elapsed(), 2), "wall_s": 0.0, "run_dir": str(run_dir), "kept": True,
             "command": cfg.command(),
         }  # fmt: skip
+        if steer is not None:
+            row["steered"] = {"toward": steer.toward, "kinds": steer.kinds}
         self.rows.append(row)
         self.write()
         started = time.monotonic()
@@ -230,6 +247,11 @@ class Hunt:
             row.update(verdict=UNCHECKED, exit_code=int(ExitCode.INCONCLUSIVE), error=f"{type(exc).__name__}: {exc}")
             return
         row["exit_code"] = int(result.exit_code)
+        model = result.summary.get("coverage", {}).get("model")
+        if model is not None:
+            self.reached.update(model["cells"])
+            self.extensions = list(model["extensions"])
+            row["cells_reached"] = {"run": model["reached"], "so_far": len(self.reached), "possible": model["possible"]}
         if result.verdict is True:
             row["verdict"] = VALID
             return
