@@ -13,8 +13,11 @@ queue was asked, not what it said.
 Which task a call is about, and who calls: takeover.coverage_space's docstring. Here, concretely: a
 claim that returned a task is placed against that task (the caller's previous generation of it, if
 it had one, from its own earlier claims); a claim that returned nothing against the task the caller
-claimed last (a worker asking again after its task ended); a claim whose answer is unknown is not
-placed. A snapshot is every task row of each mid-run probe (probes.jsonl) and of the final snapshot,
+claimed last (a worker asking again after its task ended, or a restarted one while its old lease is
+live); a claim whose answer is unknown is not placed. So in a history a claim by a caller that never
+held the task lands on a leased task only when the queue handed that task out (``claim/running/never/
+inside`` is a live lease given away); an explorer, which places a refused claim against its model's
+task, reaches it by asking. A snapshot is every task row of each mid-run probe (probes.jsonl) and of the final snapshot,
 as the queue reported it.
 
 Everything is vectorized (one merge_asof over the calls), mirroring coverage_space.classify, which
