@@ -123,6 +123,9 @@ _HERE = (FinishIgnoresGeneration, FinishIgnoresLease, ReclaimsTerminal, NoBumpOn
 PLANTED: dict[str, tuple[str, ...]] = {name: planted.PLANTED[name] for name in planted.PLANTED
                                        if name in {cls.__name__ for cls in _HERE}}
 
+# name -> the model-coverage cells each bug needs: the SQLite namesake's (the same defect, the same path).
+NEEDS_CELLS: dict[str, tuple[str, ...]] = {name: planted.NEEDS_CELLS[name] for name in PLANTED}
+
 
 def planted_queues(database: str) -> tuple[str, dict[str, tuple[str, ...]]]:
     """The module of the planted queues for a ``--db`` value, and its table of expected invariants."""

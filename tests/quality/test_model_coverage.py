@@ -154,3 +154,12 @@ def test_a_run_that_never_reached_a_planted_bugs_cells_fails_the_selftest(tmp_pa
     _model(_plain_run(reregister=True), tmp_path / "again")
     again = json.loads((tmp_path / "again" / "summary.json").read_text())
     assert unreached_cells("RegisterReplaces", again) is None
+
+
+def test_every_planted_bug_declares_possible_cells_on_both_databases() -> None:
+    from takeover.queues import planted, planted_postgres
+
+    assert set(planted.NEEDS_CELLS) == set(planted.PLANTED)
+    assert planted_postgres.NEEDS_CELLS == {n: planted.NEEDS_CELLS[n] for n in planted_postgres.PLANTED}
+    possible = set(cs.possible())
+    assert all(cells and set(cells) <= possible for cells in planted.NEEDS_CELLS.values())
