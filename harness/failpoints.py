@@ -103,6 +103,10 @@ class StatementHook:
             self._calls[op] = calls + 1
         return self
 
+    def learned(self, op: str) -> bool:
+        """Whether ``op``'s calls have been watched LEARN times: :attr:`counts` then holds what they issue."""
+        return self._calls.get(op, 0) >= LEARN
+
     def idle(self, op: str) -> bool:
         """Whether a call of ``op`` needs no watching now (learned, and no trap armed): the callbacks are then
         off, and the caller may skip :meth:`call` altogether (a worker's hot path does)."""

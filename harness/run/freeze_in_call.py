@@ -112,7 +112,9 @@ class CallFreezer:
 
     def _before(self) -> None:
         """Before a call, when the board's request changed: take the new one (or its withdrawal). A request
-        for a call whose statements this worker has not seen yet waits for one."""
+        waits until the call's statements are known: a call of two or more seen, or every one of LEARN
+        calls a single statement (early calls may be cut short: a refused check-then-act finish is its
+        SELECT alone, and a freeze before it would be no freeze inside the call)."""
         request = int(self.board.field(self.slot, FREEZE_ARM))
         if request == self._taken:
             return
@@ -121,8 +123,8 @@ class CallFreezer:
             self._taken = 0
             return
         op = CALL_OPS[int(self.board.field(self.slot, FREEZE_OP))]
-        count = self.hook.counts.get(op)
-        if count:
+        count = self.hook.counts.get(op, 0)
+        if count >= 2 or (count and self.hook.learned(op)):
             self.hook.arm(op, statement_index(count, self.board.field(self.slot, FREEZE_SPOT)), self._stop)
             self._taken = request
 
