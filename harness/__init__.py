@@ -8,14 +8,16 @@ The Python API (see :mod:`takeover.api`)::
     result = takeover.stress("myq:Queue", duration=5, seed=1)   # real workers, real faults, checked
     assert result.ok, result.message()
     takeover.check("runs/latest")                        # re-check a stored run
+    assert takeover.explore("myq:Queue", seconds=10).ok  # random call sequences, judged by the spec
 
 Why the names are loaded on first use: every worker process of a run imports this package, and the
 API pulls in the command line; a worker must not pay for it.
 
-Why the package guards its attribute ``scenarios``: ``takeover.scenarios`` is the API function, and
-also the name of the module that replays the scenarios (``from takeover.scenarios import ...`` keeps
-working). Importing a submodule sets it as an attribute of its package, which would replace the function
-with the module the first time anything imported it; the guard keeps the function.
+Why the package guards its attributes ``scenarios`` and ``explore``: each is an API function, and
+also the name of a module (the one that replays the scenarios, the one that explores; ``from
+takeover.scenarios import ...`` keeps working). Importing a submodule sets it as an attribute of its
+package, which would replace the function with the module the first time anything imported it; the
+guard keeps the function.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from takeover.api import QueueLike, RunResult, ScenarioResult, check, scenarios, stress
+    from takeover.api import QueueLike, RunResult, ScenarioResult, check, explore, scenarios, stress
 
-__all__ = ["QueueLike", "RunResult", "ScenarioResult", "check", "scenarios", "stress", "__version__"]
+__all__ = ["QueueLike", "RunResult", "ScenarioResult", "check", "explore", "scenarios", "stress", "__version__"]
 _API = frozenset(__all__) - {"__version__"}
 
 

@@ -45,6 +45,7 @@ from takeover.errors import UsageError
 if TYPE_CHECKING:
     from takeover.checker.summary_types import Summary
     from takeover.checker.verdict import Verdict
+    from takeover.explore.core import ExploreResult
     from takeover.scenarios import ScenarioResult as OneScenario
 
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
@@ -494,3 +495,31 @@ def scenarios(queue: QueueLike | None = None, file: str | os.PathLike[str] | Non
     return ScenarioResult(ok=ok, exit_code=0 if ok else 1, queue=spec, scenarios=results,
                           failures=[line for r in results for line in r.failures()], transcript=buf.getvalue(),
                           json=results_to_json(results, spec, timeout, doc=doc))
+
+
+# -- explore ---------------------------------------------------------------------------------------------------
+def explore(queue: QueueLike | None = None, *, seed: int = 1, examples: int | None = None,
+            seconds: float | None = None, steps: int | None = None, step_timeout: float | None = None,
+            db: str = "sqlite", out: str | os.PathLike[str] | None = None) -> ExploreResult:
+    """Try random sequences of queue calls in this process, each answer judged by the spec's model, as
+    ``takeover explore`` does; a departure is shrunk to a minimal sequence (``result.failure``, in words
+    by ``result.message()``) and, when ``out`` is given, written there as a scenario file and a pytest
+    file (``result.scenario_file``, ``result.test_file``).
+
+    ``queue`` defaults to the reference queue of ``db``'s kind; the budget is ``examples`` (200 when
+    neither is given) or ``seconds``; ``seed`` makes it repeatable. ``result.ok`` is False when the
+    queue departed (``exit_code`` 1). Raises :class:`UsageError` for bad input.
+    """
+    from takeover import db as databases
+    from takeover.contract import reference_queue
+    from takeover.explore.core import DEFAULT_STEPS, explore_queue
+    from takeover.scenarios import DEFAULT_STEP_TIMEOUT
+
+    if examples is not None and seconds is not None:
+        raise UsageError("give examples or seconds, not both")
+    spec = queue_name(queue) if queue is not None else reference_queue(db)
+    with databases.serve(db):
+        return explore_queue(spec, seed=seed, examples=examples, seconds=seconds,
+                             steps=DEFAULT_STEPS if steps is None else steps,
+                             step_timeout=DEFAULT_STEP_TIMEOUT if step_timeout is None else step_timeout,
+                             out=None if out is None else Path(out))

@@ -17,8 +17,8 @@ from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 
 # Order is the order shown in --help. A module that does not exist yet is simply not offered.
-COMMANDS = ("scenarios", "stress", "check", "replay", "selftest", "hunt", "reconcile", "sweep", "tune", "soak", "bench",
-            "init-ci", "mutate")
+COMMANDS = ("scenarios", "stress", "check", "replay", "explore", "selftest", "hunt", "reconcile", "sweep", "tune",
+            "soak", "bench", "init-ci", "mutate")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -396,3 +396,56 @@ def location_prefix(cfg: RunConfig) -> str:
     if cfg.pythonpath:
         prefix += f"PYTHONPATH={shlex.quote(':'.join(cfg.pythonpath))} "
     return prefix
+
+
+# -- takeover explore: its budget and where a departure's files go ---------------------------------------------
+def _whole(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be a whole number of {low} or more, got {text!r}")
+        return value
+
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    """argparse turns the ArgumentTypeError into one line naming the option (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def add_explore_options(parser: argparse.ArgumentParser, default_examples: int, default_steps: int,
+                        default_timeout: float) -> None:
+    """``takeover explore``'s options: the seed, the budget (examples or seconds), the steps per
+    example, the per-call deadline, the output folder, an optional example database, --json, --db."""
+    parser.add_argument("--queue", metavar="MODULE:ATTR",
+                        help="the queue to explore (default: the reference queue of --db)")
+    parser.add_argument("--seed", type=_whole(0), default=1, metavar="N",
+                        help="every random choice comes from it: the same seed and budget find the same "
+                        "shrunk sequence (default 1)")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--examples", type=_whole(1), default=None, metavar="N",
+                        help=f"how many random call sequences to try (default {default_examples})")
+    budget.add_argument("--seconds", type=positive_seconds, default=None, metavar="SECONDS",
+                        help="try sequences until this many seconds have passed (instead of --examples)")
+    parser.add_argument("--steps", type=_whole(1), default=default_steps, metavar="N",
+                        help=f"calls per sequence at most (default {default_steps})")
+    parser.add_argument("--step-timeout", type=positive_seconds, default=default_timeout, metavar="SECONDS",
+                        help=f"give each queue call this long (default {default_timeout:g})")
+    parser.add_argument("--out", metavar="DIR",
+                        help="where a departure's scenario file and pytest file go (default: a new folder "
+                        "runs/explore-<time>, made only when the queue departs)")
+    parser.add_argument("--example-db", action="store_true",
+                        help="keep Hypothesis' example database in --out (hypothesis-db), so the next explore "
+                        "tries the last departure first (default: none is kept)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_db_options(parser)

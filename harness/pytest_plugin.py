@@ -5,6 +5,7 @@ Installed with takeover (the ``pytest11`` entry point ``takeover``; ``-p no:take
     def test_my_queue_keeps_its_promises(takeover):
         takeover.scenarios("myq:MyQueue")                   # the spec's five scenarios
         takeover.stress("myq:MyQueue", profile="smoke")     # real workers under real faults, checked
+        takeover.explore("myq:MyQueue", seconds=10)         # random call sequences judged by the spec
 
 Each call fails the test when the queue breaks a promise (pass ``expect_ok=False`` to get the result
 instead), with the verdict lines, the plain-words diagnosis when the checker gave one, the line that
@@ -21,7 +22,9 @@ them, one that fails keeps them (pytest keeps the last few ``--basetemp`` folder
 DIR`` to put them where CI uploads artifacts from). Every test that uses the fixture gets the marker
 ``takeover`` (``-m "not takeover"`` leaves them out), and each call adds its verdict to the test's JUnit
 properties (``takeover.stress.verdict``, ``.exit_code``, ``.violations``, ``.reproduce``,
-``.run_dir``; ``takeover.scenarios.verdict`` and ``.departures``).
+``.run_dir``; ``takeover.scenarios.verdict`` and ``.departures``; ``takeover.explore.verdict``,
+``.examples``, ``.invariants`` and ``.scenario_file``). ``takeover.explore`` writes a departure's
+scenario and pytest files under ``tmp_path`` (``takeover/explore-1``), kept when the test fails.
 
 This module is imported by every pytest session in an environment where takeover is installed, so it
 imports nothing of takeover until a test asks for the fixture.
@@ -38,6 +41,7 @@ import pytest
 
 if TYPE_CHECKING:
     from takeover.api import QueueLike, RunResult, ScenarioResult
+    from takeover.explore.core import ExploreResult
 
 MARKER = "takeover"
 
@@ -183,6 +187,31 @@ class Takeover:
             raise AssertionError(f"takeover scenarios failed:\n{result.message()}")
         return result
 
+    def explore(self, queue: QueueLike | None = None, *, expect_ok: bool = True, **options: Any) -> ExploreResult:
+        """:func:`takeover.explore`; ``seed`` defaults to this test's seed, a departure's files go under
+        ``tmp_path``. Fails the test with the shrunk sequence in words when the queue departs from the
+        spec, unless ``expect_ok`` is False."""
+        __tracebackhide__ = True
+        from takeover.api import explore
+
+        if self.seed is not None:
+            options.setdefault("seed", self.seed)
+        if self.db is not None:
+            options.setdefault("db", self.db)
+        if options.get("out") is None:
+            options["out"] = self._next("explore")
+        self.run_dirs.append(Path(options["out"]))
+        result = explore(queue, **options)
+        props = self.node.user_properties
+        props.append(("takeover.explore.verdict", "ok" if result.ok else "FAIL"))
+        props.append(("takeover.explore.examples", str(result.examples)))
+        props.append(("takeover.explore.invariants", ", ".join(result.failure.invariants) if result.failure
+                      else "none"))
+        props.append(("takeover.explore.scenario_file", str(result.scenario_file or "")))
+        if expect_ok and not result.ok:
+            raise AssertionError(f"takeover explore failed (seed {result.seed}):\n{result.message()}")
+        return result
+
     def discard(self) -> None:
         """Remove the run folders of a test that passed: only a failure's evidence is worth the disk."""
         for run_dir in self.run_dirs:
@@ -192,7 +221,8 @@ class Takeover:
 @pytest.fixture
 def takeover(request: pytest.FixtureRequest, tmp_path: Path) -> Generator[Takeover, None, None]:
     """Run takeover against a queue from a test: ``takeover.stress(queue, **options)``,
-    ``takeover.check(run_dir)``, ``takeover.scenarios(queue, file=None)``; each fails the test with a
+    ``takeover.check(run_dir)``, ``takeover.scenarios(queue, file=None)``,
+    ``takeover.explore(queue, seconds=...)``; each fails the test with a
     readable message when the queue breaks a promise."""
     seed = getattr(request, "param", None)
     fixture = Takeover(request.node, tmp_path / "takeover", request.config.getoption("takeover_duration", None),

@@ -27,11 +27,13 @@ The stuck thread is a daemon: it cannot keep the process from exiting with its v
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -229,7 +231,11 @@ class ScenarioResult:
 
 
 class _Replay:
-    """The state of one scenario's replay: its files, the open queue, what each actor holds."""
+    """The state of one scenario's replay: its files, the open queue, what each actor holds.
+
+    A scenario acts on one task; ``takeover explore`` drives several through the same engine (a
+    step's own ``task`` key names the one it acts on, ``tasks`` every task the queue may hold), so
+    what explore finds is what a scenario file reruns."""
 
     def __init__(
         self,
@@ -241,6 +247,7 @@ class _Replay:
         caller: QueueCaller,
         step_timeout: float,
         task: str = TASK_ID,
+        tasks: tuple[str, ...] = (),
     ) -> None:
         self.queue_spec = queue_spec
         self.factory = factory
@@ -250,6 +257,7 @@ class _Replay:
         self.caller = caller
         self.step_timeout = step_timeout
         self.task = task
+        self.tasks = frozenset((task, *tasks))
         self.queue: LeaseQueue | None = None
         self._ledger: Ledger | None = None
         self.held: dict[str, int] = {}  # actor -> generation of its latest claim
@@ -324,7 +332,7 @@ class _Replay:
 
     def _act(self, st: dict[str, Any], result: StepResult) -> Any:
         kind, t, actor = st["step"], st["t"], st["actor"]
-        task = self.task
+        task = st.get("task", self.task)
         if kind == "register":
             self._call("register", self._queue().register, task, t)
             return None
@@ -336,8 +344,9 @@ class _Replay:
                 return None
             task_id, generation, lease_until = got
             self.held[actor] = generation
-            if task_id != task:
-                result.errors.append(f"claim returned task {task_id!r}, only {task!r} exists")
+            if task_id not in self.tasks:
+                known = " or ".join(repr(k) for k in sorted(self.tasks))
+                result.errors.append(f"claim returned task {task_id!r}, only {known} exists")
             if not same(t + lease, lease_until):
                 result.errors.append(f"claim returned lease_until {lease_until!r}, expected {t + lease:g}")
             return generation
@@ -392,14 +401,16 @@ class _Replay:
         except Exception as exc:  # noqa: BLE001
             result.errors.append(f"snapshot: {one_line(exc)}")
             return
-        mine = [r for r in rows if r[0] == self.task]
-        others = [r[0] for r in rows if r[0] != self.task]
+        obs["rows"] = rows
+        task = result.spec.get("task", self.task)
+        mine = [r for r in rows if r[0] == task]
+        others = [r[0] for r in rows if r[0] not in self.tasks]
         if others:
             result.errors.append(f"snapshot() lists unknown tasks {others[:3]!r}")
-        if len(mine) != 1:
-            result.errors.append(f"snapshot() lists task {self.task!r} {len(mine)} times, expected once")
-            if not mine:
-                return
+        if len(mine) != 1 and (len(self.tasks) == 1 or mine):
+            result.errors.append(f"snapshot() lists task {task!r} {len(mine)} times, expected once")
+        if not mine:
+            return
         _task, obs["state"], obs["generation"], obs["lease_until"] = mine[0]
 
 
@@ -412,46 +423,55 @@ def run_scenario(
 ) -> ScenarioResult:
     """Replay one scenario in its own temporary folder, removed afterwards whatever happens
     (Ctrl-C included: a KeyboardInterrupt while a call hangs leaves through the same finally)."""
-    # The id in the folder's name says which scenario a file belongs to; a file's own ids may hold
+    lease = float(scenario.get("lease_seconds", lease))
+    with live_queue(str(scenario["id"]), queue_spec, factory, lease, step_timeout,
+                    scenario.get("task", TASK_ID)) as replay:
+        return _replay(scenario, replay, step_timeout)
+
+
+@contextlib.contextmanager
+def live_queue(label: str, queue_spec: str, factory: QueueFactory, lease: float,
+               step_timeout: float = DEFAULT_STEP_TIMEOUT, task: str = TASK_ID,
+               tasks: tuple[str, ...] = ()) -> Iterator[_Replay]:
+    """A replay's queue on a fresh database in its own temporary folder (not opened yet: its first
+    open is the caller's ``open()``), closed and removed afterwards whatever happens."""
+    # The label in the folder's name says which scenario a file belongs to; a file's own ids may hold
     # anything, so only a safe part of them goes into a path.
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", str(scenario["id"]))[:40]
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:40]
     workdir = Path(tempfile.mkdtemp(prefix=f"takeover-{safe}-"))
     caller = QueueCaller()  # a fresh thread: the previous scenario's may still be stuck in a call
-    lease = float(scenario.get("lease_seconds", lease))
     try:
         with db.current().database(workdir, f"scenario_{safe}") as database:
-            return _replay(scenario, queue_spec, factory, workdir, database, lease, caller, step_timeout)
+            replay = _Replay(queue_spec, factory, workdir, database, lease, caller, step_timeout, task, tasks)
+            try:
+                yield replay
+            finally:
+                replay.close()
     finally:
         caller.stop()  # a stuck thread is a daemon, left to die with the process
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _replay(scenario: dict[str, Any], queue_spec: str, factory: QueueFactory, workdir: Path, database: str,
-            lease: float, caller: QueueCaller, step_timeout: float) -> ScenarioResult:
-    replay = _Replay(queue_spec, factory, workdir, database, lease, caller, step_timeout,
-                     scenario.get("task", TASK_ID))
+def _replay(scenario: dict[str, Any], replay: _Replay, step_timeout: float) -> ScenarioResult:
+    steps = [StepResult(index=i, spec=st) for i, st in enumerate(scenario["steps"], start=1)]
+    result = ScenarioResult(id=scenario["id"], spec=scenario, steps=steps)
     try:
-        steps = [StepResult(index=i, spec=st) for i, st in enumerate(scenario["steps"], start=1)]
-        result = ScenarioResult(id=scenario["id"], spec=scenario, steps=steps)
+        replay.open()
+    except StepHung as hung:
+        result.hung = Hang(hung.call, None, step_timeout, str(hung))
+    for step in steps:
+        if result.hung is not None:
+            step.skipped = True
+            continue
+        step_hang = replay.run_step(step)
+        if step_hang is not None:
+            result.hung = Hang(step_hang.call, step.index, step_timeout, str(step_hang))
+    if result.hung is None:
         try:
-            replay.open()
-        except StepHung as hung:
-            result.hung = Hang(hung.call, None, step_timeout, str(hung))
-        for step in steps:
-            if result.hung is not None:
-                step.skipped = True
-                continue
-            step_hang = replay.run_step(step)
-            if step_hang is not None:
-                result.hung = Hang(step_hang.call, step.index, step_timeout, str(step_hang))
-        if result.hung is None:
-            try:
-                result.final_ledger_actions = replay.performed_count()
-            except Exception as exc:  # noqa: BLE001
-                result.ledger_error = one_line(exc)
-        return result
-    finally:
-        replay.close()
+            result.final_ledger_actions = replay.performed_count()
+        except Exception as exc:  # noqa: BLE001
+            result.ledger_error = one_line(exc)
+    return result
 
 
 def run_scenarios(

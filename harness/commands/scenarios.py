@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from typing import Any
@@ -30,7 +29,7 @@ from rich.text import Text
 from takeover import db
 from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE, reference_queue
 from takeover.exit_codes import ExitCode
-from takeover.options import add_db_options, db_given
+from takeover.options import add_db_options, db_given, positive_seconds
 from takeover.scenario_file import load_scenario_file
 from takeover.scenarios import (
     DEFAULT_STEP_TIMEOUT,
@@ -160,17 +159,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="give each queue call this long before its step fails as hung "
         f"(default: {DEFAULT_STEP_TIMEOUT:g})",
     )
-
-
-def positive_seconds(text: str) -> float:
-    """argparse turns the ArgumentTypeError into one line naming --step-timeout (exit 2)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> ExitCode:

@@ -78,6 +78,7 @@ class ReplayReport:
     queue_from_run: bool = True  # replayed on the run's own queue (no --queue)
     own_queue: bool = True  # the run's own queue: no --queue, or --queue naming the one the run recorded
     saved: SavedScenarios | None = None  # an earlier replay's scenarios, run on this queue (check_saved)
+    origin: str | None = None  # the command that found the sequences when not a replay (takeover explore ...)
 
     @property
     def reproduced(self) -> list[TaskReplay]:

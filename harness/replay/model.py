@@ -20,6 +20,7 @@ One transition function serves two purposes:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -276,3 +277,54 @@ def snapshot_departure(s: TaskState, observed: dict[str, Any]) -> str:
         return (f"snapshot shows {s.state} at generation {s.generation}, but no accepted finish explains it "
                 f"(the last was generation {gen}'s {outcome})")
     return ""
+
+
+# -- several tasks: what ``takeover explore`` judges (one TaskState per task) ---------------------------------
+def claimable_tasks(states: Mapping[str, TaskState], now: float) -> list[str]:
+    """The tasks a claim at ``now`` may hand out, in name order: the spec says a claim takes *one*
+    claimable task, not which one, so any of these is a correct answer."""
+    return sorted(task for task, s in states.items() if s.state is not None and s.claimable(now))
+
+
+def claim_departures(states: Mapping[str, TaskState], step: dict[str, Any], got: tuple[str, int, float] | None,
+                     lease: float) -> tuple[list[str], str]:
+    """The invariants broken by a claim's answer on a queue holding several tasks (``got`` is the
+    contract's ``(task, generation, lease_until)`` or None): a claim must hand out one of the
+    claimable tasks, with that task's next generation and ``now + lease``, and may come back empty
+    only when none is claimable."""
+    now = float(step["t"])
+    if got is None:
+        open_ = claimable_tasks(states, now)
+        if not open_:
+            return [], ""
+        task = open_[0]
+        more = f" (and {len(open_) - 1} more)" if len(open_) > 1 else ""
+        return [NO_LOST_TASK], (f"claim at t={now:g} returned None, but task {task} was "
+                                f"{_describe(states[task], now)}{more}")
+    task, generation, lease_until = got
+    names, words = step_departures(states.get(task, TaskState()), step, (generation, lease_until), lease)
+    return names, (f"task {task}: {words}" if words else "")
+
+
+def snapshot_departures(states: Mapping[str, TaskState], rows: list[tuple[Any, ...]]) -> str:
+    """Words for a snapshot of several tasks that does not show what the answers imply: a task the
+    answers put in some state missing or listed twice, a task never registered listed, or a task's
+    row different from its model (:func:`snapshot_departure`); empty when it shows them all."""
+    seen: dict[str, int] = {}
+    words: list[str] = []
+    for row in rows:
+        task = str(row[0])
+        seen[task] = seen.get(task, 0) + 1
+        s = states.get(task, TaskState())
+        if s.state is None:
+            words.append(f"snapshot lists task {task}, which was never registered")
+            continue
+        if seen[task] == 1:
+            said = snapshot_departure(s, {"state": row[1], "generation": row[2], "lease_until": row[3]})
+            if said:
+                words.append(f"task {task}: {said}")
+    for task, s in sorted(states.items()):
+        if s.state is not None and seen.get(task, 0) != 1:
+            words.append(f"snapshot lists task {task} {seen.get(task, 0)} times, expected once "
+                         f"({s.state} at generation {s.generation})")
+    return "; ".join(words)

@@ -18,7 +18,7 @@ from takeover.replay.judge import Departure
 from takeover.replay.model import expected_steps
 from takeover.replay.shrink import Shrunk
 
-PYTEST_TEMPLATE = '''"""Regression scenarios written by `takeover replay` from the run {run_dir}.
+PYTEST_TEMPLATE = '''"""Regression scenarios written by {origin}.
 
 Each is the shortest sequence of queue calls found that made {queue} break a promise, with what a
 correct queue must answer at every step (from the spec, not from that queue): they fail until the
@@ -77,8 +77,8 @@ def scenarios_doc(report: ReplayReport) -> tuple[dict[str, Any], dict[tuple[str,
             ids[(tr.task, inv)] = sc["id"]
     scenarios = [{k: v for k, v in sc.items() if not k.startswith("_")} for sc in found.values()]
     doc: dict[str, Any] = {
-        "source": f"takeover replay {report.run_dir} (queue {report.queue})",
-        "title": f"Replayed from {report.run_dir}",
+        "source": report.origin or f"takeover replay {report.run_dir} (queue {report.queue})",
+        "title": f"Found by {report.origin}" if report.origin else f"Replayed from {report.run_dir}",
         "queue": report.queue,
     }
     leases = {sc["lease_seconds"] for sc in scenarios}
@@ -97,7 +97,8 @@ def _scenario(sid: str, tr: TaskReplay, inv: str, sh: Shrunk, report: ReplayRepo
         if n in where:
             st["why"] = _why(where[n], report)
     sc: dict[str, Any] = {"id": sid, "title": _title([inv], sh), "_invariants": [inv],
-                          "heading": f"replayed from task {tr.task} of {report.run_dir.name}, shrunk"}
+                          "heading": (f"found by {report.origin}, shrunk" if report.origin
+                                      else f"replayed from task {tr.task} of {report.run_dir.name}, shrunk")}
     if sh.task != "task":
         sc["task"] = sh.task
     sc["lease_seconds"] = sh.lease
@@ -120,7 +121,8 @@ def pytest_text(report: ReplayReport, doc: dict[str, Any], scenario_file: Path) 
 
     database = db.current().value
     sqlite = database == db.DEFAULT  # a SQLite run's file is as it always was
-    return PYTEST_TEMPLATE.format(run_dir=report.run_dir, queue=report.queue, scenario_file=scenario_file,
+    origin = f"`{report.origin}`" if report.origin else f"`takeover replay` from the run {report.run_dir}"
+    return PYTEST_TEMPLATE.format(origin=origin, queue=report.queue, scenario_file=scenario_file,
                                   text=literal, db_import="" if sqlite else _DB_IMPORT,
                                   db_line="" if sqlite else _DB_LINE.format(db=database),
                                   call=_CALL if sqlite else _DB_CALL)

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import pytest
 
-from takeover.replay.model import TaskState, apply, expected_steps, snapshot_departure, step_departures
+from takeover.replay.model import (
+    TaskState,
+    apply,
+    claim_departures,
+    claimable_tasks,
+    expected_steps,
+    snapshot_departure,
+    snapshot_departures,
+    step_departures,
+)
 from takeover.scenarios import OBSERVED_KEYS, load_spec
 
 SPEC = load_spec()
@@ -108,3 +117,42 @@ def test_a_snapshot_that_does_not_follow_from_the_answers():
     s, _ = _walk(1.0, (REGISTER, None), (claim(0), (1, 1.0)), (claim(1, "B"), (2, 2.0)), (finish(1, 1), True))
     assert "no accepted finish explains" in snapshot_departure(s, {"state": "done", "generation": 2,
                                                                    "lease_until": None})
+
+
+# -- several tasks (takeover explore): any claimable task is a right answer, no other one ----------------------
+def _tasks() -> dict[str, TaskState]:
+    pending = apply(TaskState(), REGISTER, None)
+    running = apply(pending, {"t": 0, "step": "claim", "actor": "A"}, (1, 1.0))
+    done = apply(running, {"t": 0.5, "step": "finish", "outcome": "done", "with_generation": 1}, True)
+    return {"p": pending, "r": running, "d": done}
+
+
+@pytest.mark.parametrize("now, got, broken", [
+    (0.5, ("p", 1, 1.5), []),                       # the pending one: right
+    (1.0, ("r", 2, 2.0), []),                       # the expired one (lease_until <= now): right too
+    (0.5, ("r", 2, 1.5), ["lease_exclusive"]),      # the running one inside its lease
+    (0.5, ("d", 2, 1.5), ["no_reclaim_after_terminal"]),
+    (0.5, ("x", 1, 1.5), ["spec"]),                 # a task never registered
+    (0.5, ("p", 2, 1.5), ["generation_monotonic"]),
+    (0.5, None, ["no_lost_task"]),                  # nothing, while p is pending
+])
+def test_a_claim_among_several_tasks_may_take_any_claimable_one_and_no_other(now, got, broken):
+    names, words = claim_departures(_tasks(), {"t": now, "step": "claim", "actor": "B"}, got, 1.0)
+    assert names == broken, words
+    if broken and got is not None:
+        assert words.startswith(f"task {got[0]}: ")
+
+
+def test_a_claim_that_finds_nothing_claimable_may_come_back_empty():
+    states = {k: s for k, s in _tasks().items() if k != "p"}
+    assert claim_departures(states, {"t": 0.5, "step": "claim", "actor": "B"}, None, 1.0) == ([], "")
+    assert claimable_tasks(states, 1.0) == ["r"]
+
+
+def test_a_snapshot_of_several_tasks_must_show_each_as_the_answers_imply():
+    states = _tasks()
+    rows = [("p", "pending", 0, None), ("r", "running", 1, 1.0), ("d", "done", 1, None)]
+    assert snapshot_departures(states, rows) == ""
+    assert "task p: snapshot shows done" in snapshot_departures(states, [("p", "done", 0, None), *rows[1:]])
+    assert "lists task d 0 times" in snapshot_departures(states, rows[:2])
+    assert "task x, which was never registered" in snapshot_departures(states, [*rows, ("x", "pending", 0, None)])

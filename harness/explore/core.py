@@ -1,0 +1,207 @@
+"""``explore_queue``: run the state machine on a queue within a budget, and make a departure a
+scenario file.
+
+Why Hypothesis's own engine rather than a loop of random steps: it generates, shrinks (fewer steps,
+then smaller choices: one task, fewer actors, the same instant rather than a later one) and replays
+the minimal example last, which is the one recorded here. Every choice comes from ``seed``
+(Hypothesis's ``seed``, no example database unless a folder is named for one), so the same seed and
+example budget give the same shrunk sequence; a budget in seconds stops between examples (never in
+the middle of shrinking a departure already found).
+
+Why the departure is written through ``takeover replay``'s machinery: the steps of the departing
+task (plus the claims and reopens around them) are one task's scenario; rerun by
+:class:`~takeover.replay.judge.Replayer` (the scenario engine, as ``takeover scenarios --file``
+runs it) they must depart again, are put on whole numbers by the replay's shrinker, and are written
+by :mod:`takeover.replay.output` exactly as a replay writes them: expectations from the spec's model,
+a pytest file beside the scenario file.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.stateful import get_state_machine_test
+
+from takeover import db
+from takeover.contract import load_queue_factory
+from takeover.errors import UsageError
+from takeover.explore.machine import Failure, Recorder, Setup, Step, machine_class
+from takeover.replay.judge import Outcome, Replayer, ReplayHung
+from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
+from takeover.scenarios import DEFAULT_STEP_TIMEOUT, check_step_timeout
+
+DEFAULT_EXAMPLES = 200
+DEFAULT_LEASE = 1.0
+SHRINK_EXAMPLES = 150  # examples Hypothesis may run to shrink a departure; the replay's shrinker finishes it
+BATCH = 25  # examples per Hypothesis run under a budget in seconds
+DEFAULT_STEPS = 20  # steps per example at most (Hypothesis's stateful_step_count)
+EXPLORE_DB = "hypothesis-db"  # the example database's folder inside the output folder, when one is kept
+
+
+@dataclass
+class Written:
+    """The departure as one task's scenario, replayed and shrunk by the replay's machinery."""
+
+    task: str
+    shrunk: Shrunk | None  # None: the departure needs several tasks (the reason says why)
+    reason: str = ""
+
+
+@dataclass
+class ExploreResult:
+    """What one explore found: the counts, and the shrunk departure (None when every step was the spec's)."""
+
+    queue: str
+    seed: int
+    examples: int
+    steps: int
+    seconds: float
+    db: str
+    failure: Failure | None = None
+    written: Written | None = None
+    scenario_file: Path | None = None
+    test_file: Path | None = None
+    cells: dict[str, Any] = field(default_factory=dict)
+    first: tuple[float, int, int] | None = None  # seconds, examples, steps when the first departure came
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def message(self) -> str:
+        """What a failed test prints: the shrunk sequence in words."""
+        from takeover.explore.words import failure_lines
+
+        return "\n".join(failure_lines(self))
+
+    def to_json(self) -> dict[str, Any]:
+        from takeover.explore.words import result_json
+
+        return result_json(self)
+
+
+def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None, seconds: float | None = None,
+                  steps: int = DEFAULT_STEPS, lease: float = DEFAULT_LEASE,
+                  step_timeout: float = DEFAULT_STEP_TIMEOUT, out: Path | None = None,
+                  example_db: bool = False, shrink_budget: int = SHRINK_EXAMPLES) -> ExploreResult:
+    """Explore ``queue_spec`` (``MODULE:ATTR``) on the database being served (takeover.db), and
+    write a departure's scenario and pytest file into ``out`` (when given). Bad input is a
+    :class:`UsageError` (one line)."""
+    check_budget(seed, examples, seconds, steps)
+    step_timeout = check_step_timeout(step_timeout)
+    factory = load_queue_factory(queue_spec)
+    db.check_queue_takes(queue_spec, factory, _probe_database())
+    if examples is None and seconds is None:
+        examples = DEFAULT_EXAMPLES
+    recorder = Recorder(seconds=seconds, shrink_budget=shrink_budget)
+    setup = Setup(queue_spec, factory, lease, step_timeout, recorder)
+    database = None
+    if example_db:
+        if out is None:
+            raise UsageError("an example database is kept in the output folder: name one (--out)")
+        database = DirectoryBasedExampleDatabase(str(out / EXPLORE_DB))
+    start = time.monotonic()
+    batch = 0
+    while recorder.failure is None:
+        # A budget in seconds runs batches of examples, each seeded from ``seed`` and its number,
+        # until the time is spent: Hypothesis itself stops only after a number of examples.
+        size = examples if examples is not None else BATCH
+        config = settings(
+            max_examples=size,
+            stateful_step_count=steps,
+            deadline=None,
+            database=database,
+            derandomize=False,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
+            verbosity=Verbosity.quiet,
+            print_blob=False,
+        )
+        batch_seed = seed if batch == 0 else seed * 1_000_003 + batch
+        test = hypothesis_seed(batch_seed)(get_state_machine_test(machine_class(setup), settings=config))
+        try:
+            test()
+        except Exception:  # noqa: BLE001 - a departure (or Hypothesis saying a replay differed): judged below
+            if recorder.failure is None:
+                raise
+        batch += 1
+        if examples is not None or recorder.spent():
+            break
+    result = ExploreResult(queue_spec, seed, recorder.examples, recorder.steps, time.monotonic() - start,
+                           db.current().value, recorder.failure, first=recorder.first_failure)
+    if result.failure is not None:
+        result.written = write_back(queue_spec, factory, lease, step_timeout, result.failure)
+        if out is not None and result.written.shrunk is not None:
+            from takeover.explore.words import write_outputs
+
+            result.scenario_file, result.test_file = write_outputs(result, out)
+    return result
+
+
+def check_budget(seed: Any, examples: Any, seconds: Any, steps: Any) -> None:
+    def whole(name: str, value: Any, low: int) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            raise UsageError(f"{name} must be a whole number of {low} or more, got {value!r}")
+
+    whole("--seed", seed, 0)
+    whole("--examples", examples, 1)
+    whole("--steps", steps, 1)
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)
+                                or not math.isfinite(seconds) or seconds <= 0):
+        raise UsageError(f"--seconds must be a positive number of seconds, got {seconds!r}")
+
+
+def _probe_database() -> str:
+    """A database string of the served kind, for the check that the queue takes it."""
+    return "queue.sqlite" if db.current().kind == db.SQLITE else "postgresql://probe"
+
+
+def project(failure: Failure) -> tuple[str, list[dict[str, Any]]]:
+    """The departing task's steps as one task's scenario: the steps on it, the claims that got it or
+    nothing, and the reopens; the task as the scenario's task (no step names one)."""
+    last = failure.steps[-1]
+    task = last.task or next((s.task for s in reversed(failure.steps) if s.task), "t1")
+    out = []
+    for s in failure.steps:
+        kind = s.spec["step"]
+        keep = (kind == "exit_and_reopen" or s.task == task
+                or (kind == "claim" and s.task is None and s is not last))
+        if keep or s is last:
+            out.append({k: v for k, v in s.spec.items() if k != "task"})
+    return task, out
+
+
+def write_back(queue_spec: str, factory: Any, lease: float, step_timeout: float, failure: Failure) -> Written:
+    """Replay the departing task's steps alone through the scenario engine: they must break the same
+    invariant again; then the replay's shrinker puts them on whole numbers."""
+    task, steps = project(failure)
+    steps = drop_default_lease(steps, lease)
+    replayer = Replayer(queue_spec, factory, step_timeout)
+    try:
+        outcome: Outcome = replayer.run(task, lease, steps)
+    except ReplayHung as exc:
+        return Written(task, None, f"the queue hung when the task's steps were replayed alone: {exc}")
+    wanted = next((inv for inv in failure.invariants if outcome.breaks(inv)), None)
+    if wanted is None:
+        got = ", ".join(sorted(outcome.invariants())) or "nothing"
+        return Written(task, None, f"task {task}'s steps alone break {got}, not "
+                                   f"{', '.join(failure.invariants)}: the departure needs the other tasks")
+    try:
+        return Written(task, shrink(replayer, task, lease, steps, wanted))
+    except ReplayHung as exc:
+        return Written(task, None, f"the queue hung while the scenario was shrunk: {exc}")
+
+
+__all__ = ["ExploreResult", "Step", "explore_queue"]

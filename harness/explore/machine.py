@@ -1,0 +1,382 @@
+"""The state machine ``takeover explore`` runs: random contract calls on one live queue, each answer
+judged at once by the spec's model.
+
+Why Hypothesis's stateful testing: the bugs a user writes into a queue sit behind short, particular
+sequences (finish uncertain, then register again; a takeover, then the old holder's heartbeat; a
+finish a few milliseconds past the lease), and a random sequence that hits one is long and full of
+noise. Hypothesis generates the sequences, and when one departs from the spec it shrinks it to the
+fewest steps, actors, tasks and smallest times that still depart, which is the sequence a person can
+read at a glance and the scenario file a fix is tested against.
+
+Why the scenario engine (:func:`takeover.scenarios.live_queue`) makes the calls: every call goes
+through the deadlined caller thread the scenarios use, on a fresh database of the command's host
+(SQLite file or PostgreSQL database), with the queue's own ``snapshot()`` read after every step, so
+what explore finds, ``takeover scenarios --file`` reruns as the same experiment.
+
+Why the model of :mod:`takeover.replay.model`: it is the spec's contract as a function of the answers
+so far (one :class:`TaskState` per task here); a claim may hand out *any* claimable task. The step
+is judged against what a correct queue answers given everything this queue answered before, so the
+departure is named by the invariant it breaks.
+
+Where the draws lean: the situations the spec's promises turn on. Times land on a lease's end
+(``lease_until`` minus one tick, at it, one tick past, and an eighth to three eighths of a second
+past, where a skew-tolerant finish still says yes), finishes and heartbeats come from the current
+holder, a stale holder after a takeover, a former holder whose lease ran out with no takeover, and
+generations never handed out; registers hit tasks in every state; the queue is closed and reopened on
+the same database. Every time is a multiple of 1/1024 s, exact in binary floating point, so
+``now + lease`` compares the same in the queue, the database and the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+
+from takeover.contract import QueueFactory, has_extension
+from takeover.replay.model import (
+    SPEC,
+    STATE_MATCHES,
+    TaskState,
+    apply,
+    claim_departures,
+    claimable_tasks,
+    expect,
+    snapshot_departures,
+    step_departures,
+)
+from takeover.scenarios import StepHung, StepResult, live_queue
+
+TICK = 1 / 1024  # the smallest step of the clock: "within a tick of the lease's end"
+PAST = (TICK, 1 / 8, 1 / 4, 3 / 8)  # how far past a lease's end a boundary time lands
+ACTORS = ("A", "B", "C")
+# How often each kind of call is drawn, among those that can be made (extend and resolve only on a
+# queue that has them; finish, extend and resolve once a task is registered).
+WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3}
+CALLER_WEIGHTS = (6, 3, 1)  # the latest holder of a task, a stale one, never a holder
+MAX_TASKS = 6
+TASK_COUNTS = (1, 2, 1, 3, 2, 1, 4, 2, 6)  # tasks an example holds: mostly one to three, sometimes more
+START = 0.0
+
+
+class Departed(AssertionError):
+    """A step whose answer (or snapshot) is not the spec's: what Hypothesis shrinks."""
+
+
+@dataclass
+class Step:
+    """One step as explore ran it: the scenario step, the queue's answer and the model's, in words."""
+
+    spec: dict[str, Any]
+    answered: str
+    expected: str
+    task: str | None  # the task it acted on (a claim: the one it got; None: none, or every one)
+    invariants: tuple[str, ...] = ()
+    what: str = ""
+
+
+@dataclass
+class Failure:
+    """A departure: the steps up to and including the one that departed."""
+
+    steps: list[Step]
+    invariants: tuple[str, ...]
+    what: str
+    tasks: int  # tasks the example registered
+
+
+@dataclass
+class Recorder:
+    """What the machines of one explore share: the budget, the counts, the departures seen (the last
+    is the shrunk one: Hypothesis runs the minimal example last), and the cells reached."""
+
+    seconds: float | None
+    start: float = field(default_factory=time.monotonic)
+    examples: int = 0
+    steps: int = 0
+    failure: Failure | None = None
+    failures_seen: int = 0
+    first_failure: tuple[float, int, int] | None = None  # seconds, examples and steps when the first departed
+    shrink_examples: int = 0  # examples run after the first departure (Hypothesis shrinking it)
+    shrink_budget: int = 0  # then at most this many: the rest pass at once, and the best so far stands
+
+    def record(self, failure: Failure) -> None:
+        """Keep the shortest departure (Hypothesis runs the shrunk example last; when the shrink
+        budget cuts it short, the shortest seen so far is the one it had reached)."""
+        if self.failure is None or len(failure.steps) <= len(self.failure.steps):
+            self.failure = failure
+
+    def shrinking_over(self) -> bool:
+        return self.failure is not None and self.shrink_examples >= self.shrink_budget
+    cells: dict[Any, int] = field(default_factory=dict)  # cell -> hits, merged from examples that passed
+    classify: Callable[..., Any] | None = None
+
+    def spent(self) -> bool:
+        return self.seconds is not None and time.monotonic() - self.start >= self.seconds
+
+
+@dataclass(frozen=True)
+class Setup:
+    queue_spec: str
+    factory: QueueFactory
+    lease: float
+    step_timeout: float
+    recorder: Recorder
+
+
+def _t(value: float | None) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
+def _claim_words(got: Any) -> str:
+    if got is None:
+        return "None"
+    task, generation, lease_until = got
+    return f"task {task}, generation {generation}, lease until t={_t(lease_until)}"
+
+
+class ExploreMachine(RuleBasedStateMachine):
+    """One example: a fresh queue, a few tasks, three actors, the logical clock from 0."""
+
+    setup: Setup  # set by machine_class
+
+    def __init__(self) -> None:
+        rec = self.setup.recorder
+        super().__init__()
+        self.idle = rec.shrinking_over()
+        if self.idle:  # the shrink budget is spent: this candidate passes without a call
+            return
+        if rec.failure is not None:
+            rec.shrink_examples += 1
+        rec.examples += 1
+        self.t = START
+        self.tasks: list[str] = []
+        self.states: dict[str, TaskState] = {}
+        self.holdings: list[tuple[str, str, int]] = []  # (actor, task, generation) of every claim granted
+        self.steps: list[Step] = []
+        self._stack = contextlib.ExitStack()
+        self.live = self._stack.enter_context(live_queue(
+            "explore", self.setup.queue_spec, self.setup.factory, self.setup.lease, self.setup.step_timeout,
+            task=self._name(0), tasks=tuple(self._name(i) for i in range(1, MAX_TASKS))))
+        try:
+            self.live.open()
+        except StepHung as hung:
+            self._stack.close()
+            raise Departed(f"opening the queue: {hung}") from None
+        self.can_extend = has_extension(self.live.queue, "extend")
+        self.can_resolve = has_extension(self.live.queue, "resolve")
+
+    @staticmethod
+    def _name(i: int) -> str:
+        return f"t{i + 1}"
+
+    def teardown(self) -> None:
+        if not self.idle:
+            self._stack.close()
+
+    # -- the clock ------------------------------------------------------------------------------------------
+    def _boundaries(self, leases: list[float]) -> list[float]:
+        out = []
+        for end in sorted(set(leases)):
+            out += [end - TICK, end, *(end + p for p in PAST)]
+        return [b for b in out if b >= self.t]
+
+    def _when(self, data: st.DataObject, leases: list[float]) -> float:
+        """The next step's time: the same instant (most often: a holder acts inside its lease), a
+        little later, much later, or on one of ``leases``' ends."""
+        bounds = self._boundaries(leases)
+        mode = data.draw(st.integers(0, 19 if bounds else 10), label="when")
+        if mode <= 7:
+            return self.t
+        if mode <= 9:
+            return self.t + data.draw(st.sampled_from((TICK, 1 / 8)), label="a little later by")
+        if mode <= 10:
+            return self.t + data.draw(st.sampled_from((1 / 2, 1.0, 4.0)), label="later by")
+        return data.draw(st.sampled_from(bounds), label="at a lease's end")
+
+    def _running_leases(self) -> list[float]:
+        return [s.lease_until for s in self.states.values() if s.state == "running" and s.lease_until is not None]
+
+    # -- doing and judging one step -------------------------------------------------------------------------
+    def _do(self, spec: dict[str, Any]) -> None:
+        spec = {"t": self.t, "actor": spec.pop("actor", None), **spec}
+        rec = self.setup.recorder
+        rec.steps += 1
+        lease = self.setup.lease
+        kind = spec["step"]
+        task = spec.get("task")
+        before = self.states.get(task, TaskState()) if task is not None else None
+        if kind == "claim":
+            open_ = claimable_tasks(self.states, float(spec["t"]))
+            expected = ("None (nothing claimable)" if not open_ else
+                        " or ".join(_claim_words((k, (self.states[k].generation or 0) + 1,
+                                                  float(spec["t"]) + float(spec.get("lease", lease))))
+                                    for k in open_))
+        elif before is not None and kind in ("finish", "extend", "resolve"):
+            expected = repr(expect(before, spec, lease))
+        else:
+            expected = "nothing"
+        result = StepResult(index=len(self.steps) + 1, spec=spec)
+        hang = self.live.run_step(result)
+        obs = result.observed
+        names: list[str] = []
+        words = ""
+        answered: str
+        if hang is not None or obs.get("raised") is not None:
+            answered = f"raised {'; '.join(result.errors)}" if hang is None else str(hang)
+            names, words = [SPEC], f"{kind} {answered}"
+        elif kind == "claim":
+            got = obs.get("claimed")
+            answered = _claim_words(got)
+            names, words = claim_departures(self.states, spec, got, lease)
+            if got is not None and got[0] in self.states:
+                task = got[0]
+                self.states[task] = apply(self.states[task], spec, (got[1], got[2]))
+                self.holdings.append((spec["actor"], task, got[1]))
+        elif task is not None and before is not None:
+            answer = obs.get("returns")
+            answered = "nothing" if kind == "register" else repr(answer)
+            names, words = step_departures(before, spec, answer, lease)
+            self.states[task] = apply(before, spec, answer)
+        else:
+            answered = "nothing"
+        if not names and hang is None:
+            snap = snapshot_departures(self.states, obs.get("rows", []))
+            errors = [e for e in result.errors if not e.startswith("claim returned lease_until")]
+            if snap:
+                names, words = [STATE_MATCHES], snap
+            elif errors:
+                names, words = [SPEC], "; ".join(errors)
+        step = Step(spec, answered, expected, task, tuple(dict.fromkeys(names)), words)
+        self.steps.append(step)
+        self._classify(step, before)
+        if names:
+            rec.failures_seen += 1
+            if rec.first_failure is None:
+                rec.first_failure = (time.monotonic() - rec.start, rec.examples, rec.steps)
+            rec.record(Failure(list(self.steps), step.invariants, words, len(self.tasks)))
+            raise Departed(f"step {len(self.steps)}: {words}")
+
+    def _classify(self, step: Step, before: TaskState | None) -> None:
+        """Count the coverage cell this step reached (the coverage module's classify, when present)."""
+
+    # -- the rules ------------------------------------------------------------------------------------------
+    @initialize(n=st.sampled_from(TASK_COUNTS))
+    def choose_tasks(self, n: int) -> None:
+        self.tasks = [self._name(i) for i in range(n)]
+
+    @rule(data=st.data())
+    def step(self, data: st.DataObject) -> None:
+        """One call, its kind drawn by weight (:data:`WEIGHTS`) among those that can be made: one rule
+        rather than one per kind, because Hypothesis picks rules evenly (and turns some off for a whole
+        example), which starved the finishes behind the claims and reopens."""
+        if self.idle:
+            return
+        kinds = [k for k in WEIGHTS if self._can(k)]
+        total = sum(WEIGHTS[k] for k in kinds)
+        pick = data.draw(st.integers(0, total - 1), label="kind")
+        for kind in kinds:
+            pick -= WEIGHTS[kind]
+            if pick < 0:
+                break
+        getattr(self, f"_{kind}")(data)
+
+    def _can(self, kind: str) -> bool:
+        if kind in ("register", "claim", "reopen"):
+            return True
+        if not self._registered():
+            return False
+        return {"extend": self.can_extend, "resolve": self.can_resolve}.get(kind, True)
+
+    def _register(self, data: st.DataObject) -> None:
+        """A producer registers a task: new, or again in whatever state it is in (each state present
+        as likely as any other, so a register of the one uncertain task is not rare)."""
+        by_state: dict[str | None, list[str]] = {}
+        for k in self.tasks:
+            by_state.setdefault(self.states.get(k, TaskState()).state, []).append(k)
+        group = data.draw(st.sampled_from(sorted(by_state, key=lambda x: (x is not None, x or ""))), label="state")
+        task = data.draw(st.sampled_from(by_state[group]), label="task")
+        self.t = self._when(data, self._running_leases())
+        self._do({"step": "register", "task": task})
+
+    def _claim(self, data: st.DataObject) -> None:
+        actor = data.draw(st.sampled_from(ACTORS), label="actor")
+        self.t = self._when(data, self._running_leases())
+        step: dict[str, Any] = {"actor": actor, "step": "claim"}
+        lease = data.draw(st.sampled_from((self.setup.lease, self.setup.lease / 2, self.setup.lease * 2)),
+                          label="lease")
+        if lease != self.setup.lease:
+            step["lease"] = lease
+        self._do(step)
+
+    def _generation(self, data: st.DataObject) -> tuple[str, str, int]:
+        """Who calls with which generation: the latest holder of a task (current, or former once its
+        lease ran out with no takeover), a stale holder after a takeover, or a generation never
+        handed out (the next one, or 0)."""
+        held = sorted(set(self.holdings), key=lambda h: (h[1], -h[2], h[0]))
+        latest = [h for h in held if h[2] == self.states[h[1]].generation]
+        stale = [h for h in held if h not in latest]
+        registered = [k for k in self.tasks if self.states.get(k, TaskState()).state is not None]
+        never: list[tuple[str | None, str, int]] = [
+            (None, k, g) for k in registered for g in ((self.states[k].generation or 0) + 1, 0)]
+        groups = [g for g in (latest, stale, never) if g]
+        weights = [CALLER_WEIGHTS[0 if g is latest else 1 if g is stale else 2] for g in groups]
+        pick = data.draw(st.integers(0, sum(weights) - 1), label="caller")
+        group = groups[-1]
+        for candidates, w in zip(groups, weights, strict=True):
+            pick -= w
+            if pick < 0:
+                group = candidates
+                break
+        who, task, gen = data.draw(st.sampled_from(group), label="holder")
+        actor = who if who is not None else data.draw(st.sampled_from(ACTORS), label="actor")
+        return actor, task, gen
+
+    def _own_leases(self, task: str, gen: int) -> list[float]:
+        s = self.states.get(task, TaskState())
+        own = [until for g, until in s.leases if g == gen]
+        return own + self._running_leases()
+
+    def _registered(self) -> bool:
+        return any(s.state is not None for s in self.states.values())
+
+    def _finish(self, data: st.DataObject) -> None:
+        actor, task, gen = self._generation(data)
+        outcome = data.draw(st.sampled_from(("done", "uncertain")), label="outcome")
+        self.t = self._when(data, self._own_leases(task, gen))
+        self._do({"actor": actor, "step": "finish", "task": task, "outcome": outcome, "with_generation": gen})
+
+    def _extend(self, data: st.DataObject) -> None:
+        actor, task, gen = self._generation(data)
+        self.t = self._when(data, self._own_leases(task, gen))
+        step: dict[str, Any] = {"actor": actor, "step": "extend", "task": task, "with_generation": gen}
+        lease = data.draw(st.sampled_from((self.setup.lease, self.setup.lease / 4, self.setup.lease * 2)),
+                          label="lease")
+        if lease != self.setup.lease:
+            step["lease"] = lease
+        self._do(step)
+
+    def _resolve(self, data: st.DataObject) -> None:
+        """An operator settles a task (most often an uncertain one) back to pending or to done."""
+        registered = sorted(k for k, s in self.states.items() if s.state is not None)
+        uncertain = [k for k in registered if self.states[k].state == "uncertain"]
+        task = data.draw(st.sampled_from(uncertain + [k for k in registered if k not in uncertain]), label="task")
+        current = self.states[task].generation or 0
+        gen = data.draw(st.sampled_from((current, current - 1, current + 1)), label="generation")
+        outcome = data.draw(st.sampled_from(("pending", "done")), label="outcome")
+        self.t = self._when(data, self._running_leases())
+        self._do({"step": "resolve", "task": task, "outcome": outcome, "with_generation": gen})
+
+    def _reopen(self, data: st.DataObject) -> None:
+        """The queue is closed and a new queue object opened on the same database."""
+        self._do({"step": "exit_and_reopen"})
+
+
+def machine_class(setup: Setup) -> type[ExploreMachine]:
+    """A machine bound to one queue and one recorder (Hypothesis builds the machine with no arguments)."""
+    return type("ExploreMachine", (ExploreMachine,), {"setup": setup})

@@ -1,0 +1,72 @@
+"""`takeover explore` as users run it: random call sequences on a real queue in one process, a departure
+shrunk and written as a scenario file that `takeover scenarios --file` reruns and fails, the reference
+queue passing, bad input one line, and the same seed giving the same shrunk sequence.
+
+The model it judges by (several tasks: any claimable one is a right claim) is tests/unit/test_replay_model.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from takeover.cli import main
+from takeover.contract import REFERENCE_QUEUE
+from takeover.explore import explore_queue
+from tests.helpers.processes import takeover
+from tests.helpers.queues import on_path
+
+STALE = "spec_departures:StaleFinishQueue"  # finishes by task id alone, whatever the generation or the lease
+
+
+@pytest.mark.slow
+def test_explore_catches_a_known_bad_queue_and_writes_a_scenario_that_fails_on_it(tmp_path):
+    out = tmp_path / "found"
+    proc = takeover("explore", "--queue", STALE, "--examples", "30", "--out", str(out), "--json", timeout=180)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    departure = doc["departure"]
+    assert departure["invariants"], doc
+    assert len(departure["steps"]) <= 8  # shrunk: a handful of steps, not the twenty of an example
+    scenario = out / "explore.json"
+    assert doc["scenario_file"] == str(scenario) and (out / "test_explore.py").is_file()
+    again = takeover("scenarios", "--file", str(scenario), timeout=60)  # the file names the queue that broke
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert departure["invariants"][0] in again.stdout
+    fixed = takeover("scenarios", "--file", str(scenario), "--queue", REFERENCE_QUEUE, timeout=60)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+
+
+def test_explore_passes_the_reference_queue():
+    result = explore_queue(REFERENCE_QUEUE, seed=3, examples=25)
+    assert result.ok, result.message()
+    assert result.examples >= 25 and result.steps > 100
+
+
+def test_the_same_seed_finds_the_same_shrunk_sequence():
+    on_path()
+    first = explore_queue(STALE, seed=5, examples=20, shrink_budget=40)
+    second = explore_queue(STALE, seed=5, examples=20, shrink_budget=40)
+    assert first.failure is not None and second.failure is not None
+    assert [s.spec for s in first.failure.steps] == [s.spec for s in second.failure.steps]
+    assert first.written is not None and second.written is not None
+    assert first.written.shrunk is not None and second.written.shrunk is not None
+    assert first.written.shrunk.steps == second.written.shrunk.steps
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--examples", "0"], "--examples: must be a whole number of 1 or more"),
+    (["--seconds", "-1"], "--seconds: must be a positive number of seconds"),
+    (["--examples", "3", "--seconds", "2"], "not allowed with argument"),
+    (["--queue", "no_such_module:Q"], "no_such_module"),
+    (["--db", "mysql"], "--db must be sqlite, postgres or a postgresql:// URL"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path, capsys, monkeypatch):
+    """The command line's own entry point, in this process (a process per bad value costs seconds)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["explore", *args]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], err
+    assert not any(tmp_path.iterdir())  # nothing written
