@@ -70,6 +70,7 @@ class ExploreResult:
     test_file: Path | None = None
     cells: dict[str, Any] = field(default_factory=dict)
     first: tuple[float, int, int] | None = None  # seconds, examples, steps when the first departure came
+    shrink_examples: int = 0  # of the examples, those run to shrink the departure
 
     @property
     def ok(self) -> bool:
@@ -114,9 +115,13 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
     start = time.monotonic()
     batch = 0
     while recorder.failure is None:
-        # A budget in seconds runs batches of examples, each seeded from ``seed`` and its number,
-        # until the time is spent: Hypothesis itself stops only after a number of examples.
-        size = examples if examples is not None else BATCH
+        # Batches of examples, each a Hypothesis run seeded from ``seed`` and its number: the lean
+        # toward unreached cells changes between batches only (explore.coverage), and a budget in
+        # seconds is checked between them (Hypothesis itself stops only after a number of examples).
+        size = BATCH if examples is None else min(BATCH, examples - batch * BATCH)
+        if size <= 0:
+            break
+        recorder.coverage.new_batch()
         config = settings(
             max_examples=size,
             stateful_step_count=steps,
@@ -137,10 +142,11 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
             if recorder.failure is None:
                 raise
         batch += 1
-        if examples is not None or recorder.spent():
+        if recorder.spent():
             break
     result = ExploreResult(queue_spec, seed, recorder.examples, recorder.steps, time.monotonic() - start,
-                           db.current().value, recorder.failure, first=recorder.first_failure)
+                           db.current().value, recorder.failure, first=recorder.first_failure,
+                           cells=recorder.coverage.to_json(), shrink_examples=recorder.shrink_examples)
     if result.failure is not None:
         result.written = write_back(queue_spec, factory, lease, step_timeout, result.failure)
         if out is not None and result.written.shrunk is not None:

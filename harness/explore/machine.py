@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from takeover.contract import QueueFactory, has_extension
+from takeover.coverage_space import classify
+from takeover.explore.coverage import Coverage, step_cell
 from takeover.replay.model import (
     SPEC,
     STATE_MATCHES,
@@ -113,8 +115,7 @@ class Recorder:
 
     def shrinking_over(self) -> bool:
         return self.failure is not None and self.shrink_examples >= self.shrink_budget
-    cells: dict[Any, int] = field(default_factory=dict)  # cell -> hits, merged from examples that passed
-    classify: Callable[..., Any] | None = None
+    coverage: Coverage = field(default_factory=Coverage)
 
     def spent(self) -> bool:
         return self.seconds is not None and time.monotonic() - self.start >= self.seconds
@@ -170,6 +171,9 @@ class ExploreMachine(RuleBasedStateMachine):
             raise Departed(f"opening the queue: {hung}") from None
         self.can_extend = has_extension(self.live.queue, "extend")
         self.can_resolve = has_extension(self.live.queue, "resolve")
+        rec.coverage.set_extensions(e for e, has in (("extend", self.can_extend), ("resolve", self.can_resolve))
+                                    if has)
+        self.cells: Counter[str] = Counter()
 
     @staticmethod
     def _name(i: int) -> str:
@@ -178,6 +182,7 @@ class ExploreMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         if not self.idle:
             self._stack.close()
+            self.setup.recorder.coverage.merge(self.cells)
 
     # -- the clock ------------------------------------------------------------------------------------------
     def _boundaries(self, leases: list[float]) -> list[float]:
@@ -211,6 +216,7 @@ class ExploreMachine(RuleBasedStateMachine):
         kind = spec["step"]
         task = spec.get("task")
         before = self.states.get(task, TaskState()) if task is not None else None
+        states_before = dict(self.states)
         if kind == "claim":
             open_ = claimable_tasks(self.states, float(spec["t"]))
             expected = ("None (nothing claimable)" if not open_ else
@@ -254,7 +260,7 @@ class ExploreMachine(RuleBasedStateMachine):
                 names, words = [SPEC], "; ".join(errors)
         step = Step(spec, answered, expected, task, tuple(dict.fromkeys(names)), words)
         self.steps.append(step)
-        self._classify(step, before)
+        self._classify(step, states_before)
         if names:
             rec.failures_seen += 1
             if rec.first_failure is None:
@@ -262,8 +268,27 @@ class ExploreMachine(RuleBasedStateMachine):
             rec.record(Failure(list(self.steps), step.invariants, words, len(self.tasks)))
             raise Departed(f"step {len(self.steps)}: {words}")
 
-    def _classify(self, step: Step, before: TaskState | None) -> None:
-        """Count the coverage cell this step reached (the coverage module's classify, when present)."""
+    def _classify(self, step: Step, before: dict[str, TaskState]) -> None:
+        """Count the coverage cells this step reached (takeover.coverage_space), from the model just
+        before it, and the snapshot's cells of every registered task after it."""
+        spec = step.spec
+        kind = spec["step"]
+        if kind == "claim":
+            actor = spec["actor"]
+            mine = [(k, g) for a, k, g in self.holdings[:-1] if a == actor] if step.task else \
+                [(k, g) for a, k, g in self.holdings if a == actor]
+            task = step.task or (mine[-1][0] if mine else next(iter(sorted(before)), None))
+            held = max((g for k, g in mine if k == task), default=None)
+        else:
+            task, held = spec.get("task"), spec.get("with_generation")
+        if task is not None:
+            cell = step_cell(spec, before.get(task, TaskState()), held, TICK)
+            if cell is not None:
+                self.cells[cell] += 1
+        now = float(spec["t"])
+        for s in self.states.values():
+            if s.state is not None:
+                self.cells[classify("snapshot", s.state, "never", now, s.lease_until, TICK)] += 1
 
     # -- the rules ------------------------------------------------------------------------------------------
     @initialize(n=st.sampled_from(TASK_COUNTS))
@@ -277,12 +302,15 @@ class ExploreMachine(RuleBasedStateMachine):
         example), which starved the finishes behind the claims and reopens."""
         if self.idle:
             return
+        coverage = self.setup.recorder.coverage
         kinds = [k for k in WEIGHTS if self._can(k)]
-        total = sum(WEIGHTS[k] for k in kinds)
-        pick = data.draw(st.integers(0, total - 1), label="kind")
-        for kind in kinds:
-            pick -= WEIGHTS[kind]
+        weights = [coverage.weight(k, WEIGHTS[k], ("done", "uncertain")) for k in kinds]
+        pick = data.draw(st.integers(0, sum(weights) - 1), label="kind")
+        kind = kinds[-1]
+        for candidate, w in zip(kinds, weights, strict=True):
+            pick -= w
             if pick < 0:
+                kind = candidate
                 break
         getattr(self, f"_{kind}")(data)
 

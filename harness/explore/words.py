@@ -82,6 +82,9 @@ def result_json(result: ExploreResult) -> dict[str, Any]:
         "examples": result.examples,
         "steps": result.steps,
         "seconds": round(result.seconds, 3),
+        "shrink_examples": result.shrink_examples,
+        "first_departure": None if result.first is None else {
+            "seconds": round(result.first[0], 3), "example": result.first[1], "step": result.first[2]},
         "cells": result.cells,
         "departure": None,
         "scenario_file": str(result.scenario_file) if result.scenario_file else None,
@@ -117,11 +120,14 @@ def write_outputs(result: ExploreResult, out: Path) -> tuple[Path, Path]:
 
 def summary_line(result: ExploreResult) -> str:
     """Examples, steps, seconds, the first departure's time, and the coverage cells reached."""
-    line = f"{result.examples} example(s), {result.steps} step(s) in {result.seconds:.1f} s"
+    shrink = f" ({result.shrink_examples} to shrink)" if result.shrink_examples else ""
+    line = f"{result.examples} example(s){shrink}, {result.steps} step(s) in {result.seconds:.1f} s"
     if result.first is not None:
         seconds, examples, steps = result.first
         line += f"; first departure after {seconds:.2f} s (example {examples}, step {steps}), then shrunk"
     cells = result.cells
     if cells.get("total"):
-        line += f"; coverage cells reached: {cells['reached']} of {cells['total']}"
+        line += (f"\nmodel coverage: {cells['reached']} of {cells['total']} possible cells reached "
+                 f"({cells['important_reached']} of {cells['important_total']} where the spec says no or a lease "
+                 "ends)")
     return line
