@@ -26,10 +26,16 @@ def model(summary: Summary) -> ModelCoverage | None:
     return summary["coverage"].get("model")
 
 
-def _priority(cell_key: str) -> tuple[int, str]:
-    """Stale and expired callers first (the takeover's promises), then the lease's edge, then the rest."""
+def _priority(cell_key: str) -> tuple[int, int, str]:
+    """The fence's promises first: a stale or expired caller's finish or heartbeat; then a known task
+    registered again, the lease's edge, any other stale or expired caller, the rest; within a rank, by
+    operation in the space's order."""
     c = cs.parse(cell_key)
-    return (0 if c.caller in ("stale", "expired") else 1 if c.time == "edge" else 2, cell_key)
+    late = c.caller in ("stale", "expired")
+    rank = (0 if late and c.op in ("finish_done", "finish_uncertain", "extend")
+            else 1 if c.op == "register" and c.state != "absent"
+            else 2 if c.time == "edge" else 3 if late else 4)
+    return rank, cs.OPS.index(c.op), cell_key
 
 
 def coverage_line(summary: Summary) -> str | None:
