@@ -2,8 +2,9 @@
 
 Why a template and not only docs: the first CI setup is where a user decides what to gate on, how long
 to run and where the evidence goes, and a working file is the quickest way to a good answer. The
-workflow (``harness/data/ci/takeover.yml``) runs, on every pull request, the spec's scenarios and the
-tests that use the ``takeover`` pytest fixture, short; every night the same tests long on several seeds,
+workflow (``harness/data/ci/takeover.yml``) runs, on every pull request, the spec's scenarios, ``takeover
+explore`` (30 s, seeded by the run number: a departure's shrunk scenario and pytest file are uploaded) and
+the tests that use the ``takeover`` pytest fixture, short; every night the same tests long on several seeds,
 a soak whose failing seeds are banked in the Actions cache and replayed the next night, and a lease
 sweep, publishing JUnit and uploading the run folders. The starter test
 (``harness/data/ci/test_takeover.py.tmpl``) is the ten lines those jobs run.
@@ -20,7 +21,8 @@ from pathlib import Path
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 
-HELP = "write a GitHub Actions workflow for your queue (pull requests: scenarios + short stress; nightly: soak + sweep)"
+HELP = ("write a GitHub Actions workflow for your queue (pull requests: scenarios + explore + short stress; "
+        "nightly: soak + sweep)")
 
 WORKFLOW = Path(".github") / "workflows" / "takeover.yml"
 TEST_FILE = Path("tests") / "test_takeover.py"
@@ -82,7 +84,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         print(f"wrote {path}")
-    print(f"pull requests: takeover scenarios --queue {args.queue} --db {args.db}, then pytest {args.tests} "
+    print(f"pull requests: takeover scenarios --queue {args.queue} --db {args.db}, takeover explore --seconds 30, "
+          f"then pytest {args.tests} "
           f"-m takeover --takeover-duration 5 --takeover-db {args.db}; nightly: the tests on 5 seeds, takeover "
           "soak and takeover sweep. Add .takeover/ to .gitignore; the README's 'Your own repository' section says "
           "what each step gates on.")

@@ -203,7 +203,8 @@ def test_init_ci_writes_a_workflow_whose_steps_run_here(venv: Path, tmp_path) ->
     doc = yaml.safe_load(workflow.read_text())
     env = {k: str(v) for k, v in doc["env"].items()}
     assert env["TAKEOVER_QUEUE"] == "myq:Q"
-    env |= {"TAKEOVER_PR_DURATION": "1", "TAKEOVER_NIGHT_DURATION": "1", "TAKEOVER_NIGHT_SEEDS": "1",
+    env |= {"TAKEOVER_PR_DURATION": "1", "TAKEOVER_PR_EXPLORE_SECONDS": "1", "TAKEOVER_NIGHT_DURATION": "1",
+            "TAKEOVER_NIGHT_SEEDS": "1",
             "TAKEOVER_SOAK_MINUTES": "0.05", "TAKEOVER_SWEEP_GRID": "one-cell.toml"}
     ran: dict[str, list[str]] = {}
     try:
@@ -215,7 +216,9 @@ def test_init_ci_writes_a_workflow_whose_steps_run_here(venv: Path, tmp_path) ->
                 ran.setdefault(job, []).append(step["name"])
     finally:
         assert _reap(proj) == []
-    assert ran["pull-request"] == ["Scenarios (the spec's S1-S5, step by step)", "Short stress tests (pytest plugin)"]
+    assert ran["pull-request"] == ["Scenarios (the spec's S1-S5, step by step)",
+                                   "Explore (random call sequences in one process, each answer judged by the spec; "
+                                   "a departure is shrunk)", "Short stress tests (pytest plugin)"]
     assert ran["nightly"] == ["Long stress tests on several seeds (pytest plugin)",
                               "Soak (replays the banked failing seeds first)", "Lease sweep"]
     takeover_dir = proj / ".takeover"

@@ -53,7 +53,9 @@ def test_every_step_runs_on_the_database_chosen(db: str, tmp_path) -> None:
     doc = yaml.safe_load((tmp_path / ".github" / "workflows" / "takeover.yml").read_text())
     assert doc["env"]["TAKEOVER_DB"] == db
     runs = [s["run"] for job in doc["jobs"].values() for s in job["steps"] if "run" in s and s["name"] != "Install"]
-    assert len(runs) == 5
+    assert len(runs) == 6
+    explore = [s["run"] for s in doc["jobs"]["pull-request"]["steps"] if s.get("name", "").startswith("Explore")]
+    assert len(explore) == 1 and "takeover explore" in explore[0] and "--out .takeover/explore" in explore[0]
     for run in runs:
         flag = "--takeover-db" if "pytest" in run else "--db"
         assert f'{flag} "$TAKEOVER_DB"' in run, run
