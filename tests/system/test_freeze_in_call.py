@@ -156,3 +156,38 @@ def test_sigkill_of_the_coordinator_while_a_worker_is_frozen_inside_a_call_leave
         assert not left, [(p.pid, p.status(), p.cmdline()) for p in left]
     finally:
         stop_and_reap(proc, run_dir)
+
+
+def test_the_hook_sees_a_postgres_queues_statements_through_psycopg(tmp_path: Path) -> None:
+    """The PostgreSQL reference queue on a private server: its statements reach the hook through the cursor
+    class set on its connection, and a trap stops before its finish's UPDATE with the row still running."""
+    from takeover import db
+    from takeover.failpoints import Point, StatementHook
+    from takeover.queues.postgres_lease import PostgresLeaseQueue
+
+    with db.run_database("postgres", tmp_path) as url:
+        hook = StatementHook()
+        with hook.watching():
+            queue = PostgresLeaseQueue(url)
+        other = PostgresLeaseQueue(url)  # another process's view: not watched
+        try:
+            queue.register("t000001", 0.0)
+            with hook.call("claim"):
+                claimed = queue.claim("w1", 1.0, 10.0)
+            assert claimed is not None and hook.counts["claim"] >= 1
+            seen: list[tuple[Point, str]] = []
+
+            def action(point: Point) -> bool:
+                seen.append((point, str(other.snapshot()[0][1])))
+                return True
+
+            hook.arm("finish", 1, action)
+            with hook.call("finish"):
+                assert queue.finish(claimed[0], claimed[1], "done", 2.0) is True
+            (point, state), = seen
+            assert point.op == "finish" and point.sql.lstrip().upper().startswith("UPDATE"), point
+            assert state == "running" and not point.locked
+            assert str(other.snapshot()[0][1]) == "done"
+        finally:
+            queue.close()
+            other.close()

@@ -111,3 +111,37 @@ def test_connect_is_given_back(tmp_path: Path) -> None:
     assert "claim" not in hook.counts, "a connection opened after the block was watched"
     conn.close()
     plain.close()
+
+
+def test_the_statement_frozen_before_is_between_two_of_the_calls_own_when_there_are_two() -> None:
+    from takeover.run.freeze_in_call import statement_index
+
+    assert statement_index(1, 0.99) == 1
+    assert {statement_index(2, s / 10) for s in range(10)} == {2}
+    assert {statement_index(4, s / 10) for s in range(10)} == {2, 3, 4}
+
+
+def test_the_watched_queue_offers_exactly_the_methods_the_queue_has(tmp_path: Path, mistakes) -> None:
+    """has_extension() on the worker's queue must see what it would see on the queue itself."""
+    import multiprocessing
+
+    from takeover.contract import has_extension
+    from takeover.history import HistoryWriter
+    from takeover.run.freeze_in_call import CallFreezer
+    from takeover.run.phases import PhaseBoard
+
+    board = PhaseBoard.create(multiprocessing.get_context("spawn"), 1)
+    hist = HistoryWriter(tmp_path / "h.jsonl", 1)
+
+    class NoExtend(mistakes.UserQueue):
+        extend = None
+
+    for cls, extends in ((mistakes.UserQueue, True), (NoExtend, False)):
+        queue = CallFreezer(board, 0, hist, "w0").open(lambda c=cls: c(str(tmp_path / f"{c.__name__}.db")))
+        assert has_extension(queue, "extend") is extends
+        assert has_extension(queue, "register_many") is False
+        queue.register("t1", 0.0)
+        assert queue.claim("w1", 1.0, 10.0) == ("t1", 1, 11.0)
+        assert queue.snapshot() == [("t1", "running", 1, 11.0)], "what the wrapper does not scope is the queue's own"
+        queue.close()
+    hist.close()
