@@ -174,6 +174,43 @@ class PostgresHost(Host):
                     print(f"takeover: could not drop database {name} on {self.value}: {exc}", file=sys.stderr)
 
 
+class ReusedHost(Host):
+    """One PostgreSQL database handed out again and again, emptied each time (takeover.db.postgres.
+    empty_database): for many short-lived queues in one process, one after the other (``takeover
+    explore``'s examples), where a database created and dropped for each would cost more than the queue's
+    calls."""
+
+    kind = POSTGRES
+
+    def __init__(self, outer: Host, url: str) -> None:
+        self.value = outer.value
+        self.url = url
+
+    @contextlib.contextmanager
+    def database(self, folder: Path, label: str = "run") -> Iterator[str]:
+        from takeover.db import postgres
+
+        postgres.empty_database(self.url)
+        yield self.url
+
+
+@contextlib.contextmanager
+def reused(folder: Path, label: str) -> Iterator[Host]:
+    """Inside, every database asked of a PostgreSQL host is one database of it, emptied before each use
+    (and dropped afterwards as any other); a SQLite host is left as it is (a fresh file is cheap)."""
+    outer = current()
+    if outer.kind != POSTGRES:
+        yield outer
+        return
+    with outer.database(folder, label) as url:
+        host = ReusedHost(outer, url)
+        _active.append(host)
+        try:
+            yield host
+        finally:
+            _active.pop()
+
+
 _SQLITE_HOST = Host()
 _active: list[Host] = []
 

@@ -19,6 +19,7 @@ a pytest file beside the scenario file.
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,25 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
             raise UsageError("an example database is kept in the output folder: name one (--out)")
         database = DirectoryBasedExampleDatabase(str(out / EXPLORE_DB))
     start = time.monotonic()
+    # One database for every example and replay (emptied before each) on PostgreSQL: see db.reused.
+    with tempfile.TemporaryDirectory(prefix="takeover-explore-") as folder, db.reused(Path(folder), "explore"):
+        _run_batches(setup, examples, seconds, steps, seed, database)
+        result = ExploreResult(queue_spec, seed, recorder.examples, recorder.steps, time.monotonic() - start,
+                               db.current().value, recorder.failure, first=recorder.first_failure,
+                               cells=recorder.coverage.to_json(), shrink_examples=recorder.shrink_examples)
+        if result.failure is not None:
+            result.written = write_back(queue_spec, factory, lease, step_timeout, result.failure)
+    if result.failure is not None and result.written is not None:
+        if out is not None and result.written.shrunk is not None:
+            from takeover.explore.words import write_outputs
+
+            result.scenario_file, result.test_file = write_outputs(result, out)
+    return result
+
+
+def _run_batches(setup: Setup, examples: int | None, seconds: float | None, steps: int, seed: int,
+                 database: DirectoryBasedExampleDatabase | None) -> None:
+    recorder = setup.recorder
     batch = 0
     while recorder.failure is None:
         # Batches of examples, each a Hypothesis run seeded from ``seed`` and its number: the lean
@@ -144,16 +164,6 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
         batch += 1
         if recorder.spent():
             break
-    result = ExploreResult(queue_spec, seed, recorder.examples, recorder.steps, time.monotonic() - start,
-                           db.current().value, recorder.failure, first=recorder.first_failure,
-                           cells=recorder.coverage.to_json(), shrink_examples=recorder.shrink_examples)
-    if result.failure is not None:
-        result.written = write_back(queue_spec, factory, lease, step_timeout, result.failure)
-        if out is not None and result.written.shrunk is not None:
-            from takeover.explore.words import write_outputs
-
-            result.scenario_file, result.test_file = write_outputs(result, out)
-    return result
 
 
 def check_budget(seed: Any, examples: Any, seconds: Any, steps: Any) -> None:
