@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The Debian packages some tests and runs need (fuse3, postgresql): installed with apt-get when missing and
+# make runs as root; otherwise the tests that need one skip with a line naming it (scripts/system-packages).
+SYSTEM_PACKAGES := scripts/system-packages
 PYTEST_ARGS ?=
 # Test processes: most of the suite's time is real runs waiting on their own clocks (faults, leases,
 # drains), so two processes overlap those waits even on 2 cores. PYTEST_JOBS=0 runs in one process.
@@ -22,6 +25,12 @@ SHELL := bash
 
 .PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep tune hunt
 
+# The system packages a run's ARGS need: fuse3 for power losses (--power-loss-rate; sweep's --power-loss
+# axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server).
+RUN_PACKAGES = $(if $(findstring --power-loss,$(ARGS)),fuse3) $(if $(filter postgres --db=postgres,$(ARGS)),postgresql)
+# Installs them first when there are any (a plain `make stress` needs none and runs nothing here).
+SYSTEM_FOR_RUN = $(if $(strip $(RUN_PACKAGES)),$(SYSTEM_PACKAGES) install $(RUN_PACKAGES))
+
 all: test
 
 $(STAMP): pyproject.toml
@@ -33,34 +42,43 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(SYSTEM_PACKAGES) install
 	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The edit-and-test loop: every test not marked slow (tests/README.md says which are).
 test-fast: $(STAMP)
+	$(SYSTEM_PACKAGES) install
 	$(BIN)/pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS)
 
 stress: $(STAMP)
+	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover stress $(ARGS)
 
 scenarios: $(STAMP)
+	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover scenarios $(ARGS)
 
 check: $(STAMP)
 	$(BIN)/takeover check $(RUN) $(ARGS)
 
 selftest: $(STAMP)
+	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover selftest $(ARGS)
 
 sweep: $(STAMP)
+	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover sweep $(ARGS)
 
 tune: $(STAMP)
+	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover tune --task-times $(TASK_TIMES) $(ARGS)
 
 hunt: $(STAMP)
+	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover hunt $(ARGS)
 
 soak: $(STAMP)
+	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover soak --minutes $(SOAK_MINUTES) $(ARGS)
 
 bench: $(STAMP)

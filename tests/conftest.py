@@ -1,5 +1,6 @@
 """What every tier of the suite shares: fixture queues importable by name, Ctrl-C that reaches the
-commands the tests start, and shared fixtures.
+commands the tests start, the skip (a failure in CI) of a test whose system package is missing, and
+shared fixtures.
 
 Tests import shared code as ``from tests.helpers.<module> import ...`` (``tests`` is a package, and
 pytest's importlib mode imports each test file as part of it). The fixture queues in
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import queues
+from tests.helpers import queues, system_packages
 
 queues.on_path()
 
@@ -83,6 +84,13 @@ def pytest_xdist_make_scheduler(config, log):
             return f"group:{group}" if group else super()._split_scope(nodeid)
 
     return ByFile(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``needs_package("fuse3")`` skips where that system package is missing, with one line
+    naming what to install, and fails instead under CI=true (tests/helpers/system_packages.py says why)."""
+    system_packages.require_packages(item)
 
 
 @pytest.fixture

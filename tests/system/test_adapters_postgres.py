@@ -60,6 +60,7 @@ UNCLAIMED_FINISH = {"procrastinate": True, "pgqueuer": True, "chancy": False}
 
 
 @pytest.mark.slow
+@pytest.mark.needs_package("postgresql")
 @pytest.mark.parametrize("library", list(ADAPTERS))
 def test_takeover_and_the_stale_holder_as_each_library_does_it(
     library: str, host: db.PostgresHost, tmp_path: Path
@@ -101,6 +102,7 @@ FIRST_DEPARTURE = 5
 
 
 @pytest.mark.slow
+@pytest.mark.needs_package("postgresql")
 @pytest.mark.parametrize("library", list(ADAPTERS))
 def test_the_scenarios_on_postgres_depart_where_the_findings_say(library: str, host: db.PostgresHost) -> None:
     cls = adapter_class(library)

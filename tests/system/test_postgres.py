@@ -27,7 +27,8 @@ from takeover.db.server import OWNER_ENV
 from takeover.scenarios import run_scenarios
 from tests.helpers.processes import REPO, child_env
 
-pytestmark = pytest.mark.slow  # each test starts a PostgreSQL server (about a second, more on a loaded machine)
+# Each test starts a PostgreSQL server (about a second, more on a loaded machine).
+pytestmark = [pytest.mark.slow, pytest.mark.needs_package("postgresql")]
 
 MARKER_ENV = "TAKEOVER_TEST_HANG_MARKER"
 

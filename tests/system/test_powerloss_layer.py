@@ -16,6 +16,8 @@ import pytest
 
 from takeover.powerloss.layer import PowerLossLayer
 
+pytestmark = pytest.mark.needs_package("fuse3")
+
 
 @pytest.fixture
 def layer(tmp_path: Path):

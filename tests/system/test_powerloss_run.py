@@ -31,7 +31,7 @@ from tests.helpers.processes import (
 )
 
 # The runs may be made up to ATTEMPTS times (see the fixture): the first test waits for all of them.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(60 + 130 * ATTEMPTS)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60 + 130 * ATTEMPTS), pytest.mark.needs_package("fuse3")]
 
 QUEUES = {"normal": "takeover.queues.sqlite_lease:SQLiteLeaseQueue",
           "full": "takeover.queues.sqlite_lease:SQLiteLeaseQueueFull"}

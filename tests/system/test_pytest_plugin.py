@@ -88,6 +88,7 @@ def test_bad_plugin_options_are_usage_errors(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--takeover-db: --db must be sqlite, postgres or a postgresql:// URL, got 'mysql'*"])
 
 
+@pytest.mark.needs_package("postgresql")
 def test_takeover_db_is_the_database_of_every_call_that_does_not_name_one(pytester: pytest.Pytester) -> None:
     """``--takeover-db postgres``: the scenarios run on a private PostgreSQL server against the PostgreSQL
     reference queue, and a stress call of a SQLite-only queue is refused with the database named (before any

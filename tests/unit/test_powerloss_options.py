@@ -33,6 +33,7 @@ def test_without_fuse_a_power_loss_run_exits_2_with_one_line(command, monkeypatc
     assert not out.exists()
 
 
+@pytest.mark.needs_package("fuse3")
 def test_the_machine_check_says_nothing_where_fuse_works():
     assert layer.unavailable() == ""
 
@@ -43,6 +44,7 @@ def _stress_config(*argv: str):
     return stress.resolve(parser.parse_args(["--profile", "smoke", *argv]))
 
 
+@pytest.mark.needs_package("fuse3")  # the config checks that FUSE can mount
 def test_the_rate_reaches_the_config_and_the_reproduce_line_only_when_set():
     cfg = _stress_config("--power-loss-rate", "0.25")
     assert cfg.power_loss_rate == 0.25
@@ -53,6 +55,7 @@ def test_the_rate_reaches_the_config_and_the_reproduce_line_only_when_set():
     assert "power-loss" not in plain.command() and "power_loss_rate" not in json.loads(plain.to_json())
 
 
+@pytest.mark.needs_package("fuse3")  # the config checks that FUSE can mount
 def test_a_sweep_takes_the_rate_as_an_axis(tmp_path):
     parser = argparse.ArgumentParser()
     sweep.configure(parser)
