@@ -46,6 +46,9 @@ EQUIVALENT: dict[str, str] = {
     "sqlite_lease:SQLiteLeaseQueue.finish:no-transaction-1": _ONE_STATEMENT,
     "sqlite_lease:SQLiteLeaseQueue.extend:no-transaction-1": _ONE_STATEMENT,
     "sqlite_lease:SQLiteLeaseQueue.resolve:no-transaction-1": _ONE_STATEMENT,
+    "sqlite_lease:SQLiteLeaseQueue.register_many:no-transaction-1": (
+        "a batch's rows commit one by one instead of together: each still registers exactly as register() does, "
+        "and the contract makes no promise about a batch (register_many is an optional speed-up)"),
     "sqlite_lease:SQLiteLeaseQueue.snapshot:drop-order-by-1": _SNAPSHOT_ORDER,
     "sqlite_lease:SQLiteLeaseQueue.snapshot:order-desc-1": _SNAPSHOT_ORDER,
     "sqlite_lease:check_time:early-return-1": _ARGUMENTS,

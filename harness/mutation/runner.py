@@ -176,7 +176,7 @@ class Runner:
                 outcome.time_to_kill_s = wall if outcome.time_to_kill_s is None else outcome.time_to_kill_s
                 break
             if got is None:
-                outcome.stages[stage] = {"wall_s": wall, "run": False}
+                outcome.stages[stage] = {**outcome.stages.get(stage, {}), "wall_s": wall, "run": False}
                 continue
             killed, at, detail = got
             outcome.stages[stage] = {**outcome.stages.get(stage, {}), "wall_s": wall, "killed": killed}
@@ -236,7 +236,11 @@ class Runner:
         options: dict[str, Any] = {"seed": self.settings.seed, "seconds": self.settings.explore_seconds}
         if "shrink_budget" in inspect.signature(explore_queue).parameters:
             options["shrink_budget"] = 0  # the verdict is wanted here, not the minimal sequence
-        result = explore_queue(spec, **options)
+        try:
+            result = explore_queue(spec, **options)
+        except Exception as exc:  # noqa: BLE001 - explore could not judge this mutant: the stage did not run
+            outcome.stages[EXPLORE] = {"run": False, "error": _first_line(f"{type(exc).__name__}: {exc}")}
+            return None
         if result.ok:
             return False, None, ""
         first = getattr(result, "first", None)
@@ -253,10 +257,16 @@ class Runner:
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
         cfg = stress_config(spec, s.seed, s.stress_seconds, s.database, run_dir)
-        result = Coordinator(cfg, run_dir, worker=worker_main).run()
-        if result.interrupted:
-            raise KeyboardInterrupt
-        checked = check_and_report(run_dir, reports=False)
+        try:
+            result = Coordinator(cfg, run_dir, worker=worker_main).run()
+            if result.interrupted:
+                raise KeyboardInterrupt
+            checked = check_and_report(run_dir, reports=False)
+        except Exception as exc:  # noqa: BLE001 - the queue as it is ran (baseline): the mutant broke the run
+            if outcome.mutant.id == "reference":
+                raise
+            _crash(outcome, f"the stress run failed: {type(exc).__name__}: {exc}")
+            return True, None, outcome.detail
         summary = checked.summary
         fired = [n for n, inv in checked.invariants.items() if inv.valid is False]
         killed = checked.verdict is False
