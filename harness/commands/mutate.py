@@ -55,6 +55,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="only the mutants whose id matches this glob (repeatable)")
     parser.add_argument("--min-score", type=float, default=None, metavar="PERCENT",
                         help="exit 1 when the score (killed share of the non-equivalent mutants) is below this")
+    parser.add_argument("--verify-equivalents", action="store_true",
+                        help="stress-run the mutants the equivalence table lists as well (default: the cheap stages "
+                             "only; a wrong entry could then only lower the score)")
     parser.add_argument("--list", action="store_true", help="list the generated mutants and exit")
     parser.add_argument("--resume", metavar="MUTATE_JSON",
                         help="take the stages already run from an earlier mutate.json of the same queue (a killed "
@@ -112,7 +115,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     store.check_out(str(out))
     with db.serve(database, keep=args.keep_db):
         doc = measure(queue, database, chosen, out, args.seed, args.stress_seconds, args.explore_seconds, stages,
-                      generated=len(mutants), command=_command(), prior=prior)
+                      generated=len(mutants), command=_command(), prior=prior,
+                      verify_equivalents=args.verify_equivalents)
     from takeover.mutation.report import print_table
 
     print_table(doc)
@@ -141,7 +145,8 @@ def read_prior(path: str, queue: str, seed: int, stress_seconds: float) -> dict[
 
 def measure(queue: str, database: str, mutants: list[Any], out: Path, seed: int, stress_seconds: float,
             explore_seconds: float, stages: tuple[str, ...], *, generated: int, command: str = "",
-            progress: bool = True, prior: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+            progress: bool = True, prior: dict[str, dict[str, Any]] | None = None,
+            verify_equivalents: bool = False) -> dict[str, Any]:
     """Run ``mutants`` (inside a served ``database``) and write ``out/mutate.json`` after each; the document."""
     import takeover.pipeline  # noqa: F401 - the checker loaded before the first run (see takeover hunt)
     from takeover.mutation.equivalent import EQUIVALENT
@@ -150,12 +155,13 @@ def measure(queue: str, database: str, mutants: list[Any], out: Path, seed: int,
 
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(seed=seed, stress_seconds=stress_seconds, explore_seconds=explore_seconds, stages=stages,
-                        database=database)
+                        database=database, verify_equivalents=verify_equivalents)
     doc: dict[str, Any] = {
         "queue": queue, "db": db.redact(database), "seed": seed, "stress_seconds": stress_seconds,
         "explore_seconds": explore_seconds, "stages": list(stages), "generated": generated, "run": len(mutants),
         "command": command, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "load_avg": [round(x, 2) for x in os.getloadavg()], "status": "running",
+        "load_avg": [round(x, 2) for x in os.getloadavg()], "verify_equivalents": verify_equivalents,
+        "status": "running",
     }  # fmt: skip
     outcomes = []
     started = time.monotonic()

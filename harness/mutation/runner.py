@@ -85,6 +85,9 @@ class Settings:
     explore_seconds: float = DEFAULT_EXPLORE_SECONDS
     stages: tuple[str, ...] = STAGES
     database: str = "sqlite"
+    # Stress-run the mutants the equivalence table lists too (minutes each): a wrong entry then shows as killed.
+    # Off, they get the cheap stages only; a wrong entry then counts equivalent, which can only lower the score.
+    verify_equivalents: bool = False
 
 
 class Runner:
@@ -160,6 +163,9 @@ class Runner:
                 outcome.stages[stage] = done  # run before, and it did not kill
                 if prior and prior.get("detail", "").startswith(stage):
                     outcome.detail = prior["detail"]
+                continue
+            if stage == STRESS and mutant.id in self.equivalent and not self.settings.verify_equivalents:
+                outcome.stages[stage] = {"run": False, "why": "listed as equivalent (--verify-equivalents runs it)"}
                 continue
             ops = ops_of(mutant.site)
             if stage == STRESS and ops and set(ops) <= self.never_called:
