@@ -40,7 +40,7 @@ from takeover.scenarios import DEFAULT_STEP_TIMEOUT, check_step_timeout
 
 DEFAULT_EXAMPLES = 200
 DEFAULT_LEASE = 1.0
-SHRINK_EXAMPLES = 150  # examples Hypothesis may run to shrink a departure; the replay's shrinker finishes it
+SHRINK_EXAMPLES = 100  # examples Hypothesis may run to shrink a departure; the replay's shrinker finishes it
 BATCH = 25  # examples per Hypothesis run under a budget in seconds
 DEFAULT_STEPS = 20  # steps per example at most (Hypothesis's stateful_step_count)
 EXPLORE_DB = "hypothesis-db"  # the example database's folder inside the output folder, when one is kept

@@ -61,6 +61,7 @@ class Coverage:
         self.seen: Counter[str] = Counter()
         self._by_op = {op: [c for c in self.possible if c.startswith(f"{op}/")] for op in space.OPS}
         self.lean: dict[str, float] = {}
+        self.lean_caller: dict[tuple[str, str], float] = {}
         self.new_batch()
 
     def set_extensions(self, extensions: Iterable[str]) -> None:
@@ -76,13 +77,20 @@ class Coverage:
 
     def new_batch(self) -> None:
         """Fix the lean for the next batch: the share of each operation's cells not reached so far."""
-        self.lean = {op: (sum(1 for c in mine if not self.seen.get(c)) / len(mine) if mine else 0.0)
-                     for op, mine in self._by_op.items()}
+        self.lean = {op: _unreached(mine, self.seen) for op, mine in self._by_op.items()}
+        self.lean_caller = {(op, caller): _unreached([c for c in mine if c.split("/")[2] == caller], self.seen)
+                            for op, mine in self._by_op.items() for caller in space.CALLERS}
 
     def weight(self, kind: str, base: int, outcomes: tuple[str, ...] = ()) -> int:
         """``base`` leaned toward kinds whose cells are still unreached (a finish: either outcome's)."""
         ops = [f"finish_{o}" for o in outcomes] if kind == "finish" else [kind]
         share = max(self.lean.get(op, 0.0) for op in ops)
+        return max(1, round(base * (1 + LEAN * share)))
+
+    def caller_weight(self, ops: tuple[str, ...], callers: tuple[str, ...], base: int) -> int:
+        """``base`` leaned toward callers (holder, stale, expired, never) whose cells of ``ops`` are
+        still unreached: a stale holder's heartbeat once every holder's has been seen."""
+        share = max((self.lean_caller.get((op, c), 0.0) for op in ops for c in callers), default=0.0)
         return max(1, round(base * (1 + LEAN * share)))
 
     def to_json(self) -> dict[str, Any]:
@@ -96,3 +104,8 @@ class Coverage:
             "cells": {c: seen[c] for c in self.possible if seen.get(c)},
             "unreached": [c for c in self.possible if not seen.get(c)],
         }
+
+
+def _unreached(cells: list[str], seen: Counter[str]) -> float:
+    """The share of ``cells`` not reached (0 for none)."""
+    return sum(1 for c in cells if not seen.get(c)) / len(cells) if cells else 0.0

@@ -61,6 +61,7 @@ ACTORS = ("A", "B", "C")
 # queue that has them; finish, extend and resolve once a task is registered).
 WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3}
 CALLER_WEIGHTS = (6, 3, 1)  # the latest holder of a task, a stale one, never a holder
+CALLERS = (("holder", "expired"), ("stale",), ("never",))  # their cells' callers (takeover.coverage_space)
 MAX_TASKS = 6
 TASK_COUNTS = (1, 2, 1, 3, 2, 1, 4, 2, 6)  # tasks an example holds: mostly one to three, sometimes more
 START = 0.0
@@ -342,7 +343,7 @@ class ExploreMachine(RuleBasedStateMachine):
             step["lease"] = lease
         self._do(step)
 
-    def _generation(self, data: st.DataObject) -> tuple[str, str, int]:
+    def _generation(self, data: st.DataObject, ops: tuple[str, ...]) -> tuple[str, str, int]:
         """Who calls with which generation: the latest holder of a task (current, or former once its
         lease ran out with no takeover), a stale holder after a takeover, or a generation never
         handed out (the next one, or 0)."""
@@ -353,7 +354,10 @@ class ExploreMachine(RuleBasedStateMachine):
         never: list[tuple[str | None, str, int]] = [
             (None, k, g) for k in registered for g in ((self.states[k].generation or 0) + 1, 0)]
         groups = [g for g in (latest, stale, never) if g]
-        weights = [CALLER_WEIGHTS[0 if g is latest else 1 if g is stale else 2] for g in groups]
+        coverage = self.setup.recorder.coverage
+        weights = [coverage.caller_weight(ops, CALLERS[0] if g is latest else CALLERS[1] if g is stale else CALLERS[2],
+                                          CALLER_WEIGHTS[0 if g is latest else 1 if g is stale else 2])
+                   for g in groups]
         pick = data.draw(st.integers(0, sum(weights) - 1), label="caller")
         group = groups[-1]
         for candidates, w in zip(groups, weights, strict=True):
@@ -374,13 +378,13 @@ class ExploreMachine(RuleBasedStateMachine):
         return any(s.state is not None for s in self.states.values())
 
     def _finish(self, data: st.DataObject) -> None:
-        actor, task, gen = self._generation(data)
+        actor, task, gen = self._generation(data, ("finish_done", "finish_uncertain"))
         outcome = data.draw(st.sampled_from(("done", "uncertain")), label="outcome")
         self.t = self._when(data, self._own_leases(task, gen))
         self._do({"actor": actor, "step": "finish", "task": task, "outcome": outcome, "with_generation": gen})
 
     def _extend(self, data: st.DataObject) -> None:
-        actor, task, gen = self._generation(data)
+        actor, task, gen = self._generation(data, ("extend",))
         self.t = self._when(data, self._own_leases(task, gen))
         step: dict[str, Any] = {"actor": actor, "step": "extend", "task": task, "with_generation": gen}
         lease = data.draw(st.sampled_from((self.setup.lease, self.setup.lease / 4, self.setup.lease * 2)),
