@@ -296,7 +296,9 @@ class Worker:
     def act(self, task: str, gen: int, lease_until: float) -> str | None:
         """One action on the external service; returns the finish outcome, None when refused."""
         self.publish("acting", task, gen, lease_until)
+        # Drawn first, so the worker's stream stays the same whether a lost reply was asked or not.
         lose = self.faults_on("lose_reply")
+        lose = self.board.lost_reply_asked(self.slot) or lose
         now = self.now()
         self.hist.write("invoke", "action", task=task, gen=gen, now=now)
         if lose:

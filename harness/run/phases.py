@@ -71,7 +71,11 @@ FREEZE_ARM, FREEZE_OP, FREEZE_SPOT, FREEZE_SEEN, FREEZE_AT, FREEZE_OF = 20, 21, 
 # before its finish), clears it and calls extend() once, whatever --heartbeat is. EXTEND_CALLS counts the
 # extends this incarnation has seen return (counted after the completion is recorded).
 BEAT_ASK, EXTEND_CALLS = 26, 27
-SLOT_WIDTH = 28
+# A lost reply asked of the slot's worker (duplicate_register, when it is dealt an uncertain task and none
+# is): the nemesis sets LOSE_ASK to 1; the worker's next action loses its reply (recorded as a lose_reply,
+# as a drawn one is), so its task ends uncertain; the worker sets it back to 0 when it takes it.
+LOSE_ASK = 28
+SLOT_WIDTH = 29
 # How the racers of a hold find each other: a racer of that hold on another core that has looked within
 # PARTNER_FRESH is running at this very moment (line_up).
 PARTNER_FRESH = 0.00005
@@ -326,6 +330,7 @@ class PhaseBoard:
         # from here on are, even before it first reads its clock (starting a process can take a second).
         a[b + CLOCK_JUMPS] = 0.0
         a[b + BEAT_ASK] = 0.0  # a heartbeat asked of the dead incarnation is not the new one's
+        a[b + LOSE_ASK] = 0.0
         a[b + EXTEND_CALLS] = 0.0
         a[b + FREEZE_ARM] = 0.0  # a freeze armed for the one before is not this one's
         a[b + FREEZE_SEEN] = 0.0
@@ -356,6 +361,18 @@ class PhaseBoard:
         """The slot's worker: whether a heartbeat is asked of it; the asking is taken back at once
         (only the worker writes the field to 0, only a frozen worker's is set to 1)."""
         i = self._base(slot) + BEAT_ASK
+        if self.array[i] == 0.0:
+            return False
+        self.array[i] = 0.0
+        return True
+
+    def ask_lost_reply(self, slot: int) -> None:
+        """The nemesis: the slot's worker is to lose the reply of its next action."""
+        self.array[self._base(slot) + LOSE_ASK] = 1.0
+
+    def lost_reply_asked(self, slot: int) -> bool:
+        """The slot's worker: whether its next action is to lose its reply; the asking is taken back."""
+        i = self._base(slot) + LOSE_ASK
         if self.array[i] == 0.0:
             return False
         self.array[i] = 0.0

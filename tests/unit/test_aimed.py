@@ -141,6 +141,25 @@ def test_duplicate_register_waits_for_the_state_it_was_dealt() -> None:
     assert _until_returned(step) == ("running", "t000007")
 
 
+def test_duplicate_register_dealt_uncertain_asks_a_working_worker_to_lose_its_reply_when_none_is() -> None:
+    """No task is uncertain: the worker working on a task (slot 0) is asked to lose its next action's
+    reply (so its task ends uncertain), and the pick waits for it; with an uncertain task there, nobody is."""
+    from takeover.run.phases import LOSE_ASK
+
+    faults, board, _ = aimed(rows=[("t000001", "pending"), ("t000002", "done")], phases=("idle", "idle"))
+    faults._deck = ["uncertain"]
+    step = faults._pick_registered(time.time() + 1)
+    assert next(step) > 0, "it waits for the task to end uncertain"
+    assert board.field(0, LOSE_ASK) == 1.0 and board.field(1, LOSE_ASK) == 0.0
+    assert board.lost_reply_asked(0) and not board.lost_reply_asked(0), "taken back once taken"
+    faults.producer.rows.append(("t000003", "uncertain"))  # type: ignore[attr-defined]
+    assert _until_returned(step) == ("uncertain", "t000003")
+    other, board2, _ = aimed()
+    other._deck = ["uncertain"]
+    assert pick(other) == ("uncertain", "t000003")
+    assert board2.field(0, LOSE_ASK) == 0.0
+
+
 def test_duplicate_register_falls_back_to_a_running_task_before_a_pending_one() -> None:
     """Dealt done at a run's start: nothing is done within its patience, a task is running. It takes
     the running one (registering it again shows an upsert's reset too), not a pending one."""
