@@ -157,3 +157,24 @@ def test_the_plugin_module_imports_no_part_of_takeover_until_used() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=child_env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['takeover', 'takeover.pytest_plugin']"
+
+
+def test_explore_fails_a_departing_queue_with_its_shrunk_sequence(pytester: pytest.Pytester) -> None:
+    """``takeover.explore`` in a test: the reference passes; a departure fails the test with the shrunk
+    sequence in words and leaves its scenario file under the test's tmp_path, named in the JUnit properties."""
+    pytester.makepyfile(test_q="""
+        def test_reference(takeover):
+            takeover.explore(examples=10)
+
+        def test_departure(takeover):
+            takeover.explore("spec_departures:StaleFinishQueue", examples=20)
+    """)
+    result = pytester.runpytest("--junitxml=junit.xml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: takeover explore failed (seed 1):",
+                                 "*DEPARTED from the spec: *", "*the queue answered True; the spec says False*"])
+    cases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["test_departure"].iter("property")}
+    assert props["takeover.explore.verdict"] == "FAIL" and props["takeover.explore.scenario_file"].endswith(
+        "explore-1/explore.json")
+    assert Path(props["takeover.explore.scenario_file"]).is_file()  # a failed test keeps its files
