@@ -10,6 +10,7 @@ from takeover.reports.words import (
     clock_brief,
     defects,
     feature_lines,
+    frozen_lines,
     missed_why,
     notes,
     plain,
@@ -154,6 +155,7 @@ def render(summary: Summary) -> str:
                       "pauses above):", "", "| fault | window | tried | hit | missed (why) |", "|---|---|---|---|---|"]
         lines += [f"| `{kind}` | {AIMED_MEANING.get(kind, '')} | {a['total']} | {a['hit']} | "
                   f"{_cell(missed_why(a))} |" for kind, a in cov["aimed"].items()]
+        lines += frozen_lines(cov["aimed"])
     lines += coverage.markdown(s)
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in s["warnings"]] or ["None."]

@@ -126,6 +126,16 @@ def missed_why(aimed: AimedCoverage) -> str:
     return f"{aimed['missed']}: " + "; ".join(f"{why} ({n})" for why, n in aimed["reasons"].items())
 
 
+def frozen_lines(aimed: dict[str, AimedCoverage]) -> list[str]:
+    """Where freeze_in_call stopped workers inside their calls, one line a place, with the statement's text."""
+    kind = aimed.get("freeze_in_call")
+    frozen = kind.get("frozen") if kind is not None else None
+    if not frozen:
+        return []
+    return ["", "Workers frozen inside a queue call (`freeze_in_call`), before the statement shown:", "",
+            *(f"- {where} ({p['count']}x): `{p['statement'].replace('`', chr(39))}`" for where, p in frozen.items())]
+
+
 def aimed_brief(summary: Summary) -> str | None:
     """The aimed faults on one line for the terminal (None when the run had none): hits of windows."""
     aimed = summary["coverage"].get("aimed")

@@ -23,6 +23,7 @@ from takeover.checker.summary_types import (
     Counts,
     Coverage,
     Duplicates,
+    FrozenPoint,
     Overruns,
     Percentiles,
     StateWindows,
@@ -30,6 +31,7 @@ from takeover.checker.summary_types import (
 
 EXAMPLES = 5
 CAUSES = ("s5", "lost_lease", "other")
+FREEZE_IN_CALL = "freeze_in_call"  # the aimed fault whose workers record where they stopped (``failpoint``)
 CLOCK = "clock"  # the cause of duplicates that only a clock fault made (extra_actions); listed only in runs with them
 POWER = "power_loss"  # the cause of duplicates a power loss made (extra_actions); listed only in runs with power losses
 FAULT_KINDS = ("kill", "pause", "lose_reply", "slow", *AIMED_FAULTS)
@@ -397,6 +399,21 @@ def _aimed(fx: Facts) -> dict[str, AimedCoverage]:
                 w["total"] += 1
                 w["hit"] += int(was_hit)
             out[kind]["by_state"] = by_state
+    if FREEZE_IN_CALL in out and (frozen := _frozen_points(fx)):
+        out[FREEZE_IN_CALL]["frozen"] = frozen
+    return out
+
+
+def _frozen_points(fx: Facts) -> dict[str, FrozenPoint]:
+    """Where freeze_in_call's workers stopped themselves inside a call (their ``info failpoint`` records,
+    docs/history.md): per place, how often, and the statement's text the first time."""
+    h = fx.run.history
+    rows = h[(h["f"] == "failpoint").to_numpy(dtype=bool)]
+    out: dict[str, FrozenPoint] = {}
+    for where, sql in zip(rows["value"], rows["detail"], strict=True):
+        if isinstance(where, str):
+            point = out.setdefault(where, {"count": 0, "statement": sql if isinstance(sql, str) else ""})
+            point["count"] += 1
     return out
 
 

@@ -153,6 +153,13 @@ class StateWindows(TypedDict):
     hit: int
 
 
+class FrozenPoint(TypedDict):
+    """A place freeze_in_call stopped workers at: how often, and the statement's text the first time."""
+
+    count: int
+    statement: str
+
+
 class AimedCoverage(TypedDict):
     """One aimed fault kind: how many of its windows were tried, reached and missed, and why each miss."""
 
@@ -163,6 +170,10 @@ class AimedCoverage(TypedDict):
     # Windows that took a task in a given state (duplicate_register: pending, running, done, uncertain), per
     # state: tried and hit. Only for a kind whose end records carry the state (runs from before have none).
     by_state: NotRequired[dict[str, StateWindows]]
+    # (freeze_in_call only) where its workers stopped themselves, from their ``info failpoint`` records: per
+    # place ("finish before statement 2 of 2"), how often, and the statement's text the first time.
+    frozen: NotRequired[dict[str, FrozenPoint]]
+
 
 
 class ClockCoverage(TypedDict):

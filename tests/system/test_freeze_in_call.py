@@ -99,6 +99,9 @@ def test_a_worker_stops_inside_its_finish_before_the_second_statement_and_is_res
             and r.get("time", 0) > pause[1]["time"]]  # fmt: skip
     assert done, "the resumed worker's finish never returned"
     assert summary["coverage"]["aimed"][KIND]["hit"] >= 1
+    # The summary (and so the report) says where the workers stopped, with the statement's text.
+    frozen = summary["coverage"]["aimed"][KIND]["frozen"]["finish before statement 2 of 2"]
+    assert frozen["count"] >= 1 and frozen["statement"].startswith("UPDATE jobs SET status"), frozen
 
 
 @pytest.mark.parametrize(("queue", "valid"), [("CheckThenActFinish", False), ("UserQueue", True)])
