@@ -23,6 +23,9 @@ AIMED_MEANING = {
                           "(state_matches_history, generation_monotonic, no_reclaim_after_terminal)",
     "freeze_in_call": "a queue call frozen between two of its own statements while another worker takes the task "
                       "over: check-then-act (no_stale_commit, lease_exclusive, state_matches_history)",
+    "stale_heartbeat": "a stale holder's heartbeat (extend) while a newer generation holds the task (lease_exclusive)",
+    "lease_edge": "a finish just before, just after or up to 0.3 s past its lease's end, before any takeover "
+                  "(finish_within_lease)",
 }
 
 
@@ -141,7 +144,16 @@ def aimed_brief(summary: Summary) -> str | None:
     aimed = summary["coverage"].get("aimed")
     if not aimed:
         return None
-    return "aimed faults (windows hit): " + ", ".join(f"{k} {a['hit']}/{a['total']}" for k, a in aimed.items())
+    return "aimed faults (windows hit): " + ", ".join(f"{k} {a['hit']}/{a['total']}{_by_state(a)}"
+                                                      for k, a in aimed.items())
+
+
+def _by_state(aimed: AimedCoverage) -> str:
+    """duplicate_register's windows per task state, `` (running 1/1, uncertain 0/1)``; empty for other kinds."""
+    states = aimed.get("by_state")
+    if not states:
+        return ""
+    return " (" + ", ".join(f"{s} {w['hit']}/{w['total']}" for s, w in states.items()) + ")"
 
 
 @dataclass(frozen=True)

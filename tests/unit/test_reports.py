@@ -291,3 +291,14 @@ def test_the_timeline_marks_and_names_the_freezes_of_aimed_faults(tmp_path) -> N
         assert "frozen by an aimed fault (S2, S3)" in [t.get_text() for t in ax.get_legend().get_texts()]
     finally:
         plt.close(fig)
+
+
+def test_the_aimed_brief_says_duplicate_registers_windows_per_task_state() -> None:
+    from takeover.reports.words import aimed_brief
+
+    summary: dict = {"coverage": {"aimed": {
+        "duplicate_register": {"total": 3, "hit": 2, "missed": 1, "reasons": {},
+                               "by_state": {"done": {"total": 1, "hit": 1}, "uncertain": {"total": 2, "hit": 1}}},
+        "lease_edge": {"total": 1, "hit": 1, "missed": 0, "reasons": {}}}}}
+    assert aimed_brief(summary) == ("aimed faults (windows hit): duplicate_register 2/3 (done 1/1, uncertain 1/2), "
+                                    "lease_edge 1/1")
