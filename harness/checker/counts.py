@@ -37,6 +37,12 @@ POWER = "power_loss"  # the cause of duplicates a power loss made (extra_actions
 FAULT_KINDS = ("kill", "pause", "lose_reply", "slow", *AIMED_FAULTS)
 MISSED = "missed: "  # how an aimed fault's ``value`` starts when its window was not reached
 NO_END = "its end was not recorded (the coordinator stopped during the fault)"
+# A freeze_in_call miss that says the queue gave it nothing to try (every statement of the call under SQLite's
+# write lock: nothing can interleave there, and a correct transactional queue is exactly that), as the runner
+# words it (takeover.run.freeze_in_call). A run whose windows of the kind ended only so, or when the faulted
+# phase ended, gets no "never hit" warning: there was no window to reach.
+NOTHING_TO_TRY = "nothing can run between those statements"
+PHASE_ENDED = "the faulted phase ended first"
 
 
 def _pct(values: np.ndarray, scale: float = 1.0) -> Percentiles:
@@ -454,7 +460,7 @@ def warnings(fx: Facts, cov: Coverage, dup: Duplicates) -> list[str]:
             "lose_reply": max(cov["lost_replies"]["history"], cov["lost_replies"]["ledger"] or 0)}
     aimed = cov.get("aimed", {})
     hits.update({kind: a["hit"] for kind, a in aimed.items()})
-    skipped = not_applicable(fx)
+    skipped = not_applicable(fx) | {kind for kind, a in aimed.items() if _nothing_to_try(a)}
     for key, rate in requested_faults(fx.config).items():
         if rate and hits.get(key, 0) == 0 and key not in skipped:
             out.append(f"fault '{key}' was requested (rate {rate}) but never hit" + _missed_words(aimed.get(key)))
@@ -466,6 +472,13 @@ def warnings(fx: Facts, cov: Coverage, dup: Duplicates) -> list[str]:
         out.append("no pause outlasted its lease: stale finishes were not exercised")
     out.extend(fx.run.notes)
     return out
+
+
+def _nothing_to_try(aimed: AimedCoverage) -> bool:
+    """Whether every window of an aimed kind that got anywhere found the queue giving it nothing to try."""
+    reasons = aimed["reasons"]
+    return any(NOTHING_TO_TRY in r for r in reasons) and all(NOTHING_TO_TRY in r or r in (PHASE_ENDED, NO_END)
+                                                             for r in reasons)  # fmt: skip
 
 
 def _missed_words(aimed: AimedCoverage | None) -> str:

@@ -145,3 +145,17 @@ def test_the_watched_queue_offers_exactly_the_methods_the_queue_has(tmp_path: Pa
         assert queue.snapshot() == [("t1", "running", 1, 11.0)], "what the wrapper does not scope is the queue's own"
         queue.close()
     hist.close()
+
+
+def test_freeze_windows_that_found_every_statement_under_the_write_lock_raise_no_never_hit_warning() -> None:
+    """A correct transactional SQLite queue gives freeze_in_call nothing to try: no warning for it; a run
+    whose windows missed for any other reason (the workers never got there) still says so."""
+    from takeover.checker.counts import NO_END, PHASE_ENDED, _nothing_to_try
+
+    locked = "the finish call held SQLite's write lock from the armed statement to its end: nothing can run " \
+             "between those statements"  # fmt: skip
+
+    assert _nothing_to_try({"total": 3, "hit": 0, "missed": 3, "reasons": {locked: 2, PHASE_ENDED: 1}})
+    assert _nothing_to_try({"total": 2, "hit": 0, "missed": 2, "reasons": {locked: 1, NO_END: 1}})
+    assert not _nothing_to_try({"total": 1, "hit": 0, "missed": 1, "reasons": {PHASE_ENDED: 1}})
+    assert not _nothing_to_try({"total": 2, "hit": 0, "missed": 2, "reasons": {locked: 1, "no worker was free": 1}})
