@@ -36,7 +36,7 @@ from takeover.errors import UsageError
 from takeover.explore.machine import Failure, Recorder, Setup, Step, machine_class
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
-from takeover.scenarios import DEFAULT_STEP_TIMEOUT, check_step_timeout
+from takeover.scenarios import DEFAULT_STEP_TIMEOUT, StepHung, check_step_timeout, live_queue
 
 DEFAULT_EXAMPLES = 200
 DEFAULT_LEASE = 1.0
@@ -116,7 +116,11 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
     start = time.monotonic()
     # One database for every example and replay (emptied before each) on PostgreSQL: see db.reused.
     with tempfile.TemporaryDirectory(prefix="takeover-explore-") as folder, db.reused(Path(folder), "explore"):
-        _run_batches(setup, examples, seconds, steps, seed, database)
+        _check_opens(queue_spec, factory, lease, step_timeout)
+        try:
+            _run_batches(setup, examples, seconds, steps, seed, database)
+        finally:
+            recorder.close_open()
         result = ExploreResult(queue_spec, seed, recorder.examples, recorder.steps, time.monotonic() - start,
                                db.current().value, recorder.failure, first=recorder.first_failure,
                                cells=recorder.coverage.to_json(), shrink_examples=recorder.shrink_examples)
@@ -164,6 +168,16 @@ def _run_batches(setup: Setup, examples: int | None, seconds: float | None, step
         batch += 1
         if recorder.spent():
             break
+
+
+def _check_opens(queue_spec: str, factory: Any, lease: float, step_timeout: float) -> None:
+    """Open the queue once before any example: one that cannot be built is bad input (ContractError,
+    one line, exit 2), not a departure for Hypothesis to shrink; one whose opening hangs says so."""
+    with live_queue("explore-open", queue_spec, factory, lease, step_timeout) as live:
+        try:
+            live.open()
+        except StepHung as hung:
+            raise UsageError(f"explore: {hung}") from None
 
 
 def check_budget(seed: Any, examples: Any, seconds: Any, steps: Any) -> None:

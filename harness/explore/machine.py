@@ -117,6 +117,14 @@ class Recorder:
     def shrinking_over(self) -> bool:
         return self.failure is not None and self.shrink_examples >= self.shrink_budget
     coverage: Coverage = field(default_factory=Coverage)
+    # The open example's queue and folder: closed by its teardown, or by close_open() when Ctrl-C (or any
+    # error Hypothesis does not catch) left the example without one.
+    open_stack: contextlib.ExitStack | None = None
+
+    def close_open(self) -> None:
+        stack, self.open_stack = self.open_stack, None
+        if stack is not None:
+            stack.close()
 
     def spent(self) -> bool:
         return self.seconds is not None and time.monotonic() - self.start >= self.seconds
@@ -161,7 +169,9 @@ class ExploreMachine(RuleBasedStateMachine):
         self.states: dict[str, TaskState] = {}
         self.holdings: list[tuple[str, str, int]] = []  # (actor, task, generation) of every claim granted
         self.steps: list[Step] = []
+        rec.close_open()  # a previous example Hypothesis gave up without its teardown
         self._stack = contextlib.ExitStack()
+        rec.open_stack = self._stack
         self.live = self._stack.enter_context(live_queue(
             "explore", self.setup.queue_spec, self.setup.factory, self.setup.lease, self.setup.step_timeout,
             task=self._name(0), tasks=tuple(self._name(i) for i in range(1, MAX_TASKS))))
@@ -182,6 +192,7 @@ class ExploreMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         if not self.idle:
+            self.setup.recorder.open_stack = None
             self._stack.close()
             self.setup.recorder.coverage.merge(self.cells)
 

@@ -61,9 +61,11 @@ def test_the_same_seed_finds_the_same_shrunk_sequence():
     (["--examples", "3", "--seconds", "2"], "not allowed with argument"),
     (["--queue", "no_such_module:Q"], "no_such_module"),
     (["--db", "mysql"], "--db must be sqlite, postgres or a postgresql:// URL"),
+    (["--queue", "spec_departures:ExplodingConstructorQueue"], "failed to open"),  # before any example
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path, capsys, monkeypatch):
     """The command line's own entry point, in this process (a process per bad value costs seconds)."""
+    on_path()
     monkeypatch.chdir(tmp_path)
     assert main(["explore", *args]) == 2
     err = capsys.readouterr().err
