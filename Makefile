@@ -23,7 +23,7 @@ TASK_TIMES ?= examples/task-times-light.csv
 SHELL := bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep tune hunt
+.PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep tune hunt docs
 
 # The system packages a run's ARGS need: fuse3 for power losses (--power-loss-rate; sweep's --power-loss
 # axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server).
@@ -85,7 +85,12 @@ bench: $(STAMP)
 	$(BIN)/takeover bench $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check harness workloads reports tests
+	$(BIN)/ruff check harness workloads reports tests docs
+
+# The documentation site (mkdocs.yml) into site/, strictly: a broken link or a missing page fails the build.
+# Its reference pages are generated from the code by the hook docs/gen_reference.py.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # mypy cannot follow the editable install's import hook, so it reads the package through a tree of
 # links laid out as it is installed (build/typecheck/takeover: harness/'s entries, with reports/ and
@@ -98,5 +103,5 @@ typecheck: $(STAMP)
 		| sed -e 's#^takeover/reports/#reports/#' -e 's#^takeover/workloads/#workloads/#' -e 's#^takeover/#harness/#'
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) runs build site *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
