@@ -718,6 +718,9 @@ class AimedFaults:
         23). The pick then waits for the worker's timeout and finish too, within the window: the new
         time it waits until."""
         working = [s for s in self.hands.candidates(("working",)) if s not in self.reserved]
+        # Nobody working now (a loaded machine: the workers held, frozen or starting): any free worker is
+        # asked, for its next action; if that comes after this window, the next one finds the task.
+        working = working or [s for s in self.hands.candidates() if s not in self.reserved]
         if not working:
             return until
         self.board.ask_lost_reply(self.rngs["duplicate_register"].choice(working))

@@ -158,6 +158,10 @@ def test_duplicate_register_dealt_uncertain_asks_a_working_worker_to_lose_its_re
     other._deck = ["uncertain"]
     assert pick(other) == ("uncertain", "t000003")
     assert board2.field(0, LOSE_ASK) == 0.0
+    idle, board3, _ = aimed(running=None, rows=[("t000001", "pending")], phases=("idle",))
+    idle._deck = ["uncertain"]
+    pick(idle)
+    assert board3.field(0, LOSE_ASK) == 1.0, "nobody working: a free worker is asked, for its next action"
 
 
 def test_duplicate_register_falls_back_to_a_running_task_before_a_pending_one() -> None:
