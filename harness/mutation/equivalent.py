@@ -43,6 +43,7 @@ EQUIVALENT: dict[str, str] = {
     "sqlite_lease:PICK_EXPIRED:drop-indexed-by-1": _HINT,
     "sqlite_lease:PICK_PENDING:drop-indexed-by-1": _HINT,
     "sqlite_lease:SQLiteLeaseQueue.claim:constant-1": "the pick selects one column: row[-1] is row[0]",
+    "sqlite_lease:SQLiteLeaseQueue.extend:constant-1": "RETURNING gives one column: row[-1] is row[0]",
     "sqlite_lease:SQLiteLeaseQueue.claim:early-return-6": "a bare return before `return None`: the same None",
     "sqlite_lease:SQLiteLeaseQueue.register:no-transaction-1": _ONE_STATEMENT,
     "sqlite_lease:SQLiteLeaseQueue.finish:no-transaction-1": _ONE_STATEMENT,
