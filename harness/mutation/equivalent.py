@@ -90,5 +90,6 @@ EQUIVALENT: dict[str, str] = {
     "postgres_lease:SNAPSHOT:drop-order-by-1": _SNAPSHOT_ORDER,
     "postgres_lease:SNAPSHOT:order-desc-1": _SNAPSHOT_ORDER,
     "postgres_lease:PostgresLeaseQueue.finish:early-return-2": _ARGUMENTS,
+    "postgres_lease:PostgresLeaseQueue.extend:constant-1": "RETURNING gives one column: row[-1] is row[0]",
     "postgres_lease:PostgresLeaseQueue.resolve:early-return-2": _ARGUMENTS,
 }
