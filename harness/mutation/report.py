@@ -119,6 +119,27 @@ def markdown(docs: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rejudge(doc: dict[str, Any], table: dict[str, str]) -> dict[str, Any]:
+    """A mutate.json judged again against the equivalence table as it is now (entries added or removed since
+    the run): no stage runs again; a survivor the table now lists becomes equivalent and the reverse, and the
+    figures are computed anew."""
+    from takeover.mutation.generate import Mutant
+
+    outcomes = []
+    for m in doc["mutants"]:
+        mutant = Mutant(m["id"], doc["queue"].partition(":")[0], doc["queue"].partition(":")[2], m["site"],
+                        m["operator"], m["what"], m["line"], "", m["diff"])
+        o = Outcome(mutant, verdict=m["verdict"], stage=m["stage"], time_to_kill_s=m["time_to_kill_s"],
+                    detail=m.get("detail", ""), stages=m.get("stages", {}), coverage=m.get("coverage_model"),
+                    run_dir=m.get("run_dir"))
+        if o.verdict != KILLED:
+            o.verdict, o.reason = (EQUIVALENT, table[m["id"]]) if m["id"] in table else (SURVIVED, None)
+        else:
+            o.table_wrong = m["id"] in table
+        outcomes.append(o)
+    return {**doc, "figures": figures(outcomes), "mutants": [o.to_json() for o in outcomes]}
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -128,4 +149,6 @@ if __name__ == "__main__":  # python -m takeover.mutation.report mutate.json ...
     import sys
     from pathlib import Path
 
-    sys.stdout.write(markdown([json.loads(Path(p).read_text()) for p in sys.argv[1:]]))
+    from takeover.mutation.equivalent import EQUIVALENT
+
+    sys.stdout.write(markdown([rejudge(json.loads(Path(p).read_text()), EQUIVALENT) for p in sys.argv[1:]]))

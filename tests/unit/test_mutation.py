@@ -147,3 +147,18 @@ def test_a_claim_that_takes_every_row_is_killed_by_a_real_stress_run(tmp_path: P
     assert m["detail"].startswith("violated: ")
     assert doc["reference"]["verdict"] == "VALID"  # the queue as it is passes the same run: no false alarm
     assert not list((tmp_path / "mutate" / "runs").glob("*"))  # a killed mutant's run folder is not kept
+
+
+def test_rejudge_follows_the_table_as_it_is_now() -> None:
+    from takeover.mutation.report import rejudge
+
+    def row(mid: str, verdict: str) -> dict:
+        return {"id": mid, "site": "S", "operator": "op", "what": "w", "line": 1, "diff": "-a\n+b", "verdict": verdict,
+                "stage": "scenarios" if verdict == "killed" else None, "time_to_kill_s": 0.5 if verdict == "killed"
+                else None, "detail": "", "stages": {}}
+
+    doc = {"queue": "m:Q", "mutants": [row("m:S:op-1", "survived"), row("m:S:op-2", "equivalent"),
+                                       row("m:S:op-3", "killed")]}
+    out = rejudge(doc, {"m:S:op-1": "a reason in words", "m:S:op-3": "wrong entry here"})
+    assert [m["verdict"] for m in out["mutants"]] == ["equivalent", "survived", "killed"]
+    assert out["figures"]["score"] == 0.5 and out["figures"]["equivalence_table_wrong"] == ["m:S:op-3"]
