@@ -183,6 +183,8 @@ class Runner:
                 break
             if got is None:
                 outcome.stages[stage] = {**outcome.stages.get(stage, {}), "wall_s": wall, "run": False}
+                if "error" in outcome.stages[stage]:
+                    outcome.detail = f"{stage}: no verdict, the stage failed: {outcome.stages[stage]['error']}"
                 continue
             killed, at, detail = got
             outcome.stages[stage] = {**outcome.stages.get(stage, {}), "wall_s": wall, "killed": killed}
@@ -252,7 +254,7 @@ class Runner:
         first = getattr(result, "first", None)
         return True, None if not first else round(float(first[0]), 3), _first_line(result.message())
 
-    def _stress(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str]:
+    def _stress(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
         from takeover.benchmarks.detection import first_violation
         from takeover.pipeline import check_and_report
         from takeover.run.coordinator import Coordinator
@@ -268,11 +270,12 @@ class Runner:
             if result.interrupted:
                 raise KeyboardInterrupt
             checked = check_and_report(run_dir, reports=False)
-        except Exception as exc:  # noqa: BLE001 - the queue as it is ran (baseline): the mutant broke the run
+        except Exception as exc:  # noqa: BLE001 - the harness failed: no verdict, which is not a kill
             if outcome.mutant.id == "reference":
                 raise
-            _crash(outcome, f"the stress run failed: {type(exc).__name__}: {exc}")
-            return True, None, outcome.detail
+            outcome.stages[STRESS] = {"run": False, "error": _first_line(f"{type(exc).__name__}: {exc}"),
+                                      "run_dir": str(run_dir)}
+            return None
         summary = checked.summary
         fired = [n for n, inv in checked.invariants.items() if inv.valid is False]
         killed = checked.verdict is False
