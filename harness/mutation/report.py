@@ -149,6 +149,6 @@ if __name__ == "__main__":  # python -m takeover.mutation.report mutate.json ...
     import sys
     from pathlib import Path
 
-    from takeover.mutation.equivalent import EQUIVALENT
+    from takeover.mutation.equivalent import EQUIVALENT as TABLE
 
-    sys.stdout.write(markdown([rejudge(json.loads(Path(p).read_text()), EQUIVALENT) for p in sys.argv[1:]]))
+    sys.stdout.write(markdown([rejudge(json.loads(Path(p).read_text()), TABLE) for p in sys.argv[1:]]))

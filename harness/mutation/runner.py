@@ -134,7 +134,9 @@ class Runner:
         outcome = Outcome(Mutant("reference", queue.partition(":")[0], queue.partition(":")[2], "reference",
                                  "none", "the queue as it is", 0, "", ""))
         started = time.monotonic()
-        killed, _at, detail = self._stress(queue, outcome)
+        got = self._stress(queue, outcome)  # the reference's own failure is raised, never None
+        assert got is not None
+        killed, _at, detail = got
         cells = ((outcome.coverage or {}).get("all_cells") or {}) if outcome.coverage else {}
         called = {k.split("/")[0] for k in cells}
         self.never_called = set(CONFIGURED_OPS) - called if cells else set()
