@@ -259,10 +259,13 @@ def bench_tables(bench: dict[str, Any] | None) -> str:
         from takeover.benchmarks.detection import HEADERS, footer, rows
 
         t = detection["targets"]
+        measured = bench.get("detection_measured")  # when the detection figures come from a run of their own
+        when = (f" Measured on {measured['when']}, load average "
+                f"{', '.join(str(x) for x in measured['machine']['load_avg'])}." if measured else "")
         out += ["## Detection power: planted bugs under real stress\n",
                 f"{detection['seeds']} seed(s) x {detection['seconds']:g} s runs per planted bug and mode, profile "
                 f"`{detection['profile']}`; targets: caught {t['caught_fraction']}, median first violation "
-                f"{t['median_first_violation_s']} s (shown, not judged).\n"]
+                f"{t['median_first_violation_s']} s (shown, not judged).{when}\n"]
         out += _table(HEADERS, rows(detection))
         out += [f"- {cell(line)}" for line in footer(detection)] + [""]
     mutation = bench.get("mutation")

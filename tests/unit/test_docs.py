@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -93,6 +94,16 @@ def test_the_reference_lists_every_summary_key_and_exit_code(generated: dict[str
     assert all(f"| {int(code)} | `{code.name}` |" in codes for code in ExitCode)
     contract = generated["reference/contract.md"]
     assert all(f"`{method}`" in contract for method in REQUIRED_METHODS)
+
+
+def test_the_benchmark_page_shows_every_figure_of_bench_json() -> None:
+    """docs/benchmarks.md's tables are docs/bench.json's (a file ``takeover bench`` wrote), filled in at build time."""
+    gen = _gen_reference()
+    assert gen.BENCH_MARKER in (REPO / "docs" / "benchmarks.md").read_text()
+    bench = json.loads(gen.BENCH_JSON.read_text())
+    tables = gen.bench_tables(bench)
+    assert all(f"`{r['name']}`" in tables for r in bench["results"])
+    assert all(f"| {bug} |" in tables for bug in bench.get("detection", {}).get("bugs", {}))
 
 
 def test_every_page_is_in_the_nav() -> None:
