@@ -18,9 +18,11 @@ a pytest file beside the scenario file.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,7 +120,8 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
     with tempfile.TemporaryDirectory(prefix="takeover-explore-") as folder, db.reused(Path(folder), "explore"):
         _check_opens(queue_spec, factory, lease, step_timeout)
         try:
-            _run_batches(setup, examples, seconds, steps, seed, database)
+            with _no_local_constants():
+                _run_batches(setup, examples, seconds, steps, seed, database)
         finally:
             recorder.close_open()
         result = ExploreResult(queue_spec, seed, recorder.examples, recorder.steps, time.monotonic() - start,
@@ -168,6 +171,36 @@ def _run_batches(setup: Setup, examples: int | None, seconds: float | None, step
         batch += 1
         if recorder.spent():
             break
+
+
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Hypothesis draws, now and then, a constant it found in the source of the modules loaded so far
+    (its "local constants"); which modules are loaded differs between the command line, the API and the
+    pytest plugin (and an editable install from an installed one), so the same seed would find different
+    sequences. Here it finds none: the same seed gives the same examples from every entry point. (A
+    private hook of Hypothesis, left alone when a version has no such thing.)"""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis without the module
+        yield
+        return
+    original = getattr(providers, "_get_local_constants", None)
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    empty = getattr(providers, "Constants", None)
+    if original is None or empty is None:
+        yield
+        return
+    none = empty()
+    providers._get_local_constants = lambda: none
+    if cache is not None:
+        cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        if cache is not None:
+            cache.cache.clear()
 
 
 def _check_opens(queue_spec: str, factory: Any, lease: float, step_timeout: float) -> None:
