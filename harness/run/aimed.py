@@ -285,7 +285,10 @@ class AimedFaults:
         (self.tally.hits if hit else self.tally.missed)[kind] += 1
         if not hit:
             self.tally.reasons[(kind, detail)] += 1
-        # The reason travels in ``value`` ("missed: ..."), a column the checker reads anyway.
+        # The reason travels in ``value`` ("missed: ..."), a column the checker reads anyway. A script may
+        # have written its hit's detail into ``fields`` before it missed or was cut short (stale_heartbeat
+        # does once the heartbeat returned): the miss's reason replaces it, never goes beside it.
+        fields = {k: v for k, v in fields.items() if k != "detail"}
         self.hands.record("ok", kind, value="hit" if hit else f"missed: {detail}", detail=detail, **fields)
 
     # -- building blocks ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from takeover.config import RunConfig
-from takeover.run.aimed import STALE_ORDERS, STATE_CLASSES, AimedFaults, Missed
+from takeover.run.aimed import POLL, STALE_ORDERS, STATE_CLASSES, AimedFaults, AimedKind, Missed, Script
 from takeover.run.phases import DONE, PhaseBoard, SlotView
 
 
@@ -267,6 +267,37 @@ def test_a_script_stopped_midway_opens_the_gate_and_records_the_miss() -> None:
     assert [(t, k) for t, k, _ in hands.records] == [("invoke", "claim_stampede"), ("ok", "claim_stampede")]
     assert hands.records[-1][2]["value"] == "missed: the faulted phase ended first"
     assert faults.tally.missed["claim_stampede"] == 1
+
+
+def _says_detail_then(end: str) -> AimedKind:
+    """A kind whose script writes its hit's detail, then waits (``end`` "wait") or misses ("miss"):
+    stale_heartbeat writes it when the heartbeat returned, before it sees the finish through."""
+
+    def script(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -> Script:
+        fields["detail"] = "the heartbeat returned"
+        if end == "miss":
+            raise Missed("no finish followed")
+        while True:
+            yield POLL
+
+    return AimedKind(script)
+
+
+@pytest.mark.parametrize("end", ["wait", "miss"])
+def test_a_window_that_wrote_its_detail_then_missed_records_the_miss(end: str) -> None:
+    """A window that had written its hit's detail and then missed, or was cut short when faults
+    stopped, is recorded as missed with the reason, once (it crashed the run with KeyError: 'detail',
+    the detail given twice to the record)."""
+    faults, _, hands = aimed(running=None)
+    faults.kinds["detailed"] = _says_detail_then(end)
+    faults.arrive("detailed", time.time())
+    faults.tick(time.time())
+    faults.stop()
+    reason = "the faulted phase ended first" if end == "wait" else "no finish followed"
+    assert [(t, k) for t, k, _ in hands.records] == [("invoke", "detailed"), ("ok", "detailed")]
+    assert hands.records[-1][2]["value"] == f"missed: {reason}"
+    assert hands.records[-1][2]["detail"] == reason
+    assert faults.tally.missed["detailed"] == 1 and not faults.tally.hits["detailed"]
 
 
 def test_no_hold_starts_as_a_stale_return_takeover_is_due() -> None:
