@@ -1,8 +1,11 @@
-# Every target sets up .venv on first use, so a fresh machine needs only python3 and make.
+# Every target sets up .venv on first use, so a fresh machine needs only python3 and make. The targets
+# that run takeover install what running needs (RUN_STAMP: the package); the test, lint and typecheck
+# targets also the test toolchain and the adapters' libraries (TEST_STAMP: '.[test]').
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed
 # The Debian packages some tests and runs need (fuse3, postgresql): installed with apt-get when missing and
 # make runs as root; otherwise the tests that need one skip with a line naming it (scripts/system-packages).
 SYSTEM_PACKAGES := scripts/system-packages
@@ -33,69 +36,79 @@ SYSTEM_FOR_RUN = $(if $(strip $(RUN_PACKAGES)),$(SYSTEM_PACKAGES) install $(RUN_
 
 all: test
 
-$(STAMP): pyproject.toml
+# The editable install maps harness/, reports/ and workloads/ into the one package `takeover` through an
+# import hook; setuptools warns about that hook on every install, which is noise here.
+PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet
+
+$(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# The editable install maps harness/, reports/ and workloads/ into the one package `takeover`
-	# through an import hook; setuptools warns about that hook on every install, which is noise here.
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
 
-test: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/pip
+	$(PIP_INSTALL) -e .
+	touch $(RUN_STAMP)
+
+# '.[test]' holds the package too: installing it satisfies RUN_STAMP as well, so the run targets
+# do not install again after `make test`.
+$(TEST_STAMP): pyproject.toml | $(BIN)/pip
+	$(PIP_INSTALL) -e '.[test]'
+	touch $(RUN_STAMP) $(TEST_STAMP)
+
+test: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
 	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The edit-and-test loop: every test not marked slow (tests/README.md says which are).
-test-fast: $(STAMP)
+test-fast: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
 	$(BIN)/pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS)
 
-stress: $(STAMP)
+stress: $(RUN_STAMP)
 	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover stress $(ARGS)
 
-scenarios: $(STAMP)
+scenarios: $(RUN_STAMP)
 	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover scenarios $(ARGS)
 
-check: $(STAMP)
+check: $(RUN_STAMP)
 	$(BIN)/takeover check $(RUN) $(ARGS)
 
-selftest: $(STAMP)
+selftest: $(RUN_STAMP)
 	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover selftest $(ARGS)
 
-sweep: $(STAMP)
+sweep: $(RUN_STAMP)
 	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover sweep $(ARGS)
 
-tune: $(STAMP)
+tune: $(RUN_STAMP)
 	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover tune --task-times $(TASK_TIMES) $(ARGS)
 
-hunt: $(STAMP)
+hunt: $(RUN_STAMP)
 	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover hunt $(ARGS)
 
-soak: $(STAMP)
+soak: $(RUN_STAMP)
 	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover soak --minutes $(SOAK_MINUTES) $(ARGS)
 
-bench: $(STAMP)
+bench: $(RUN_STAMP)
 	$(BIN)/takeover bench $(ARGS)
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check harness workloads reports tests docs
 
 # The documentation site (mkdocs.yml) into site/, strictly: a broken link or a missing page fails the build.
 # Its reference pages are generated from the code by the hook docs/gen_reference.py.
-docs: $(STAMP)
+docs: $(TEST_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # mypy cannot follow the editable install's import hook, so it reads the package through a tree of
 # links laid out as it is installed (build/typecheck/takeover: harness/'s entries, with reports/ and
 # workloads/ inside), and the paths it prints are turned back into the source folders'.
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	rm -rf build/typecheck/takeover && mkdir -p build/typecheck/takeover
 	cd build/typecheck/takeover && for f in ../../../harness/*; do ln -s "$$f" .; done \
 		&& ln -s ../../../reports reports && ln -s ../../../workloads workloads
