@@ -80,6 +80,7 @@ class Coverage:
         self.lean = {op: _unreached(mine, self.seen) for op, mine in self._by_op.items()}
         self.lean_caller = {(op, caller): _unreached([c for c in mine if c.split("/")[2] == caller], self.seen)
                             for op, mine in self._by_op.items() for caller in space.CALLERS}
+        self.unreached = frozenset(c for c in self.possible if not self.seen.get(c))
 
     def weight(self, kind: str, base: int, outcomes: tuple[str, ...] = ()) -> int:
         """``base`` leaned toward kinds whose cells are still unreached (a finish: either outcome's)."""
@@ -92,6 +93,10 @@ class Coverage:
         still unreached: a stale holder's heartbeat once every holder's has been seen."""
         share = max((self.lean_caller.get((op, c), 0.0) for op in ops for c in callers), default=0.0)
         return max(1, round(base * (1 + LEAN * share)))
+
+    def cell_weight(self, cell: str | None, base: int) -> int:
+        """``base`` leaned toward a cell not reached when the batch began (LEAN more for it)."""
+        return round(base * (1 + LEAN)) if cell is not None and cell in self.unreached else base
 
     def to_json(self) -> dict[str, Any]:
         seen = self.seen

@@ -32,8 +32,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
@@ -60,11 +61,19 @@ ACTORS = ("A", "B", "C")
 # How often each kind of call is drawn, among those that can be made (extend and resolve only on a
 # queue that has them; finish, extend and resolve once a task is registered).
 WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3}
+# A resolve changes a task only when the task is uncertain and the generation is the task's own: that one
+# call is where a wrong state written, a wrong answer after a change, or every uncertain task of the
+# generation resolved at once show, so resolve is drawn this much more often while a task is uncertain, and
+# its (task, generation) leans that way: the task's generation or one either side, and an uncertain task's
+# own generation this much more than any other pair.
+RESOLVE_WHILE_UNCERTAIN = 3
+RESOLVE_ACCEPTED = 6
 CALLER_WEIGHTS = (6, 3, 1)  # the latest holder of a task, a stale one, never a holder
 CALLERS = (("holder", "expired"), ("stale",), ("never",))  # their cells' callers (takeover.coverage_space)
 MAX_TASKS = 6
 TASK_COUNTS = (1, 2, 1, 3, 2, 1, 4, 2, 6)  # tasks an example holds: mostly one to three, sometimes more
 START = 0.0
+T = TypeVar("T")
 
 
 class Departed(AssertionError):
@@ -316,14 +325,10 @@ class ExploreMachine(RuleBasedStateMachine):
             return
         coverage = self.setup.recorder.coverage
         kinds = [k for k in WEIGHTS if self._can(k)]
-        weights = [coverage.weight(k, WEIGHTS[k], ("done", "uncertain")) for k in kinds]
-        pick = data.draw(st.integers(0, sum(weights) - 1), label="kind")
-        kind = kinds[-1]
-        for candidate, w in zip(kinds, weights, strict=True):
-            pick -= w
-            if pick < 0:
-                kind = candidate
-                break
+        uncertain = any(s.state == "uncertain" for s in self.states.values())
+        weights = [coverage.weight(k, WEIGHTS[k], ("done", "uncertain"))
+                   * (RESOLVE_WHILE_UNCERTAIN if k == "resolve" and uncertain else 1) for k in kinds]
+        kind = _weighted(data, kinds, weights, "kind")
         getattr(self, f"_{kind}")(data)
 
     def _can(self, kind: str) -> bool:
@@ -369,13 +374,7 @@ class ExploreMachine(RuleBasedStateMachine):
         weights = [coverage.caller_weight(ops, CALLERS[0] if g is latest else CALLERS[1] if g is stale else CALLERS[2],
                                           CALLER_WEIGHTS[0 if g is latest else 1 if g is stale else 2])
                    for g in groups]
-        pick = data.draw(st.integers(0, sum(weights) - 1), label="caller")
-        group = groups[-1]
-        for candidates, w in zip(groups, weights, strict=True):
-            pick -= w
-            if pick < 0:
-                group = candidates
-                break
+        group = _weighted(data, groups, weights, "caller")
         who, task, gen = data.draw(st.sampled_from(group), label="holder")
         actor = who if who is not None else data.draw(st.sampled_from(ACTORS), label="actor")
         return actor, task, gen
@@ -405,12 +404,22 @@ class ExploreMachine(RuleBasedStateMachine):
         self._do(step)
 
     def _resolve(self, data: st.DataObject) -> None:
-        """An operator settles a task (most often an uncertain one) back to pending or to done."""
+        """An operator settles a task back to pending or to done, with the task's generation or one either
+        side: an uncertain task's own generation (the call that changes it) far more often than any other
+        pair (:data:`RESOLVE_ACCEPTED`), and every pair leaned toward the resolve cells not reached yet
+        (:meth:`Coverage.cell_weight`: on uncertain, pending, running, done; by its holder, a stale one,
+        one that never held it). Both resolutions alike."""
         registered = sorted(k for k, s in self.states.items() if s.state is not None)
-        uncertain = [k for k in registered if self.states[k].state == "uncertain"]
-        task = data.draw(st.sampled_from(uncertain + [k for k in registered if k not in uncertain]), label="task")
-        current = self.states[task].generation or 0
-        gen = data.draw(st.sampled_from((current, current - 1, current + 1)), label="generation")
+        pairs = [(k, g) for k in registered for g in dict.fromkeys(
+            (self.states[k].generation or 0) + d for d in (0, -1, 1))]
+        coverage = self.setup.recorder.coverage
+        weights = []
+        for k, g in pairs:
+            s = self.states[k]
+            accepted = s.state == "uncertain" and g == s.generation
+            cell = step_cell({"step": "resolve", "t": self.t}, s, g, TICK)
+            weights.append(coverage.cell_weight(cell, RESOLVE_ACCEPTED if accepted else 1))
+        task, gen = _weighted(data, pairs, weights, "task and generation")
         outcome = data.draw(st.sampled_from(("pending", "done")), label="outcome")
         self.t = self._when(data, self._running_leases())
         self._do({"step": "resolve", "task": task, "outcome": outcome, "with_generation": gen})
@@ -418,6 +427,17 @@ class ExploreMachine(RuleBasedStateMachine):
     def _reopen(self, data: st.DataObject) -> None:
         """The queue is closed and a new queue object opened on the same database."""
         self._do({"step": "exit_and_reopen"})
+
+
+def _weighted(data: st.DataObject, options: Sequence[T], weights: Sequence[int], label: str) -> T:
+    """One of ``options``, each as likely as its weight (one integer draw: Hypothesis shrinks it toward
+    the first option)."""
+    pick = data.draw(st.integers(0, sum(weights) - 1), label=label)
+    for option, w in zip(options, weights, strict=True):
+        pick -= w
+        if pick < 0:
+            return option
+    return options[-1]
 
 
 def machine_class(setup: Setup) -> type[ExploreMachine]:

@@ -44,6 +44,16 @@ def test_explore_passes_the_reference_queue():
     assert result.examples >= 25 and result.steps > 100
 
 
+def test_explore_resolves_an_uncertain_task_of_its_generation_within_a_few_examples():
+    """The one resolve that changes a task (uncertain, its own generation) is drawn often enough that a
+    resolve answering False after a change departs in a few examples (it took about a hundred)."""
+    on_path()
+    result = explore_queue("spec_departures:ResolveAnswersFalseQueue", seed=1, examples=20, shrink_budget=20)
+    assert result.failure is not None, result.message()
+    last = result.failure.steps[-1].spec
+    assert last["step"] == "resolve" and result.failure.invariants == ("spec",), result.message()
+
+
 def test_the_same_seed_finds_the_same_shrunk_sequence():
     on_path()
     first = explore_queue(STALE, seed=5, examples=20, shrink_budget=40)
