@@ -1,4 +1,4 @@
-"""The reviewed table of equivalent mutants: mutant id -> why no run can tell it from the original.
+"""The reviewed table of equivalent mutants: mutant id -> why no run can tell it from the unmutated queue.
 
 No tool decides equivalence, so each entry here was read and argued by a person; a mutant that survives
 and is not here is a survivor, listed as such. "Equivalent" means: no sequence of contract calls, on any
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 _DEFAULT = "the column's DEFAULT: every INSERT names the generation (0), so the default is never used"
 _LIMIT = "LIMIT 2: the claim reads one row of the pick (fetchone), the same first row"
-_ORDER = ("which of several claimable tasks a claim takes first: the spec promises no order among them "
+_ORDER = ("which of several claimable tasks a claim takes first: the queue contract promises no order among them "
           "(\"takes a pending task, or a running one whose lease ran out\")")
 _HINT = "drops INDEXED BY: a planner hint, the same rows"
 _ONE_STATEMENT = "a transaction around one statement removed: in autocommit that statement is its own transaction"
@@ -28,7 +28,7 @@ _PARTIAL_INDEX = ("a partial index's predicate: which rows the index holds, so w
 _LOCK_KEY = ("the advisory lock's key: every process of a run loads the same module, so any constant orders the "
              "schema's creation the same")
 _ARGUMENTS = ("argument validation: refuses fewer arguments the contract rules out (NaN, a bool, an empty task id, "
-              "an unknown outcome, a lease <= 0); no caller passes them and the spec gives them no meaning")
+              "an unknown outcome, a lease <= 0); no caller passes them and the queue contract gives them no meaning")
 
 EQUIVALENT: dict[str, str] = {
     "sqlite_lease:SCHEMA:int-1": _DEFAULT,

@@ -114,7 +114,7 @@ def markdown(docs: list[dict[str, Any]]) -> str:
         for m in d["mutants"]:
             if m["verdict"] == EQUIVALENT:
                 reasons.setdefault(m["reason"], []).append(m["id"])
-    lines += ["", "| equivalent mutants | why no run can tell them from the original |", "|---|---|"]
+    lines += ["", "| equivalent mutants | why no run can tell them from the unmutated queue |", "|---|---|"]
     lines += [f"| {', '.join(f'`{i}`' for i in ids)} | {_cell(why)} |" for why, ids in reasons.items()]
     return "\n".join(lines) + "\n"
 

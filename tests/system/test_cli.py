@@ -46,7 +46,8 @@ _RUN_OPTIONS = (
     "--local-step --poll --client-timeout "
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
-    "--duplicate-register-rate --lose-reply-rate --slow-rate --pause-time-file --pause-time-scale --clock-skew-max "
+    "--duplicate-register-rate --freeze-in-call-rate --stale-heartbeat-rate --lease-edge-rate "
+    "--lose-reply-rate --slow-rate --pause-time-file --pause-time-scale --clock-skew-max "
     "--clock-jump-rate --clock-jump-max --power-loss-rate --probe-rate"
 ).split()
 
@@ -63,9 +64,9 @@ _RUN_OPTIONS = (
                    "--target", "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max",
                    "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--db", "--keep-db",
                    "--dry-run"]),
+        # hunt takes every stress option but those it sets per run (duration, seed, swarm, out)
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
-                  "--clock-skew-max", "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate",
-                  "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
+                  *_RUN_OPTIONS[_RUN_OPTIONS.index("--arrival-rate"):], "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:

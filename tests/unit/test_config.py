@@ -26,9 +26,10 @@ def test_shipped_profiles_are_valid_and_request_every_fault_kind():
     for name in profile_names():
         cfg = load_profile(name).validate()
         assert cfg.profile == name
-    for name in ("smoke", "stress"):
+    # The smoke profile's 4 s leave the two lease-long aimed kinds no window (workloads/smoke.toml says so).
+    for name, left_out in (("smoke", {"stale_heartbeat", "lease_edge"}), ("stress", set())):
         faults = load_profile(name).faults
-        assert all(faults[kind] > 0 for kind in FAULT_KINDS), (name, faults)
+        assert {kind for kind in FAULT_KINDS if not faults[kind] > 0} == left_out, (name, faults)
 
 
 def test_default_profile_exercises_every_nemesis_fault_within_its_duration():
