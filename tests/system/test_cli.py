@@ -66,7 +66,8 @@ _RUN_OPTIONS = (
                    "--dry-run"]),
         # hunt takes every stress option but those it sets per run (duration, seed, swarm, out)
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
-                  *_RUN_OPTIONS[_RUN_OPTIONS.index("--arrival-rate"):], "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
+                  *_RUN_OPTIONS[_RUN_OPTIONS.index("--arrival-rate"):],
+                  "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:
