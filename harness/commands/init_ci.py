@@ -87,6 +87,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     print(f"pull requests: takeover scenarios --queue {args.queue} --db {args.db}, takeover explore --seconds 30, "
           f"then pytest {args.tests} "
           f"-m takeover --takeover-duration 5 --takeover-db {args.db}; nightly: the tests on 5 seeds, takeover "
-          "soak and takeover sweep. Add .takeover/ to .gitignore; the README's 'Your own repository' section says "
-          "what each step gates on.")
+          "soak and takeover sweep. Add .takeover/ to .gitignore; takeover's docs, 'Gate your CI' "
+          "(docs/howto/ci.md), say what each step gates on.")
     return ExitCode.VALID

@@ -171,3 +171,11 @@ def test_every_runnable_block_of_the_tutorial_runs(tmp_path: Path) -> None:
             if done.returncode == code:
                 break
         assert done.returncode == code, f"{command.strip()}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr}"
+
+
+def test_the_readme_is_a_landing_page() -> None:
+    """At most ~250 lines, the two commands near the top; everything else lives in the site."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 250
+    top = "\n".join(lines[:25])
+    assert "make stress" in top and "make test" in top
