@@ -45,8 +45,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="the stress runs' (and explore's) seed (default 1)")
     parser.add_argument("--stress-seconds", type=float, default=20.0, metavar="S",
                         help="faulted seconds of each mutant's stress run (default 20)")
-    parser.add_argument("--explore-seconds", type=float, default=5.0, metavar="S",
-                        help="explore's budget per mutant, when explore exists (default 5)")
+    parser.add_argument("--explore-examples", type=int, default=200, metavar="N",
+                        help="explore's budget per mutant in examples, the same on a loaded machine (default 200)")
+    parser.add_argument("--explore-seconds", type=float, default=60.0, metavar="S",
+                        help="a cap on explore's wall time per mutant, a safety net only (default 60)")
     parser.add_argument("--stages", default="scenarios,explore,stress", metavar="LIST",
                         help="the stages to run, in order, comma-separated (default scenarios,explore,stress)")
     parser.add_argument("--mutants", type=int, default=None, metavar="N",
@@ -81,6 +83,8 @@ def check_args(args: argparse.Namespace) -> tuple[str, str, tuple[str, ...]]:
         raise UsageError(f"--stress-seconds must be a positive number of seconds, got {args.stress_seconds!r}")
     if not args.explore_seconds > 0 or args.explore_seconds == float("inf"):
         raise UsageError(f"--explore-seconds must be a positive number of seconds, got {args.explore_seconds!r}")
+    if args.explore_examples < 1:
+        raise UsageError(f"--explore-examples must be at least 1, got {args.explore_examples}")
     if args.mutants is not None and args.mutants < 1:
         raise UsageError(f"--mutants must be at least 1, got {args.mutants}")
     if args.min_score is not None and not 0 <= args.min_score <= 100:
@@ -116,7 +120,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     with db.serve(database, keep=args.keep_db):
         doc = measure(queue, database, chosen, out, args.seed, args.stress_seconds, args.explore_seconds, stages,
                       generated=len(mutants), command=_command(), prior=prior,
-                      verify_equivalents=args.verify_equivalents)
+                      verify_equivalents=args.verify_equivalents, explore_examples=args.explore_examples)
     from takeover.mutation.report import print_table
 
     print_table(doc)
@@ -146,7 +150,7 @@ def read_prior(path: str, queue: str, seed: int, stress_seconds: float) -> dict[
 def measure(queue: str, database: str, mutants: list[Any], out: Path, seed: int, stress_seconds: float,
             explore_seconds: float, stages: tuple[str, ...], *, generated: int, command: str = "",
             progress: bool = True, prior: dict[str, dict[str, Any]] | None = None,
-            verify_equivalents: bool = False) -> dict[str, Any]:
+            verify_equivalents: bool = False, explore_examples: int = 200) -> dict[str, Any]:
     """Run ``mutants`` (inside a served ``database``) and write ``out/mutate.json`` after each; the document."""
     import takeover.pipeline  # noqa: F401 - the checker loaded before the first run (see takeover hunt)
     from takeover.mutation.equivalent import EQUIVALENT
@@ -155,10 +159,11 @@ def measure(queue: str, database: str, mutants: list[Any], out: Path, seed: int,
 
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(seed=seed, stress_seconds=stress_seconds, explore_seconds=explore_seconds, stages=stages,
-                        database=database, verify_equivalents=verify_equivalents)
+                        database=database, verify_equivalents=verify_equivalents, explore_examples=explore_examples)
     doc: dict[str, Any] = {
         "queue": queue, "db": db.redact(database), "seed": seed, "stress_seconds": stress_seconds,
-        "explore_seconds": explore_seconds, "stages": list(stages), "generated": generated, "run": len(mutants),
+        "explore_seconds": explore_seconds, "explore_examples": explore_examples,
+        "stages": list(stages), "generated": generated, "run": len(mutants),
         "command": command, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "load_avg": [round(x, 2) for x in os.getloadavg()], "verify_equivalents": verify_equivalents,
         "status": "running",

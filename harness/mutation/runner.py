@@ -44,7 +44,11 @@ CRASH, SCENARIOS, EXPLORE, STRESS = "crash", "scenarios", "explore", "stress"
 STAGES = (CRASH, SCENARIOS, EXPLORE, STRESS)
 STRESS_PROFILE = "stress"
 DEFAULT_STRESS_SECONDS = 20.0
-DEFAULT_EXPLORE_SECONDS = 5.0
+# Explore's budget is examples, deterministic from the seed: the same mutant gets the same examples on an idle
+# machine and a loaded one (a budget of 5 s let a kill come or not with the load). The seconds are a safety net
+# only, checked between batches of examples, for a mutant whose every call is slow.
+DEFAULT_EXPLORE_EXAMPLES = 200
+DEFAULT_EXPLORE_SECONDS = 60.0
 SCENARIO_STEP_TIMEOUT = 5.0
 
 
@@ -82,7 +86,8 @@ class Outcome:
 class Settings:
     seed: int = 1
     stress_seconds: float = DEFAULT_STRESS_SECONDS
-    explore_seconds: float = DEFAULT_EXPLORE_SECONDS
+    explore_seconds: float = DEFAULT_EXPLORE_SECONDS  # the cap
+    explore_examples: int = DEFAULT_EXPLORE_EXAMPLES  # the budget
     stages: tuple[str, ...] = STAGES
     database: str = "sqlite"
     # Stress-run the mutants the equivalence table lists too (minutes each): a wrong entry then shows as killed.
@@ -237,13 +242,16 @@ class Runner:
         return bool(failures), None, failures[0] if failures else ""
 
     def _explore(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
-        """``takeover.explore`` with a budget in seconds, when it exists; None (not run) until then. Its time
-        to kill is when the first departure came, before Hypothesis and the replay shrink it."""
+        """``takeover.explore`` with a budget of examples (the seconds a cap), when it exists; None (not run)
+        until then. Its time to kill is when the first departure came, before Hypothesis and the replay shrink
+        it; the stage's record says which example that was (``examples_to_kill``), how many ran, and whether
+        the cap cut the budget short (``capped``)."""
         try:  # by name: explore is being built beside this, and lands on its own
             explore_queue = importlib.import_module("takeover.explore").explore_queue
         except (ImportError, AttributeError):
             return None
-        options: dict[str, Any] = {"seed": self.settings.seed, "seconds": self.settings.explore_seconds}
+        options: dict[str, Any] = {"seed": self.settings.seed, "examples": self.settings.explore_examples,
+                                   "seconds": self.settings.explore_seconds}
         if "shrink_budget" in inspect.signature(explore_queue).parameters:
             options["shrink_budget"] = 0  # the verdict is wanted here, not the minimal sequence
         try:
@@ -251,9 +259,15 @@ class Runner:
         except Exception as exc:  # noqa: BLE001 - explore could not judge this mutant: the stage did not run
             outcome.stages[EXPLORE] = {"run": False, "error": _first_line(f"{type(exc).__name__}: {exc}")}
             return None
+        first = getattr(result, "first", None)
+        record: dict[str, Any] = {"examples": result.examples}
+        if first:
+            record["examples_to_kill"] = int(first[1])
+        elif result.examples < self.settings.explore_examples:
+            record["capped"] = True
+        outcome.stages[EXPLORE] = record
         if result.ok:
             return False, None, ""
-        first = getattr(result, "first", None)
         return True, None if not first else round(float(first[0]), 3), _first_line(result.message())
 
     def _stress(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:

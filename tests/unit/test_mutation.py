@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 
@@ -95,6 +96,24 @@ def test_a_mutant_that_drops_the_generation_fence_of_finish_is_killed(tmp_path: 
     assert doc["figures"]["score"] == 1.0
 
 
+def test_explore_in_mutate_is_budgeted_by_examples_the_same_on_every_run(tmp_path: Path) -> None:
+    """A kill by explore comes at the same example on every run (a budget in seconds made it come or not
+    with the machine's load); a mutant explore cannot tell apart gets the whole budget, no more."""
+    mid = "sqlite_lease:EXTEND:relational-1"  # a heartbeat accepted at its lease's very end
+    kills = []
+    for run in ("a", "b"):
+        code, doc = _run(tmp_path / run, "--only", mid, "--stages", "explore", "--explore-examples", "60")
+        [m] = doc["mutants"]
+        assert (m["verdict"], m["stage"]) == ("killed", "explore") and doc["explore_examples"] == 60
+        kills.append(m["stages"]["explore"]["examples_to_kill"])
+    assert kills[0] == kills[1] and kills[0] > 1
+    # A claim whose pick and take autocommit apart: one process on the logical clock cannot tell.
+    _, doc = _run(tmp_path / "c", "--only", "sqlite_lease:SQLiteLeaseQueue.claim:no-transaction-1",
+                  "--stages", "explore", "--explore-examples", "7")
+    [m] = doc["mutants"]
+    assert m["verdict"] == "survived" and m["stages"]["explore"] == {"examples": 7, "wall_s": ANY, "killed": False}
+
+
 def test_a_survivor_below_the_min_score_exits_1(tmp_path: Path) -> None:
     # A claim whose pick and take autocommit apart: one process on the logical clock cannot tell.
     code, doc = _run(tmp_path, "--only", "sqlite_lease:SQLiteLeaseQueue.claim:no-transaction-1", "--stages",
@@ -125,6 +144,7 @@ def test_resume_keeps_a_killed_mutant_and_refuses_another_queues_file(tmp_path: 
     (["--min-score", "150"], "--min-score"),
     (["--mutants", "0"], "--mutants"),
     (["--stress-seconds", "-1"], "--stress-seconds"),
+    (["--explore-examples", "0"], "--explore-examples"),
     (["--only", "nothing:matches:this"], "matches no mutant"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, tmp_path: Path,
