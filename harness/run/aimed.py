@@ -64,6 +64,7 @@ MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resume
 # that hands it out anyway is caught for that), and a gate held for the whole lease stopped every claim
 # for a second: a run's first seconds then had no finish at all, and stale_return's takeovers waited.
 CLOSE_AHEAD = 0.15
+EXPIRY_RACE = 0.001  # claim_stampede's racers on an expiring task go this long after its lease's end
 STATE_CLASSES = ("pending", "running", "done", "uncertain")  # what duplicate_register registers again
 FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
 # The states in which registering a task again changes something in a queue that resets a known task
@@ -180,6 +181,7 @@ class AimedFaults:
         self._first_tick: float | None = None
         self._up_at = 0.0  # when the workers were up (see _workers_up)
         self._released_at = 0.0  # when the last hold let its held workers go
+        self._stampedes = 0  # claim_stampede windows so far: every other one races on an expiring task
 
     # -- driven by the nemesis --------------------------------------------------------------------
     def arrive(self, kind: str, now: float) -> None:
@@ -588,29 +590,66 @@ class AimedFaults:
         yield from self._resume_to_finish(old, end, "the stale holder did not call finish within a second")
 
     def claim_stampede(self, deadline: float, fields: dict[str, Any]) -> Script:
+        """Workers held at the claim gate and let go at the same instant, every other window on a task
+        just registered (``race_on`` "fresh"), the others on a task whose lease runs out as they go
+        (``race_on`` "expiring"): two claimers that both pick the same expired row can both take it over
+        when the pick does not lock it (a dropped FOR UPDATE SKIP LOCKED), a race no other fault lines up."""
+        self._stampedes += 1
+        if self._stampedes % 2 == 0:
+            fields["race_on"] = "expiring"
+            yield from self._stampede_at_expiry(deadline, fields)
+            return
         kind = "claim_stampede"
+        fields["race_on"] = "fresh"
         hold = yield from self._take_gate(kind, deadline)
         try:
             yield from self._claims_settled(set())
             held = yield from self._gather(self._idle_workers())
             fields["task"] = self.producer.register_new()  # recorded even when the stampede misses
-            released = self._let_go_together(hold, held)
-            yield from self._left_the_gate(released)
-            if len(released) < 2:
-                raise Missed(f"only {len(released)} held worker(s) could be let go together")
-            fields["workers"] = len(released)
-            left = self.board.left_line(hold, released)
-            # when each racer left the line-up, in microseconds from the wake-up ("w0:12 w1:14"): how it went
-            fields["left_us"] = " ".join(f"w{s}:{(t - self._released_at) * 1e6:.0f}" for s, t in sorted(left.items()))
-            raced, span = together(list(left.values()), TOGETHER)
-            if raced < 2:
-                raise Missed(f"the {len(released)} workers let go started their claims apart "
-                             f"(none within {TOGETHER * 1e6:.0f} us of another)")  # fmt: skip
-            fields.update(raced=raced, together_us=round(span * 1e6))
-            fields["detail"] = (f"{len(released)} workers let go at the same instant, {raced} started their "
-                                f"claims within {span * 1e6:.0f} us")  # fmt: skip
+            yield from self._race(hold, held, fields)
         finally:
             self._open_gate(kind)
+
+    def _stampede_at_expiry(self, deadline: float, fields: dict[str, Any]) -> Script:
+        """Freeze a holder (its task stays running), keep claims flowing until CLOSE_AHEAD before its lease
+        ends (as expire_and_return does), gather the free workers at the gate, and let them go together at
+        the lease's end: each claim then finds that one task claimable, and only one may get it."""
+        kind = "claim_stampede"
+        holder: Frozen | None = None
+        try:
+            holder = yield from self._freeze_holder(kind, deadline, fields, gated=True, past_lease=EXPIRY_RACE,
+                                                    spare=2)
+            view = holder.view
+            fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
+            yield from self._reopen_until_expiry(kind, view.lease_until)
+            hold = self.holds
+            yield from self._claims_settled({holder.slot})
+            held = yield from self._gather(self._idle_workers())
+            at = view.lease_until + EXPIRY_RACE
+            while time.time() < at:
+                yield at - time.time()
+            yield from self._race(hold, held, fields)
+        finally:
+            self._thaw(holder)
+            self._open_gate(kind)
+
+    def _race(self, hold: int, held: list[int], fields: dict[str, Any]) -> Script:
+        """Let the held workers go together and say how close their claims started (Missed: apart)."""
+        released = self._let_go_together(hold, held)
+        yield from self._left_the_gate(released)
+        if len(released) < 2:
+            raise Missed(f"only {len(released)} held worker(s) could be let go together")
+        fields["workers"] = len(released)
+        left = self.board.left_line(hold, released)
+        # when each racer left the line-up, in microseconds from the wake-up ("w0:12 w1:14"): how it went
+        fields["left_us"] = " ".join(f"w{s}:{(t - self._released_at) * 1e6:.0f}" for s, t in sorted(left.items()))
+        raced, span = together(list(left.values()), TOGETHER)
+        if raced < 2:
+            raise Missed(f"the {len(released)} workers let go started their claims apart "
+                         f"(none within {TOGETHER * 1e6:.0f} us of another)")  # fmt: skip
+        fields.update(raced=raced, together_us=round(span * 1e6))
+        fields["detail"] = (f"{len(released)} workers let go at the same instant, {raced} started their "
+                            f"claims within {span * 1e6:.0f} us")  # fmt: skip
 
     def duplicate_register(self, deadline: float, fields: dict[str, Any]) -> Script:
         kind = "duplicate_register"

@@ -300,6 +300,19 @@ def test_a_window_that_wrote_its_detail_then_missed_records_the_miss(end: str) -
     assert faults.tally.missed["detailed"] == 1 and not faults.tally.hits["detailed"]
 
 
+def test_claim_stampede_races_on_a_fresh_task_then_on_an_expiring_one_in_turn() -> None:
+    """Every other stampede lines its racers up on a task whose lease runs out (a frozen holder's), not on
+    one just registered: two claimers picking one expired row is a race of its own."""
+    faults, _, hands = aimed(running=None)
+    for _ in range(3):
+        faults.arrive("claim_stampede", time.time())
+        faults.tick(time.time())
+        faults.stop()
+    oks = [f for t, k, f in hands.records if (t, k) == ("ok", "claim_stampede")]
+    assert [f["race_on"] for f in oks] == ["fresh", "expiring", "fresh"]
+    assert all(f["value"].startswith("missed") for f in oks)
+
+
 def test_no_hold_starts_as_a_stale_return_takeover_is_due() -> None:
     """No claim_stampede or duplicate_register hold starts when a stale_return's frozen holder is
     about to be taken over, since its takeover needs claims to run then."""
