@@ -333,7 +333,8 @@ def _reregisters(fx: Facts) -> pd.DataFrame:
 def _reset_tasks(fx: Facts) -> np.ndarray:
     """The tasks a repeated registration visibly started over: the first claim after it returned a
     lower generation than one returned before it, or the same one inside that generation's lease
-    or after the task was finished; or the final snapshot shows pending at generation 0 a task
+    or after the task was finished, or took a task that was finished when it was registered
+    again; or the final snapshot shows pending at generation 0 a task
     that had been claimed before it was registered again. A queue that ignores a repeated
     registration, as the contract says, shows none of these, so a violation of another kind that
     happens to surround a repeated registration is not blamed on it."""
@@ -349,7 +350,11 @@ def _reset_tasks(fx: Facts) -> np.ndarray:
         j = before.join(after[["gen", "now", "t_inv"]], how="inner").reset_index()
         if len(j):
             finished = _finished_before(fx, j["task"], j["t_inv"])
-            went_back = (j["gen"] < j["top"]) | ((j["gen"] == j["top"]) & ((j["now"] < j["lease"]) | finished))
+            # An upsert that keeps the generation and only puts the state back to pending: the next claim
+            # raises the generation as usual, but takes a task that was finished when it was registered again.
+            ended = _finished_before(fx, j["task"], j["r_t"])
+            went_back = ((j["gen"] < j["top"]) | ((j["gen"] == j["top"]) & ((j["now"] < j["lease"]) | finished))
+                         | ((j["gen"] > j["top"]) & ended))
             reset += j.loc[went_back.to_numpy(dtype=bool), "task"].tolist()
         snap = fx.run.snapshot
         if snap is not None:

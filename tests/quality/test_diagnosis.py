@@ -193,3 +193,25 @@ def test_takeover_check_confirms_nothing(tmp_path: Path) -> None:
     folder = _folder(tmp_path, "FinishIgnoresGeneration")
     check_and_report(folder, out=io.StringIO(), reports=False)
     assert not any("confirmed_by" in e for e in json.loads((folder / "summary.json").read_text())["diagnosis"])
+
+
+def test_an_upsert_that_keeps_the_generation_is_blamed_on_the_registration(tmp_path: Path) -> None:
+    """register() puts an uncertain task back to pending but keeps its generation (issue 23's user
+    queue): the next claim raises the generation as usual, so only the registration in between tells
+    a reset from a claim that takes finished tasks. Without that registration the same claim is the
+    claim's own defect."""
+    for again, pattern in ((True, "reset_by_register"), (False, "reclaimed")):
+        r = Run()
+        r.register("a")
+        r.spawn(1, "w1")
+        r.spawn(2, "w2")
+        r.work(1, 0, "a", 1, "uncertain")
+        if again:
+            r.reregister(3, 0, "a")
+        r.claim(2, 6, "a", 2)
+        r.snap(("a", "running", 2, 11.0))
+        folder = r.write(tmp_path / f"run-{again}")
+        check_and_report(folder, out=io.StringIO(), reports=False)
+        summary = json.loads((folder / "summary.json").read_text())
+        patterns = {e["pattern"] for e in summary["diagnosis"] if e["invariant"] == "no_reclaim_after_terminal"}
+        assert (pattern in patterns) if again else ("reset_by_register" not in patterns and patterns), patterns
