@@ -9,7 +9,6 @@ tests/fixtures/queues/user_mistakes.py: its finish SELECTs, checks in Python, th
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -21,13 +20,13 @@ import pytest
 from tests.helpers.attempts import until_shown
 from tests.helpers.processes import (
     REPO,
-    reap_stragglers,
     records,
     start_takeover,
     stop_and_reap,
     wait_for_record,
     wait_no_stragglers,
 )
+from tests.system.test_aimed import stress as aimed_stress
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -36,22 +35,7 @@ KIND = "freeze_in_call"
 
 def stress(run_dir: Path, seed: int, queue: str, duration: float = 4.0) -> dict[str, Any]:
     """A short smoke-profile run with freeze_in_call alone on (1.5/s), checked; its summary."""
-    from takeover.checker import analyse
-    from takeover.config import load_profile
-    from takeover.options import FAULT_KINDS
-    from takeover.run.coordinator import Coordinator
-    from takeover.workloads.worker import worker_main
-
-    faults = dict.fromkeys(FAULT_KINDS, 0.0) | {KIND: 1.5}
-    cfg = dataclasses.replace(load_profile("smoke"), queue=queue, seed=seed, duration=duration, tasks=20,
-                              arrival_rate=20, out=str(run_dir), faults=faults).validate()
-    run_dir.mkdir(parents=True)
-    try:
-        result = Coordinator(cfg, run_dir, worker=worker_main).run()
-    finally:
-        reap_stragglers(run_dir)
-    assert not result.interrupted
-    return analyse(run_dir).summary
+    return aimed_stress(run_dir, seed, duration, queue, **{KIND: 1.5})
 
 
 @pytest.fixture
