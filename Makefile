@@ -29,8 +29,10 @@ SHELL := bash
 .PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep tune hunt docs
 
 # The system packages a run's ARGS need: fuse3 for power losses (--power-loss-rate; sweep's --power-loss
-# axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server).
-RUN_PACKAGES = $(if $(findstring --power-loss,$(ARGS)),fuse3) $(if $(filter postgres --db=postgres,$(ARGS)),postgresql)
+# axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server), iptables
+# for a run's hosts (--hosts: their network's firewall rules).
+RUN_PACKAGES = $(if $(findstring --power-loss,$(ARGS)),fuse3) $(if $(filter postgres --db=postgres,$(ARGS)),postgresql) \
+	$(if $(findstring --hosts,$(ARGS)),iptables)
 # Installs them first when there are any (a plain `make stress` needs none and runs nothing here).
 SYSTEM_FOR_RUN = $(if $(strip $(RUN_PACKAGES)),$(SYSTEM_PACKAGES) install $(RUN_PACKAGES))
 

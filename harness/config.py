@@ -46,6 +46,9 @@ PAUSE_FIELDS = ("pause_time_file", "pause_time_scale", "pause_time_samples")
 # RunConfig fields no option sets: read from a file the config names (pause_time_file), kept in config.json.
 DERIVED_FIELDS = ("pause_time_samples",)
 
+# RunConfig fields of the hosts and the network faults (takeover.net): in config.json only when not at their defaults.
+NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss")
+
 # RunConfig fields that say where the run was started rather than what it does (see there).
 LOCATION_FIELDS = ("workdir", "pythonpath")
 # The run's database (takeover.db): set by --db, which every command that runs a queue takes and which
@@ -142,6 +145,14 @@ class RunConfig:
     workdir: str | None = None
     pythonpath: tuple[str, ...] = ()
     db: str = db.DEFAULT  # sqlite, postgres or a postgresql:// URL without its password (takeover.db.redact)
+    # The run's hosts and network faults (takeover.net): not kinds of ``faults``, because they need a database
+    # reached over a network and root, so a swarm draw or a profile's rates must never turn them on unasked.
+    hosts: int = 0  # workers on this many hosts (network namespaces) reaching the database over a bridge; 0 = none
+    partition_rate: float = 0.0  # partitions per second: a drawn set of hosts cut from the database, then healed
+    conn_kill_rate: float = 0.0  # a drawn worker's database session terminated by the server, per second
+    db_restart_rate: float = 0.0  # database crashes (immediate stop) and restarts, per second
+    net_delay: float = 0.0  # seconds added each way on every host's path (a proxy)
+    net_loss: float = 0.0  # share of packets dropped each way on every host's path
 
     # -- derived values -------------------------------------------------------------------------
     @property
@@ -191,11 +202,15 @@ class RunConfig:
             data["task_time"]["samples"] = list(self.task_time.samples)
         # At their defaults (no clock faults, no power losses, the lease-relative pauses): left out, so other
         # runs' config.json stays as it was.
-        for name in (*CLOCK_FIELDS, "power_loss_rate", "probe_rate", *PAUSE_FIELDS):
+        for name in (*CLOCK_FIELDS, "power_loss_rate", "probe_rate", *PAUSE_FIELDS, *NET_FIELDS):
             if data[name] == getattr(_RUN_DEFAULTS, name):
                 del data[name]
             elif name == "pause_time_samples":
                 data[name] = list(data[name])
+        if self.hosts > 0:  # where each worker ran (every incarnation of a slot on the same host)
+            from takeover.net.hosts import placement
+
+            data["placement"] = placement(self.workers, self.hosts)
         data["drain_timeout_effective"] = self.effective_drain_timeout
         data["command"] = self.command()
         return data
@@ -241,6 +256,7 @@ class RunConfig:
         db.check(self.db)
         if self.power_loss_rate > 0:
             _check_power_loss(self)
+        _check_hosts(self)
         resolved = self.task_time.resolved()
         if resolved is not self.task_time:
             return dataclasses.replace(self, task_time=resolved).validate()
@@ -367,6 +383,23 @@ def _check_power_loss(cfg: RunConfig) -> None:
     from takeover.powerloss.layer import check_available
 
     check_available()
+
+
+def _check_hosts(cfg: RunConfig) -> None:
+    """Network faults need hosts, hosts need a private PostgreSQL server and this machine's means."""
+    if cfg.hosts <= 0:
+        for name in NET_FIELDS[1:]:
+            if getattr(cfg, name) > 0:
+                raise UsageError(f"{name.replace('_', '-')}: network faults need --hosts N (workers on hosts of "
+                                 "their own, reaching the database over the run's network)")
+        return
+    if cfg.db != db.POSTGRES:
+        what = "SQLite's WAL needs one machine" if cfg.db == db.SQLITE else \
+            "the run starts its own server on its network, not on a server given by URL"
+        raise UsageError(f"--hosts needs --db postgres ({what})")
+    from takeover.net.hosts import check_available
+
+    check_available(cfg.hosts)
 
 
 def with_database(cfg: RunConfig, value: str, queue_given: bool) -> RunConfig:

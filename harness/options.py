@@ -289,6 +289,29 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "seeded instants, and the checker judges each read against what the history had acknowledged before "
               "it (0 = none)", nonneg,
               sweep_help="mid-run snapshot probes per second of every run"),
+    # The run's hosts and the network faults (takeover.net): each needs --hosts, and --hosts --db postgres and root.
+    RunOption("--hosts", "hosts", int,
+              "run the workers on N hosts (network namespaces, placed round-robin) that reach the database over a "
+              "network of the run's own; needs --db postgres and root (0 = all on this machine, over a socket)",
+              nonneg_int, profile=False, omit=0, sweep_help="hosts of every run (needs --db postgres and root)"),
+    RunOption("--partition-rate", "partition_rate", float,
+              "partitions per second: one host, a minority or a majority of them (or one host one way: requests "
+              "arrive, replies are lost) cut from the database for a drawn time, then healed (needs --hosts)",
+              nonneg, profile=False, omit=0.0, sweep_help="partitions per second (needs --hosts)"),
+    RunOption("--conn-kill-rate", "conn_kill_rate", float,
+              "a drawn worker's database session terminated by the server (pg_terminate_backend, as a pooler or "
+              "a failover does), per second (needs --hosts)", nonneg, profile=False, omit=0.0,
+              sweep_help="connection kills per second (needs --hosts)"),
+    RunOption("--db-restart-rate", "db_restart_rate", float,
+              "database crashes (an immediate stop, no checkpoint) and restarts, per second; every session drops "
+              "and what was committed must survive (needs --hosts)", nonneg, profile=False, omit=0.0,
+              sweep_help="database restarts per second (needs --hosts)"),
+    RunOption("--net-delay", "net_delay", float,
+              "seconds added each way on every host's path to the database, by a proxy (needs --hosts)",
+              nonneg, profile=False, omit=0.0, metavar="SECONDS"),
+    RunOption("--net-loss", "net_loss", float,
+              "share of packets lost each way on every host's path to the database (needs --hosts)",
+              probability, profile=False, omit=0.0, metavar="P"),
 )  # fmt: skip
 
 

@@ -463,6 +463,19 @@ def _registered(fx: Facts) -> tuple[np.ndarray | None, str]:
     return None, "the history has no register records: registered tasks are taken from the snapshot"
 
 
+def _maybe_never_registered(fx: Facts) -> np.ndarray:
+    """Tasks whose every registration's outcome is unknown (``info``, or no completion: a database that
+    crashed under it) and that no claim ever returned: such a registration may never have happened,
+    so the task may be absent from the queue (Jepsen's ``info``: the checker allows both)."""
+    reg = fx.ops.registers
+    if not len(reg):
+        return np.zeros(0)
+    ok = reg["status"].to_numpy(dtype=object) == "ok"
+    tasks = reg["task"].to_numpy(dtype="float64")
+    unsure = np.setdiff1d(tasks, tasks[ok])
+    return np.setdiff1d(unsure, fx.claims_ok["task"].to_numpy(dtype="float64"))
+
+
 def state_matches_history(fx: Facts) -> InvariantResult:
     """Every task's final (state, generation) follows from its operations, and so does every mid-run
     probe's (takeover.checker.probes): a probe's violations come first, dated at the probe."""
@@ -561,7 +574,7 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     registered, _ = _registered(fx)
     seen = np.union1d(fx.claims_ok["task"].to_numpy(dtype="float64"),
                       registered if registered is not None else np.zeros(0))
-    missing = np.setdiff1d(seen, s["task"].to_numpy(dtype="float64"))
+    missing = np.setdiff1d(np.setdiff1d(seen, s["task"].to_numpy(dtype="float64")), _maybe_never_registered(fx))
     invented = (np.setdiff1d(s["task"].to_numpy(dtype="float64"), registered) if registered is not None
                 else np.zeros(0))
     extra_rows = pd.DataFrame(
@@ -624,6 +637,8 @@ def no_lost_task(fx: Facts) -> InvariantResult:
         attempted = np.union1d(attempted, fx.run.ledger["task"].to_numpy(dtype="float64"))
     # Problems as codes into _LOST_PROBLEMS (0 = none), texts only on the bad rows: 125k-row
     # arrays of fixed-width text cost more than the whole rule.
+    missing_state = reg["state"].isna().to_numpy(dtype=bool)
+    reg = reg[~(missing_state & reg["task"].isin(_maybe_never_registered(fx)).to_numpy(dtype=bool))]
     missing_state = reg["state"].isna().to_numpy(dtype=bool)
     terminal = reg["state"].isin(TERMINAL).to_numpy(dtype=bool)
     never_attempted = ~reg["task"].isin(attempted).to_numpy(dtype=bool)

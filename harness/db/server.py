@@ -100,8 +100,13 @@ def _server_user() -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def _child_setup(user: tuple[int, int] | None) -> None:
-    """In the child, before exec: become the server's user, then die with takeover (initdb, pg_ctl)."""
+def _child_setup(user: tuple[int, int] | None, netns: str = "") -> None:
+    """In the child, before exec: enter the run's network namespace (a server on the run's own network,
+    takeover.net), become the server's user, then die with takeover (initdb, pg_ctl)."""
+    if netns:  # before setuid, which would drop the right to enter it
+        from takeover.net.namespaces import enter
+
+        enter(netns)
     if user is not None:
         os.setgroups([])
         os.setgid(user[1])
@@ -113,9 +118,19 @@ def _child_setup(user: tuple[int, int] | None) -> None:
 
 
 class PrivateServer:
-    """``with PrivateServer() as server:`` a running server at ``server.admin_url``; gone afterwards."""
+    """``with PrivateServer() as server:`` a running server at ``server.admin_url``; gone afterwards.
 
-    def __init__(self) -> None:
+    ``netns`` and ``address``: the server runs inside that network namespace (``/proc/PID/ns/net``) and
+    listens on ``address`` there too, besides its socket, for workers on the run's hosts (takeover.net);
+    ``settings`` are added to :data:`SETTINGS` (the hosts' keepalives). :meth:`crash` and :meth:`restart`
+    are the database restart fault."""
+
+    def __init__(self, netns: str = "", address: str = "", settings: dict[str, str] | None = None) -> None:
+        self.netns = netns
+        self.address = address
+        self.settings = {**SETTINGS, **(settings or {})}
+        if address:
+            self.settings["listen_addresses"] = f"'{address}'"
         self.bin = find_binaries()
         self.user = _server_user()
         self.folder: Path | None = None
@@ -141,7 +156,8 @@ class PrivateServer:
     def _run(self, argv: list[str], what: str) -> None:
         env = {**os.environ, OWNER_ENV: str(os.getpid())}
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              preexec_fn=lambda: _child_setup(self.user), cwd=self.folder, env=env, check=False)
+                              preexec_fn=lambda: _child_setup(self.user, self.netns), cwd=self.folder, env=env,
+                              check=False)  # fmt: skip
         if proc.returncode != 0:
             tail = " ".join(proc.stdout.decode(errors="replace").split())[-300:]
             raise UsageError(f"--db postgres: {what} failed (exit {proc.returncode}): {tail}")
@@ -160,11 +176,27 @@ class PrivateServer:
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write("\n# takeover's private server (takeover.db.server)\n")
             conf.write(f"unix_socket_directories = '{self.folder}'\nport = {PORT}\n")
-            for name, value in SETTINGS.items():
+            for name, value in self.settings.items():
                 conf.write(f"{name} = {value}\n")
+        if self.address:  # the run's hosts reach it over TCP, from their own addresses only (takeover.net)
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {self.address.rsplit('.', 2)[0]}.0.0/16 trust\n")
+        self._start_server()
+        self.admin_url = postgres.socket_url(str(self.folder), PORT, RUN_AS)
+
+    def _start_server(self) -> None:
+        assert self.folder is not None
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"),
                    "-w", "-t", str(START_TIMEOUT), "start"], "starting the server")  # fmt: skip
-        self.admin_url = postgres.socket_url(str(self.folder), PORT, RUN_AS)
+
+    def crash(self) -> None:
+        """An immediate stop (SIGQUIT to the postmaster: every backend ends at once, no checkpoint), as a
+        crash: what was committed must come back from the WAL at :meth:`restart`."""
+        stop_server(self.data)
+
+    def restart(self) -> None:
+        """Start the server again on the same data after :meth:`crash` (it recovers from its WAL)."""
+        self._start_server()
 
     def stop(self) -> None:
         """Immediate shutdown (the data is thrown away), then the folder; the watchdog is released."""

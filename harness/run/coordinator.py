@@ -118,6 +118,8 @@ class Coordinator:
             self.supervisor.queue_path = self.power.queue_path
             self.power.others = self._probe_process
         self.prober: Prober | None = None
+        self.site: Any = None  # the run's hosts and their server (takeover.net.site), with --hosts
+        self.net_faults: Any = None  # their partitions, connection kills and restarts (takeover.net.faults)
 
     # -- public -----------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -126,10 +128,27 @@ class Coordinator:
         The run's database is the one handed in (``database=``), else one of its own for ``cfg.db``
         (takeover.db), gone when the run is: a SQLite file in the run folder, or a fresh PostgreSQL
         database on the server the command serves."""
+        if self.cfg.hosts > 0:
+            return self._run_on_hosts()
         if self.database is not None:
             return self._run(self.database)
         with run_database(self.cfg.db, self.run_dir) as database:
             return self._run(database)
+
+    def _run_on_hosts(self) -> RunResult:
+        """With ``--hosts``: the run on a network of its own, its database on a server of its own there
+        (takeover.net.site), whatever database the command made for it; all of it gone afterwards."""
+        from takeover.net.site import Site
+
+        with Site(self.cfg.hosts, self.run_dir.name) as site:
+            from takeover.net.faults import NetworkFaults
+
+            self.supervisor.site = site
+            self.site = site
+            sup = self.supervisor
+            self.net_faults = NetworkFaults(self.cfg, site, self.hist, lambda: {
+                s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None})
+            return self._run(site.database)
 
     def _await_workers(self) -> None:
         """Wait until every live worker has opened the queue (at most READY_WAIT), so the run's start,
@@ -177,6 +196,8 @@ class Coordinator:
             self.hist.write("info", "run", value="start")
             start = time.time()
             self.nemesis.start(start)
+            if self.net_faults is not None:
+                self.net_faults.start(start)
             if self.power is not None:
                 self.power.begin(start)
             self._faulted_phase(start)
@@ -278,6 +299,8 @@ class Coordinator:
             if self.power is not None and self.power.due(now):
                 self._power_loss()
             wait = self.nemesis.tick(time.time())
+            if self.net_faults is not None:
+                wait = min(wait, self.net_faults.tick(time.time()))
             if self.power is not None:
                 wait = min(wait, max(self.power.next_at - time.time(), 0.01))  # 10 ms steps while it waits
             self._report_progress("faults", elapsed=now - start)
@@ -295,6 +318,8 @@ class Coordinator:
             self.power.stop()
         self.board.set_faults_enabled(False)
         self.nemesis.stop()
+        if self.net_faults is not None:
+            self.net_faults.stop()
         self.hist.write("info", "run", value="faults_stop")
         return True
 

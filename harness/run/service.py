@@ -87,6 +87,15 @@ def listen_local() -> socket.socket:
     return listen()
 
 
+def listen_path(path: str) -> socket.socket:
+    """A Unix socket bound to a file: for a run with hosts, whose workers live in network namespaces of their
+    own, where an abstract name (which belongs to one namespace) cannot be reached (takeover.net.hosts)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    sock.listen(64)
+    return sock
+
+
 def address_of(sock: socket.socket) -> ServiceAddress:
     """What a :class:`ServiceClient` connects to, for a socket from :func:`listen` or :func:`listen_local`."""
     name = sock.getsockname()

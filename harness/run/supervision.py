@@ -35,7 +35,7 @@ from takeover.config import RunConfig
 from takeover.history import HistoryWriter
 from takeover.run.lifeline import RUN_ENV
 from takeover.run.phases import PhaseBoard
-from takeover.run.service import ServiceAddress, ServiceSpec, address_of, listen_local, service_main
+from takeover.run.service import ServiceAddress, ServiceSpec, address_of, listen_local, listen_path, service_main
 
 STOP_GRACE = 2.0  # seconds a worker gets to leave on its own before SIGTERM, then SIGKILL
 RESPAWN_BACKOFF = 0.2  # a worker that exits by itself (a crash) is restarted after this
@@ -44,6 +44,10 @@ RESPAWN_BACKOFF = 0.2  # a worker that exits by itself (a crash) is restarted af
 # waits longer than RESPAWN_DEFER_MAX for that.
 SPAWN_QUIET = 0.05
 RESPAWN_DEFER_MAX = 1.0
+
+
+# A worker process's entry point: called in the child with its spec and the shared phase board.
+WorkerEntry = Callable[["WorkerSpec", PhaseBoard], None]
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,18 @@ class WorkerSpec:
     history_path: str
     service_address: ServiceAddress
     parent_pid: int
+    host: str = ""  # the host it runs on (``h2``) in a run with --hosts (takeover.net); "" on this machine
+    netns: str = ""  # that host's network namespace (``/proc/PID/ns/net``), entered first thing
 
 
-# A worker process's entry point: called in the child with its spec and the shared phase board.
-WorkerEntry = Callable[[WorkerSpec, PhaseBoard], None]
+def on_host(entry: WorkerEntry, spec: WorkerSpec, board: PhaseBoard) -> None:
+    """A worker's entry point on its host: into the host's network namespace, then the worker itself."""
+    from takeover.net.namespaces import enter
+
+    enter(spec.netns)
+    entry(spec, board)
+
+
 
 
 @dataclass
@@ -97,6 +109,7 @@ class Supervisor:
         self.service_restarts = 0
         self._old_handlers: dict[int, Any] = {}
         self._old_env: str | None = None
+        self.site: Any = None  # the run's hosts (takeover.net.site.Site), set by the coordinator; None: this machine
 
     # -- around the run -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -147,7 +160,7 @@ class Supervisor:
     # -- starting -----------------------------------------------------------------------------------
     def start_service(self) -> None:
         if self.listener is None:
-            self.listener = listen_local()
+            self.listener = listen_local() if self.site is None else listen_path(self.site.service_socket)
             self.address = address_of(self.listener)
         spec = ServiceSpec(str(self.run_dir / store.LEDGER_FILE), self.cfg.remedy, os.getpid())
         self.service = self.ctx.Process(target=service_main, args=(spec, self.listener), name="takeover-service")
@@ -157,24 +170,29 @@ class Supervisor:
     def spawn(self, slot: int) -> None:
         process = self.next_process
         self.next_process += 1
+        site = self.site
         spec = WorkerSpec(
             config=self.cfg,
             slot=slot,
             process=process,
-            queue_path=str(self.queue_path),
+            queue_path=str(self.queue_path) if site is None else site.worker_url(slot, process),
             history_path=str(self.run_dir / store.HISTORY_FILE),
             service_address=self.address,
             parent_pid=os.getpid(),
+            host="" if site is None else site.host_name(slot),
+            netns="" if site is None else site.netns_of(slot),
         )
         self.board.set_owner(slot, process, 0)
-        proc = self.ctx.Process(target=self.worker, args=(spec, self.board), name=f"takeover-w{slot}")
+        target, args = (self.worker, (spec, self.board)) if site is None else (on_host, (self.worker, spec, self.board))
+        proc = self.ctx.Process(target=target, args=args, name=f"takeover-w{slot}")
         proc.daemon = True
         start_shielded(proc)
         assert proc.pid is not None  # set by start()
         self.board.set_owner(slot, process, proc.pid)
         self.handles[slot] = Handle(slot, process, proc, time.time())
         self.spawned += 1
-        self.hist.write("ok", "spawn", target=process, worker=f"w{slot}", pid=proc.pid)
+        self.hist.write("ok", "spawn", target=process, worker=f"w{slot}", pid=proc.pid,
+                        **({"host": spec.host} if spec.host else {}))  # fmt: skip
 
     # -- watching and reaping -----------------------------------------------------------------------
     def live_slots(self) -> list[int]:

@@ -149,16 +149,29 @@ def test_the_grid_fixed_table_takes_the_options_the_grid_neither_varies_nor_deci
             assert o.grid == GRID_FIXED, "sweep's single values go into the grid's [fixed] values"
 
 
-# stress.resolve checks that FUSE can mount when power losses are asked for.
-@pytest.mark.parametrize("o", [pytest.param(o, marks=pytest.mark.needs_package("fuse3")) if o.dest == "power_loss_rate"
-                               else o for o in OVERRIDING], ids=lambda o: o.flag)  # fmt: skip
+# stress.resolve checks that FUSE can mount when power losses are asked for, and that this machine can make
+# hosts (root, iptables) when hosts or network faults are: those need --db postgres, and the faults --hosts.
+NET_DESTS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss")
+
+
+def _marks(o: RunOption) -> Any:
+    if o.dest == "power_loss_rate":
+        return pytest.param(o, marks=pytest.mark.needs_package("fuse3"))
+    if o.dest in NET_DESTS:
+        return pytest.param(o, marks=[pytest.mark.needs_package("iptables"),
+                                      pytest.mark.skipif(os.geteuid() != 0, reason="--hosts needs root")])
+    return o
+
+
+@pytest.mark.parametrize("o", [_marks(o) for o in OVERRIDING], ids=lambda o: o.flag)
 def test_every_overriding_option_reaches_its_field(o: RunOption):
     value = other_value(o)
     cfg = with_overrides(BASE, {o.dest: value})
     assert o.value_in(cfg) == value
     assert {p.dest for p in RUN_OPTIONS if p.value_in(cfg) != p.value_in(BASE)} == {o.dest}
     assert with_overrides(BASE, {o.dest: None}) == BASE, "None means not given"
-    resolved = stress.resolve(parser_for(stress.configure).parse_args(["--profile", "smoke", *o.argv(value)]))
+    needs = [] if o.dest not in NET_DESTS else ["--db", "postgres", *([] if o.dest == "hosts" else ["--hosts", "1"])]
+    resolved = stress.resolve(parser_for(stress.configure).parse_args(["--profile", "smoke", *o.argv(value), *needs]))
     assert o.value_in(resolved) == value
 
 

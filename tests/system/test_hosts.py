@@ -1,0 +1,127 @@
+"""``--hosts``: workers on network namespaces of the run's own, and the network faults, on a real server.
+
+One short run drives every network fault and the history must show that each one's window was reached
+(a partitioned worker's call held up across the cut, a killed session's worker told so by the server, the
+crash seen by the workers and the run VALID after the restart); one SIGKILL of takeover must leave no
+namespace, holder, server or folder behind. Multi-seed figures are the bench's, not these tests'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.helpers.processes import REPO, records
+from tests.system.test_postgres import _env, servers_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_package("postgresql"), pytest.mark.needs_package("iptables"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="--hosts needs root (network namespaces)")]
+
+
+def _stress(out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "takeover", "stress", "--db", "postgres", "--profile", "smoke", "--no-faults",
+            "--workers", "4", "--tasks", "40", "--seed", "5", "--out", str(out), *args]
+
+
+def _windows(hist: list[dict], kind: str) -> list[tuple[dict, dict]]:
+    starts = [r for r in hist if r["f"] == kind and r["type"] == "invoke"]
+    ends = [r for r in hist if r["f"] == kind and r["type"] != "invoke"]
+    assert len(starts) == len(ends), f"every {kind} ends: {starts} {ends}"
+    return list(zip(starts, ends, strict=True))
+
+
+def test_each_network_fault_reaches_its_window_and_the_reference_queue_stays_valid(tmp_path: Path):
+    out = tmp_path / "run"
+    proc = subprocess.run(_stress(out, "--hosts", "2", "--duration", "4", "--partition-rate", "0.5",
+                                  "--conn-kill-rate", "0.5", "--db-restart-rate", "0.25"),
+                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    config = json.loads((out / "config.json").read_text())
+    assert config["hosts"] == 2 and config["placement"] == {"w0": "h1", "w1": "h2", "w2": "h1", "w3": "h2"}
+    hist = records(out)
+    host_of = {r["target"]: r["host"] for r in hist if r["f"] == "spawn"}
+    assert set(host_of.values()) == {"h1", "h2"}
+    by_process: dict[int, list[dict]] = {}
+    for r in hist:
+        by_process.setdefault(r["process"], []).append(r)
+
+    # A partition: a worker on a cut host was inside a queue call that the cut held up (calls take ms).
+    held = []
+    for start, end in _windows(hist, "partition"):
+        cut = set(start["host"].split(","))
+        for process, ops in by_process.items():
+            if host_of.get(process) not in cut:
+                continue
+            invokes = [r for r in ops if r["type"] == "invoke" and start["time"] <= r["time"] < end["time"]
+                       and r["f"] in ("claim", "finish", "extend", "register")]
+            for inv in invokes:
+                done = next((r for r in ops if r["time"] > inv["time"] and r["f"] == inv["f"]), None)
+                if done is not None and done["time"] - inv["time"] > 0.3:
+                    held.append((inv["f"], round(done["time"] - inv["time"], 2)))
+    assert held, "no queue call of a cut-off worker was held up by a partition"
+
+    # A connection kill: a session ended, and its worker heard of it from its next call.
+    kills = [(s, e) for s, e in _windows(hist, "conn_kill") if e.get("value", "0") != "0"]
+    assert kills, "no connection kill ended a session"
+    told = [r for s, _ in kills for r in by_process.get(s["target"], [])
+            if r["type"] == "info" and r["time"] > s["time"] and "terminat" in r.get("error", "")]
+    assert told, "no killed worker was told by the server that its connection was terminated"
+
+    # A restart: the workers lost their sessions, and the queue served again afterwards.
+    (start, end), *_ = _windows(hist, "db_restart")
+    assert end["type"] == "ok"
+    lost = [r for r in hist if r["type"] == "info" and start["time"] <= r["time"] and r["process"] > 0]
+    assert lost, "no worker saw the database go"
+    assert any(r["f"] == "finish" and r["type"] == "ok" and r["time"] > end["time"] for r in hist)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["valid"] is True
+
+
+def _net_namespaces() -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            found.setdefault(os.readlink(entry / "ns" / "net"), []).append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_sigkill_of_takeover_leaves_no_namespace_server_or_folder(tmp_path: Path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(_stress(out, "--hosts", "2", "--duration", "60"), cwd=REPO, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not any(r.get("value") == "start" for r in records(out)):
+            time.sleep(0.1)
+        ours = os.readlink("/proc/self/ns/net")
+        spaces = {os.readlink(f"/proc/{c.pid}/ns/net") for c in psutil.Process(proc.pid).children(recursive=True)
+                  if os.path.exists(f"/proc/{c.pid}/ns/net")} - {ours}
+        assert len(spaces) == 3, f"the database's and two hosts' namespaces, held by takeover's children: {spaces}"
+        folders = {Path(p.cmdline()[p.cmdline().index("-D") + 1]).parent for p in servers_of(proc.pid)
+                   if "-D" in p.cmdline()}
+        assert folders, "the run's server is up"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            left = {ns: pids for ns, pids in _net_namespaces().items() if ns in spaces}
+            if not left and not servers_of(proc.pid) and not any(f.exists() for f in folders):
+                break
+            time.sleep(0.1)
+        assert not left, f"processes still in the run's namespaces: {left}"
+        assert servers_of(proc.pid) == [] and not any(f.exists() for f in folders)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in servers_of(proc.pid):
+            p.kill()
