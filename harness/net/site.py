@@ -15,16 +15,31 @@ import uuid
 from types import TracebackType
 
 from takeover.db import postgres
+from takeover.db.server import PORT as SERVER_PORT
 from takeover.db.server import PrivateServer
-from takeover.net.hosts import DB_ADDRESS, SERVER_SETTINGS, Network, host_name, host_of, service_socket, worker_url
+from takeover.net.hosts import (
+    DB_ADDRESS,
+    PORT,
+    SERVER_SETTINGS,
+    Network,
+    host_name,
+    host_of,
+    service_socket,
+    worker_url,
+)
+from takeover.net.proxy import PORT as PROXY_PORT
+from takeover.net.proxy import DelayProxy
 
 
 class Site:
     """``with Site(hosts) as site:`` ``site.database`` (the coordinator's URL, over the Unix socket) and
     ``site.worker_url(slot, process)`` (a worker's, over its host's network)."""
 
-    def __init__(self, hosts: int, label: str = "run") -> None:
+    def __init__(self, hosts: int, label: str = "run", delay: float = 0.0, loss: float = 0.0) -> None:
         self.count = hosts
+        self.delay = delay
+        self.loss = loss
+        self.port = PORT
         self.name = f"takeover_{re.sub(r'[^a-z0-9_]', '_', label.lower())[:32]}_{uuid.uuid4().hex[:12]}"
         self.network = Network(hosts)
         self.server: PrivateServer | None = None
@@ -37,6 +52,13 @@ class Site:
             self.server = self._stack.enter_context(
                 PrivateServer(netns=self.network.db_path, address=DB_ADDRESS, settings=SERVER_SETTINGS))
             self.database = postgres.create_database(self.server.admin_url, self.name)
+            if self.loss > 0:
+                self.network.lose(self.loss)
+            if self.delay > 0:  # the workers reach the server through the proxy
+                assert self.server.folder is not None
+                upstream = str(self.server.folder / f".s.PGSQL.{SERVER_PORT}")
+                self._stack.enter_context(DelayProxy(self.network.db_path, DB_ADDRESS, upstream, self.delay))
+                self.port = PROXY_PORT
         except BaseException:
             self._stack.close()
             raise
@@ -55,7 +77,7 @@ class Site:
         return self.network.host_path(self.host_of(slot))
 
     def worker_url(self, slot: int, process: int) -> str:
-        return worker_url(self.name, slot, process)
+        return worker_url(self.name, slot, process, self.port)
 
     @property
     def service_socket(self) -> str:

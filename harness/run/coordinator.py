@@ -140,7 +140,7 @@ class Coordinator:
         (takeover.net.site), whatever database the command made for it; all of it gone afterwards."""
         from takeover.net.site import Site
 
-        with Site(self.cfg.hosts, self.run_dir.name) as site:
+        with Site(self.cfg.hosts, self.run_dir.name, self.cfg.net_delay, self.cfg.net_loss) as site:
             from takeover.net.faults import NetworkFaults
 
             self.supervisor.site = site

@@ -41,7 +41,8 @@ def _windows(hist: list[dict], kind: str) -> list[tuple[dict, dict]]:
 def test_each_network_fault_reaches_its_window_and_the_reference_queue_stays_valid(tmp_path: Path):
     out = tmp_path / "run"
     proc = subprocess.run(_stress(out, "--hosts", "2", "--duration", "4", "--partition-rate", "0.5",
-                                  "--conn-kill-rate", "0.5", "--db-restart-rate", "0.25"),
+                                  "--conn-kill-rate", "0.5", "--db-restart-rate", "0.25", "--net-delay", "0.02",
+                                  "--net-loss", "0.01"),
                           cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     config = json.loads((out / "config.json").read_text())
@@ -83,6 +84,14 @@ def test_each_network_fault_reaches_its_window_and_the_reference_queue_stays_val
     assert any(r["f"] == "finish" and r["type"] == "ok" and r["time"] > end["time"] for r in hist)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["valid"] is True
+
+    # The delay: no claim came back sooner than a round trip through the proxy (0.02 s each way).
+    took = []
+    for process, ops in by_process.items():
+        claims = [r for r in ops if r["f"] == "claim" and process > 0]
+        took += [b["time"] - a["time"] for a, b in zip(claims, claims[1:], strict=False)
+                 if a["type"] == "invoke" and b["type"] in ("ok", "fail")]
+    assert took and min(took) >= 0.038, min(took)
 
 
 def _net_namespaces() -> dict[str, list[int]]:
