@@ -106,6 +106,20 @@ def test_the_benchmark_page_shows_every_figure_of_bench_json() -> None:
     assert all(f"| {bug} |" in tables for bug in bench.get("detection", {}).get("bugs", {}))
 
 
+def test_the_benchmark_page_lists_every_mutant_that_survived() -> None:
+    """docs/benchmarks.md's mutation tables are docs/mutation/*.json's, judged against today's equivalence table."""
+    gen = _gen_reference()
+    assert gen.MUTATION_MARKER in (REPO / "docs" / "benchmarks.md").read_text()
+    tables = gen.mutation_tables()
+    from takeover.mutation.equivalent import EQUIVALENT
+
+    for path in gen.MUTATION_JSONS.glob("*.json"):
+        doc = json.loads(path.read_text())
+        assert f"`{doc['queue']}`" in tables
+        survivors = [m["id"] for m in doc["mutants"] if m["verdict"] != "killed" and m["id"] not in EQUIVALENT]
+        assert all(f"| `{i}` |" in tables for i in survivors)
+
+
 def test_every_page_is_in_the_nav() -> None:
     """A page left out of mkdocs.yml's nav is a page nobody finds (the strict build warns; this names it)."""
     nav = (REPO / "mkdocs.yml").read_text()
