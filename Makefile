@@ -26,7 +26,7 @@ TASK_TIMES ?= examples/task-times-light.csv
 SHELL := bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep tune hunt docs
+.PHONY: js typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep tune hunt docs
 
 # The system packages a run's ARGS need: fuse3 for power losses (--power-loss-rate; sweep's --power-loss
 # axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server), iptables
@@ -58,11 +58,13 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/pip
 
 test: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
+	$(MAKE) --no-print-directory js
 	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The edit-and-test loop: every test not marked slow (tests/README.md says which are).
 test-fast: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
+	$(MAKE) --no-print-directory js
 	$(BIN)/pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS)
 
 stress: $(RUN_STAMP)
@@ -98,6 +100,16 @@ soak: $(RUN_STAMP)
 
 bench: $(RUN_STAMP)
 	$(BIN)/takeover bench $(ARGS)
+
+# The JavaScript adapters' libraries (adapters/js: pg, pg-boss, graphile-worker), exactly as its
+# package-lock.json pins them, with npm ci; where there is no npm, nothing, and the exec: tests that need
+# them skip saying so (under CI=true they fail: tests/helpers/system_packages.py). No install scripts run:
+# none of the pinned libraries needs one.
+JS_STAMP := adapters/js/node_modules/.package-lock.json
+js:
+	@if [ -f $(JS_STAMP) ] && [ $(JS_STAMP) -nt adapters/js/package-lock.json ]; then :; \
+	elif command -v npm >/dev/null; then cd adapters/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	else echo "make: no npm here, so adapters/js is not installed; its tests skip (scripts/system-packages install)" >&2; fi
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check harness workloads reports tests docs

@@ -1,7 +1,9 @@
 """The queue contract: the only way takeover touches a queue.
 
-A queue is named ``MODULE:ATTR``. ``ATTR(database)`` is called in every process that uses the
-queue (the coordinator, each worker incarnation, each scenario reopen) and returns an object
+A queue is named ``MODULE:ATTR`` (or ``exec:COMMAND``, a queue in any language behind a process that
+speaks this contract over JSON lines: takeover.bridge, docs/protocol.md). ``ATTR(database)`` is called
+in every process that uses the queue (the coordinator, each worker incarnation, each scenario reopen)
+and returns an object
 with the five methods of :class:`LeaseQueue`. ``database`` is the run's database (takeover.db,
 chosen with ``--db``): a SQLite file's path (``--db sqlite``, the default), or the
 ``postgresql://`` URL of a fresh, empty PostgreSQL database (``--db postgres`` or a URL), created
@@ -125,7 +127,12 @@ def load_queue_factory(spec: str) -> QueueFactory:
     """Resolve ``MODULE:ATTR`` to a callable, with a one-line error naming what is wrong.
 
     The module is looked for in the current folder first, as ``python -m`` does (:mod:`takeover.locate`).
+    ``exec:COMMAND`` is a queue in any language, spoken to over JSON lines (:mod:`takeover.bridge`).
     """
+    from takeover import bridge
+
+    if bridge.is_exec(spec):
+        return bridge.ExecFactory(spec)
     if not isinstance(spec, str) or spec.count(":") != 1:
         raise ContractError(f"--queue must be MODULE:ATTR, got {spec!r}")
     module_name, attr = spec.split(":")

@@ -118,7 +118,9 @@ def locate(queue: str, profile: str | None = None) -> Location:
     cwd = _current()
     workdir: str | None = None
     pythonpath: tuple[str, ...] = ()
-    root = find_root(queue)
+    root = None if queue.startswith("exec:") else find_root(queue)
+    if queue.startswith("exec:"):
+        workdir = cwd  # the adapter's command is run from the folder it was given from
     if root is not None and not installed(root):
         if os.path.realpath(root) == os.path.realpath(cwd):
             workdir = cwd

@@ -59,6 +59,7 @@ JUNIT_XML = "junit.xml"
 POWERLOSS_DISK = "powerloss-disk"
 POWERLOSS_MOUNT = "powerloss-mnt"
 POWERLOSS_LOG = "powerloss.log"
+ADAPTER_LOG = "adapter.log"  # an exec: queue's adapters' stderr (takeover.bridge); no other run has one
 REPORT_FILES = (REPORT_MD, REPORT_HTML, JUNIT_XML)  # in the order the short summary names them
 
 # ``config.json`` key the coordinator adds once it has opened the queue: which optional contract

@@ -24,6 +24,7 @@ import signal
 import time
 from typing import cast
 
+from takeover import bridge
 from takeover.config import TaskTime
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
 from takeover.history import HistoryWriter, error_text
@@ -72,6 +73,8 @@ def worker_main(spec: WorkerSpec, board: PhaseBoard) -> None:
     die_with_parent(spec.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # so is a hangup of the terminal
+    if bridge.is_exec(spec.config.queue):
+        bridge.share_group()  # its adapter process is frozen and killed with it (takeover.bridge)
     Worker(spec, board).run()
 
 

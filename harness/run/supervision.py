@@ -287,10 +287,15 @@ class Supervisor:
 
 
 def send(pid: int | None, sig: int) -> None:
-    """A signal to a child that may already be gone (then nothing happens)."""
+    """A signal to a child that may already be gone (then nothing happens). A child that leads a process
+    group of its own (a worker of an ``exec:`` queue, with its adapter: takeover.bridge) gets it with its
+    whole group, so its adapter is frozen, resumed and killed with it."""
     if pid:
         try:
-            os.kill(pid, sig)
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -1,7 +1,8 @@
 """The system packages some tests need, and what a test does where one is missing.
 
 scripts/system-packages is the one place that knows them (Debian's fuse3 for the power-loss layer's FUSE
-mount, postgresql for the private servers of ``--db postgres``) and how to tell that one is missing;
+mount, postgresql for the private servers of ``--db postgres``, nodejs and npm for the JavaScript adapters
+in adapters/js, whose libraries ``make`` installs with npm ci) and how to tell that one is missing;
 ``make test`` and .ci/run install them through it when they run as root. A test that needs one says so
 with ``@pytest.mark.needs_package("fuse3")``; where the package is missing (a user who is not root ran
 ``make test``, so nothing was installed) the test skips with one line naming what to install. With
@@ -50,8 +51,14 @@ def _fuse_mounts() -> str:
     return f"needs FUSE: {why}" if why else ""
 
 
+def _js_libraries() -> str:
+    """adapters/js's libraries, which ``make`` installs with npm ci once node and npm are here."""
+    installed = (SCRIPT.parents[1] / "adapters" / "js" / "node_modules" / ".package-lock.json").is_file()
+    return "" if installed else "needs adapters/js's libraries: run make js (npm ci in adapters/js)"
+
+
 # What must work beyond the package's files, as takeover itself checks it before it starts.
-BEYOND_PACKAGE: dict[str, Callable[[], str]] = {"fuse3": _fuse_mounts}
+BEYOND_PACKAGE: dict[str, Callable[[], str]] = {"fuse3": _fuse_mounts, "npm": _js_libraries}
 
 
 def why_not(package: str) -> str:

@@ -71,12 +71,13 @@ def test_a_mark_naming_a_package_the_script_does_not_know_is_an_error(pytester, 
     pytester.makepyfile(test_inner=INNER.replace('"fuse3"', '"fuse"'))
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:takeover")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*needs_package('fuse'): scripts/system-packages knows only fuse3, postgresql*"])
+    result.stdout.fnmatch_lines(
+        ["*needs_package('fuse'): scripts/system-packages knows only fuse3, postgresql, iptables, nodejs, npm*"])
 
 
 def test_the_script_refuses_an_unknown_package_or_command_in_one_line() -> None:
-    for argv, words in ((["missing", "fuse"], "unknown package 'fuse' (known: fuse3 postgresql iptables)"),
-                        (["install", "fuse"], "unknown package 'fuse' (known: fuse3 postgresql iptables)"),
+    for argv, words in ((["missing", "fuse"], "unknown package 'fuse' (known: fuse3 postgresql iptables nodejs npm)"),
+                        (["install", "fuse"], "unknown package 'fuse' (known: fuse3 postgresql iptables nodejs npm)"),
                         (["remove"], "usage: scripts/system-packages list|missing|install [PACKAGE...], got 'remove'")):
         done = subprocess.run([str(system_packages.SCRIPT), *argv], capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and done.stdout == ""

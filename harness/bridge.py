@@ -1,0 +1,363 @@
+"""Queues in any language: ``--queue exec:COMMAND`` speaks the queue contract with a process over JSON lines.
+
+Why a process and not a Python class: most teams that run background jobs off a database do it from
+Node, Go, Ruby or Elixir, and their libraries have the same holes takeover finds in Python ones. A
+small adapter in the library's own language translates each contract call into the library's API;
+takeover starts it and talks to it on its stdin and stdout, one JSON object a line (the protocol,
+public and versioned: docs/protocol.md). Everything else is unchanged: every process that uses the
+queue (each worker incarnation, the coordinator, the probe process, each scenario and explore
+example) opens it through :func:`takeover.contract.open_queue`, which here starts one adapter
+process for that process and hands back an :class:`ExecQueue` with the contract's methods.
+
+What the adapter must never outlive or outrun:
+
+- its owner's death: the kernel SIGKILLs it when the process that started it dies
+  (``PR_SET_PDEATHSIG``; the adapter is started from a thread that lives as long as the process,
+  because the kernel keys that signal on the starting *thread*), and takeover closes its stdin and
+  reaps it on ``close()``;
+- a frozen worker: a worker puts itself at the head of a process group of its own
+  (:func:`share_group`) and its adapter joins that group, so the SIGSTOP, SIGCONT and SIGKILL that the
+  supervisor sends to the group (:func:`takeover.run.supervision.send`) reach both at once. Adapters of
+  the other processes get a group of their own, out of reach of a terminal's Ctrl-C, which is the
+  coordinator's to handle.
+
+What can go wrong on the wire is one line naming the adapter and the line: a first line that is not
+the hello, a line that is not JSON, an answer to another request, an adapter that exits. Before the run
+(the contract check opens the queue once) that is a :class:`ContractError`, exit 2; during it, the
+call that met it raises, which the history records as a call whose outcome is unknown, and every later
+call on that adapter raises the same line. An ``{"error": ...}`` answer is an ordinary exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import math
+import os
+import queue as _queue
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+from takeover.contract import Claim, SnapshotRow
+from takeover.errors import ContractError
+from takeover.store import ADAPTER_LOG
+
+PREFIX = "exec:"
+VERSION = 1  # the protocol's version: the adapter's first line says {"takeover": 1, ...}
+DB_ENV = "TAKEOVER_DB"  # the run's database, as every Python queue's constructor is given it
+LOG_ENV = "TAKEOVER_RUN_DIR"  # set by the supervisor in every process of a run (takeover.run.lifeline)
+LOG_FILE = ADAPTER_LOG  # in the run folder: everything the run's adapters printed on stderr
+HELLO_TIMEOUT = 60.0  # seconds an adapter may take to start (a library that migrates its schema first)
+CLOSE_WAIT = 5.0  # seconds an adapter gets to exit after its stdin closed, before SIGKILL
+OPTIONAL = ("extend", "register_many")  # the hello's flags for the optional methods
+_PR_SET_PDEATHSIG = 1
+_SHOWN = 120  # characters of a bad line shown in an error
+
+
+def is_exec(spec: object) -> bool:
+    return isinstance(spec, str) and spec.startswith(PREFIX)
+
+
+class AdapterError(Exception):
+    """The adapter answered ``{"error": TEXT}``: the call failed as a Python queue's call raises."""
+
+
+class AdapterBroken(ContractError):
+    """The adapter broke the protocol or exited: this call and every later one on it fail with this line."""
+
+
+# -- which process group an adapter joins ----------------------------------------------------------------------
+_join_group = False
+
+
+def share_group() -> None:
+    """Called by a worker before it opens the queue: it leads a process group of its own from now on, and
+    the adapters it starts join that group, so a signal sent to the group freezes or kills both."""
+    global _join_group
+    if os.getpgrp() != os.getpid():
+        os.setpgid(0, 0)
+    _join_group = True
+
+
+# -- starting the adapter -------------------------------------------------------------------------------------
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except OSError:
+        return None
+
+
+_PRCTL = _prctl()  # looked up here: a forked child must not load a library (another thread may hold its lock)
+
+
+def _die_with(owner: int) -> Callable[[], None]:
+    def setup() -> None:  # in the child, between fork and exec
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != owner:  # the owner died before the call above
+            os._exit(70)
+
+    return setup
+
+
+class _Starter:
+    """One thread per process that starts every adapter: it lives as long as the process, so the
+    kernel's death signal (keyed on the thread that forked) fires when the process dies, not when the
+    thread that opened the queue ends (a scenario's or the coordinator's call thread)."""
+
+    def __init__(self) -> None:
+        self.jobs: _queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] = _queue.SimpleQueue()
+        self.pid = os.getpid()
+        threading.Thread(target=self._serve, name="takeover-adapter-starter", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, box, done = self.jobs.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                box.append((False, exc))
+            done.set()
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        box: list[Any] = []
+        done = threading.Event()
+        self.jobs.put((fn, box, done))
+        done.wait()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+
+_starter: _Starter | None = None
+_starter_lock = threading.Lock()
+
+
+def _start(fn: Callable[[], Any]) -> Any:
+    global _starter
+    with _starter_lock:
+        if _starter is None or _starter.pid != os.getpid():
+            _starter = _Starter()
+        starter = _starter
+    return starter.run(fn)
+
+
+def _log_target() -> tuple[IO[bytes] | None, bool]:
+    """Where the adapter's stderr goes: the run folder's adapter.log inside a run, else this process's."""
+    run_dir = os.environ.get(LOG_ENV)
+    if run_dir and os.path.isdir(run_dir):
+        return open(os.path.join(run_dir, LOG_FILE), "ab"), True  # noqa: SIM115 - closed once handed over
+    return None, False
+
+
+# -- the queue --------------------------------------------------------------------------------------------------
+class ExecFactory:
+    """What ``load_queue_factory("exec:COMMAND")`` returns: ``factory(database)`` starts the adapter."""
+
+    # The kinds of database are the adapter's to say, in its hello; the check is made there (ExecQueue).
+    databases = ("sqlite", "postgres")
+
+    def __init__(self, spec: str) -> None:
+        command = spec[len(PREFIX):].strip()
+        if not command:
+            raise ContractError(f"--queue exec:COMMAND needs a command, got {spec!r}")
+        try:
+            self.argv = shlex.split(command)
+        except ValueError as exc:
+            raise ContractError(f"--queue {spec!r}: the command cannot be split into words: {exc}") from None
+        self.spec = spec
+        self.cwd = os.getcwd()  # the folder the command was given from (workers inherit it)
+
+    def __call__(self, database: str) -> ExecQueue:
+        return ExecQueue(self.spec, self.argv, self.cwd, database)
+
+
+class ExecQueue:
+    """The contract's methods, each one request and one answer on the adapter's pipes."""
+
+    def __init__(self, spec: str, argv: list[str], cwd: str, database: str) -> None:
+        self.spec = spec
+        self.broken: str | None = None
+        self.next_id = 0
+        self._buffer = b""
+        env = {**os.environ, DB_ENV: database}
+        log, close_log = _log_target()
+        owner = os.getpid()
+
+        def popen() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=cwd,
+                                    env=env, close_fds=True, preexec_fn=_die_with(owner),
+                                    process_group=None if _join_group else 0)  # fmt: skip
+
+        try:
+            self.proc: subprocess.Popen[bytes] = _start(popen)
+        except OSError as exc:
+            raise ContractError(f"adapter {self.name} cannot be started: {exc.strerror or exc}") from None
+        finally:
+            if close_log and log is not None:
+                log.close()
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in: IO[bytes] = self.proc.stdin
+        self._out = self.proc.stdout.fileno()
+        try:
+            self._hello(database)
+        except BaseException:
+            self._stop()
+            raise
+
+    @property
+    def name(self) -> str:
+        return repr(self.spec[len(PREFIX):].strip())
+
+    def _fail(self, what: str) -> AdapterBroken:
+        pid = getattr(getattr(self, "proc", None), "pid", None)
+        self.broken = f"adapter {self.name} (pid {pid}): {what}"
+        return AdapterBroken(self.broken)
+
+    def _hello(self, database: str) -> None:
+        from takeover.db import kind
+
+        line = self._line(HELLO_TIMEOUT)
+        try:
+            hello = json.loads(line)
+        except ValueError:
+            hello = None
+        want = f'{{"takeover": {VERSION}, "databases": [...]}}'
+        if not isinstance(hello, dict) or "takeover" not in hello:
+            raise self._fail(f"its first line must be {want}, got {_shown(line)}")
+        if hello["takeover"] != VERSION or isinstance(hello["takeover"], bool):
+            raise self._fail(f"it speaks version {hello['takeover']!r} of the protocol; this takeover speaks {VERSION}")
+        databases = hello.get("databases")
+        if not isinstance(databases, list) or not all(isinstance(d, str) for d in databases):
+            raise self._fail(f"its first line's \"databases\" must be a list of names, got {_shown(line)}")
+        wanted = kind(database)
+        if wanted not in databases:
+            option = "--db postgres or --db postgresql://..." if "postgres" in databases else "--db sqlite"
+            raise ContractError(f"queue {self.spec!r} takes only {' or '.join(databases) or 'no known'} databases "
+                                f"(its hello's \"databases\"), not {wanted}: run it with {option}")
+        for flag in OPTIONAL:
+            if hello.get(flag) is True:
+                setattr(self, flag, getattr(self, f"_{flag}"))
+
+    # -- the wire ------------------------------------------------------------------------------------------------
+    def _line(self, timeout: float | None = None) -> bytes:
+        """The adapter's next line on stdout; an adapter that exits or says nothing in time breaks it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._out], [], [], left)[0]:
+                    raise self._fail(f"said nothing within {timeout:g}s of its start (its first line must be "
+                                     "the hello)")
+            chunk = os.read(self._out, 65536)
+            if not chunk:
+                raise self._fail(self._exit_text())
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _exit_text(self) -> str:
+        try:
+            code = self.proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            return "closed its stdout"
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"code {code}"
+        partial = f" after printing {_shown(self._buffer)}" if self._buffer else ""
+        return f"exited with {how}{partial} (its stderr is in the run folder's {LOG_FILE}, or on this terminal)"
+
+    def _call(self, request: dict[str, Any]) -> Any:
+        if self.broken is not None:
+            raise AdapterBroken(self.broken)
+        self.next_id += 1
+        rid = self.next_id
+        data = json.dumps({"id": rid, **request}, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        try:
+            self._in.write(data)
+            self._in.flush()
+        except (BrokenPipeError, OSError):
+            raise self._fail(self._exit_text()) from None
+        line = self._line()
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or "id" not in answer or ("result" not in answer and "error" not in answer):
+            raise self._fail(f"answered request {rid} ({request['op']}) with a line that is not "
+                             f'{{"id": {rid}, "result": ...}}: {_shown(line)}')  # fmt: skip
+        if answer["id"] != rid:
+            raise self._fail(f"answered request {rid} ({request['op']}) with id {answer['id']!r}: {_shown(line)}")
+        if "error" in answer:
+            raise AdapterError(str(answer["error"]))
+        return answer["result"]
+
+    def _stop(self) -> None:
+        """Close its stdin, give it a moment to leave, SIGKILL it otherwise; reaped either way."""
+        with contextlib.suppress(OSError):
+            self._in.close()
+        try:
+            self.proc.wait(CLOSE_WAIT)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    # -- the contract ----------------------------------------------------------------------------------------------
+    def register(self, task_id: str, now: float) -> None:
+        self._call({"op": "register", "task_id": task_id, "now": now})
+
+    def _register_many(self, task_ids: list[str], now: float) -> None:
+        self._call({"op": "register_many", "task_ids": list(task_ids), "now": now})
+
+    def claim(self, worker: str, now: float, lease: float) -> Claim | None:
+        result = self._call({"op": "claim", "worker": worker, "now": now, "lease": lease})
+        if isinstance(result, list) and len(result) == 3:
+            return result[0], result[1], result[2]
+        return result  # shape checked by the caller (contract.validate_claim_result)
+
+    def finish(self, task_id: str, generation: int, outcome: str, now: float) -> bool:
+        return self._call({"op": "finish", "task_id": task_id, "generation": generation, "outcome": outcome,
+                           "now": now})  # fmt: skip
+
+    def _extend(self, task_id: str, generation: int, now: float, lease: float) -> float | None:
+        """``true`` is the lease until ``now + lease`` (the protocol's short answer), a number the lease's end."""
+        result = self._call({"op": "extend", "task_id": task_id, "generation": generation, "now": now,
+                             "lease": lease})  # fmt: skip
+        if result is True:
+            return now + lease
+        if result is False or result is None:
+            return None
+        if isinstance(result, int | float) and math.isfinite(result):
+            return float(result)
+        raise AdapterError(f"extend answered {result!r}; the protocol wants true, false or the lease's end")
+
+    def snapshot(self) -> list[SnapshotRow]:
+        rows = self._call({"op": "snapshot"})
+        if isinstance(rows, list):
+            return [tuple(r) if isinstance(r, list) else r for r in rows]
+        return rows  # shape checked by the caller (contract.validate_snapshot)
+
+    def close(self) -> None:
+        try:
+            if self.broken is None and self.proc.poll() is None:
+                self._call({"op": "close"})
+        finally:
+            self._stop()
+
+
+def _shown(line: bytes) -> str:
+    text = line.decode("utf-8", "replace")
+    return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")

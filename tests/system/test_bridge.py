@@ -1,0 +1,130 @@
+"""``--queue exec:COMMAND``: a queue in another process, spoken to over JSON lines (takeover.bridge).
+
+The adapters are real processes: tests/fixtures/adapters/pyadapter.py (the SQLite reference queue behind the
+protocol, or one of its ways to break it) and, where node is installed, the JavaScript reference queue and
+its planted bug (adapters/js). Each test asserts what a user would see: one line naming the adapter and the
+line, the call that fails, a verdict, nothing left running.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from takeover import bridge
+from takeover.contract import open_queue
+from takeover.errors import ContractError
+from takeover.run.supervision import send, wait_stopped
+from tests.helpers.processes import REPO, child_env, takeover, wait_no_stragglers
+
+ADAPTER = f"exec:{sys.executable} tests/fixtures/adapters/pyadapter.py"
+
+
+def test_a_bad_first_line_stops_the_command_with_one_line(tmp_path):
+    out = tmp_path / "run"
+    result = takeover("stress", "--profile", "smoke", "--queue", f"{ADAPTER} garbage_hello", "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    error = [line for line in result.stderr.splitlines() if line.startswith("takeover: error:")]
+    assert len(error) == 1 and "pyadapter.py garbage_hello" in error[0] and "'hello there'" in error[0], result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_the_hello_is_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(ContractError, match="version 0 of the protocol; this takeover speaks 1"):
+        open_queue(f"{ADAPTER} old_version", str(tmp_path / "q.sqlite"))
+    with pytest.raises(ContractError, match="takes only postgres databases"):
+        open_queue(f"{ADAPTER} postgres_only", str(tmp_path / "q.sqlite"))
+
+
+@pytest.mark.parametrize(("mode", "error", "text"), [
+    ("error_on_claim", bridge.AdapterError, "^RuntimeError: database is locked$"),
+    ("wrong_id", bridge.AdapterBroken, r"answered request 2 \(claim\) with id 3"),
+    ("not_json", bridge.AdapterBroken, r"a line that is not .*'claiming now\.\.\.'"),
+    ("exit_on_claim", bridge.AdapterBroken, "exited with code 3"),
+])
+def test_a_call_that_breaks_the_protocol_fails(tmp_path, monkeypatch, mode, error, text):
+    monkeypatch.chdir(REPO)
+    queue = open_queue(f"{ADAPTER} {mode}", str(tmp_path / "q.sqlite"))
+    try:
+        queue.register("t1", 1.0)
+        with pytest.raises(error, match=text):
+            queue.claim("w1", 2.0, 1.0)
+        if error is bridge.AdapterBroken:  # the adapter is done for: every later call says why at once
+            with pytest.raises(bridge.AdapterBroken, match=text):
+                queue.snapshot()
+        else:
+            assert queue.snapshot() == [("t1", "pending", 0, None)]
+    finally:
+        queue.close()
+    assert not psutil.pid_exists(queue.proc.pid) or psutil.Process(queue.proc.pid).status() == psutil.STATUS_ZOMBIE
+
+
+OWNER = """
+import sys, time
+from takeover import bridge
+from takeover.contract import open_queue
+bridge.share_group()
+queue = open_queue(sys.argv[1], sys.argv[2])
+print(queue.proc.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_freezing_or_killing_a_worker_freezes_or_kills_its_adapter(tmp_path):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, ADAPTER, str(tmp_path / "q.sqlite")], cwd=REPO,
+                             stdout=subprocess.PIPE, text=True, env=child_env())
+    try:
+        assert owner.stdout is not None
+        adapter = psutil.Process(int(owner.stdout.readline()))
+        send(owner.pid, 19)  # SIGSTOP, as the nemesis pauses a worker
+        assert wait_stopped(owner.pid, 2.0) and wait_stopped(adapter.pid, 2.0)
+        send(owner.pid, 18)  # SIGCONT
+        deadline = time.monotonic() + 2
+        while adapter.status() == psutil.STATUS_STOPPED and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert adapter.status() != psutil.STATUS_STOPPED
+        send(owner.pid, 9)  # SIGKILL, as the nemesis kills one
+        owner.wait(5)
+        deadline = time.monotonic() + 5
+        while adapter.is_running() and adapter.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not adapter.is_running() or adapter.status() == psutil.STATUS_ZOMBIE
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+@pytest.mark.slow
+def test_a_stress_run_through_the_bridge_is_valid_and_leaves_nothing(tmp_path):
+    out = tmp_path / "run"
+    result = takeover("stress", "--profile", "smoke", "--queue", ADAPTER, "--duration", "1", "--tasks", "30",
+                      "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads((out / "summary.json").read_text())["valid"] is True
+    assert f"cd {REPO} && takeover stress" in result.stdout  # the command is run from where it was given
+    started = (out / "adapter.log").read_text().splitlines()
+    # one adapter for each worker incarnation, the coordinator and the probe process
+    assert len(started) >= 4 and all("pyadapter ok started on " in line for line in started)
+    assert wait_no_stragglers(out) == []
+
+
+@pytest.mark.slow
+@pytest.mark.needs_package("nodejs", "npm", "postgresql")
+def test_the_javascript_reference_passes_and_its_planted_bug_departs(monkeypatch):
+    import takeover
+    from takeover import db
+
+    monkeypatch.chdir(REPO)
+    with db.serve("postgres"):  # one private server for both
+        reference = takeover.scenarios("exec:node adapters/js/reference.js", only=["S3"], db="postgres")
+        planted = takeover.scenarios("exec:node adapters/js/planted.js", only=["S3"], db="postgres")
+    assert reference.ok, reference.message()
+    assert not planted.ok
+    stale = [line for line in planted.failures if "S3 step 6" in line and "expected False, got True" in line]
+    assert stale, planted.failures
