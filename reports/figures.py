@@ -33,7 +33,7 @@ from takeover.checker.summary_types import Example  # noqa: E402
 MAX_LANES = 40
 MAX_TASKS = 12
 FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5", "kill": "#d62828",
-                 "aimed": "#6a040f"}
+                 "aimed": "#6a040f", "partition": "#457b9d", "db_restart": "#6c757d", "conn_kill": "#1d3557"}
 # How the timeline labels a freeze made by an aimed fault (a pause whose ``detail`` names the fault).
 AIMED_LABELS = {"expire_and_return": "S2 expire_and_return", "stale_return": "S3 stale_return"}
 # Per invariant, the fields of a violation (violations.csv's row) naming the worker incarnation and the
@@ -83,6 +83,28 @@ def windows(fx: Facts, kind: str) -> pd.DataFrame:
     died = w["target"].map(_first_kill(fx))
     end = w["t_comp"].fillna(np.fmin(planned, died)).fillna(planned).fillna(died).fillna(fx.t1)
     return pd.DataFrame({"target": w["target"], "start": w["t_inv"], "end": end, "detail": w["detail"]})
+
+
+def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> None:
+    """A run with hosts: a partition shades the lanes of the workers it cut off, a database restart every
+    lane, a connection kill is a tick on its worker's lane (takeover.checker.network)."""
+    from takeover.checker.network import CONN_KILL, DB_RESTART, PARTITION, has_network, process_hosts
+
+    if not has_network(fx):
+        return
+    hosts = process_hosts(fx)
+    f = fx.ops.faults
+    end = f["t_comp"].fillna(fx.t1)
+    for start, stop, cut in zip(f.loc[f["f"] == PARTITION, "t_inv"], end[f["f"] == PARTITION],
+                                f.loc[f["f"] == PARTITION, "host"], strict=True):  # fmt: skip
+        for process, y in lane.items():
+            if isinstance(cut, str) and hosts.get(float(process)) in cut.split(","):
+                ax.broken_barh([(start - rel, stop - start)], (y - 0.5, 1.0), facecolors=FAULT_COLOURS[PARTITION],
+                               alpha=0.18, edgecolors="none", zorder=0)  # fmt: skip
+    for start, stop in zip(f.loc[f["f"] == DB_RESTART, "t_inv"], end[f["f"] == DB_RESTART], strict=True):
+        ax.axvspan(start - rel, stop - rel, color=FAULT_COLOURS[DB_RESTART], alpha=0.15, zorder=0)
+    kills = f[(f["f"] == CONN_KILL) & f["target"].isin(list(lane))]
+    ax.scatter(kills["t_inv"] - rel, kills["target"].map(lane), marker="x", s=50, c=FAULT_COLOURS[CONN_KILL], zorder=3)
 
 
 def violating_operations(violations: Sequence[Example]) -> pd.DataFrame:
@@ -208,6 +230,7 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = (), violations: Sequence
                 ax.broken_barh(list(zip(s, e - s, strict=True)), (y - 0.45, 0.9), facecolors="none",
                                edgecolors=edge, hatch=hatch, linewidth=0.8)
         _label_freezes(ax, w[aimed], lane, rel)
+    _network_windows(ax, fx, lane, rel)
     _label_holds(ax, fx, h[h["task"].isin(list(tasks)[:MAX_TASKS])], lane, fig.get_figwidth())
     acts = fx.ops.actions[fx.ops.actions["process"].isin(lane)]
     ax.scatter(acts["t_inv"] - rel, acts["process"].map(lane), marker="|", s=60, c="#023047", zorder=3)

@@ -105,7 +105,19 @@ def feature_lines(summary: Summary) -> list[str]:
     if rc:
         lines.append(f"reconciled: {rc['done']} uncertain -> done, {rc['pending']} -> pending (retry), "
                      f"{rc['rejected']} rejected, {rc['indeterminate']} indeterminate")
-    return lines + power_loss_lines(summary)
+    return lines + power_loss_lines(summary) + network_lines(summary)
+
+
+def network_lines(summary: Summary) -> list[str]:
+    """Where the workers ran and what the network did to them (runs with hosts)."""
+    net = summary.get("network")
+    if not net:
+        return []
+    where = ", ".join(f"{w} on {h}" for w, h in net["placement"].items())
+    faults = ", ".join(f"{k} {n}" for k, n in net["faults"].items())
+    shapes = ", ".join(f"{k} {n}" for k, n in net["partitions"].items())
+    return [f"hosts {net['hosts']}: {where}; network faults: {faults}" + (f" (partitions: {shapes})" if shapes else "")
+            ] + [f"network: {story}" for story in net["stories"]]
 
 
 def power_loss_lines(summary: Summary) -> list[str]:

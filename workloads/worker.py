@@ -148,6 +148,22 @@ class Worker:
                 self.nap(backoff)
                 backoff = min(backoff * 2, 1.0)
 
+    def reopen(self) -> None:
+        """On a run with hosts, a queue call that raised leaves the queue's connection in doubt (cut off,
+        ended by the server, a server that crashed): close the queue and open it again, as a real worker's
+        pool does, before the next call. The call itself stays ``info``. Other runs keep their queue: a
+        SQLite queue's error (``database is locked``) says nothing about its connection."""
+        if not self.cfg.hosts or self.queue is None or self.should_stop():
+            return
+        queue, self.queue = self.queue, None
+        try:
+            queue.close()
+        except Exception:  # noqa: BLE001 - a dead connection may fail to close; it is dropped either way
+            pass
+        self.open()
+        if self.queue is None:  # stopping while it opened: the old one stands in until the loop ends
+            self.queue = queue
+
     def run(self) -> None:
         if self.cfg.clock_skew_max > 0:
             record_skew(self.hist, self.spec.process, self.name, self.clock.offset)
@@ -180,6 +196,7 @@ class Worker:
             claimed = self.opened.claim(name, now, cfg.lease)
         except Exception as exc:  # noqa: BLE001
             hist.write("info", "claim", worker=name, now=now, error=error_text(exc))
+            self.reopen()
             self.publish("idle")
             self.poll_pause()
             return
@@ -285,6 +302,7 @@ class Worker:
             new = cast(ExtendingQueue, self.opened).extend(task, gen, now, self.cfg.lease)
         except Exception as exc:  # noqa: BLE001
             self.hist.write("info", "extend", task=task, gen=gen, error=error_text(exc))
+            self.reopen()
             kept = lease_until  # unknown: keep working on what we believe
         else:
             if new is None:
@@ -351,6 +369,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001
             self.publish("finished", task, gen, lease_until)
             self.hist.write("info", "finish", task=task, gen=gen, outcome=outcome, error=error_text(exc))
+            self.reopen()
             return
         self.publish("finished", task, gen, lease_until)
         if accepted:

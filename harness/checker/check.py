@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from takeover.checker import network
 from takeover.checker.counts import counts, coverage, duplicates, extra_actions, warnings
 from takeover.checker.diagnosis import diagnose
 from takeover.checker.facts import Facts, build_facts
@@ -112,6 +113,11 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
         items = list(summary.items())
         at = [k for k, _ in items].index("history")
         summary = cast("Summary", dict([*items[:at], ("power_loss", power), *items[at:]]))
+    net = network.section(fx, extra, diagnosis.rows)
+    if net is not None:  # only in runs with hosts, so other runs keep their keys
+        items = list(summary.items())
+        at = [k for k, _ in items].index("history")
+        summary = cast("Summary", dict([*items[:at], ("network", net), *items[at:]]))
     if diagnosis.entries:  # right after the invariants it explains; absent from a valid run's summary
         items = list(summary.items())
         at = [k for k, _ in items].index("invariants") + 1

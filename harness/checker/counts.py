@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from takeover.checker import network
 from takeover.checker.facts import Facts, power_loss_between, power_loss_times
 from takeover.checker.invariants import _extended_leases
 from takeover.checker.ops import AIMED_FAULTS
@@ -80,8 +81,9 @@ def has_power_losses(fx: Facts) -> bool:
 
 
 def causes(fx: Facts) -> tuple[str, ...]:
-    """The causes ``by_cause`` lists for this run, in the order it lists them."""
-    return (*CAUSES, *((CLOCK,) if has_clock_faults(fx) else ()), *((POWER,) if has_power_losses(fx) else ()))
+    """The causes ``by_cause`` lists for this run, in the order it lists them (the network's only with hosts)."""
+    return (*CAUSES, *((CLOCK,) if has_clock_faults(fx) else ()), *((POWER,) if has_power_losses(fx) else ()),
+            *(network.NETWORK_CAUSES if network.has_network(fx) else ()))
 
 
 def duplicates(fx: Facts, extra: pd.DataFrame | None) -> tuple[Duplicates, list[float]]:
@@ -179,8 +181,27 @@ def extra_actions(fx: Facts) -> pd.DataFrame | None:
         extra["real_lease_left"] = left
     between, _at = power_loss_between(fx, extra["p_t"], extra["t"])
     cause = np.where((cause == "other") & between, POWER, cause)
+    if network.has_network(fx):
+        cause = _network_made(fx, extra, cause)
     extra["cause"] = cause
     return extra
+
+
+def _network_made(fx: Facts, extra: pd.DataFrame, cause: np.ndarray) -> np.ndarray:
+    """``partition``, ``conn_kill`` or ``db_restart`` instead of ``lost_lease`` or ``other`` where that
+    network fault reached the earlier holder (the older generation's worker) between its claim and the
+    extra action: the network, not a pause or a slow task, is what lost it the task (or, for ``other``,
+    what made the queue hand out a task whose lease still held, as a lock that ends with a session does)."""
+    older_first = (extra["p_gen"] <= extra["gen"]).to_numpy(dtype=bool)
+    older_gen = np.where(older_first, extra["p_gen"], extra["gen"])
+    older = np.where(older_first, extra["p_process"], extra["process"]).astype("float64")
+    claims = fx.claims_ok[["task", "gen", "t_inv"]].drop_duplicates(["task", "gen"])
+    since = pd.DataFrame({"task": extra["task"].to_numpy(), "gen": older_gen}).merge(
+        claims, on=["task", "gen"], how="left")["t_inv"].to_numpy(dtype="float64")
+    since = np.where(np.isnan(since), extra["p_t"].to_numpy(dtype="float64") - 1e9, since)
+    made = network.causes(fx, older, since, np.fmax(extra["t"].to_numpy(dtype="float64"),
+                                                    extra["p_t"].to_numpy(dtype="float64")))
+    return np.where(np.isin(cause, ("lost_lease", "other")) & (made != ""), made, cause)
 
 
 def _clock_made(fx: Facts, extra: pd.DataFrame, held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

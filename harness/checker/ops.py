@@ -26,7 +26,9 @@ QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
 AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call",
                 "stale_heartbeat", "lease_edge")
 # ``power_loss`` (added later): process 0, no target, one at a time, so paired in order as the aimed ones.
-FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS, "power_loss")
+# The network's faults (takeover.net.faults), recorded only by runs with hosts.
+NETWORK_FAULTS = ("partition", "conn_kill", "db_restart")
+FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS, "power_loss", *NETWORK_FAULTS)
 INDETERMINATE = ("info", "open")
 # Clock faults (docs/history.md): a worker incarnation records its clock's offset when it starts
 # (``clock_skew``) and each step of it (``clock_jump``), ``value`` = seconds, invoke and ok together.
@@ -154,7 +156,7 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     registers["task"] = registers["task"].fillna(registers["task_c"])
     # Only faults carry ``detail`` (a pause's class, or the aimed fault that froze the worker).
     # And an aimed fault's end record its ``state`` (duplicate_register's: the task's, as ``state_c``).
-    faults = part(*FAULTS, extra=("detail",), comp_extra=("state",))
+    faults = part(*FAULTS, extra=("detail", "host"), comp_extra=("state",))
     faults["task"] = faults["task"].fillna(faults["task_c"])
     faults["gen"] = faults["gen"].fillna(faults["gen_c"])
 

@@ -58,13 +58,24 @@ class DiagnosisJson(TypedDict):
     confirmed_by: NotRequired[str]  # added by the pipeline: the spec scenario that departs the same way
 
 
+class Network(TypedDict):
+    """A run with hosts (takeover.checker.network): where each worker ran, what the network did, and what
+    that did to the promises, in words."""
+
+    hosts: int
+    placement: dict[str, str]  # worker slot -> host
+    faults: dict[str, int]  # partition, conn_kill, db_restart -> how many began
+    partitions: dict[str, int]  # shape (one, minority, majority, one_way) -> how many
+    stories: list[str]  # up to five: a violation's or a duplicate's network fault, its workers and times
+
+
 class Duplicates(TypedDict):
     """Side effects performed more than once, from the ledger; the counts are None without a ledger."""
 
     tasks: int | None
     extra_actions: int | None
     # "s5", "lost_lease", "other" (and "clock" in runs with clock faults, "power_loss" in runs with power
-    # losses) -> extra actions; empty without a ledger
+    # losses, "partition", "conn_kill", "db_restart" in runs with hosts) -> extra actions; empty without a ledger
     by_cause: dict[str, int]
     examples: list[Example]
     note: NotRequired[str]  # only without a ledger
@@ -306,3 +317,4 @@ class Summary(TypedDict):
     check_seconds: float
     duplicate_gate: NotRequired[DuplicateGate]  # only when a duplicate gate was asked for (written last)
     power_loss: NotRequired[PowerLoss]  # only in runs with power losses (before the history's stats)
+    network: NotRequired[Network]  # only in runs with hosts (before the history's stats)

@@ -56,6 +56,9 @@ SERVER_SETTINGS = {
     "recovery_init_sync_method": "syncfs",
 }
 CONNECT_TIMEOUT = 2  # seconds: libpq's least
+# No statement of a worker runs longer than this (a lock wait behind a cut-off session included): with the
+# keepalives and the TCP user timeout, every queue call of a worker returns within seconds, whatever the network.
+STATEMENT_TIMEOUT_MS = 5000
 
 
 def host_name(host: int) -> str:
@@ -81,10 +84,12 @@ def application_name(slot: int, process: int) -> str:
 
 
 def client_params(slot: int, process: int) -> dict[str, str]:
-    """libpq parameters of a worker's URL: fail within seconds on a dead path, and say who it is."""
+    """libpq parameters of a worker's URL: fail within seconds on a dead path or a stuck statement, and say
+    who it is."""
     return {"connect_timeout": str(CONNECT_TIMEOUT), "keepalives": "1", "keepalives_idle": "1",
             "keepalives_interval": "1", "keepalives_count": "2", "tcp_user_timeout": "2000",
-            "application_name": application_name(slot, process)}  # fmt: skip
+            "application_name": application_name(slot, process),
+            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"}  # fmt: skip
 
 
 def check_available(hosts: int) -> None:
@@ -173,7 +178,8 @@ class Network:
 
 def worker_url(database_name: str, slot: int, process: int, port: int = PORT) -> str:
     """A worker's URL to the run's database over the network (see :func:`client_params`)."""
-    return f"postgresql://postgres@{DB_ADDRESS}:{port}/{quote(database_name)}?{urlencode(client_params(slot, process))}"
+    query = urlencode(client_params(slot, process), quote_via=quote)  # %20, not +: libpq takes no + for a space
+    return f"postgresql://postgres@{DB_ADDRESS}:{port}/{quote(database_name)}?{query}"
 
 
 def service_socket(folder: Path) -> str:

@@ -1,0 +1,166 @@
+"""What the network did to a worker (runs with ``--hosts``): which partition cut it off, which connection
+kill ended its session, which database restart dropped it, while it held a task.
+
+Why a module of its own: the duplicates' causes (takeover.checker.counts) and the diagnosis' sentences
+(takeover.checker.diagnosis) both ask it, and both must answer alike. A run without hosts has none of
+these records, so nothing here changes what is said of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from takeover.checker.facts import Facts
+
+PARTITION = "partition"
+CONN_KILL = "conn_kill"
+DB_RESTART = "db_restart"
+NETWORK_CAUSES = (PARTITION, CONN_KILL, DB_RESTART)  # first match wins, in this order
+
+
+def has_network(fx: Facts) -> bool:
+    """Whether the run had hosts: only then do the duplicates list the network's causes."""
+    hosts = fx.config.get("hosts")
+    return isinstance(hosts, int) and hosts > 0
+
+
+def process_hosts(fx: Facts) -> dict[float, str]:
+    """Each worker incarnation's host, from its spawn record (or config.json's placement of its slot)."""
+    placement = fx.config.get("placement") or {}
+    spawns = fx.ops.spawns
+    return {float(t): str(placement.get(str(w), "")) for t, w in zip(spawns["target"], spawns["worker"], strict=True)
+            if not np.isnan(t)}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A network fault that reached a worker: its kind, when it began and ended, and the host it was on."""
+
+    kind: str
+    start: float
+    end: float
+    host: str
+
+
+def _windows(fx: Facts, kind: str) -> list[tuple[float, float, Any, Any]]:
+    f = fx.ops.faults
+    w = f[f["f"] == kind]
+    hosts = w["host"] if "host" in w else [None] * len(w)
+    return [(float(s), float(e) if not np.isnan(e) else fx.t1, h, t)
+            for s, e, h, t in zip(w["t_inv"], w["t_comp"], hosts, w["target"], strict=True)]
+
+
+def hits(fx: Facts, process: float, since: float, until: float) -> list[Hit]:
+    """The network faults that reached worker ``process`` between ``since`` and ``until``, in cause order:
+    a partition of its host overlapping that time, a kill of its session, a restart of the database."""
+    if not has_network(fx) or np.isnan(process):
+        return []
+    host = process_hosts(fx).get(float(process), "")
+    found = []
+    for s, e, cut, _ in _windows(fx, PARTITION):
+        if host and isinstance(cut, str) and host in cut.split(",") and s <= until and e >= since:
+            found.append(Hit(PARTITION, s, e, host))
+    for s, e, _, target in _windows(fx, CONN_KILL):
+        if target == process and since <= s <= until:
+            found.append(Hit(CONN_KILL, s, e, host))
+    for s, e, _, _ in _windows(fx, DB_RESTART):
+        if since <= s <= until:
+            found.append(Hit(DB_RESTART, s, e, host))
+    return found
+
+
+def causes(fx: Facts, process: np.ndarray, since: np.ndarray, until: np.ndarray) -> np.ndarray:
+    """Per row: the first network cause (in :data:`NETWORK_CAUSES` order) that reached ``process`` between
+    ``since`` and ``until``, or "" when none did."""
+    out = np.full(len(process), "", dtype=object)
+    if not has_network(fx):
+        return out
+    for i, (p, lo, hi) in enumerate(zip(process, since, until, strict=True)):
+        found = hits(fx, float(p), float(lo), float(hi))
+        if found:
+            out[i] = found[0].kind
+    return out
+
+
+STORIES = 5  # sentences the summary's ``network`` section tells at most
+
+
+def _worker(fx: Facts, process: float) -> str:
+    spawns = fx.ops.spawns
+    slot = spawns.loc[spawns["target"] == process, "worker"]
+    return f"worker {slot.iloc[0]} (process {int(process)})" if len(slot) else f"process {int(process)}"
+
+
+def _s(fx: Facts, t: float) -> str:
+    return f"{fx.rel(t):.1f} s"
+
+
+def _reached(fx: Facts, who: str, hit: Hit) -> str:
+    """What the fault did to the worker, in words: the first half of a story."""
+    if hit.kind == PARTITION:
+        return f"{who} on host {hit.host} was cut off from the database at {_s(fx, hit.start)} until {_s(fx, hit.end)}"
+    if hit.kind == CONN_KILL:
+        return f"{who} on host {hit.host} had its database session ended by the server at {_s(fx, hit.start)}"
+    return (f"the database crashed at {_s(fx, hit.start)} and was back at {_s(fx, hit.end)} while {who} on host "
+            f"{hit.host} held the task")
+
+
+def duplicate_story(fx: Facts, row: Any) -> str | None:
+    """One duplicate's story, in the order things happened: which network fault reached its earlier holder,
+    who took the task over, and when each acted (``row``: a row of takeover.checker.counts.extra_actions)."""
+    older_first = row.p_gen <= row.gen
+    old, new = (row.p_process, row.process) if older_first else (row.process, row.p_process)
+    old_t, new_t = (row.p_t, row.t) if older_first else (row.t, row.p_t)
+    since = float(min(old_t, new_t)) - 10 * (fx.lease or 1.0)
+    found = [h for h in hits(fx, float(old), since, float(max(old_t, new_t))) if h.kind == row.cause]
+    if not found:
+        return None
+    who, task = _worker(fx, float(old)), fx.name(row.task)
+    taken = f" at {_s(fx, row.taken_at)}" if not np.isnan(row.taken_at) else ""
+    if old_t <= found[0].start:  # acted, then the fault took its finish (or its session) away
+        return (f"{who} acted on {task} at {_s(fx, old_t)}; {_reached(fx, who, found[0])}; "
+                f"{'it' if new == old else _worker(fx, float(new))} "
+                f"{'claimed it again' if new == old else 'took it over'}{taken} and acted again at {_s(fx, new_t)}")
+    if new == old:
+        return (f"{_reached(fx, who, found[0])}; it acted on {task} at {_s(fx, old_t)} meanwhile, then claimed it "
+                f"again{taken} and acted again at {_s(fx, new_t)}")
+    return (f"{_reached(fx, who, found[0])}; {_worker(fx, float(new))} took {task} over{taken} and acted at "
+            f"{_s(fx, new_t)}, and {who} acted on it at {_s(fx, old_t)}")
+
+
+def violation_story(fx: Facts, row: dict[str, Any]) -> str | None:
+    """A violation's story when a network fault reached one of its workers in the leases before it."""
+    at, processes = row.get("at"), str(row.get("processes") or "")
+    if not isinstance(at, int | float) or not processes:
+        return None
+    t = float(at) + fx.t0
+    for p in processes.split():
+        try:
+            process = float(p)
+        except ValueError:
+            continue
+        found = hits(fx, process, t - 3 * (fx.lease or 1.0), t)
+        if found:
+            return (f"{row.get('invariant')} on {row.get('task')} at {fx.rel(t):.1f} s: "
+                    f"{_reached(fx, _worker(fx, process), found[0])}")
+    return None
+
+
+def section(fx: Facts, extra: Any, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """summary.json's ``network`` (runs with hosts only): where each worker ran, the faults by kind (and the
+    partitions by shape), and up to :data:`STORIES` stories of what they did to violations and duplicates."""
+    if not has_network(fx):
+        return None
+    f = fx.ops.faults
+    part = f[f["f"] == PARTITION]
+    stories = [s for s in (violation_story(fx, r) for r in rows) if s][:STORIES]
+    if extra is not None and len(extra):
+        mine = extra[extra["cause"].isin(NETWORK_CAUSES)].sort_values("t").head(STORIES)
+        stories += [s for s in (duplicate_story(fx, r) for r in mine.itertuples()) if s][: STORIES - len(stories)]
+    return {"hosts": fx.config.get("hosts"), "placement": fx.config.get("placement") or {},
+            "faults": {k: int((f["f"] == k).sum()) for k in NETWORK_CAUSES},
+            "partitions": {str(k): int(v) for k, v in part["detail"].value_counts().items()},
+            "stories": stories}
