@@ -111,21 +111,27 @@ js:
 	elif command -v npm >/dev/null; then cd adapters/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
 	else echo "make: no npm here, so adapters/js is not installed; its tests skip (scripts/system-packages install)" >&2; fi
 
+# ruff, then the floors of the package (the import-linter contracts in pyproject.toml), read from the
+# package laid out as it is installed (PACKAGE_TREE, below).
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check harness workloads reports tests docs
+	$(PACKAGE_TREE)
+	cd build/typecheck && PYTHONPATH=. ../../$(BIN)/lint-imports --config ../../pyproject.toml --no-cache
 
 # The documentation site (mkdocs.yml) into site/, strictly: a broken link or a missing page fails the build.
 # Its reference pages are generated from the code by the hook docs/gen_reference.py.
 docs: $(TEST_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-# mypy cannot follow the editable install's import hook, so it reads the package through a tree of
-# links laid out as it is installed (build/typecheck/takeover: harness/'s entries, with reports/ and
-# workloads/ inside), and the paths it prints are turned back into the source folders'.
+# mypy and import-linter cannot follow the editable install's import hook, so they read the package
+# through a tree of links laid out as it is installed (build/typecheck/takeover: harness/'s entries,
+# with reports/ and workloads/ inside); the paths mypy prints are turned back into the source folders'.
+PACKAGE_TREE = rm -rf build/typecheck/takeover && mkdir -p build/typecheck/takeover \
+	&& cd build/typecheck/takeover && for f in ../../../harness/*; do ln -s "$$f" .; done \
+	&& ln -s ../../../reports reports && ln -s ../../../workloads workloads
+
 typecheck: $(TEST_STAMP)
-	rm -rf build/typecheck/takeover && mkdir -p build/typecheck/takeover
-	cd build/typecheck/takeover && for f in ../../../harness/*; do ln -s "$$f" .; done \
-		&& ln -s ../../../reports reports && ln -s ../../../workloads workloads
+	$(PACKAGE_TREE)
 	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p takeover \
 		| sed -e 's#^takeover/reports/#reports/#' -e 's#^takeover/workloads/#workloads/#' -e 's#^takeover/#harness/#'
 

@@ -7,7 +7,7 @@ here each page is rendered from the one place the code declares it:
 - ``reference/cli.md``: every command and every option, from the argparse parsers ``takeover.cli`` builds
   (whose run options come from the table in ``takeover.options``);
 - ``reference/contract.md``: the queue contract, ``takeover.contract``'s docstring and its method table;
-- ``reference/summary.md``: ``summary.json``, from the TypedDicts of ``takeover.checker.summary_types``;
+- ``reference/summary.md``: ``summary.json``, from the TypedDicts of ``takeover.summary_types``;
 - ``reference/exit-codes.md``: ``takeover.exit_codes``;
 - the tables of ``benchmarks.md``: the figures of ``docs/bench.json``, a file ``takeover bench`` wrote, and the
   mutation tables of ``docs/mutation/*.json``, files ``takeover mutate`` wrote (judged again against the
@@ -184,7 +184,7 @@ def _typeddicts(source: str) -> Iterator[tuple[str, str, list[tuple[str, str, st
 
 
 def summary_page() -> str:
-    from takeover.checker import summary_types
+    from takeover import summary_types
 
     source = Path(inspect.getfile(summary_types)).read_text()
     classes = list(_typeddicts(source))
@@ -197,7 +197,7 @@ def summary_page() -> str:
                       lambda m: f"[{m.group(1)}](#{anchor(m.group(1))})", text)
 
     out = [GENERATED_NOTE, "# `summary.json`\n",
-           "The checker's whole conclusion about one run folder, read from `takeover.checker.summary_types` when "
+           "The checker's whole conclusion about one run folder, read from `takeover.summary_types` when "
            "this site was built. Keys are written in the order listed. `NotRequired[...]` marks a key that only "
            "some runs have; `None` a value a run may lack (no ledger, no snapshot). Stored runs' summaries are "
            "pinned byte for byte: keys are only ever added.\n",

@@ -26,7 +26,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from takeover.version import __version__
 
 if TYPE_CHECKING:
     from takeover.api import QueueLike, RunResult, ScenarioResult, check, explore, scenarios, stress

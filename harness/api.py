@@ -10,7 +10,7 @@ command line's own code, so a test and ``takeover ...`` in a shell give the same
   is interrupted (Ctrl-C, or pytest-timeout's exception) the run gets a terminal's Ctrl-C (the clean
   stop: faults end, paused workers resume, the history is closed), then SIGKILL for whatever is left
   after a grace period; and should the caller die outright (pytest-timeout's thread method ends the
-  process), the kernel kills the run (``PR_SET_PDEATHSIG``, :mod:`takeover.run.lifeline`), whose own
+  process), the kernel kills the run (``PR_SET_PDEATHSIG``, :mod:`takeover.lifeline`), whose own
   workers die with it.
 - :func:`check` is ``takeover check``'s pipeline, in this process (it starts no process).
 - :func:`scenarios` replays the scenarios in this process, as ``takeover scenarios`` does, with the
@@ -43,10 +43,9 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from takeover.errors import UsageError
 
 if TYPE_CHECKING:
-    from takeover.checker.summary_types import Summary
-    from takeover.checker.verdict import Verdict
     from takeover.explore.core import ExploreResult
     from takeover.scenarios import ScenarioResult as OneScenario
+    from takeover.summary_types import Summary, Verdict
 
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
 QueueLike = str | type | Callable[[str], Any]
@@ -408,11 +407,11 @@ def stop_run(proc: subprocess.Popen[str], run_dir: Path, grace: float = STOP_GRA
 
 
 def _kill_stragglers(run_dir: Path) -> None:
-    """Every process that carries this run's folder in its environment (takeover.run.lifeline) and is
+    """Every process that carries this run's folder in its environment (takeover.lifeline) and is
     still alive: SIGKILLed. Children die with the run already; this is the net below that."""
     import psutil
 
-    from takeover.run.lifeline import RUN_ENV
+    from takeover.lifeline import RUN_ENV
 
     want = str(run_dir)
     for p in psutil.process_iter():
@@ -425,7 +424,7 @@ def _child_main(argv: list[str]) -> int:
     """The run's process: die with the caller (a caller that is killed cannot stop its run), then the
     command line."""
     from takeover.cli import main
-    from takeover.run.lifeline import die_with_parent
+    from takeover.lifeline import die_with_parent
 
     die_with_parent(int(argv[0]))
     return main(argv[1:])

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="takeover",
         description="Stress a lease-based SQLite task queue with real processes and real faults.",
     )
-    from takeover import __version__
+    from takeover.version import __version__
 
     parser.add_argument("--version", action="version", version=f"takeover {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import Any
 from takeover import db, options
 from takeover.contract import REFERENCE_QUEUE, reference_queue
 from takeover.errors import UsageError
-from takeover.options import BY_DEST, BY_FIELD, DEFAULT_PROFILE, FAULT_KINDS, RUN_OPTIONS
+from takeover.options import BY_DEST, BY_FIELD, DB_OPTION, DEFAULT_PROFILE, FAULT_KINDS, RUN_OPTIONS
 
 # The profiles travel with the package (takeover.workloads), found the way the import system found it.
 PROFILE_DIR = Path(str(resources.files("takeover.workloads")))
@@ -240,19 +241,19 @@ class RunConfig:
 
     def command(self) -> str:
         """A shell line that reproduces this run: every value explicit, so profile edits cannot drift it."""
-        return options.command_line(self)
+        return command_line(self)
 
     # -- validation -----------------------------------------------------------------------------
     def validate(self) -> RunConfig:
         """Raise :class:`UsageError` naming the first bad value; return self for chaining.
 
-        Each value's own check comes from its option (:func:`takeover.options.check_values`); the
+        Each value's own check comes from its option (:func:`check_values`); the
         checks here relate two values, so they run once each value is known to be sound.
         """
         unknown = set(self.faults) - set(FAULT_KINDS)
         if unknown:
             raise UsageError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
-        options.check_values(self)
+        check_values(self)
         db.check(self.db)
         if self.power_loss_rate > 0:
             _check_power_loss(self)
@@ -407,3 +408,34 @@ def with_database(cfg: RunConfig, value: str, queue_given: bool) -> RunConfig:
     profile's default becomes the reference queue of that kind of database."""
     queue = cfg.queue if queue_given or cfg.queue != REFERENCE_QUEUE else reference_queue(value)
     return dataclasses.replace(cfg, db=db.redact(value), queue=queue)
+
+
+def check_values(cfg: RunConfig) -> None:
+    """Each option's own check, in table order; raise :class:`UsageError` naming the first bad value."""
+    for o in RUN_OPTIONS:
+        value = o.value_in(cfg)
+        if o.choices and value not in o.choices:
+            raise UsageError(f"{o.name} must be one of {', '.join(o.choices)}, got {value!r}")
+        if o.check is not None:
+            o.check(o.name, value)
+
+
+def command_line(cfg: RunConfig) -> str:
+    """A shell line that reproduces ``cfg``: every value explicit, so profile edits cannot drift it."""
+    parts = ["takeover", "stress"]
+    for o in RUN_OPTIONS:
+        value = o.value_in(cfg)
+        if o.reproduce and (o.omit is None or value != o.omit):
+            parts += o.argv(value)
+    if cfg.db != db.DEFAULT:  # a SQLite run's line stays as it always was
+        parts += DB_OPTION.argv(cfg.db)
+    return location_prefix(cfg) + " ".join(shlex.quote(p) for p in parts)
+
+
+def location_prefix(cfg: RunConfig) -> str:
+    """``cd DIR && PYTHONPATH=DIR `` when a fresh shell needs them to import the queue (takeover.locate);
+    empty for an installed queue, so those lines stay exactly as they were."""
+    prefix = f"cd {shlex.quote(cfg.workdir)} && " if cfg.workdir else ""
+    if cfg.pythonpath:
+        prefix += f"PYTHONPATH={shlex.quote(':'.join(cfg.pythonpath))} "
+    return prefix

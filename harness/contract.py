@@ -56,7 +56,9 @@ import inspect
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from takeover import locate
 from takeover.errors import ContractError
+from takeover.locate import canonical_module
 
 STATES = ("pending", "running", "done", "uncertain")
 TERMINAL_STATES = ("done", "uncertain")
@@ -110,19 +112,6 @@ class ExtendingQueue(Protocol):
 
 QueueFactory = Callable[[str], LeaseQueue]
 
-# Before the package was installed as ``takeover`` alone, its modules were ``harness.*``: stored runs and
-# users' scripts still name queues that way, so those names are read as the ``takeover.*`` module they
-# always meant (never as a second copy of it, which a checkout on sys.path would otherwise import).
-LEGACY_PREFIX = "harness."
-
-
-def canonical_module(module_name: str) -> str:
-    """``harness.queues.x`` -> ``takeover.queues.x``; any other name unchanged."""
-    if module_name.startswith(LEGACY_PREFIX):
-        return "takeover." + module_name[len(LEGACY_PREFIX):]
-    return module_name
-
-
 def load_queue_factory(spec: str) -> QueueFactory:
     """Resolve ``MODULE:ATTR`` to a callable, with a one-line error naming what is wrong.
 
@@ -139,8 +128,6 @@ def load_queue_factory(spec: str) -> QueueFactory:
     if not module_name or not attr:
         raise ContractError(f"--queue must be MODULE:ATTR, got {spec!r}")
     module_name = canonical_module(module_name)
-    from takeover import locate  # it reads canonical_module from here
-
     locate.cwd_first(spec)
     try:
         module = importlib.import_module(module_name)

@@ -2,7 +2,7 @@
 
 Why a module of its own: the checker decides a run's code (valid, violated, inconclusive) and the
 commands add theirs (bad input, interrupted), but the checker must import nothing of the commands
-(tests/unit/test_import_graph.py), so the codes live in a module that imports nothing at all and
+(pyproject.toml, its import-linter contracts), so the codes live in a module that imports nothing at all and
 both sides may lean on. An ``IntEnum``, because the numbers are the public contract: they go to the shell
 as they are, ``json.dumps`` writes them as plain integers in ``summary.json`` and ``soak.json``, and a
 member compares equal to its number, so a script that tests ``== 1`` keeps working.

@@ -23,7 +23,17 @@ from dataclasses import dataclass
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
-from takeover.contract import canonical_module
+# Before the package was installed as ``takeover`` alone, its modules were ``harness.*``: stored runs and
+# users' scripts still name queues that way, so those names are read as the ``takeover.*`` module they
+# always meant (never as a second copy of it, which a checkout on sys.path would otherwise import).
+LEGACY_PREFIX = "harness."
+
+
+def canonical_module(module_name: str) -> str:
+    """``harness.queues.x`` -> ``takeover.queues.x``; any other name unchanged."""
+    if module_name.startswith(LEGACY_PREFIX):
+        return "takeover." + module_name[len(LEGACY_PREFIX):]
+    return module_name
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ in :data:`RUN_OPTIONS`, and all of those places are derived from it:
 - the parsers: :func:`add_run_options` (``stress`` and ``soak`` take them all; ``sweep`` those with a
   ``sweep_help``, as one value for every run of the grid),
 - the profile keys and the overrides on top of a profile: ``takeover.config`` reads the table,
-- the per-value checks: :func:`check_values` (``RunConfig.validate`` adds the checks that relate two
-  values, such as a heartbeat shorter than the lease),
-- the reproduce line: :func:`command_line`.
+- the per-value checks: :func:`takeover.config.check_values` (``RunConfig.validate`` adds the checks that
+  relate two values, such as a heartbeat shorter than the lease),
+- the reproduce line: :func:`takeover.config.command_line`.
 
 Adding an option is therefore one entry here plus the code that uses its value (a ``RunConfig``
 field, and whatever reads it); tests/unit/test_options.py checks that every derived place has every
@@ -29,17 +29,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from takeover import db
 from takeover.errors import UsageError
-from takeover.run.ledger import REMEDIES
-
-if TYPE_CHECKING:  # config reads this table, so it cannot be imported here at run time
-    from takeover.config import RunConfig
 
 DEFAULT_PROFILE = "stress"
 
@@ -51,6 +46,9 @@ AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicat
 NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause", *AIMED_FAULTS)
 WORKER_FAULTS = ("lose_reply", "slow")
 FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
+
+# How the external service treats a repeated action (takeover.run.ledger): the choices of --remedy.
+REMEDIES = ("none", "idempotency-key", "fencing")
 
 TASK_DISTS = ("fixed", "uniform", "exponential", "lognormal", "pareto", "empirical")
 
@@ -167,8 +165,9 @@ class RunOption:
         """Whether a value given on the command line replaces the profile's (see ``default``)."""
         return self.default is None
 
-    def value_in(self, cfg: RunConfig) -> Any:
-        """This option's value in a ``RunConfig`` (a fault kind it does not list is 0: not requested)."""
+    def value_in(self, cfg: object) -> Any:
+        """This option's value in a ``RunConfig`` (a fault kind it does not list is 0: not requested).
+        Typed ``object``: the table sits below the config that reads it (takeover.config)."""
         head, _, key = self.field.partition(".")
         part = getattr(cfg, head)
         if not key:
@@ -182,7 +181,7 @@ class RunOption:
     def read(self, value: Any) -> Any:
         """A value from a TOML file: TOML writes 2 for 2.0, so a number becomes a float where one is due.
 
-        Anything else is left as it is, for :func:`check_values` to name (``float("a")`` would crash,
+        Anything else is left as it is, for :func:`takeover.config.check_values` to name (``float("a")`` would crash,
         ``float(True)`` would pass).
         """
         return float(value) if self.value_type is float and is_number(value) else value
@@ -388,37 +387,6 @@ def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles:
 def given(args: argparse.Namespace, command: Command) -> dict[str, Any]:
     """The values of the overriding options ``command`` takes, by dest; ``None`` where one was not given."""
     return {o.dest: getattr(args, o.dest, None) for o in taken_by(command) if o.overrides}
-
-
-def check_values(cfg: RunConfig) -> None:
-    """Each option's own check, in table order; raise :class:`UsageError` naming the first bad value."""
-    for o in RUN_OPTIONS:
-        value = o.value_in(cfg)
-        if o.choices and value not in o.choices:
-            raise UsageError(f"{o.name} must be one of {', '.join(o.choices)}, got {value!r}")
-        if o.check is not None:
-            o.check(o.name, value)
-
-
-def command_line(cfg: RunConfig) -> str:
-    """A shell line that reproduces ``cfg``: every value explicit, so profile edits cannot drift it."""
-    parts = ["takeover", "stress"]
-    for o in RUN_OPTIONS:
-        value = o.value_in(cfg)
-        if o.reproduce and (o.omit is None or value != o.omit):
-            parts += o.argv(value)
-    if cfg.db != db.DEFAULT:  # a SQLite run's line stays as it always was
-        parts += DB_OPTION.argv(cfg.db)
-    return location_prefix(cfg) + " ".join(shlex.quote(p) for p in parts)
-
-
-def location_prefix(cfg: RunConfig) -> str:
-    """``cd DIR && PYTHONPATH=DIR `` when a fresh shell needs them to import the queue (takeover.locate);
-    empty for an installed queue, so those lines stay exactly as they were."""
-    prefix = f"cd {shlex.quote(cfg.workdir)} && " if cfg.workdir else ""
-    if cfg.pythonpath:
-        prefix += f"PYTHONPATH={shlex.quote(':'.join(cfg.pythonpath))} "
-    return prefix
 
 
 # -- takeover explore: its budget and where a departure's files go ---------------------------------------------

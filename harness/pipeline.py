@@ -24,7 +24,7 @@ from takeover.reports import write_reports
 from takeover.reports.console import short_summary
 
 if TYPE_CHECKING:
-    from takeover.checker.summary_types import Summary
+    from takeover.summary_types import Summary
 
 # Each scenario call's deadline while confirming: a queue that hangs costs this once per scenario,
 # not the ten seconds `takeover scenarios` allows.

@@ -36,8 +36,7 @@ import orjson
 from takeover.errors import UsageError
 
 if TYPE_CHECKING:
-    from takeover.checker.summary_types import Summary
-    from takeover.config import RunConfig
+    from takeover.summary_types import Summary
 
 # -- a run folder (takeover stress; each soak segment; each sweep cell) -------------------------------
 CONFIG_FILE = "config.json"  # the resolved RunConfig, the reproduce line, the queue's capabilities
@@ -230,8 +229,9 @@ def read_json_object(path: Path, what: str = "a JSON object", *, fast: bool = Fa
 
 
 # -- config.json ----------------------------------------------------------------------------------------------
-def write_config(run_dir: Path, cfg: RunConfig, capabilities: Mapping[str, bool] | None = None) -> None:
-    """``config.json``: the resolved config and its reproduce line, and (once the queue is open) which
+def write_config(run_dir: Path, config: Mapping[str, Any], capabilities: Mapping[str, bool] | None = None) -> None:
+    """``config.json``: the resolved config and its reproduce line (``RunConfig.to_dict()``: the store
+    knows the run folder's files, not the config's class), and (once the queue is open) which
     optional methods the queue has.
 
     Written twice by the coordinator: first before anything starts, so even a run whose queue never
@@ -239,7 +239,7 @@ def write_config(run_dir: Path, cfg: RunConfig, capabilities: Mapping[str, bool]
     is open. The capabilities are not part of the config: the seed bank leaves them out of its key
     and the reproduce line never names them.
     """
-    data = cfg.to_dict()
+    data = dict(config)
     if capabilities is not None:
         data[QUEUE_CAPABILITIES] = dict(capabilities)
     _replace(run_dir / CONFIG_FILE, json.dumps(data, indent=2, sort_keys=True) + "\n")

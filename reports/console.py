@@ -10,7 +10,7 @@ from takeover.reports.words import aimed_brief, clock_brief, diagnosis_lines, fe
 from takeover.store import VIOLATIONS_CSV, json_default
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import Summary
+    from takeover.summary_types import Summary
 
 
 def short_summary(summary: Summary, written: list[str]) -> str:

@@ -9,14 +9,13 @@ bug that declares its cells) a run could not have seen.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from takeover import coverage_space as cs
 
 if TYPE_CHECKING:
-    from takeover.checker.summary_types import ModelCoverage, Summary
+    from takeover.summary_types import ModelCoverage, Summary
 
 SHOWN = 4  # important unreached cells named on the console line, the rest counted
 
@@ -131,6 +130,8 @@ def heatmap(summary: Summary) -> bytes | None:
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Patch, Rectangle
 
+    from takeover.reports.figures import png  # matplotlib and pandas: loaded only when a figure is drawn
+
     rows, cols, values = grid(m)
     data = np.array([[np.nan if v is None or v == 0 else v for v in r] for r in values], dtype="float64")
     fig, ax = plt.subplots(figsize=(1.0 + 0.62 * len(cols), 0.9 + 0.28 * len(rows)))
@@ -153,7 +154,4 @@ def heatmap(summary: Summary) -> bytes | None:
     ax.legend(handles=[Patch(facecolor="#fde2e2", edgecolor="#d62828", hatch="///", label="possible, not reached"),
                        Patch(facecolor="#d9d9d9", label="impossible")],
               loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)

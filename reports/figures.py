@@ -28,7 +28,7 @@ from matplotlib.transforms import Bbox  # noqa: E402
 
 from takeover.checker.facts import Facts  # noqa: E402
 from takeover.checker.ops import AIMED_FAULTS  # noqa: E402
-from takeover.checker.summary_types import Example  # noqa: E402
+from takeover.summary_types import Example  # noqa: E402
 
 MAX_LANES = 40
 MAX_TASKS = 12
@@ -48,9 +48,11 @@ VIOLATION_MARK: dict[str, Any] = {"marker": "o", "s": 170, "facecolors": "none",
                                   "linewidths": 1.8, "zorder": 10, "clip_on": False}
 
 
-def _png(fig: Figure) -> bytes:
+def png(fig: Figure, dpi: int = 110) -> bytes:
+    """The figure as PNG bytes, cropped to what is drawn; the figure is closed (matplotlib keeps every
+    open one). Every report's figures go through here."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
 
@@ -176,7 +178,7 @@ def _mark_violations(ax: Axes, ops: pd.DataFrame, y: np.ndarray, labelled: int =
 def timeline(fx: Facts, tasks: Sequence[float] = (), violations: Sequence[Example] = ()) -> tuple[bytes, str]:
     """The timeline as PNG, with its note (see :func:`timeline_figure`)."""
     fig, note = timeline_figure(fx, tasks, violations)
-    return _png(fig), note
+    return png(fig), note
 
 
 def timeline_figure(fx: Facts, tasks: Sequence[float] = (), violations: Sequence[Example] = ()) -> tuple[Figure, str]:
@@ -322,7 +324,7 @@ def generations(fx: Facts, tasks: list[float], violations: Sequence[Example] = (
     if not tasks:
         return None, ""
     fig, note = generations_figure(fx, tasks, violations)
-    return _png(fig), note
+    return png(fig), note
 
 
 def generations_figure(fx: Facts, tasks: list[float], violations: Sequence[Example] = ()) -> tuple[Figure, str]:
@@ -392,7 +394,7 @@ def _generation_ticks(ax: Axes, gens: list[float]) -> None:
 
 def throughput(fx: Facts) -> bytes:
     """Accepted finishes per second, with the fault windows shaded behind (PNG)."""
-    return _png(throughput_figure(fx))
+    return png(throughput_figure(fx))
 
 
 def throughput_figure(fx: Facts) -> Figure:

@@ -22,8 +22,7 @@ from takeover.reports.words import (
 from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import ClockCoverage, Summary
-    from takeover.checker.verdict import Verdict
+    from takeover.summary_types import ClockCoverage, Summary, Verdict
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#212529}

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import InvariantJson, Summary
+    from takeover.summary_types import InvariantJson, Summary
 
 
 def render(summary: Summary) -> bytes:

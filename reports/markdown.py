@@ -19,7 +19,7 @@ from takeover.reports.words import (
 from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import Percentiles, Summary
+    from takeover.summary_types import Percentiles, Summary
 
 MEANING = {
     "no_stale_commit": "no finish accepted for a generation lower than one already claimed",

@@ -17,10 +17,10 @@ from takeover.reports.resources import figure
 from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD, RESOURCES_FILE, RESOURCES_PNG
 
 
-def write(root: Path, soak: dict[str, Any]) -> list[str]:
-    from takeover.soak.resources import read_resources
-
-    png = figure(read_resources(root))
+def write(root: Path, soak: dict[str, Any], resources: list[dict[str, float | str]]) -> list[str]:
+    """The final reports; ``resources`` are the soak's resource samples (takeover.soak.resources reads
+    them: the soak hands them over, so the reports do not reach back into it)."""
+    png = figure(resources)
     if png:
         (root / RESOURCES_PNG).write_bytes(png)
     (root / REPORT_MD).write_text(markdown(soak))

@@ -27,7 +27,7 @@ from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:
     from takeover.checker.facts import Facts
-    from takeover.checker.summary_types import Example
+    from takeover.summary_types import Example
 
 MAX_SECTIONS = 1000  # tasks with a section of their own
 ROWS_PER_TASK = 20  # violations listed in a task's section

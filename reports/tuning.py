@@ -19,7 +19,7 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from takeover.reports.sweep import _png  # noqa: E402
+from takeover.reports.figures import png  # noqa: E402
 from takeover.store import TUNE_CSV, TUNE_HTML, TUNE_JSON, TUNE_MD  # noqa: E402
 
 SEARCH_LABELS = {"fixed": "fixed lease", "heartbeat": "lease with heartbeat (every 0.3 lease)",
@@ -224,7 +224,7 @@ def fig_frontier(data: dict[str, Any]) -> bytes:
     b.set_title("The bound at each lease tried")
     a.legend(fontsize=7)
     b.legend(fontsize=7)
-    return _png(fig)
+    return png(fig, dpi=100)
 
 
 def render_html(data: dict[str, Any], png: bytes) -> str:

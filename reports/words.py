@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
-    from takeover.checker.summary_types import AimedCoverage, ClockCoverage, DiagnosisJson, Summary
+    from takeover.summary_types import AimedCoverage, ClockCoverage, DiagnosisJson, Summary
 
 # What each aimed fault steers the workers into, and the promise that window tests (README, "Faults").
 AIMED_MEANING = {

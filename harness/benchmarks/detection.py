@@ -100,14 +100,14 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
     :data:`REFERENCE`), checked; its folder is removed afterwards unless ``keep`` or the reference
     queue failed (a false alarm: its folder is the evidence)."""
     from takeover.checker.check import analyse
-    from takeover.commands.selftest import run_stress
+    from takeover.child_run import stress_in_child
     from takeover.contract import REFERENCE_QUEUE
 
     queue = REFERENCE_QUEUE if name == REFERENCE else f"takeover.queues.planted:{name}"
     out = root / f"{name}-{mode}-s{seed}"
     kept = keep
     try:
-        code, took, _ = run_stress(queue, seed, profile, out, ("--duration", f"{seconds:g}", *mode_args(mode)))
+        code, took, _ = stress_in_child(queue, seed, profile, out, ("--duration", f"{seconds:g}", *mode_args(mode)))
         # Checked again in this process: the earliest violating operation's time is on the
         # checker's results, not in summary.json (whose examples hold only the first few).
         result = analyse(out)
@@ -117,7 +117,7 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
             shutil.rmtree(out, ignore_errors=True)
     fired = [n for n, inv in result.invariants.items() if inv.valid is False]
     hits = [n for n in expected if n in fired]
-    first, at_end = first_violation(result, hits)
+    first, at_end = result.first_violation(hits)
     timed = sorted((t, n) for n in hits if (t := result.invariants[n].first_at) is not None)
     first_invariant = timed[0][1] if timed else hits[0] if hits else None
     row: dict[str, Any] = {"seed": seed, "mode": mode, "exit": int(code), "caught": bool(hits), "violated": fired,
@@ -139,35 +139,6 @@ def _aimed(result: CheckResult) -> dict[str, dict[str, Any]]:
     to tell a miss of the bug from a miss of the window it needs."""
     aimed = result.summary["coverage"].get("aimed", {})
     return {k: {"hit": a["hit"], "missed": a["missed"], "reasons": a["reasons"]} for k, a in aimed.items()}
-
-
-def first_violation(result: CheckResult, names: list[str]) -> tuple[float | None, bool]:
-    """When the first of ``names`` (violated invariants) was first broken, in seconds from the run's
-    ``run start`` record (its faulted phase starts there), and whether that is only the run's end.
-
-    The earliest violating operation (:attr:`InvariantResult.first_at`) where there is one; a violation
-    that only the final snapshot shows has none, and counts with the time of the ``run drain_end``
-    record (the snapshot is taken right after it; the run's last record when there is none), since
-    that is when the evidence exists (then True). None when ``names`` is empty.
-    """
-    if not names:
-        return None, False
-    fx = result.facts
-    start = _mark(result, "start", fx.t0)
-    times = [t for n in names if (t := result.invariants[n].first_at) is not None]
-    if times:
-        return round(min(times) - start, 3), False
-    return round(_mark(result, "drain_end", fx.t1) - start, 3), True
-
-
-def _mark(result: CheckResult, value: str, default: float) -> float:
-    """Seconds from the run's first record to its ``run <value>`` record (``default``, a record
-    time, when the history has none)."""
-    fx = result.facts
-    marks = fx.ops.run_events
-    times = marks.loc[marks["value"] == value, "time"]
-    rel = fx.rel(float(times.iloc[0]) if len(times) else default)
-    return 0.0 if rel is None else float(rel)
 
 
 def summarise(name: str, expected: tuple[str, ...], runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -350,7 +321,7 @@ def _progress_line(name: str, r: dict[str, Any]) -> str:
 
 def kill_children() -> None:
     """Kill every process this process started (the stress runs, their workers and services)."""
-    from takeover.commands.selftest import reap_tree
+    from takeover.child_run import reap_tree
 
     for child in psutil.Process().children():
         reap_tree(child.pid)

@@ -29,10 +29,10 @@ KEYS = ("score", "score_checked", "median_time_to_kill_s", "mutants", "killed", 
 def measure(database: str, sample: int | None, stress_seconds: float = 20.0,
             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The figures of one database's reference queue; ``{"skipped": why}`` when its server cannot start."""
-    from takeover.commands.mutate import measure as run_mutants
-    from takeover.commands.mutate import select
     from takeover.contract import reference_queue
     from takeover.mutation.generate import generate
+    from takeover.mutation.measure import measure as run_mutants
+    from takeover.mutation.measure import select
     from takeover.mutation.runner import STAGES
 
     queue = reference_queue(database)

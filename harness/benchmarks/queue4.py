@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from takeover.contract import REFERENCE_QUEUE, open_queue
-from takeover.run.lifeline import die_with_parent, parent_alive
+from takeover.lifeline import die_with_parent, parent_alive
 from takeover.run.service import ServiceAddress, ServiceClient, ServiceSpec, address_of, listen_local, service_main
 
 LEASE = 60.0

@@ -24,9 +24,9 @@ from takeover.checker.load import load_run
 from takeover.checker.model_coverage import model_coverage
 from takeover.checker.power import power_loss
 from takeover.checker.remedies import feature_sections
-from takeover.checker.summary_types import Example, Summary
-from takeover.checker.verdict import Verdict, combine, exit_code, inconclusive_reason
+from takeover.checker.verdict import combine, exit_code, inconclusive_reason
 from takeover.exit_codes import ExitCode
+from takeover.summary_types import Example, Summary, Verdict
 
 CONFIG_KEYS = ("queue", "db", "seed", "profile", "workers", "tasks", "duration", "lease", "remedy", "heartbeat",
                "faults", "command")
@@ -50,6 +50,34 @@ class CheckResult:
     duplicate_tasks: list[float]  # codes of the tasks whose side effect was performed more than once
     # Every violation of every invariant, one row each, with its pattern (violations.csv); empty when valid.
     violations: list[Example] = field(default_factory=list)
+
+    def first_violation(self, names: list[str]) -> tuple[float | None, bool]:
+        """When the first of ``names`` (violated invariants) was first broken, in seconds from the run's
+        ``run start`` record (its faulted phase starts there), and whether that is only the run's end.
+
+        The earliest violating operation (:attr:`InvariantResult.first_at`) where there is one; a violation
+        that only the final snapshot shows has none, and counts with the time of the ``run drain_end``
+        record (the snapshot is taken right after it; the run's last record when there is none), since
+        that is when the evidence exists (then True). None when ``names`` is empty. The detection bench,
+        hunt and mutate time a catch with it.
+        """
+        if not names:
+            return None, False
+        fx = self.facts
+        start = self._mark("start", fx.t0)
+        times = [t for n in names if (t := self.invariants[n].first_at) is not None]
+        if times:
+            return round(min(times) - start, 3), False
+        return round(self._mark("drain_end", fx.t1) - start, 3), True
+
+    def _mark(self, value: str, default: float) -> float:
+        """Seconds from the run's first record to its ``run <value>`` record (``default``, a record
+        time, when the history has none)."""
+        fx = self.facts
+        marks = fx.ops.run_events
+        times = marks.loc[marks["value"] == value, "time"]
+        rel = fx.rel(float(times.iloc[0]) if len(times) else default)
+        return 0.0 if rel is None else float(rel)
 
 
 def analyse(run_dir: str | Path, *, fail_on_duplicates: bool = False,

@@ -18,7 +18,7 @@ from takeover.checker.facts import Facts, power_loss_between, power_loss_times
 from takeover.checker.invariants import _extended_leases
 from takeover.checker.ops import AIMED_FAULTS
 from takeover.checker.remedies import queue_has
-from takeover.checker.summary_types import (
+from takeover.summary_types import (
     AimedCoverage,
     ClockCoverage,
     Counts,

@@ -29,7 +29,7 @@ import pandas as pd
 
 from takeover.checker.facts import Facts, power_loss_between
 from takeover.checker.invariants import InvariantResult
-from takeover.checker.summary_types import DiagnosisJson, Example
+from takeover.summary_types import DiagnosisJson, Example
 
 TASKS_SHOWN = 10  # task ids listed per pattern in summary.json; violations.csv has every one
 

@@ -30,7 +30,7 @@ import pandas as pd
 
 from takeover.checker.counts import causes
 from takeover.checker.facts import Facts
-from takeover.checker.summary_types import DuplicateGate
+from takeover.summary_types import DuplicateGate
 
 # What each remedy promises beyond the lease, in the words the report and the README use.
 PROMISES = {

@@ -20,8 +20,7 @@ import pandas as pd
 from takeover.checker.facts import Facts
 from takeover.checker.probes import probe_violations
 from takeover.checker.resolves import last_word, reopen_epoch, reopened_at_end, reopened_between
-from takeover.checker.summary_types import Example, InvariantJson
-from takeover.checker.verdict import UNKNOWN, Verdict
+from takeover.summary_types import UNKNOWN, Example, InvariantJson, Verdict
 
 TERMINAL = ("done", "uncertain")
 EXAMPLES = 5

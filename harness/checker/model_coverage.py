@@ -36,7 +36,7 @@ from takeover.checker.facts import Facts
 from takeover.checker.probes import probe_operations
 from takeover.checker.remedies import queue_has
 from takeover.checker.resolves import resolves
-from takeover.checker.summary_types import ModelCoverage
+from takeover.summary_types import ModelCoverage
 
 STATE_CODE = {s: n for n, s in enumerate(cs.STATES)}
 ABSENT, PENDING, RUNNING = (STATE_CODE[s] for s in ("absent", "pending", "running"))

@@ -18,7 +18,7 @@ import pandas as pd
 
 from takeover.checker.counts import has_power_losses
 from takeover.checker.facts import Facts
-from takeover.checker.summary_types import Example, PowerLoss
+from takeover.summary_types import Example, PowerLoss
 
 # The promise each invariant's power-loss violations broke, in the words the reports use.
 PROMISES = {

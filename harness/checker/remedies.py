@@ -11,7 +11,7 @@ from __future__ import annotations
 from takeover import store
 from takeover.checker.facts import Facts
 from takeover.checker.resolves import resolves
-from takeover.checker.summary_types import Extends, FeatureSections, Heartbeat, Reconcile, Remedy
+from takeover.summary_types import Extends, FeatureSections, Heartbeat, Reconcile, Remedy
 
 RESULTS = ("performed", "deduplicated", "refused")
 

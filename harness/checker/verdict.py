@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING
 
 from takeover.exit_codes import ExitCode
+from takeover.summary_types import UNKNOWN, Verdict
 
 if TYPE_CHECKING:
     from takeover.checker.invariants import InvariantResult
-    from takeover.checker.summary_types import Counts
+    from takeover.summary_types import Counts
 
-# Three values, kept in summary.json as JSON keeps them: true (holds), false (violated) and
-# "unknown" (the run folder cannot tell: missing evidence, or a run that tested nothing).
-Verdict: TypeAlias = bool | Literal["unknown"]
-UNKNOWN: Literal["unknown"] = "unknown"
 
 
 def combine(results: Mapping[str, InvariantResult], inconclusive: str | None) -> Verdict:

@@ -238,7 +238,6 @@ class Hunt:
             self.write()
 
     def check(self, row: dict[str, Any], run_dir: Path) -> None:
-        from takeover.benchmarks.detection import first_violation
         from takeover.pipeline import check_and_report
 
         try:
@@ -259,7 +258,7 @@ class Hunt:
             row["verdict"] = INCONCLUSIVE
             return
         fired = {name: inv.violations for name, inv in result.invariants.items() if inv.valid is False}
-        first, at_end = first_violation(result, list(fired))
+        first, at_end = result.first_violation(list(fired))
         row.update(verdict=VIOLATED, violated=fired, first_violation_s=None if first is None else round(first, 3),
                    at_end=at_end)  # fmt: skip
         self.found = {k: row[k] for k in ("run", "seed", "mode", "mix", "violated", "first_violation_s", "at_end",

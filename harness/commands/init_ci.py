@@ -49,7 +49,7 @@ def template(name: str) -> str:
 
 
 def render(text: str, *, queue: str, install: str, tests: str, db: str) -> str:
-    from takeover import __version__
+    from takeover.version import __version__
 
     values = {"@QUEUE@": queue, "@INSTALL@": install, "@TESTS@": tests, "@DB@": db, "@VERSION@": __version__}
     for marker, value in values.items():

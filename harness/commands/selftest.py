@@ -14,23 +14,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
-from takeover import db, store
+from takeover import db
+from takeover.child_run import stress_in_child
 from takeover.contract import reference_queue
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, db_given, positive
 
 if TYPE_CHECKING:  # the selftest reads the summaries its runs wrote; it never runs the checker itself
-    from takeover.checker.summary_types import Summary
+    from takeover.summary_types import Summary
 
 HELP = "run planted-bug queues and the reference queue under short stress runs: is every bug caught?"
 # The quick set holds bugs that any takeover exposes, wherever the displaced holder's late call
@@ -65,46 +62,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     add_db_options(parser)
-
-
-def run_stress(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ...] = ()
-               ) -> tuple[int, float, Summary]:
-    """One ``takeover stress`` run of ``queue`` as a subprocess: its exit code, wall time and summary.
-
-    A subprocess rather than the coordinator in this process, so a planted queue that hangs or
-    crashes cannot take the selftest (or the detection bench, which shares this) down with it;
-    interrupted, the run and everything it started are reaped before the interrupt goes on.
-    """
-    cmd = [sys.executable, "-m", "takeover", "stress", "--profile", profile, "--queue", queue,
-           "--seed", str(seed), "--out", str(out), *extra]
-    started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = proc.communicate(timeout=600)
-    except BaseException:
-        reap_tree(proc.pid)
-        raise
-    took = time.monotonic() - started
-    summary = store.read_summary(out) if proc.returncode != ExitCode.USAGE else None
-    if summary is None:
-        line = (err or "").strip().splitlines()[-1:] or ["no summary written"]
-        raise UsageError(f"selftest: the stress run for {queue} failed (exit {proc.returncode}): {line[0]}")
-    return proc.returncode, took, summary
-
-
-def reap_tree(pid: int) -> None:
-    """Kill a child run and everything it started (workers, service), then wait for them."""
-    try:
-        root = psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return
-    procs = root.children(recursive=True) + [root]
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=10)
 
 
 # The example field that holds the time of the violating operation itself, per invariant. The
@@ -226,7 +183,7 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
         expected = planted[name]
         row: dict[str, Any] = {"queue": name, "expected": list(expected), "caught": False, "tries": 0}
         for seed in range(1, args.seeds + 1):
-            code, took, summary = run_stress(f"{module}:{name}", seed, profile,
+            code, took, summary = stress_in_child(f"{module}:{name}", seed, profile,
                                           root / f"{name}-s{seed}", extra)
             row["tries"] += 1
             missing = unreached_cells(name, summary)
@@ -249,7 +206,8 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
             out.flush()
     refs: list[dict[str, Any]] = []
     for seed in range(1, ref_seeds + 1):
-        code, took, summary = run_stress(reference_queue(database), seed, profile, root / f"reference-s{seed}", extra)
+        code, took, summary = stress_in_child(reference_queue(database), seed, profile, root / f"reference-s{seed}",
+                                              extra)
         fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is not True]
         refs.append({"seed": seed, "valid": summary["valid"], "exit": code, "seconds": round(took, 1),
                      "not_holding": fired})

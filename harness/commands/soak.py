@@ -100,7 +100,7 @@ def header(base: RunConfig, minutes: float, checkpoint: float, root: Path, pinne
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from takeover import store
+    from takeover import store, stress_run
     from takeover.commands import stress
     from takeover.soak import seedbank
     from takeover.soak.driver import MIN_SEGMENT, segment_length
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> ExitCode:
                          f"use 0 to replay the banked seeds only")  # fmt: skip
     if not args.sample > 0:
         raise UsageError(f"--sample must be a positive number of seconds, got {args.sample!r}")
-    base, pinned = stress.resolve_base(args)  # with --swarm, each segment draws its own mix around it
+    base, pinned = stress_run.resolve_base(args)  # with --swarm, each segment draws its own mix around it
     if base.arrival_rate == 0 and args.arrival_rate is None:
         base = dataclasses.replace(base, arrival_rate=DEFAULT_ARRIVAL)
     bank = seedbank.bank_path(args.seed_bank, args.out)

@@ -13,27 +13,23 @@ import dataclasses
 import os
 import sqlite3
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from takeover import db, store, swarm
-from takeover.config import RunConfig, load_profile, profile_names, with_database, with_overrides
-from takeover.contract import load_queue_factory, open_queue
+from takeover.config import RunConfig, profile_names
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
-from takeover.locate import locate
 from takeover.options import (
     AIMED_FAULTS,
-    FAULT_RATES,
     NEMESIS_FAULTS,
     Command,
     add_db_options,
     add_run_options,
     db_given,
-    given,
 )
+from takeover.stress_run import check_queue, resolve
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
@@ -61,51 +57,6 @@ def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> N
     from takeover.commands.check import add_duplicate_gate
 
     add_duplicate_gate(parser)
-
-
-def resolve(args: argparse.Namespace) -> RunConfig:
-    """Profile + options (+ the swarm draw, with ``--swarm``) -> a validated RunConfig. Raises UsageError;
-    creates nothing."""
-    base, pinned = resolve_base(args)
-    return swarm.draw(base, pinned).validate() if base.swarm else base
-
-
-def resolve_base(args: argparse.Namespace) -> tuple[RunConfig, tuple[str, ...]]:
-    """Profile + options, validated, before any swarm draw; and the fault kinds whose rate was given
-    explicitly, which a swarm draw keeps as given. The config carries where the queue and the profile
-    were found (takeover.locate), so its reproduce line runs again from a fresh shell.
-
-    The soak needs the two apart: each of its segments draws its own mix around the same base.
-    """
-    base = load_profile(args.profile)
-    overrides = given(args, "stress")
-    no_faults = getattr(args, "no_faults", False)
-    if no_faults and overrides.get("swarm"):
-        raise UsageError("--swarm draws the fault rates and --no-faults sets them all to 0: give one of them")
-    pinned = tuple(o.field.partition(".")[2] for o in FAULT_RATES if overrides[o.dest] is not None)
-    # --no-faults zeroes the profile's rates; a rate given explicitly beside it still counts
-    # (e.g. `--no-faults --kill-rate 1` is a run with kills only).
-    if no_faults:
-        for dest in [o.dest for o in FAULT_RATES] + ["clock_skew_max", "clock_jump_rate"]:
-            if overrides[dest] is None:
-                overrides[dest] = 0.0
-    cfg = with_overrides(base, overrides)
-    cfg = with_database(cfg, db_given(args), queue_given=overrides["queue"] is not None).validate()
-    where = locate(cfg.queue, cfg.profile)
-    return dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath), pinned
-
-
-def check_queue(spec: str) -> None:
-    """Open the queue once on a scratch database (of the --db being served): a queue that fails the
-    contract, or does not take that kind of database, stops us here."""
-    factory = load_queue_factory(spec)
-    with tempfile.TemporaryDirectory(prefix="takeover-check-") as tmp, \
-            db.current().database(Path(tmp), "check") as database:
-        queue = open_queue(spec, database, factory)
-        try:
-            queue.close()
-        except Exception as exc:  # noqa: BLE001
-            raise UsageError(f"queue {spec!r}: close() failed: {type(exc).__name__}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> ExitCode:

@@ -140,8 +140,8 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 def _run(grid: Grid, out: Path, runs: list[tuple[Cell, int]], queue: str) -> ExitCode:
     from takeover.commands.stress import check_queue
-    from takeover.reports.sweep import recommendation_markdown, write_sweep_report
     from takeover.sweep.recommend import recommend
+    from takeover.sweep.report import recommendation_markdown, write_sweep_report
     from takeover.sweep.runner import run_sweep
 
     check_queue(queue)

@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times: Any, out: Path,
           pauses: dict[str, float] | None) -> ExitCode:
     from takeover import store
-    from takeover.options import location_prefix
+    from takeover.config import location_prefix
     from takeover.reports.tuning import write_tuning_report
     from takeover.tune.driver import run_tuning
     from takeover.tune.plan import Failures, Plan, default_scale, measure_call_latency, measure_stall

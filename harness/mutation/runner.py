@@ -25,7 +25,6 @@ flagged: the table is wrong about it.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
 import os
@@ -271,7 +270,6 @@ class Runner:
         return True, None if not first else round(float(first[0]), 3), _first_line(result.message())
 
     def _stress(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
-        from takeover.benchmarks.detection import first_violation
         from takeover.pipeline import check_and_report
         from takeover.run.coordinator import Coordinator
         from takeover.workloads.worker import worker_main
@@ -296,7 +294,7 @@ class Runner:
         fired = [n for n, inv in checked.invariants.items() if inv.valid is False]
         killed = checked.verdict is False
         if killed:
-            first, _at_end = first_violation(checked, fired)
+            first, _at_end = checked.first_violation(fired)
             shutil.rmtree(run_dir, ignore_errors=True)
             return True, first, "violated: " + ", ".join(f"{n} ({checked.invariants[n].violations})" for n in fired)
         model = (summary.get("coverage") or {}).get("model") if isinstance(summary, dict) else None
@@ -360,12 +358,7 @@ def stress_config(spec: str, seed: int, seconds: float, database: str, run_dir: 
     resolved as the command resolves it."""
     import dataclasses
 
-    from takeover.cli import OneLineParser
-    from takeover.commands import stress
+    from takeover.stress_run import resolve
 
-    parser = OneLineParser(prog="takeover mutate")
-    stress.configure(parser)
-    argv = ["--queue", spec, "--profile", STRESS_PROFILE, "--duration", f"{seconds:g}", "--seed", str(seed),
-            "--db", database]
-    args: argparse.Namespace = parser.parse_args(argv)
-    return dataclasses.replace(stress.resolve(args), out=str(run_dir))
+    options = {"queue": spec, "profile": STRESS_PROFILE, "duration": float(seconds), "seed": seed, "db": database}
+    return dataclasses.replace(resolve(options), out=str(run_dir))

@@ -14,7 +14,7 @@ coordinator (a blocked request would block the run loop). The coordinator talks 
   (:meth:`Durability.restore`), and the folder is mounted again. The reply carries what was dropped.
 - ``stop`` (or the pipe closing, or the coordinator dying): unmount and exit.
 
-The daemon dies with the coordinator like every child (:mod:`takeover.run.lifeline`), but by SIGTERM,
+The daemon dies with the coordinator like every child (:mod:`takeover.lifeline`), but by SIGTERM,
 not SIGKILL: a FUSE process killed outright leaves a dead mount behind ("Transport endpoint is not
 connected") that only an unmount clears, so on SIGTERM it unmounts first and then exits.
 """
@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from takeover.lifeline import die_with_parent, parent_alive
 from takeover.powerloss.durability import CutStats, Durability
-from takeover.run.lifeline import die_with_parent, parent_alive
 
 _MNT_DETACH = 2
 STAT_KEYS = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_atime", "st_mtime", "st_ctime")

@@ -17,8 +17,9 @@ from typing import Any
 from takeover import locate
 from takeover.checker import analyse
 from takeover.checker.facts import Facts
-from takeover.contract import canonical_module, load_queue_factory
+from takeover.contract import load_queue_factory
 from takeover.errors import UsageError
+from takeover.locate import canonical_module
 from takeover.replay.calls import Call, TaskCalls, task_calls
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.model import LEASE_EXCLUSIVE, NO_LOST_TASK, STATE_MATCHES

@@ -30,12 +30,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from takeover import __version__, db
+from takeover import db
 from takeover.contract import load_queue_factory
 from takeover.replay.judge import judge
 from takeover.replay.model import SPEC
 from takeover.scenario_file import validate_scenarios
 from takeover.scenarios import ScenarioResult, StepResult, run_scenarios
+from takeover.version import __version__
 
 ISSUE_FILE = "issue.md"  # beside the scenario file, without a path
 

@@ -9,7 +9,8 @@ folder and never this package.
 
 The workload (what a worker process does) is not part of it: the caller hands the coordinator the
 worker's entry point, so this package never imports ``takeover.workloads``. The workload, in turn,
-may use what a worker needs from here: the board, the service client, the lifeline.
+may use what a worker needs from here: the board, the service client. (The lifeline, how every child
+dies with its parent, is :mod:`takeover.lifeline`: the power-loss daemon and the API's child need it too.)
 
 Importing this package loads nothing: a worker that needs only the board does not pay for the rest.
 """

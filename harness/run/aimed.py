@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from takeover.config import RunConfig
 from takeover.run.phases import HOLDING, PhaseBoard, SlotView, task_id
+from takeover.run.tally import AimTally
 
 # A script yields the seconds it may sleep before its next step.
 Script = Generator[float, None, None]
@@ -94,14 +95,6 @@ def early_arrivals(kind: str) -> int:
 
 class Missed(Exception):
     """The window was not reached; the message says why, in words a user can act on."""
-
-
-@dataclass
-class AimTally:
-    hits: Counter = field(default_factory=Counter)  # by kind
-    missed: Counter = field(default_factory=Counter)  # by kind
-    reasons: Counter = field(default_factory=Counter)  # (kind, reason)
-    skipped: Counter = field(default_factory=Counter)  # by kind: arrivals not tried, the queue giving it nothing
 
 
 @dataclass

@@ -36,7 +36,7 @@ from takeover.contract import TERMINAL_STATES, capabilities, open_queue
 from takeover.db import run_database
 from takeover.history import HistoryWriter, error_text
 from takeover.run.effectors import Effectors
-from takeover.run.nemesis import Nemesis, Tally
+from takeover.run.nemesis import Nemesis
 from takeover.run.phases import COUNTERS, task_id
 from takeover.run.power import PowerLoss
 from takeover.run.probes import Prober
@@ -44,6 +44,7 @@ from takeover.run.progress import Progress
 from takeover.run.queue_caller import QueueCaller, QueueHung
 from takeover.run.registration import register_tasks
 from takeover.run.supervision import Supervisor, WorkerEntry
+from takeover.run.tally import Tally
 
 SNAPSHOT_EVERY = 0.25  # drain: how often the queue is asked whether everything is terminal
 READY_WAIT, READY_POLL = 5.0, 0.005  # how long, and how often, the run's start waits for its workers to be ready
@@ -171,14 +172,14 @@ class Coordinator:
         sup.open()
         faults_stopped = False
         try:
-            store.write_config(self.run_dir, self.cfg)
+            store.write_config(self.run_dir, self.cfg.to_dict())
             if self.power is not None:
                 self.power.start()
             try:
                 self._open_queue()
             except QueueHung:
                 return self.result  # interrupted or wedged while opening: the finally still records and reaps
-            store.write_config(self.run_dir, self.cfg, capabilities(self.queue))
+            store.write_config(self.run_dir, self.cfg.to_dict(), capabilities(self.queue))
             if self.cfg.probe_rate > 0:
                 # Started first: its start-up (a second on a loaded machine) overlaps the registration and the
                 # workers', so it probes from the workers' first claims on; a probe before them judges nothing.

@@ -23,9 +23,9 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from takeover.options import REMEDIES
 from takeover.sqlite_util import open_wal, write_transaction
 
-REMEDIES = ("none", "idempotency-key", "fencing")
 REPLIES = ("ok", "lost", "error")
 
 SCHEMA = """

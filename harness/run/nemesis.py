@@ -42,18 +42,18 @@ from __future__ import annotations
 import random
 import time
 import zlib
-from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
 from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
-from takeover.run.aimed import OPEN_AT_ONCE, AimedFaults, AimedKind, AimTally, Producer, early_arrivals
+from takeover.run.aimed import OPEN_AT_ONCE, AimedFaults, AimedKind, Producer, early_arrivals
 from takeover.run.freeze_in_call import KIND, FreezeInCall
 from takeover.run.lease_edge import LEASE_EDGE
 from takeover.run.phases import PhaseBoard, SlotView
 from takeover.run.stale_heartbeat import STALE_HEARTBEAT
+from takeover.run.tally import Tally
 
 HUNT_WINDOW = 3.0
 FIRST_AIM = 1.0  # an aimed kind's first window opens within this many seconds of the faulted phase
@@ -92,20 +92,6 @@ class Hunt:
     aim: str
     phases: tuple[str, ...]
     deadline: float
-
-
-@dataclass
-class Tally:
-    """What was injected, for progress and for the summary when no checker is installed."""
-
-    kills: Counter = field(default_factory=Counter)  # by aim
-    kill_hits: Counter = field(default_factory=Counter)  # by aim: the phase at death matched
-    kill_phases: Counter = field(default_factory=Counter)  # (aim, phase at death)
-    pauses: Counter = field(default_factory=Counter)  # by class
-    hunts_expired: Counter = field(default_factory=Counter)  # by kind
-    probe_misses: Counter = field(default_factory=Counter)  # by kind: frozen, but it had moved on
-    aimed: AimTally = field(default_factory=AimTally)  # aimed faults: windows hit and missed
-    clock_jumps: int = 0  # clock jumps posted to a live worker (each applied by it when it next reads its clock)
 
 
 class Nemesis:

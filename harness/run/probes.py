@@ -47,7 +47,7 @@ import orjson
 from takeover import store
 from takeover.config import RunConfig
 from takeover.history import HistoryWriter, error_text
-from takeover.run.lifeline import die_with_parent, parent_alive
+from takeover.lifeline import die_with_parent, parent_alive
 
 PROBE_PROCESS = -2  # the probe's ``process`` in the history (0 is the coordinator, -1 the service)
 ROWS_MAX = 2000  # rows kept per probe: a larger table is sampled (seeded), the count says so

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Self, TextIO
 
-from takeover.run.nemesis import Tally
 from takeover.run.phases import COUNTERS, PhaseBoard
+from takeover.run.tally import Tally
 
 PLAIN_EVERY = 2.0
 

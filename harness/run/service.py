@@ -34,8 +34,8 @@ from typing import TypeAlias
 
 import orjson
 
+from takeover.lifeline import die_with_parent, parent_alive
 from takeover.run.ledger import ActionRequest, Ledger
-from takeover.run.lifeline import die_with_parent, parent_alive
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ such event is written to the history (process 0) in the order it happened.
 
 Processes are started with the ``spawn`` method: nothing (no SQLite connection, no lock, no thread)
 is inherited from the coordinator, so a child can never corrupt the coordinator's connection and
-vice versa. Children die with the coordinator (:mod:`takeover.run.lifeline`) and carry
+vice versa. Children die with the coordinator (:mod:`takeover.lifeline`) and carry
 ``TAKEOVER_RUN_DIR`` in their environment, so stragglers of a run can be found.
 
 What a worker process runs is not decided here: the caller hands in the worker's entry point (a
@@ -33,7 +33,7 @@ from typing import Any
 from takeover import store
 from takeover.config import RunConfig
 from takeover.history import HistoryWriter
-from takeover.run.lifeline import RUN_ENV
+from takeover.lifeline import RUN_ENV
 from takeover.run.phases import PhaseBoard
 from takeover.run.service import ServiceAddress, ServiceSpec, address_of, listen_local, listen_path, service_main
 

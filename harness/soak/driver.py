@@ -46,7 +46,7 @@ from takeover.soak.display import SoakDisplay, Totals
 from takeover.soak.resources import ResourceWatch, Targets, growth_warnings, read_resources
 
 if TYPE_CHECKING:  # the checker (pandas) is loaded when the soak starts, not when its module is imported
-    from takeover.checker.summary_types import Summary
+    from takeover.summary_types import Summary
 
 BULKY = (store.HISTORY_FILE, *store.sqlite_files(store.QUEUE_FILE), *store.sqlite_files(store.LEDGER_FILE),
          store.SNAPSHOT_FILE, store.PROBES_FILE, store.REPORT_HTML, store.POWERLOSS_LOG)  # fmt: skip
@@ -346,7 +346,10 @@ class Soak:
             summary = store.read_soak_summary(self.root)  # the reports show exactly what soak.json holds
             if summary is None:
                 raise FileNotFoundError(self.root / store.SOAK_FILE)
-            (soak_report.write_interim if interim else soak_report.write)(self.root, summary)
+            if interim:
+                soak_report.write_interim(self.root, summary)
+            else:
+                soak_report.write(self.root, summary, read_resources(self.root))
         except Exception as exc:  # noqa: BLE001 - soak.json already holds the verdict
             self.display.note(f"[soak] could not write the soak report: {type(exc).__name__}: {exc}")
 

@@ -3,5 +3,5 @@
 Modules: ``grid`` (the grid file and its cells), ``model`` (what each task-time distribution
 predicts), ``metrics`` (one cell's numbers from its checked run folder), ``runner`` (runs the
 cells one after another, with progress, into ``sweep.csv``), ``recommend`` (the recommendation
-table). The report is rendered by ``takeover.reports.sweep``.
+table). The report is rendered by ``takeover.sweep.report``.
 """

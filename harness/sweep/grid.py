@@ -52,8 +52,7 @@ from takeover.config import (
 )
 from takeover.errors import UsageError
 from takeover.locate import locate
-from takeover.options import BY_FIELD, FAULT_KINDS, GRID_FIXED, RUN_OPTIONS, WORKER_FAULTS
-from takeover.run.ledger import REMEDIES
+from takeover.options import BY_FIELD, FAULT_KINDS, GRID_FIXED, REMEDIES, RUN_OPTIONS, WORKER_FAULTS
 
 DEFAULT_GRID = "sweep-default"
 _TOP = {"description", "base", "seeds", "seed", "target", "lease", "fault_scale", "fixed", "faults",

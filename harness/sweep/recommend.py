@@ -7,7 +7,7 @@ the spread. "Duplicates" for choosing a lease are the ones a lease can cause or 
 happen at any lease, and only a remedy removes them — that is the "left over" columns. Rates are
 judged by their 95% Wilson upper bound, never by the point estimate alone (see ``shortest_lease``).
 
-The conclusion is computed here, once (:func:`recommend`); ``takeover.reports.sweep`` only renders
+The conclusion is computed here, once (:func:`recommend`); ``takeover.sweep.report`` only renders
 it and the command only prints it.
 """
 

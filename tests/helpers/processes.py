@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from takeover.run.lifeline import RUN_ENV
+from takeover.lifeline import RUN_ENV
 from tests.helpers import queues
 
 REPO = Path(__file__).resolve().parents[2]

@@ -126,7 +126,7 @@ def _summary(name: str, tmp_path) -> tuple[dict, str]:
 
 
 def test_a_clock_caused_duplicate_shows_what_the_clocks_hid_and_the_reports_name_it(tmp_path):
-    from takeover.checker.summary_types import Summary
+    from takeover.summary_types import Summary
     from tests.unit.test_summary_types import mismatches
 
     s, report = _summary("skewed_taker_takes_over_a_live_lease", tmp_path)

@@ -23,11 +23,11 @@ from types import ModuleType
 
 import pytest
 
-from takeover.checker.summary_types import Summary
 from takeover.cli import build_parser
 from takeover.contract import REQUIRED_METHODS
 from takeover.exit_codes import ExitCode
 from takeover.options import RUN_OPTIONS
+from takeover.summary_types import Summary
 from tests.helpers.processes import REPO
 
 DOCS = [REPO / "README.md", REPO / "tests" / "README.md",

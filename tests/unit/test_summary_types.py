@@ -2,7 +2,7 @@
 
 Why a test beside mypy: mypy checks the code that builds and reads a summary, but summary.json is
 also read by people and CI scripts, and its key order is pinned (tests/quality/test_stored_runs.py).
-The TypedDicts in takeover.checker.summary_types claim that order and those values; this walks real
+The TypedDicts in takeover.summary_types claim that order and those values; this walks real
 summaries (the stored runs' expected ones, and one checked without a ledger, where the counts are
 None and the notes appear) against them, so the types cannot drift from what is written.
 """
@@ -18,8 +18,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is
 
 import pytest
 
-from takeover.checker.summary_types import Summary
 from takeover.pipeline import check_and_report
+from takeover.summary_types import Summary
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 STORED = sorted(p for p in RUNS.iterdir() if p.is_dir())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from takeover import swarm
+from takeover import stress_run, swarm
 from takeover.cli import main
 from takeover.commands import soak, stress
 from takeover.config import RunConfig, load_profile
@@ -111,7 +111,7 @@ def test_swarm_and_no_faults_together_are_bad_input(capsys: pytest.CaptureFixtur
 
 def test_each_soak_segment_draws_its_own_mix_and_the_header_prints_the_first():
     args = _parser(soak.configure).parse_args(["--swarm", "--profile", "smoke", "--slow-rate", "0"])
-    base, pinned = stress.resolve_base(args)
+    base, pinned = stress_run.resolve_base(args)
     assert base.swarm and pinned == ("slow",)
     segs = [segment_config(base, i, 30.0, pinned) for i in range(8)]
     assert [s.seed for s in segs] == [base.seed + i for i in range(8)]

@@ -5,6 +5,9 @@ SIGKILL to the child the moment its parent dies, but is lost if the parent died 
 ``os.getppid()`` changing away from the coordinator's pid catches that race and non-Linux systems,
 and the children poll it in their loops. Every child also carries ``TAKEOVER_RUN_DIR`` in its
 environment so that tests and users can find stragglers of a given run with psutil.
+
+Why it is not in the runner (takeover.run): the power-loss daemon, a benchmark's processes and the API's
+child run need it too, and they stand below the runner or beside it; it imports nothing of takeover.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The sweep's report: ``sweep.md`` and a self-contained ``sweep.html`` (plots inlined as PNG).
 
 It renders what the sweep concluded (:class:`takeover.sweep.recommend.Recommendation`) and decides
-nothing itself.
+nothing itself. It lives with the sweep, not in takeover.reports: the reports render one checked run and
+know no multi-run command, so they stand below them (pyproject.toml, the floors).
 
 Why these plots: each answers one question someone choosing a lease asks — how many duplicates a
 lease costs (and whether the distribution's tail explains them: the model's P(task > lease) is drawn
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from takeover.reports.figures import png  # noqa: E402
 from takeover.store import SWEEP_CELLS, SWEEP_CSV, SWEEP_HTML, SWEEP_MD  # noqa: E402
 from takeover.sweep.recommend import Recommendation  # noqa: E402
 from takeover.sweep.wilson import tasks_needed  # noqa: E402
@@ -32,13 +33,6 @@ from takeover.sweep.wilson import tasks_needed  # noqa: E402
 CAUSES = (("lost_lease_per_1000", "lost_lease (outlived lease)", "#e76f51"),
           ("s5_per_1000", "s5 (killed after acting)", "#264653"),
           ("dup_per_1000", "all causes", "#8d99ae"))
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
 
 
 def _axes(n: int, title: str) -> tuple[Any, list[Any]]:
@@ -75,7 +69,7 @@ def fig_duplicates(means: pd.DataFrame, target: float | None = None) -> bytes:
         ax.set_title(dist)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    return _png(fig)
+    return png(fig, dpi=100)
 
 
 def fig_recovery(means: pd.DataFrame) -> bytes:
@@ -91,7 +85,7 @@ def fig_recovery(means: pd.DataFrame) -> bytes:
     ax.set_ylabel("seconds from the kill")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png(fig, dpi=100)
 
 
 def fig_throughput(means: pd.DataFrame) -> bytes:
@@ -108,7 +102,7 @@ def fig_throughput(means: pd.DataFrame) -> bytes:
     for ax in (a, b):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    return _png(fig)
+    return png(fig, dpi=100)
 
 
 def fig_frontier(means: pd.DataFrame) -> bytes:
@@ -129,7 +123,7 @@ def fig_frontier(means: pd.DataFrame) -> bytes:
         ax.set_title(dist)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    return _png(fig)
+    return png(fig, dpi=100)
 
 
 FIGURES: tuple[tuple[str, str, Callable[..., bytes]], ...] = (

@@ -14,9 +14,12 @@ the string annotations, and ``__required_keys__`` would list every key
 (tests/unit/test_summary_types.py reads them).
 """
 
-from typing import Any, NotRequired, TypeAlias, TypedDict
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
-from takeover.checker.verdict import Verdict
+# Three values, kept in summary.json as JSON keeps them: true (holds), false (violated) and
+# "unknown" (the run folder cannot tell: missing evidence, or a run that tested nothing).
+Verdict: TypeAlias = bool | Literal["unknown"]
+UNKNOWN: Literal["unknown"] = "unknown"
 
 # One example of a violation or of a duplicate side effect: JSON values (task names, generations,
 # process numbers, times since the run started) under keys that differ from one invariant to the next,
