@@ -116,7 +116,7 @@ js:
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check harness workloads reports tests docs
 	$(PACKAGE_TREE)
-	cd build/typecheck && PYTHONPATH=. ../../$(BIN)/lint-imports --config ../../pyproject.toml --no-cache
+	cd build/typecheck && PYTHONPATH=. ../../$(BIN)/lint-imports ../../pyproject.toml --no-cache
 
 # The documentation site (mkdocs.yml) into site/, strictly: a broken link or a missing page fails the build.
 # Its reference pages are generated from the code by the hook docs/gen_reference.py.

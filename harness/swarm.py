@@ -16,7 +16,7 @@ run is never a run without faults. Rates are rounded to three significant digits
 line stays readable and reads back to exactly the same value.
 
 Every choice comes from the run's seed, each kind from its own named stream (as the nemesis does,
-:func:`takeover.run.nemesis.stream_seed`): a kind's draw does not change when another kind is pinned,
+:func:`takeover.seeds.stream_seed`): a kind's draw does not change when another kind is pinned,
 or when a new kind is added to :data:`takeover.options.FAULT_KINDS`.
 
 The result is a plain :class:`RunConfig` whose ``faults`` hold the drawn rates and whose ``swarm``
@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 from takeover.config import RunConfig
 from takeover.options import FAULT_KINDS, NEMESIS_FAULTS
-from takeover.run.nemesis import stream_seed
+from takeover.seeds import stream_seed
 
 SPAN = 4.0  # a drawn rate lies between centre / SPAN and centre * SPAN, log-uniform
 P_ON = 0.5  # each kind is in the mix with this probability

@@ -36,7 +36,7 @@ from typing import Any
 from takeover.config import RunConfig
 from takeover.history import HistoryWriter, error_text
 from takeover.net.hosts import application_name, host_name
-from takeover.run.nemesis import stream_seed
+from takeover.seeds import stream_seed
 
 PARTITION = "partition"
 CONN_KILL = "conn_kill"

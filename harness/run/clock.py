@@ -27,8 +27,9 @@ import random
 import time
 
 from takeover.history import HistoryWriter
-from takeover.run.nemesis import CLOCK_JUMP, draw_ms, stream_seed
+from takeover.run.nemesis import CLOCK_JUMP, draw_ms
 from takeover.run.phases import PhaseBoard
+from takeover.seeds import stream_seed
 
 SKEW = "clock_skew"  # history ``f`` of an incarnation's offset, recorded once when it starts
 JUMP = CLOCK_JUMP  # history ``f`` of a step of a running worker's clock

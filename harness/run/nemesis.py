@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import random
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +53,7 @@ from takeover.run.lease_edge import LEASE_EDGE
 from takeover.run.phases import PhaseBoard, SlotView
 from takeover.run.stale_heartbeat import STALE_HEARTBEAT
 from takeover.run.tally import Tally
+from takeover.seeds import stream_seed
 
 HUNT_WINDOW = 3.0
 FIRST_AIM = 1.0  # an aimed kind's first window opens within this many seconds of the faulted phase
@@ -64,10 +64,6 @@ JUST_AFTER_MARGIN = (0.002, 0.02)
 # The aimed kinds written in modules of their own (takeover.run.aimed.AimedKind).
 AIMED_KINDS: dict[str, AimedKind] = {"stale_heartbeat": STALE_HEARTBEAT, "lease_edge": LEASE_EDGE}
 CLOCK_JUMP = "clock_jump"  # the plan's name for clock jumps, and their history ``f`` (takeover.run.clock)
-
-
-def stream_seed(seed: int, name: str) -> int:
-    return (seed * 2_654_435_761 + zlib.crc32(name.encode())) & 0xFFFFFFFF
 
 
 def draw_ms(rng: random.Random, largest: float) -> float:

@@ -43,9 +43,9 @@ from takeover import store
 from takeover.config import RunConfig
 from takeover.history import HistoryWriter
 from takeover.powerloss.layer import PowerLossLayer
-from takeover.run.nemesis import stream_seed
 from takeover.run.phases import DONE
 from takeover.run.supervision import Supervisor, send, wait_stopped
+from takeover.seeds import stream_seed
 
 FREEZE_WAIT = 1.0  # seconds a worker may take to show as stopped (it may be inside a request on the mount)
 

@@ -82,7 +82,7 @@ def probe_main(spec: ProbeSpec, count: Any) -> None:
     stop: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     from takeover.contract import open_queue, validate_snapshot
-    from takeover.run.nemesis import stream_seed
+    from takeover.seeds import stream_seed
 
     cfg = spec.config
     hist = HistoryWriter(spec.history_path, PROBE_PROCESS)

@@ -21,7 +21,6 @@ import pytest
 
 from tests.helpers.processes import child_env, reap_stragglers, records
 
-
 # What the runner must never load: the workload it runs, and everything that reads a run folder.
 FOREIGN = ("takeover.workloads.", "takeover.checker", "takeover.reports", "takeover.commands", "takeover.soak",
            "takeover.sweep")  # fmt: skip
