@@ -47,8 +47,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from takeover.contract import Claim, SnapshotRow
 from takeover.errors import ContractError
+from takeover.queue_types import Claim, SnapshotRow
 from takeover.store import ADAPTER_LOG
 
 PREFIX = "exec:"

@@ -56,16 +56,14 @@ import inspect
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from takeover import locate
+from takeover import bridge, locate
 from takeover.errors import ContractError
 from takeover.locate import canonical_module
+from takeover.queue_types import Claim, SnapshotRow
 
 STATES = ("pending", "running", "done", "uncertain")
 TERMINAL_STATES = ("done", "uncertain")
 OUTCOMES = ("done", "uncertain")
-
-Claim = tuple[str, int, float]
-SnapshotRow = tuple[str, str, int, float | None]
 
 REFERENCE_QUEUE = "takeover.queues.sqlite_lease:SQLiteLeaseQueue"
 POSTGRES_REFERENCE_QUEUE = "takeover.queues.postgres_lease:PostgresLeaseQueue"
@@ -118,8 +116,6 @@ def load_queue_factory(spec: str) -> QueueFactory:
     The module is looked for in the current folder first, as ``python -m`` does (:mod:`takeover.locate`).
     ``exec:COMMAND`` is a queue in any language, spoken to over JSON lines (:mod:`takeover.bridge`).
     """
-    from takeover import bridge
-
     if bridge.is_exec(spec):
         return bridge.ExecFactory(spec)
     if not isinstance(spec, str) or spec.count(":") != 1:
