@@ -82,6 +82,10 @@ TARGETS = (
     # failing the bench (it is the disk's fsync, which no code here can change).
     Target("full_vs_normal", "full_vs_normal", ">=", 0.01, enforced=False,
            what="the reference queue with synchronous=FULL vs NORMAL (claim+finish pairs, one process)"),
+    # --db postgres only (the JavaScript reference queue is PostgreSQL's): a queue in another language,
+    # through the JSON-lines bridge (takeover.bridge), against the same queue in Python.
+    Target("bridge_vs_native", "bridge_vs_native", ">=", 0.5,
+           what="the JavaScript reference queue through the exec: bridge vs the Python one (claim+finish pairs)"),
     Target("check_1m_vs_read", "check_1m", "<=", 3.0,
            what="load + check a 1M-event history vs only reading it (pyarrow)", key="time_ratio"),
     Target("check_1m_peak_rss_mb", "check_1m", "<=", 600.0, unit="MB",
@@ -96,6 +100,7 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "history_overhead": ({"pairs": 5000, "repetitions": 7}, {"pairs": 200, "repetitions": 1}),
     "check_1m": ({"events": 1_000_000, "repeat": 3}, {"events": 10_000, "repeat": 1}),
     "full_vs_normal": ({"pairs": 1000, "repetitions": 5}, {"pairs": 50, "repetitions": 1}),
+    "bridge_vs_native": ({"pairs": 3000, "repetitions": 5}, {"pairs": 100, "repetitions": 1}),
 }
 
 
@@ -131,6 +136,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     mutants_sample(args)  # a bad --mutants stops here
     database = db_given(args)
     measure = MEASURE if database == db.DEFAULT else MEASURE_POSTGRES
+    if database == db.DEFAULT and "bridge_vs_native" in (args.only or ()):
+        raise UsageError("bridge_vs_native is measured on PostgreSQL (the JavaScript reference queue's database): "
+                         "add --db postgres")
     if database != db.DEFAULT:
         wrong = [name for name in args.only or () if name not in measure]
         if wrong or args.detection:
@@ -232,6 +240,9 @@ def absolute(name: str, fig: dict[str, Any]) -> str:
         return f"recorded {fig['recorded_pairs_per_s']:.0f} vs bare {fig['bare_pairs_per_s']:.0f} pairs/s"
     if name == "full_vs_normal":
         return f"FULL {fig['full_pairs_per_s']:.0f} vs NORMAL {fig['normal_pairs_per_s']:.0f} pairs/s"
+    if name == "bridge_vs_native":
+        return (f"bridge {fig['bridge_pairs_per_s']:.0f} vs native {fig['native_pairs_per_s']:.0f} pairs/s; "
+                f"{fig['per_call_overhead_us']:.0f} us per call")
     if name == "check_1m_vs_read":
         return f"check {fig['check_s']:.2f}s vs read {fig['read_s']:.2f}s, {fig['events']} events"
     return f"read alone {fig['read_peak_rss_mb']:.0f} MB"
@@ -408,8 +419,15 @@ def _postgres(name: str) -> Callable[..., dict[str, Any]]:
     return measure
 
 
+def _bridge(pairs: int, repetitions: int) -> dict[str, Any]:
+    from takeover.benchmarks.bridge import bridge_vs_native
+
+    return bridge_vs_native(pairs, repetitions)
+
+
 # --db postgres: the figures that measure the queue, on the PostgreSQL reference queue (the same targets).
 MEASURE_POSTGRES: dict[str, Callable[..., dict[str, Any]]] = {
     "queue_vs_raw": _postgres("queue_vs_raw"),
     "workers4_vs_raw": _postgres("workers4_vs_raw"),
+    "bridge_vs_native": _bridge,
 }

@@ -10,7 +10,7 @@ from takeover.benchmarks.workers4 import steady_rate
 from takeover.commands.bench import TARGETS
 
 NAMES = ["queue_vs_raw", "workers4_vs_queue4", "workers4_vs_queue4_service", "history_overhead", "full_vs_normal",
-         "check_1m_vs_read", "check_1m_peak_rss_mb"]
+         "bridge_vs_native", "check_1m_vs_read", "check_1m_peak_rss_mb"]
 
 
 def test_targets_are_the_issues():
@@ -24,6 +24,7 @@ def test_targets_are_the_issues():
     assert [t.name for t in TARGETS if not t.enforced] == ["workers4_vs_queue4", "full_vs_normal"]
     assert bounds["history_overhead"] == (">=", 0.75)
     assert bounds["check_1m_vs_read"] == ("<=", 3.0)
+    assert bounds["bridge_vs_native"] == (">=", 0.5)
     assert bounds["check_1m_peak_rss_mb"] == ("<=", 600.0)
 
 
