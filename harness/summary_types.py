@@ -50,7 +50,7 @@ class DiagnosisJson(TypedDict):
     them, invariant by invariant, the most frequent pattern first (takeover.checker.diagnosis)."""
 
     invariant: str
-    pattern: str  # e.g. "stale_commit", "no_bump", "claim_race" (PATTERNS in takeover.checker.diagnosis)
+    pattern: str  # e.g. "stale_commit", "no_bump", "claim_race" (PATTERNS in takeover.checker.patterns)
     scenario: str  # the spec scenario whose promise it breaks: "S1" ... "S5" (docs/spec.md)
     defect: str  # the likely defect in the queue, in words
     sentence: str  # what happened to the first such violation, the defect and the scenario

@@ -174,7 +174,7 @@ def summarise(name: str, expected: tuple[str, ...], runs: list[dict[str, Any]]) 
 
 def planted_defect(name: str) -> str | None:
     """The defect the diagnosis must name for planted bug ``name`` (None for the reference queue)."""
-    from takeover.checker.diagnosis import PATTERNS
+    from takeover.checker.patterns import PATTERNS
     from takeover.queues.planted import DIAGNOSED
 
     if name not in DIAGNOSED:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from takeover.checker import analyse
-from takeover.checker.diagnosis import IDEMPOTENT, LOST_COMMIT, NOT_ATOMIC, NOT_FENCED, PATTERNS, REGISTER_RESETS
+from takeover.checker.patterns import IDEMPOTENT, LOST_COMMIT, NOT_ATOMIC, NOT_FENCED, PATTERNS, REGISTER_RESETS
 from takeover.pipeline import check_and_report
 from takeover.queues.planted import DIAGNOSED, PLANTED
 from takeover.store import VIOLATIONS_CSV

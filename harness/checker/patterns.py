@@ -1,0 +1,301 @@
+"""The diagnosis' table: every way of breaking each invariant, with the defect it points at, the spec
+scenario (docs/spec.md, S1-S5) that pins the promise, and the sentence that tells it.
+
+Why a table apart from the logic (takeover.checker.diagnosis sorts each violation into a pattern here):
+the words are what a reader of a failed run sees, and they change on their own (a clearer sentence, a
+defect named the same across invariants) far more often than the rules that pick a pattern. A
+pattern's key is summary.json's ``diagnosis[].pattern`` and violations.csv's ``pattern``: public names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Fields = dict[str, Any]
+
+# Defects named by patterns of several invariants, so the same defect reads the same everywhere.
+NOT_FENCED = "completion is not fenced by the generation"
+IDEMPOTENT = ("finish() answers True for a task that is already finished, whatever the generation (an "
+              "\"idempotent success\"), so a stale holder believes its commit counted")
+REGISTER_RESETS = ("register() of a known task puts it back to pending at generation 0 (an upsert) instead of "
+                   "changing nothing")
+LOST_COMMIT = "finish() answers True without its write being committed (a lost commit)"
+NOT_ATOMIC = "the claim reads the claimable row outside its write transaction, so it is not atomic"
+OFF_BY_ONE = "snapshot() reports the generation off by one"
+GENERATION_LOST = "a claim's write of the generation was lost or undone"
+GENERATION_UNREPORTED = "the generation is raised where no claim reports it"
+ROW_LOST = "the queue lost a registered task (or snapshot() leaves rows out)"
+POWER_LOSS = ("the queue answers before its commit is on disk, so a power loss takes acknowledged commits back "
+              "(SQLite in WAL mode with synchronous=NORMAL syncs the WAL only at checkpoints; synchronous=FULL "
+              "syncs every commit before it returns)")
+
+
+def _lost(f: Fields) -> str:
+    return f"the power loss at {_s(f.get('power_loss_at'))}"
+
+
+def _gone_back(f: Fields) -> str:
+    """A final state that goes back on an answer given before a power loss, told by what it went back on."""
+    problem, task = f.get("problem"), f["task"]
+    if problem == "generation lower than one a claim returned":
+        return (f"the final snapshot shows task {task} at generation {f.get('gen')}, below generation "
+                f"{f.get('highest_claimed_gen')} that a claim had returned before {_lost(f)}: that claim was undone")
+    if problem == "missing from the snapshot":
+        return f"task {task} is missing from the final snapshot: its registration had returned before {_lost(f)}"
+    return (f"the final snapshot shows task {task} {f.get('state')} although a finish of it had been answered True "
+            f"before {_lost(f)}: that finish was undone")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One way of breaking an invariant: the spec scenario it breaks, the likely defect, and what
+    happened, told from the first violation's fields (an example's keys, plus the classifier's)."""
+
+    scenario: str
+    defect: str
+    what: Callable[[Fields], str]
+    # False where one process cannot show it (a race, a task passed over among others): the
+    # reports then do not offer ``takeover replay`` as the way to confirm it.
+    replay: bool = True
+    # The invariant whose diagnosis this pattern inherits (its violations are that one's consequence).
+    follows: str | None = None
+
+
+def _s(value: Any) -> str:
+    """A time or a length in seconds, as a sentence shows it."""
+    return "?" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:g} s"
+
+
+def _reset(f: Fields) -> str:
+    return f"task {f['task']} was registered again"
+
+
+def _probe(f: Fields) -> str:
+    """A mid-run probe, as a sentence names it."""
+    return f"the snapshot probe #{f.get('probe')} at {_s(f.get('probe_at'))}"
+
+
+PATTERNS: dict[str, dict[str, Pattern]] = {
+    "no_stale_commit": {
+        "power_loss": Pattern("S3", POWER_LOSS, replay=False, what=lambda f: (
+            f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])}, after "
+            f"generation {f['claimed_gen']} had been claimed: that claim was undone by {_lost(f)}, so the older "
+            f"generation was current again")),
+        "stale_commit": Pattern("S3", NOT_FENCED, lambda f: (
+            f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])} after "
+            f"generation {f['claimed_gen']} was claimed")),
+        "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
+            f"finish() of generation {f['finish_gen']} of task {f['task']} was answered True at "
+            f"{_s(f['finish_at'])}, after generation {f['claimed_gen']} had taken the task over and finished it")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])} after "
+            f"generation {f['claimed_gen']} was claimed; {_reset(f)} in between")),
+    },
+    "finish_within_lease": {
+        "late_finish": Pattern("S2", "completion does not check now < lease_until", lambda f: (
+            f"finish() accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])}, {_s(f['late_by'])} "
+            f"after its lease ran out at {_s(f['lease_until'])}")),
+        "late_after_takeover": Pattern("S3", NOT_FENCED, lambda f: (
+            f"finish() accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])}, after its lease ran "
+            f"out at {_s(f['lease_until'])} and generation {f['newer_gen']} had claimed the task (the finish was "
+            f"judged by the new holder's lease)")),
+        "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
+            f"finish() of generation {f['gen']} of task {f['task']} was answered True at {_s(f['now'])}, after its "
+            f"lease ran out at {_s(f['lease_until'])} and the task was already finished")),
+        "unheld_generation": Pattern("S3", "completion does not check that the caller holds the current generation",
+                                     lambda f: (
+            f"finish() accepted generation {f['gen']} of task {f['task']} from worker #{f['finish_by']}, which no "
+            f"claim gave that generation")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"finish() accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])} after its lease ran "
+            f"out; {_reset(f)} before it")),
+    },
+    "no_reclaim_after_terminal": {
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
+            f"task {f['task']}'s {f['outcome']} finish of generation {f['finished_gen']}, answered True at "
+            f"{_s(f['finished_at'])}, was undone by {_lost(f)}, and the task was handed out again as generation "
+            f"{f['reclaimed_gen']} at {_s(f['reclaimed_at'])}")),
+        "reclaimed_after_lease": Pattern("S1", "the claim takes a task whose lease time has passed without checking "
+                                               "that it is still running", lambda f: (
+            f"claim() handed out task {f['task']} again as generation {f['reclaimed_gen']} at "
+            f"{_s(f['reclaimed_at'])}, after generation {f['finished_gen']}'s {f['outcome']} finish had taken "
+            f"effect, once that generation's lease time had passed")),
+        "reclaimed": Pattern("S1", "the claim does not exclude finished tasks (done and uncertain are never "
+                                   "claimable)", lambda f: (
+            f"claim() handed out task {f['task']} again as generation {f['reclaimed_gen']} at "
+            f"{_s(f['reclaimed_at'])}, after generation {f['finished_gen']}'s {f['outcome']} finish had taken "
+            f"effect")),
+        "lost_commit": Pattern("S1", LOST_COMMIT, lambda f: (
+            f"generation {f['finished_gen']}'s {f['outcome']} finish of task {f['task']} was answered True at "
+            f"{_s(f['finished_at'])}, yet the task was handed out again as generation {f['reclaimed_gen']} once "
+            f"its lease ran out, and the final snapshot shows it {f['final_state']}")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"claim() handed out task {f['task']} again as generation {f['reclaimed_gen']} at "
+            f"{_s(f['reclaimed_at'])} after generation {f['finished_gen']}'s {f['outcome']} finish; {_reset(f)} "
+            f"in between")),
+    },
+    "generation_monotonic": {
+        "power_loss": Pattern("S3", POWER_LOSS, replay=False, what=lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, which worker "
+            f"#{f['previous_by']} had already been given ({f['previous_gen']}) at {_s(f['previous_at'])}: that claim "
+            f"was undone by {_lost(f)}, so two holders carried the same fence token")),
+        "no_bump": Pattern("S2", "a takeover does not raise the generation, so the fence cannot tell the old "
+                                 "holder from the new", lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, the generation worker "
+            f"#{f['previous_by']} had been given at {_s(f['previous_at'])}")),
+        "claim_race": Pattern("S1", NOT_ATOMIC, replay=False, what=lambda f: (
+            f"two claims of task {f['task']} in flight at the same time were both given generation {f['gen']} "
+            f"(workers #{f['previous_by']} and #{f['claimed_by']})")),
+        "went_back": Pattern("S2", "the stored generation went back (a lost or rolled-back write)", lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, after generation "
+            f"{f['higher_gen']} had been given")),
+        "skipped": Pattern("S1", "the claim raises the generation by more than one", lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])} after generation "
+            f"{f['previous_gen']}, and no claim can have taken the generation(s) between")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, after generation "
+            f"{f['higher_gen']} had been given; {_reset(f)} in between")),
+    },
+    "lease_exclusive": {
+        "power_loss": Pattern("S2", POWER_LOSS, replay=False, what=lambda f: (
+            f"claim() granted task {f['task']} to worker #{f['granted_to']} at {_s(f['granted_now'])} while "
+            f"generation {f['held_gen']}'s lease ran until {_s(f['lease_until'])}: the claim (or heartbeat) that "
+            f"granted that lease was undone by {_lost(f)}")),
+        "lease_stolen": Pattern("S2", "the claim counts a lease as expired before lease_until <= now", lambda f: (
+            f"claim() granted task {f['task']} to worker #{f['granted_to']} as generation {f['granted_gen']} at "
+            f"{_s(f['granted_now'])} while generation {f['held_gen']}'s lease ran until {_s(f['lease_until'])} "
+            f"({_s(f['overlap_s'])} early)")),
+        "claim_race": Pattern("S1", NOT_ATOMIC, replay=False, what=lambda f: (
+            f"two claims of task {f['task']} in flight at the same time both took it (generations {f['held_gen']} "
+            f"and {f['granted_gen']}, workers #{f['held_by']} and #{f['granted_to']}), their leases overlapping "
+            f"by {_s(f['overlap_s'])}")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"claim() granted task {f['task']} as generation {f['granted_gen']} while generation {f['held_gen']}'s "
+            f"lease (until {_s(f['lease_until'])}) overlapped it; {_reset(f)} in between")),
+        "stale_extend": Pattern("S3", "extend() renews the lease without checking the generation, so a stale "
+                                      "holder's heartbeat is answered as if it still held the task", lambda f: (
+            f"extend() of generation {f['granted_gen']} of task {f['task']} by worker #{f['granted_to']} was "
+            f"answered with a new lease at {_s(f['granted_now'])}, after generation {f['held_gen']} had claimed "
+            f"the task (worker #{f['held_by']})")),
+    },
+    "single_finish": {
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: (
+            f"task {f['task']} was finished twice: the first finish was undone by {_lost(f)} and the task "
+            f"was handed out and finished again")),
+        "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
+            f"finish() of generation {f['gen']} of task {f['task']} was answered True at {_s(f['finish_at'])} "
+            f"although generation {f['earlier_gen']}'s {f['earlier_outcome']} had already finished it")),
+        "after_reclaim": Pattern("S1", "the task was handed out again after its first finish (see "
+                                       "no_reclaim_after_terminal)", follows="no_reclaim_after_terminal",
+                                 what=lambda f: (
+            f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
+            f"generation {f['gen']} at {_s(f['finish_at'])}) because it was handed out again in between")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
+            f"generation {f['gen']} at {_s(f['finish_at'])}); {_reset(f)} in between")),
+    },
+    "state_matches_history": {
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),
+        "snapshot_behind": Pattern("S1", OFF_BY_ONE, lambda f: (
+            f"snapshot() shows task {f['task']} at generation {f['gen']}, one below generation "
+            f"{f['highest_claimed_gen']} that a claim returned")),
+        "generation_lost": Pattern("S1", GENERATION_LOST, lambda f: (
+            f"snapshot() shows task {f['task']} at generation {f['gen']}, below generation "
+            f"{f['highest_claimed_gen']} that a claim returned")),
+        "generation_unreported": Pattern("S1", GENERATION_UNREPORTED, lambda f: (
+            f"snapshot() shows task {f['task']} at generation {f['gen']}, above every generation a claim returned "
+            f"({f['highest_claimed_gen']})")),
+        "stale_overwrite": Pattern("S3", NOT_FENCED, lambda f: (
+            f"task {f['task']} ended {f['state']} at generation {f['gen']}, but the finish accepted for it was "
+            f"generation {f['stale_gen']}'s: a stale holder completed the current holder's task")),
+        "terminal_unexplained": Pattern("S1", "the stored state was written by something other than an accepted "
+                                              "finish of that generation", lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} in the final snapshot, but no accepted "
+            f"finish of that generation and outcome explains it")),
+        "finish_not_durable": Pattern("S1", LOST_COMMIT, lambda f: (
+            f"a finish of task {f['task']} was answered True, but the final snapshot shows it {f['state']} at "
+            f"generation {f['gen']}")),
+        "reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",
+                            follows="no_reclaim_after_terminal", what=lambda f: (
+            f"the final snapshot shows task {f['task']} {f['state']} at generation {f['gen']} although a finish of "
+            f"it was accepted before: it was handed out again")),
+        "lease_mismatch": Pattern("S2", "the claim stores another lease than it answers (or snapshot() misreports "
+                                        "it)", lambda f: (
+            f"snapshot() shows task {f['task']} running at generation {f['gen']} with a lease_until other than "
+            f"its claim returned")),
+        "resolve_not_applied": Pattern("S4", "resolve() answers without storing its resolution", lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']}, not what its last resolve set")),
+        "snapshot_malformed": Pattern("S1", "the stored row, or snapshot(), leaves the model's states", lambda f: (
+            f"snapshot() shows task {f['task']} {f['problem']} ({f['state']}, generation {f['gen']})")),
+        "row_missing": Pattern("S1", ROW_LOST, lambda f: (
+            f"task {f['task']} is missing from the final snapshot")),
+        "row_invented": Pattern("S1", "the queue holds a task nobody registered (or snapshot() reads another "
+                                      "table)", lambda f: f"task {f['task']} is in the final snapshot but was never "
+                                                          f"registered"),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"the final snapshot shows task {f['task']} {f['state']} at generation {f['gen']} "
+            f"({f['problem']}); {_reset(f)} after it was claimed")),
+
+        # The mid-run probes' (takeover.checker.probes): the same defects, told at the probe that saw them.
+        "probe_finish_lost": Pattern("S1", LOST_COMMIT, lambda f: (
+            f"a finish of task {f['task']} answered True at {_s(f.get('answered_at'))} was not in the table "
+            f"{_s(f.get('later_by'))} later: {_probe(f)} shows it {f['state']} at generation {f['gen']}")),
+        "probe_reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",
+                                  follows="no_reclaim_after_terminal", what=lambda f: (
+            f"a finish of task {f['task']} was answered True at {_s(f.get('answered_at'))}, but {_probe(f)} shows "
+            f"it {f['state']} at generation {f['gen']}: it was handed out again")),
+        "probe_snapshot_behind": Pattern("S1", OFF_BY_ONE, lambda f: (
+            f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, one below generation "
+            f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
+        "probe_generation_lost": Pattern("S1", GENERATION_LOST, lambda f: (
+            f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']}, below generation "
+            f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
+        "probe_generation_unreported": Pattern("S1", GENERATION_UNREPORTED, lambda f: (
+            f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, above every generation a claim had "
+            f"returned ({f['highest_claimed_gen']})")),
+        "probe_row_missing": Pattern("S1", ROW_LOST,
+                                     lambda f: (
+            f"task {f['task']}, registered at {_s(f.get('answered_at'))}, is missing from {_probe(f)}")),
+        "probe_reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']} ({f['problem']} "
+            f"{_s(f.get('later_by'))} before); {_reset(f)} after it was claimed")),
+    },
+    "no_lost_task": {
+        "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),
+        "passed_over": Pattern("S1", "the claim's pick passes over some pending tasks", replay=False, what=lambda f: (
+            f"task {f['task']} stayed pending through the run and the drain, never handed out, while tasks "
+            f"registered after it were, or claims answered that nothing was claimable")),
+        "starved": Pattern("S1", "finished tasks handed out again crowd out the pending ones (see "
+                                 "no_reclaim_after_terminal)", follows="no_reclaim_after_terminal", what=lambda f: (
+            f"task {f['task']} stayed pending through the run and the drain while claims kept handing out tasks "
+            f"that were already finished")),
+        "never_claimed": Pattern("S1", "the claim does not hand out every pending task (or the drain ended before "
+                                       "it could)", lambda f: (
+            f"task {f['task']} stayed pending through the run and the drain, never handed out")),
+        "finish_not_durable": Pattern("S1", LOST_COMMIT, lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain, although a finish of it "
+            f"was answered True")),
+        "reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",
+                            follows="no_reclaim_after_terminal", what=lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain although a finish of it "
+            f"was accepted before: it was handed out again")),
+        "left_running": Pattern("S2", "an expired lease is not taken over (a claim must take a running task once "
+                                      "lease_until <= now)", lambda f: (
+            f"task {f['task']} is still running at generation {f['gen']} after the drain")),
+        "left_unfinished": Pattern("S2", "a task that was claimed went back to pending and was not handed out "
+                                         "again", lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain, though it had been "
+            f"claimed")),
+        "terminal_without_action": Pattern("S1", "a finish or a claim wrote another task's row", lambda f: (
+            f"task {f['task']} is {f['state']} although no worker ever acted on it")),
+        "row_missing": Pattern("S1", ROW_LOST, lambda f: (
+            f"task {f['task'] or '(unnamed)'} is missing from the final snapshot")),
+        "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain; {_reset(f)} after it was "
+            f"claimed")),
+    },
+}
