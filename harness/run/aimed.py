@@ -10,20 +10,16 @@ claim gate of the phase board (:meth:`PhaseBoard.close_gate`), and then records 
 was really reached: ``hit``, or ``missed`` with the reason. What happened inside the window is the
 history's to tell and the checker's to judge; the script never looks at the queue's answers.
 
-- ``expire_and_return`` (S2, the lease boundary): freeze a holder between its action and its finish,
-  hold every other worker's claims back, let its lease run out, then resume it alone: its finish
-  comes after the expiry and before any takeover.
-- ``stale_return`` (S3): freeze a holder there, wait until another worker has taken the task over,
-  freeze the new holder, resume the old one: the stale generation's finish lands while the new
-  holder's lease is valid.
-- ``claim_stampede`` (claim atomicity): hold every idle worker at the gate, register a fresh task,
-  let them all go with one wake-up, paired so that two claims start within microseconds: they race.
-- ``duplicate_register`` (producer retries): register a pending, running, done or uncertain task
-  again, from the coordinator and from every held worker at the same instant.
+This module is the frame every kind's script runs in (:class:`AimedFaults`: arrivals, windows, the
+claim gate, freezing and resuming, the tally) and the building blocks the scripts share. Each kind is
+an :class:`AimedKind` in a module of its own, named after it, handed in by the nemesis
+(takeover.run.nemesis.AIMED_KINDS):
 
-Kinds in modules of their own (:class:`AimedKind`, handed in by the nemesis) run in the same frame
-and use the same building blocks: ``stale_heartbeat`` (:mod:`takeover.run.stale_heartbeat`) and
-``lease_edge`` (:mod:`takeover.run.lease_edge`).
+- ``expire_and_return`` (S2, the lease boundary): :mod:`takeover.run.expire_and_return`;
+- ``stale_return`` (S3): :mod:`takeover.run.stale_return`;
+- ``claim_stampede`` (claim atomicity): :mod:`takeover.run.claim_stampede`;
+- ``duplicate_register`` (producer retries): :mod:`takeover.run.duplicate_register`;
+- ``stale_heartbeat``, ``lease_edge`` and ``freeze_in_call``: the modules of those names.
 
 Each script is a generator driven by the nemesis' loop: it yields how long it may sleep and never
 blocks, so kills, pauses and the other scripts go on meanwhile. Its ``finally`` puts everything
@@ -40,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from takeover.config import RunConfig
-from takeover.run.phases import HOLDING, PhaseBoard, SlotView, task_id
+from takeover.run.phases import HOLDING, PhaseBoard, SlotView
 from takeover.run.tally import AimTally
 
 # A script yields the seconds it may sleep before its next step.
@@ -56,23 +52,12 @@ POLL = 0.0005  # watching the board for a phase that lasts milliseconds
 GATE_WAIT = 1.0  # how long the claims in flight may take to return once the gate is closed
 GATHER = 0.6  # how long a hold waits for the other workers to reach the gate (claims are held meanwhile)
 RACE_SPIN = 0.1  # how long workers let go together wait for a partner to start with (PhaseBoard.line_up)
-# Two claims that start closer than this overlap (a claim lasts a few tenths of a millisecond, and racers
-# that meet leave within microseconds): the racers a claim_stampede counts as having entered claim together.
-TOGETHER = 0.00005
-MARGIN = (0.002, 0.02)  # how far past a lease's end the frozen holder is resumed
 # How long before its frozen holder's lease ends expire_and_return closes the claim gate. Until then the
 # other workers claim and finish as usual: no claim can take a task whose lease is still valid (a queue
 # that hands it out anyway is caught for that), and a gate held for the whole lease stopped every claim
 # for a second: a run's first seconds then had no finish at all, and stale_return's takeovers waited.
 CLOSE_AHEAD = 0.15
-EXPIRY_RACE = 0.001  # claim_stampede's racers on an expiring task go this long after its lease's end
-STATE_CLASSES = ("pending", "running", "done", "uncertain")  # what duplicate_register registers again
 FEW_FREE = "too few free workers"  # why a hold waits (see AimedFaults._gate_blocker)
-# The states in which registering a task again changes something in a queue that resets a known task
-# (an upsert, or one that resets only some states, as uncertain ones): a fallback takes them before
-# pending (see AimedFaults._pick_registered).
-RESETTABLE = ("running", "done", "uncertain")
-PICK_WAIT, PICK_POLL = 1.5, 0.05  # how long, and how often, duplicate_register looks for its deck's state
 # The orders a stale_return window lets its two holders finish in, dealt from a seeded deck: the stale
 # holder first, while the new one still holds the task (S3: a finish that ignores the generation
 # commits over the new holder), or the new holder first, its finish seen through, and the stale one
@@ -149,9 +134,9 @@ class AimedFaults:
     def __init__(self, cfg: RunConfig, board: PhaseBoard, hands: Hands, producer: Producer | None,
                  rngs: dict[str, random.Random], kinds: Mapping[str, AimedKind] | None = None) -> None:  # fmt: skip
         self.cfg = cfg
-        self.kinds = dict(kinds or {})  # the kinds written in modules of their own
+        self.kinds = dict(kinds or {})  # each kind's script, by name (takeover.run.nemesis.AIMED_KINDS)
         # The holds that end with a frozen holder's lease (see AimedKind.ends_with_lease).
-        self.lease_holds = {"expire_and_return", *(k for k, v in self.kinds.items() if v.ends_with_lease)}
+        self.lease_holds = {k for k, v in self.kinds.items() if v.ends_with_lease}
         self.board = board
         self.hands = hands
         self._producer = producer
@@ -266,8 +251,7 @@ class AimedFaults:
         fields: dict[str, Any] = {"order": order} if order else {}
         self.hands.record("invoke", kind, **fields)
         try:
-            script = self.kinds[kind].script if kind in self.kinds else getattr(type(self), kind)
-            yield from script(self, arrived + WINDOW, fields)
+            yield from self.kinds[kind].script(self, arrived + WINDOW, fields)
         except Missed as exc:
             self._end(kind, False, str(exc), fields)
         except GeneratorExit:
@@ -456,37 +440,6 @@ class AimedFaults:
             yield POLL
 
     # -- the scripts ----------------------------------------------------------------------------------
-    def expire_and_return(self, deadline: float, fields: dict[str, Any]) -> Script:
-        kind = "expire_and_return"
-        margin = self.rngs[kind].uniform(*MARGIN)
-        yield from self.return_at(kind, deadline, fields, margin)
-        late_ms = fields["late"] * 1000
-        fields["detail"] = f"finish called {late_ms:.0f} ms after the lease ran out, no claim in between"
-
-    def return_at(self, kind: str, deadline: float, fields: dict[str, Any], margin: float) -> Script:
-        """Freeze a holder between its action and its finish, keep every claim back from CLOSE_AHEAD
-        before its lease ends, and resume it ``margin`` seconds after that end (before it, when
-        negative), alone: its finish is called then, and no claim can have taken the task over.
-        ``fields["late"]``: how far past the lease's end it was resumed (negative: before)."""
-        # The gate closes only once the holder is frozen: closed earlier, it would stop the claims
-        # that make holders, and the hunt could wait for one in vain.
-        holder: Frozen | None = None
-        try:
-            holder = yield from self._freeze_holder(kind, deadline, fields, gated=True, past_lease=margin)
-            view = holder.view
-            fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
-            yield from self._reopen_until_expiry(kind, view.lease_until)
-            yield from self._claims_settled({holder.slot})
-            resume_at = view.lease_until + margin
-            while time.time() < resume_at:
-                yield resume_at - time.time()
-            fields["late"] = round(time.time() - view.lease_until, 4)
-            end = time.time() + max(1.0, 3 * self.cfg.local_step)
-            yield from self._resume_to_finish(holder, end, "the resumed holder did not call finish within a second")
-        finally:
-            self._thaw(holder)
-            self._open_gate(kind)
-
     def _reopen_until_expiry(self, kind: str, lease_until: float) -> Generator[float, None, None]:
         """With the holder frozen, open the claim gate until CLOSE_AHEAD before its lease ends, then
         take it again (the other gated holds keep off it from a hold's length before: _gate_blocker).
@@ -507,171 +460,6 @@ class AimedFaults:
             self._own_gate(kind, close=True)
         finally:
             self._closing_at = None
-
-    def stale_return(self, deadline: float, fields: dict[str, Any]) -> Script:
-        kind = "stale_return"
-        order = fields["order"]  # its lane, dealt when it arrived (see arrive)
-        old: Frozen | None = None
-        new: Frozen | None = None
-        try:
-            old = yield from self.freeze_stale(kind, deadline, fields)
-            view = old.view
-            taker, new_view = yield from self.await_takeover(old, order, fields)
-            if order == "new_first":
-                yield from self._new_holder_first(old, taker, new_view)
-                fields["detail"] = (f"generation {view.gen}'s finish called after generation {new_view.gen}'s "
-                                    f"finish had returned")  # fmt: skip
-                return
-            new = self._freeze(taker, new_view, kind, new_view.lease_until - time.time())
-            end = min(new_view.lease_until - 0.002, time.time() + max(1.0, 3 * self.cfg.local_step))
-            yield from self._resume_to_finish(old, end, "the stale holder did not call finish while the new "
-                                              "holder's lease was valid")  # fmt: skip
-            fields["detail"] = (f"generation {view.gen}'s finish called while generation {new_view.gen} "
-                                f"held the task")  # fmt: skip
-        finally:
-            self._thaw(old)
-            self._thaw(new)
-
-    def freeze_stale(self, kind: str, deadline: float, fields: dict[str, Any],
-                     phases: tuple[str, ...] | None = None) -> Generator[float, None, Frozen]:  # fmt: skip
-        """Freeze a holder that is to become stale (its task taken over while it is frozen), leaving one
-        free worker for each takeover awaited, this one's included: with the other windows' holders frozen
-        too, the last free worker must not be frozen as well."""
-        old = yield from self._freeze_holder(kind, deadline, fields, spare=len(self._takeovers) + 1, phases=phases)
-        view = old.view
-        fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
-        return old
-
-    def await_takeover(self, old: Frozen, lane: str,
-                       fields: dict[str, Any]) -> Generator[float, None, tuple[int, SlotView]]:  # fmt: skip
-        """Wait for another worker to take the frozen holder's task over (within a second, or two leases,
-        of its expiry), and freeze the new holder by probing it: its slot and view, frozen (the caller
-        releases or freezes it for good). ``lane`` keys the wait in ``_takeovers`` (see :meth:`guards`).
-        Missed if nobody took it over, or the new holder was inside a queue call then."""
-        view = old.view
-        give_up = view.lease_until + max(1.0, 2 * self.cfg.lease)
-        self._takeovers[lane] = (view.lease_until, view.task)
-        try:
-            while True:  # wait for a takeover of the frozen holder's task
-                taker = self._holder_of(view.task, view.gen, exclude=old.slot)
-                if taker is not None:
-                    break
-                if time.time() > give_up:
-                    waited = give_up - view.lease_until
-                    raise Missed(f"no other worker took the task over within {waited:.1f} s of its expiry")
-                yield POLL
-            new_view = self.hands.probe(taker)
-        finally:
-            self._takeovers.pop(lane, None)
-        if new_view is None or new_view.task != view.task or new_view.phase not in ("working", "acting", "acted"):
-            if new_view is not None:
-                self.hands.release(taker)
-            raise Missed("the new holder was inside a queue call (or gone) when it was to be frozen")
-        fields.update(new_gen=new_view.gen, new_lease_until=new_view.lease_until)
-        return taker, new_view
-
-    def _new_holder_first(self, old: Frozen, taker: int, new_view: SlotView) -> Generator[float, None, None]:
-        """stale_return's other order: the new holder (frozen by its probe) goes on at once and its
-        finish is seen through before the stale holder is resumed, so the stale finish lands on a task
-        the new generation has finished."""
-        calls = self.board.finish_calls(taker)
-        self.reserved.add(taker)  # before it runs again: no kill or pause may take it from here on
-        self.hands.release(taker)
-        yield from self._see_finish(taker, new_view.process, calls, new_view.lease_until,
-                                    "the new holder did not call finish while its lease was valid")
-        end = time.time() + max(1.0, 3 * self.cfg.local_step)
-        yield from self._resume_to_finish(old, end, "the stale holder did not call finish within a second")
-
-    def claim_stampede(self, deadline: float, fields: dict[str, Any]) -> Script:
-        """Workers held at the claim gate and let go at the same instant, every other window on a task
-        just registered (``race_on`` "fresh"), the others on a task whose lease runs out as they go
-        (``race_on`` "expiring"): two claimers that both pick the same expired row can both take it over
-        when the pick does not lock it (a dropped FOR UPDATE SKIP LOCKED), a race no other fault lines up."""
-        self._stampedes += 1
-        if self._stampedes % 2 == 0:
-            fields["race_on"] = "expiring"
-            yield from self._stampede_at_expiry(deadline, fields)
-            return
-        kind = "claim_stampede"
-        fields["race_on"] = "fresh"
-        hold = yield from self._take_gate(kind, deadline)
-        try:
-            yield from self._claims_settled(set())
-            held = yield from self._gather(self._idle_workers())
-            fields["task"] = self.producer.register_new()  # recorded even when the stampede misses
-            yield from self._race(hold, held, fields)
-        finally:
-            self._open_gate(kind)
-
-    def _stampede_at_expiry(self, deadline: float, fields: dict[str, Any]) -> Script:
-        """Freeze a holder (its task stays running), keep claims flowing until CLOSE_AHEAD before its lease
-        ends (as expire_and_return does), gather the free workers at the gate, and let them go together at
-        the lease's end: each claim then finds that one task claimable, and only one may get it."""
-        kind = "claim_stampede"
-        holder: Frozen | None = None
-        try:
-            holder = yield from self._freeze_holder(kind, deadline, fields, gated=True, past_lease=EXPIRY_RACE,
-                                                    spare=2)
-            view = holder.view
-            fields.update(task=task_id(view.task), gen=view.gen, lease_until=view.lease_until)
-            yield from self._reopen_until_expiry(kind, view.lease_until)
-            hold = self.holds
-            yield from self._claims_settled({holder.slot})
-            held = yield from self._gather(self._idle_workers())
-            at = view.lease_until + EXPIRY_RACE
-            while time.time() < at:
-                yield at - time.time()
-            yield from self._race(hold, held, fields)
-        finally:
-            self._thaw(holder)
-            self._open_gate(kind)
-
-    def _race(self, hold: int, held: list[int], fields: dict[str, Any]) -> Script:
-        """Let the held workers go together and say how close their claims started (Missed: apart)."""
-        released = self._let_go_together(hold, held)
-        yield from self._left_the_gate(released)
-        if len(released) < 2:
-            raise Missed(f"only {len(released)} held worker(s) could be let go together")
-        fields["workers"] = len(released)
-        left = self.board.left_line(hold, released)
-        # when each racer left the line-up, in microseconds from the wake-up ("w0:12 w1:14"): how it went
-        fields["left_us"] = " ".join(f"w{s}:{(t - self._released_at) * 1e6:.0f}" for s, t in sorted(left.items()))
-        raced, span = together(list(left.values()), TOGETHER)
-        if raced < 2:
-            raise Missed(f"the {len(released)} workers let go started their claims apart "
-                         f"(none within {TOGETHER * 1e6:.0f} us of another)")  # fmt: skip
-        fields.update(raced=raced, together_us=round(span * 1e6))
-        fields["detail"] = (f"{len(released)} workers let go at the same instant, {raced} started their "
-                            f"claims within {span * 1e6:.0f} us")  # fmt: skip
-
-    def duplicate_register(self, deadline: float, fields: dict[str, Any]) -> Script:
-        kind = "duplicate_register"
-        chosen = yield from self._pick_registered(deadline)
-        if chosen is None:
-            raise Missed("no registered task to register again")
-        state, tid = chosen
-        fields.update(task=tid, state=state)
-        hold = yield from self._take_gate(kind, deadline)
-        workers: list[int] = []
-        try:
-            yield from self._claims_settled(set())
-            try:
-                held = yield from self._gather(self._idle_workers())
-            except Missed:
-                held = []  # the coordinator still registers it again
-            self.board.ask_register(hold, int(tid[1:]))
-            workers = self._let_go_together(hold, held) if held else []
-            done = self.producer.register_again([tid])  # while the released workers register it too
-            yield from self._left_the_gate(workers)
-        finally:
-            self._open_gate(kind)
-        fields["workers"] = len(workers)
-        if not done:
-            raise Missed(f"the coordinator's register of the {state} task failed")
-        if len(workers) < 2:
-            raise Missed(f"only {len(workers)} worker(s) reached the claim gate to register the {state} task "
-                         f"again at once (the coordinator did)")  # fmt: skip
-        fields["detail"] = f"a {state} task registered again by the coordinator and {len(workers)} workers at once"
 
     @property
     def producer(self) -> Producer:
@@ -708,78 +496,3 @@ class AimedFaults:
             self._orders = list(STALE_ORDERS)
             self.rngs["orders"].shuffle(self._orders)
         return self._orders.pop()
-
-    def _pick_registered(self, deadline: float) -> Generator[float, None, tuple[str, str] | None]:
-        """A task in the next state of the deck (running, done, uncertain, pending), or in another.
-
-        The state is the seed's choice: each round of the deck takes every state once, the three a
-        queue that resets a known task can get wrong (running, done, uncertain: an upsert that resets
-        them all, or one that "retries" uncertain tasks only) first, in a seeded order, then pending,
-        which shows nothing of the kind. A short run sees a few of these faults, so the round's order
-        matters. The deck's state is waited for up to PICK_WAIT: a run's first window opens as the
-        workers come up, before any task is running, done or uncertain. If it is still not there,
-        another state is taken now (the resettable ones before pending) and the dealt one is put back
-        on top of the deck, for the next window: uncertain tasks are rare in a run's first second
-        (one action in twenty loses its reply), and a dealt state given up for good left a run
-        without its only window on an uncertain task.
-        """
-        rng = self.rngs["duplicate_register"]
-        if not self._deck:
-            first = list(RESETTABLE)
-            rng.shuffle(first)
-            self._deck = ["pending", *reversed(first)]  # popped from the end
-        wanted = self._deck.pop()
-        until = min(deadline, time.time() + PICK_WAIT)
-        if wanted == "uncertain" and (found := self._registered_in(wanted, rng)) is None:
-            until = self._make_uncertain(until, deadline)
-        while (found := self._registered_in(wanted, rng)) is None and time.time() < until:
-            yield PICK_POLL
-        if found is not None:
-            return wanted, found
-        for state in (*RESETTABLE, "pending"):
-            if state != wanted and (found := self._registered_in(state, rng)) is not None:
-                if state in self._deck:
-                    self._deck.remove(state)  # taken now: its turn in the round is used
-                self._deck.append(wanted)  # tried again next window
-                return state, found
-        self._deck.append(wanted)
-        return None
-
-    def _make_uncertain(self, until: float, deadline: float) -> float:
-        """No task is uncertain: ask a worker that is working on a task (before its action) to lose its
-        action's reply, so that its task ends uncertain (the lost-reply fault, recorded as the worker
-        records a drawn one). Uncertain tasks come only from lost replies, a few a run, and none in its
-        first seconds: waiting for one left a short run with no window on an uncertain task at all (issue
-        23). The pick then waits for the worker's timeout and finish too, within the window: the new
-        time it waits until."""
-        working = [s for s in self.hands.candidates(("working",)) if s not in self.reserved]
-        # Nobody working now (a loaded machine: the workers held, frozen or starting): any free worker is
-        # asked, for its next action; if that comes after this window, the next one finds the task.
-        working = working or [s for s in self.hands.candidates() if s not in self.reserved]
-        if not working:
-            return until
-        self.board.ask_lost_reply(self.rngs["duplicate_register"].choice(working))
-        return min(deadline, max(until, time.time() + PICK_WAIT + 2 * self.cfg.client_timeout))
-
-    def _registered_in(self, state: str, rng: random.Random) -> str | None:
-        """A registered task in ``state`` (running: held by a live worker; else from the queue's
-        snapshot), or None. The snapshot is a queue call the nemesis' loop waits for: for a done or
-        uncertain task it is asked only once a worker has had a finish accepted (the board counts them)."""
-        if state == "running":
-            running = sorted({self.board.read(s).task for s in self.hands.candidates(HOLDING)} - {-1})
-            return task_id(rng.choice(running)) if running else None
-        if state != "pending" and not any(self.board.read(s).done for s in range(self.board.slots)):
-            return None
-        ids = sorted(t for t, st in self.producer.states() or [] if st == state)
-        return rng.choice(ids) if ids else None
-
-
-def together(times: list[float], within: float) -> tuple[int, float]:
-    """The most of ``times`` that lie within ``within`` of each other, and their span."""
-    times = sorted(times)
-    best, span = min(1, len(times)), 0.0
-    for i, first in enumerate(times):
-        group = [t for t in times[i:] if t - first <= within]
-        if len(group) > best:
-            best, span = len(group), group[-1] - first
-    return best, span

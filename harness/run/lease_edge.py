@@ -13,7 +13,7 @@ side from a seeded deck, once each per round:
 - ``further_past``: from a tick to :data:`FURTHER` past the end.
 
 Every side holds the claims back from CLOSE_AHEAD before the end until the finish returned (as
-expire_and_return does, :meth:`AimedFaults.return_at`), so no takeover comes first: a late finish is
+expire_and_return does, :func:`takeover.run.expire_and_return.return_at`), so no takeover comes first: a late finish is
 refused by a correct queue for its lease alone. The tick is the model coverage's
 (:func:`takeover.coverage_space.stress_tick`: a tenth of the lease, at most 50 ms), so each side
 lands in the cell it aims at: ``edge`` (before and just after), ``past`` (further past).
@@ -25,6 +25,7 @@ from typing import Any
 
 from takeover.coverage_space import stress_tick
 from takeover.run.aimed import AimedFaults, AimedKind, Script
+from takeover.run.expire_and_return import return_at
 
 KIND = "lease_edge"
 SIDES = ("before", "just_after", "further_past")
@@ -45,7 +46,7 @@ def margin(side: str, lease: float, draw: float) -> float:
 def script(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -> Script:
     side = faults.deal(KIND, SIDES)
     fields["side"] = side
-    yield from faults.return_at(KIND, deadline, fields, margin(side, faults.cfg.lease, faults.rngs[KIND].random()))
+    yield from return_at(faults, KIND, deadline, fields, margin(side, faults.cfg.lease, faults.rngs[KIND].random()))
     late_ms = fields["late"] * 1000
     where = f"{-late_ms:.0f} ms before the lease's end" if late_ms < 0 else f"{late_ms:.0f} ms after the lease's end"
     fields["detail"] = f"finish called {where} ({side.replace('_', ' ')}), no claim in between"

@@ -48,10 +48,14 @@ from typing import Any
 from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
 from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
 from takeover.run.aimed import OPEN_AT_ONCE, AimedFaults, AimedKind, Producer, early_arrivals
+from takeover.run.claim_stampede import CLAIM_STAMPEDE
+from takeover.run.duplicate_register import DUPLICATE_REGISTER
+from takeover.run.expire_and_return import EXPIRE_AND_RETURN
 from takeover.run.freeze_in_call import KIND, FreezeInCall
 from takeover.run.lease_edge import LEASE_EDGE
 from takeover.run.phases import PhaseBoard, SlotView
 from takeover.run.stale_heartbeat import STALE_HEARTBEAT
+from takeover.run.stale_return import STALE_RETURN
 from takeover.run.tally import Tally
 from takeover.seeds import stream_seed
 
@@ -61,8 +65,11 @@ HUNT_POLL = 0.0002  # a finish call lasts a fraction of a millisecond
 PAUSE_CLASSES = ("before_expiry", "just_after_expiry", "long_after_expiry")
 PAUSE_PHASES = ("working", "acting", "acted")  # holders not inside a database call
 JUST_AFTER_MARGIN = (0.002, 0.02)
-# The aimed kinds written in modules of their own (takeover.run.aimed.AimedKind).
-AIMED_KINDS: dict[str, AimedKind] = {"stale_heartbeat": STALE_HEARTBEAT, "lease_edge": LEASE_EDGE}
+# Every aimed kind's script, each in a module of its own (takeover.run.aimed.AimedKind); freeze_in_call's
+# is made per run (it keeps state of the run's config), below.
+AIMED_KINDS: dict[str, AimedKind] = {"expire_and_return": EXPIRE_AND_RETURN, "stale_return": STALE_RETURN,
+                                     "claim_stampede": CLAIM_STAMPEDE, "duplicate_register": DUPLICATE_REGISTER,
+                                     "stale_heartbeat": STALE_HEARTBEAT, "lease_edge": LEASE_EDGE}
 CLOCK_JUMP = "clock_jump"  # the plan's name for clock jumps, and their history ``f`` (takeover.run.clock)
 
 

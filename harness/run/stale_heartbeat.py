@@ -7,8 +7,8 @@ run makes a stale holder heartbeat (a pause ends before its worker's next heartb
 heartbeat that follows a takeover is too late for the new holder's lease), so such a queue passed
 hundreds of extends without one from a stale holder (issue 23).
 
-The window, built as stale_return builds its own (:meth:`AimedFaults.freeze_stale`,
-:meth:`AimedFaults.await_takeover`): freeze a holder before its action or before its finish, wait
+The window, built as stale_return builds its own (:func:`takeover.run.stale_return.freeze_stale`,
+:func:`~takeover.run.stale_return.await_takeover`): freeze a holder before its action or before its finish, wait
 until another worker has taken its task over, freeze the new holder (its lease stays valid), ask the
 stale one for a heartbeat on the phase board (:meth:`PhaseBoard.ask_heartbeat`) and resume it: at its
 next step it calls ``extend`` once, whatever ``--heartbeat`` is (0 included), then acts and finishes if
@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from takeover.run.aimed import POLL, AimedFaults, AimedKind, Frozen, Missed, Script
+from takeover.run.stale_return import await_takeover, freeze_stale
 
 KIND = "stale_heartbeat"
 # Where the holder is frozen: the worker takes the heartbeat asked of it before its action (after its
@@ -43,9 +44,9 @@ def script(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -> Scri
     new: Frozen | None = None
     board = faults.board
     try:
-        old = yield from faults.freeze_stale(KIND, deadline, fields, phases=PHASES)
+        old = yield from freeze_stale(faults, KIND, deadline, fields, phases=PHASES)
         view = old.view
-        taker, new_view = yield from faults.await_takeover(old, KIND, fields)
+        taker, new_view = yield from await_takeover(faults, old, KIND, fields)
         new = faults._freeze(taker, new_view, KIND, new_view.lease_until - time.time())
         end = new_view.lease_until - EDGE
         extends, finishes = board.extend_calls(old.slot), board.finish_calls(old.slot)

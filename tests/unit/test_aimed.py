@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from takeover.config import RunConfig
-from takeover.run.aimed import POLL, STALE_ORDERS, STATE_CLASSES, AimedFaults, AimedKind, Missed, Script
+from takeover.run.aimed import POLL, STALE_ORDERS, AimedFaults, AimedKind, Missed, Script
+from takeover.run.duplicate_register import STATE_CLASSES, pick_registered
+from takeover.run.nemesis import AIMED_KINDS
 from takeover.run.phases import DONE, PhaseBoard, SlotView
 
 
@@ -82,12 +84,13 @@ def aimed(seed: int = 1, *, running: int | None = 5, rows: list[tuple[str, str]]
         board.count(0, DONE)  # a finish was accepted: the board says so before the snapshot is asked
     rngs = {name: random.Random(f"{seed}:{name}")
             for name in ("targets", "orders", "duplicate_register", "expire_and_return")}
-    return AimedFaults(RunConfig(workers=len(phases), seed=seed), board, hands, Producer(rows), rngs), board, hands
+    faults = AimedFaults(RunConfig(workers=len(phases), seed=seed), board, hands, Producer(rows), rngs, AIMED_KINDS)
+    return faults, board, hands
 
 
 def pick(faults: AimedFaults, wait: float = 0.0) -> tuple[str, str] | None:
     """duplicate_register's choice, waiting up to ``wait`` for the state its deck dealt."""
-    return _until_returned(faults._pick_registered(time.time() + wait))
+    return _until_returned(pick_registered(faults, time.time() + wait))
 
 
 def test_duplicate_register_takes_each_state_once_per_deck_in_a_seeded_order() -> None:
@@ -135,7 +138,7 @@ def test_duplicate_register_waits_for_the_state_it_was_dealt() -> None:
     holder to appear."""
     faults, board, _ = aimed(running=None, rows=[("t000001", "pending")])
     faults._deck = ["running"]
-    step = faults._pick_registered(time.time() + 1)
+    step = pick_registered(faults, time.time() + 1)
     assert next(step) > 0, "no running task yet: it waits"
     board.publish(1, "working", time.time(), task=7, gen=1, lease_until=time.time() + 5)
     assert _until_returned(step) == ("running", "t000007")
@@ -148,7 +151,7 @@ def test_duplicate_register_dealt_uncertain_asks_a_working_worker_to_lose_its_re
 
     faults, board, _ = aimed(rows=[("t000001", "pending"), ("t000002", "done")], phases=("idle", "idle"))
     faults._deck = ["uncertain"]
-    step = faults._pick_registered(time.time() + 1)
+    step = pick_registered(faults, time.time() + 1)
     assert next(step) > 0, "it waits for the task to end uncertain"
     assert board.field(0, LOSE_ASK) == 1.0 and board.field(1, LOSE_ASK) == 0.0
     assert board.lost_reply_asked(0) and not board.lost_reply_asked(0), "taken back once taken"
