@@ -13,11 +13,11 @@ The Python API (see :mod:`takeover.api`)::
 Why the names are loaded on first use: every worker process of a run imports this package, and the
 API pulls in the command line; a worker must not pay for it.
 
-Why the package guards its attributes ``scenarios`` and ``explore``: each is an API function, and
-also the name of a module (the one that replays the scenarios, the one that explores; ``from
-takeover.scenarios import ...`` keeps working). Importing a submodule sets it as an attribute of its
-package, which would replace the function with the module the first time anything imported it; the
-guard keeps the function.
+Why the package guards its attribute ``explore``: it is an API function, and also the name of the
+package that explores (``from takeover.explore import ...``). Importing a subpackage sets it as an
+attribute of its package, which would replace the function with the package the first time anything
+imported it; the guard keeps the function. (``scenarios`` needs none: the module that replays them is
+takeover.scenario_replay.)
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ def __getattr__(name: str) -> Any:
 
 
 class _Package(types.ModuleType):
-    """The package module, which keeps its API functions when a submodule of the same name is imported."""
+    """The package module, which keeps its API function ``explore`` when the package of that name is imported."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _API and isinstance(value, types.ModuleType):
-            return  # the submodule stays in sys.modules, where ``from takeover.scenarios import x`` finds it
+            return  # the package stays in sys.modules, where ``from takeover.explore import x`` finds it
         super().__setattr__(name, value)
 
 

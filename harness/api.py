@@ -44,7 +44,7 @@ from takeover.errors import UsageError
 
 if TYPE_CHECKING:
     from takeover.explore.core import ExploreResult
-    from takeover.scenarios import ScenarioResult as OneScenario
+    from takeover.scenario_replay import ReplayedScenario
     from takeover.summary_types import Summary, Verdict
 
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
@@ -163,7 +163,7 @@ class ScenarioResult:
     """What replaying the scenarios concluded (every scenario of the spec, or of a file).
 
     ``ok`` when every step matches; ``exit_code`` is the command's (0 or 1). ``scenarios`` holds each
-    scenario's own result (``takeover.scenarios.ScenarioResult``: its steps, what each returned);
+    scenario's own result (``takeover.scenario_replay.ReplayedScenario``: its steps, what each returned);
     ``failures`` one plain line per departure; ``transcript`` what ``takeover scenarios`` prints;
     ``json`` what ``takeover scenarios --json`` prints.
     """
@@ -171,7 +171,7 @@ class ScenarioResult:
     ok: bool
     exit_code: int
     queue: str
-    scenarios: list[OneScenario]
+    scenarios: list[ReplayedScenario]
     failures: list[str]
     transcript: str
     json: dict[str, Any] = field(repr=False)
@@ -478,7 +478,7 @@ def scenarios(queue: QueueLike | None = None, file: str | os.PathLike[str] | Non
     from takeover.commands.scenarios import print_transcript
     from takeover.contract import reference_queue
     from takeover.scenario_file import load_scenario_file
-    from takeover.scenarios import DEFAULT_STEP_TIMEOUT, LANGS, results_to_json, run_scenarios
+    from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, LANGS, results_to_json, run_scenarios
 
     if lang not in LANGS:
         raise UsageError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
@@ -512,7 +512,7 @@ def explore(queue: QueueLike | None = None, *, seed: int = 1, examples: int | No
     from takeover import db as databases
     from takeover.contract import reference_queue
     from takeover.explore.core import DEFAULT_STEPS, explore_queue
-    from takeover.scenarios import DEFAULT_STEP_TIMEOUT
+    from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT
 
     if examples is not None and seconds is not None:
         raise UsageError("give examples or seconds, not both")

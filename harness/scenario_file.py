@@ -14,7 +14,7 @@ The format, as the spec's own file has it (every key of the spec's file is accep
   ``heading``, ``task`` (the task id the steps act on, ``"task"`` when absent: some queues behave
   differently for some ids), ``lease_seconds`` and ``final_ledger_actions``.
 * a step: ``t`` (a number: the logical clock, passed as ``now``) and ``step`` (one of
-  :data:`~takeover.scenarios.STEP_KINDS`); ``actor`` (the worker name claims pass; required by
+  :data:`~takeover.scenario_replay.STEP_KINDS`); ``actor`` (the worker name claims pass; required by
   ``claim``); what the step does: ``outcome`` and ``with_generation`` (finish: done/uncertain;
   resolve: done/pending; extend: ``with_generation``), ``lease`` (claim, extend: this step's lease),
   ``response_lost`` (external_action); and what a correct queue must answer, each optional (only
@@ -31,7 +31,7 @@ from typing import Any
 
 from takeover.contract import OUTCOMES, STATES
 from takeover.errors import UsageError
-from takeover.scenarios import LANGS, RESOLUTIONS, STEP_KINDS
+from takeover.scenario_replay import LANGS, RESOLUTIONS, STEP_KINDS
 
 DEFAULT_LEASE = 30.0  # the spec's lease, for a file that does not name one
 

@@ -31,10 +31,10 @@ from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE, referen
 from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, db_given, positive_seconds
 from takeover.scenario_file import load_scenario_file
-from takeover.scenarios import (
+from takeover.scenario_replay import (
     DEFAULT_STEP_TIMEOUT,
     LANGS,
-    ScenarioResult,
+    ReplayedScenario,
     StepResult,
     load_spec,
     results_to_json,
@@ -238,7 +238,7 @@ def _cells(step: StepResult, words: dict[str, str]) -> tuple[Text, Text, Text]:
     return check, returns_cell, state_cell
 
 
-def _table(result: ScenarioResult, words: dict[str, str], lang: str) -> Table:
+def _table(result: ReplayedScenario, words: dict[str, str], lang: str) -> Table:
     """The spec's own table layout, for terminals wide enough to hold it."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
     # The verdict comes first so a failing row is visible at the left edge.
@@ -267,7 +267,7 @@ def _table(result: ScenarioResult, words: dict[str, str], lang: str) -> Table:
     return table
 
 
-def _lines(result: ScenarioResult, words: dict[str, str], lang: str) -> list[RenderableType]:
+def _lines(result: ReplayedScenario, words: dict[str, str], lang: str) -> list[RenderableType]:
     """Two lines per step, for narrow terminals where eight columns would wrap into noise."""
     out: list[RenderableType] = []
     for step in result.steps:
@@ -285,7 +285,7 @@ def _lines(result: ScenarioResult, words: dict[str, str], lang: str) -> list[Ren
     return out
 
 
-def _describe(step: StepResult, result: ScenarioResult, words: dict[str, str], lang: str, sep: str) -> str:
+def _describe(step: StepResult, result: ReplayedScenario, words: dict[str, str], lang: str, sep: str) -> str:
     spec, obs = step.spec, step.observed
     parts = [
         f"{words[k]}: {words['expected']} {fmt(spec.get(k))}, {words['got']} {fmt(obs.get(k))}"
@@ -298,7 +298,7 @@ def _describe(step: StepResult, result: ScenarioResult, words: dict[str, str], l
     return f"  ✗ {where}: " + sep.join(parts)
 
 
-def _hang_line(result: ScenarioResult, words: dict[str, str]) -> str:
+def _hang_line(result: ReplayedScenario, words: dict[str, str]) -> str:
     """Where a scenario stopped, and which of its steps were therefore not run."""
     hung = result.hung
     assert hung is not None
@@ -313,7 +313,7 @@ def _hang_line(result: ScenarioResult, words: dict[str, str]) -> str:
 
 
 def print_transcript(
-    results: list[ScenarioResult],
+    results: list[ReplayedScenario],
     queue: str,
     lang: str,
     step_timeout: float = DEFAULT_STEP_TIMEOUT,

@@ -38,7 +38,7 @@ from takeover.errors import UsageError
 from takeover.explore.machine import Failure, Recorder, Setup, Step, machine_class
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
-from takeover.scenarios import DEFAULT_STEP_TIMEOUT, StepHung, check_step_timeout, live_queue
+from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, StepHung, check_step_timeout, live_queue
 
 DEFAULT_EXAMPLES = 200
 DEFAULT_LEASE = 1.0

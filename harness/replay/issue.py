@@ -35,7 +35,7 @@ from takeover.contract import load_queue_factory
 from takeover.replay.judge import judge
 from takeover.replay.model import SPEC
 from takeover.scenario_file import validate_scenarios
-from takeover.scenarios import ScenarioResult, StepResult, run_scenarios
+from takeover.scenario_replay import ReplayedScenario, StepResult, run_scenarios
 from takeover.version import __version__
 
 ISSUE_FILE = "issue.md"  # beside the scenario file, without a path
@@ -197,7 +197,7 @@ def _row(step: StepResult, words: Vocabulary, lease: float) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def _departure(result: ScenarioResult, lease: float) -> tuple[str, int, str] | None:
+def _departure(result: ReplayedScenario, lease: float) -> tuple[str, int, str] | None:
     """The promise this scenario was shrunk for (its id names it, as ``takeover replay`` writes it),
     the step where it first breaks, and the replay's words for it; the first departure otherwise."""
     outcome = judge(result, lease)

@@ -1,6 +1,6 @@
 """Run a sequence of steps against a queue in this process and judge its answers by the spec's model.
 
-Why through the scenario engine (``takeover.scenarios.run_scenario``): the replay and the scenario
+Why through the scenario engine (``takeover.scenario_replay.run_scenario``): the replay and the scenario
 file it writes must be the same experiment. Both open a fresh SQLite file, make every call on one
 deadlined thread, and read the queue's own ``snapshot()`` after each step; a scenario that departs
 from the spec in the replay departs in ``takeover scenarios --file`` too.
@@ -30,7 +30,7 @@ from takeover.replay.model import (
     snapshot_departure,
     step_departures,
 )
-from takeover.scenarios import DEFAULT_STEP_TIMEOUT, ScenarioResult, run_scenario
+from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, ReplayedScenario, run_scenario
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def _answer(step: dict[str, Any], observed: dict[str, Any]) -> Any:
     return observed.get("returns")
 
 
-def judge(result: ScenarioResult, lease: float) -> Outcome:
+def judge(result: ReplayedScenario, lease: float) -> Outcome:
     """Walk the replayed steps with the model, fed the queue's own answers."""
     s = TaskState()
     departures: list[Departure] = []

@@ -32,7 +32,7 @@ import os
 import pytest
 
 {db_import}from takeover.scenario_file import validate_scenarios
-from takeover.scenarios import run_scenarios
+from takeover.scenario_replay import run_scenarios
 
 QUEUE = os.environ.get("TAKEOVER_QUEUE", {queue!r})
 {db_line}SCENARIOS = validate_scenarios(json.loads({text}), "replayed scenarios")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from takeover.replay.judge import Outcome, Replayer
-from takeover.scenarios import TASK_ID
+from takeover.scenario_replay import TASK_ID
 
 Steps = list[dict[str, Any]]
 LEASES = (1, 2, 3, 4, 5, 10, 20, 30, 60, 100, 1000)  # the small integer leases tried, smallest first

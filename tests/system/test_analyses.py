@@ -27,7 +27,7 @@ from takeover.contract import load_queue_factory
 from takeover.errors import UsageError
 from takeover.replay.judge import judge
 from takeover.scenario_file import load_scenario_file
-from takeover.scenarios import run_scenarios
+from takeover.scenario_replay import run_scenarios
 
 ANALYSES = Path(__file__).resolve().parents[2] / "docs" / "analyses"
 # A findings-table row: | name | [lib/finding.json](lib/finding.json) | step N | `invariant` | class |, where a

@@ -31,11 +31,11 @@ def _factory(db_path: str) -> SQLiteLeaseQueue:
     return SQLiteLeaseQueue(db_path)
 
 
-def test_the_api_names_stay_functions_when_the_scenarios_module_is_imported() -> None:
-    import takeover.scenarios  # noqa: F401 - the module of the same name, imported on purpose
-    from takeover.scenarios import run_scenarios
+def test_the_api_names_stay_functions_when_the_explore_package_is_imported() -> None:
+    import takeover.explore.core  # noqa: F401 - the package named as the API function, imported on purpose
+    import takeover.scenario_replay  # noqa: F401 - the module that replays the scenarios
 
-    assert callable(run_scenarios)
+    assert takeover.explore is api.explore and callable(takeover.explore)
     assert takeover.scenarios is api.scenarios and takeover.stress is api.stress and takeover.check is api.check
     assert takeover.RunResult is api.RunResult
 
@@ -117,7 +117,7 @@ def test_scenarios_pass_on_the_reference_queue_and_fail_on_a_departure(scenario_
 
 def test_scenarios_of_a_file_run_where_the_file_says(tmp_path, scenario_scratch) -> None:
     """The file's own queue is the default, as with ``takeover scenarios --file``."""
-    from takeover.scenarios import load_spec
+    from takeover.scenario_replay import load_spec
 
     spec = load_spec()
     doc = {"lease_seconds": spec["lease_seconds"], "queue": "spec_departures:StaleFinishQueue",

@@ -20,7 +20,7 @@ from takeover.replay.model import (
     snapshot_departures,
     step_departures,
 )
-from takeover.scenarios import OBSERVED_KEYS, load_spec
+from takeover.scenario_replay import OBSERVED_KEYS, load_spec
 
 SPEC = load_spec()
 

@@ -15,7 +15,7 @@ import pytest
 from takeover.cli import main
 from takeover.contract import REFERENCE_QUEUE
 from takeover.exit_codes import ExitCode
-from takeover.scenarios import load_spec
+from takeover.scenario_replay import load_spec
 
 pytestmark = pytest.mark.usefixtures("scenario_scratch")
 

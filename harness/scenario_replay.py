@@ -176,7 +176,7 @@ class Hang:
 
 
 @dataclass
-class ScenarioResult:
+class ReplayedScenario:
     id: str
     spec: dict[str, Any]
     steps: list[StepResult]
@@ -420,7 +420,7 @@ def run_scenario(
     factory: QueueFactory,
     lease: float,
     step_timeout: float = DEFAULT_STEP_TIMEOUT,
-) -> ScenarioResult:
+) -> ReplayedScenario:
     """Replay one scenario in its own temporary folder, removed afterwards whatever happens
     (Ctrl-C included: a KeyboardInterrupt while a call hangs leaves through the same finally)."""
     lease = float(scenario.get("lease_seconds", lease))
@@ -452,9 +452,9 @@ def live_queue(label: str, queue_spec: str, factory: QueueFactory, lease: float,
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _replay(scenario: dict[str, Any], replay: _Replay, step_timeout: float) -> ScenarioResult:
+def _replay(scenario: dict[str, Any], replay: _Replay, step_timeout: float) -> ReplayedScenario:
     steps = [StepResult(index=i, spec=st) for i, st in enumerate(scenario["steps"], start=1)]
-    result = ScenarioResult(id=scenario["id"], spec=scenario, steps=steps)
+    result = ReplayedScenario(id=scenario["id"], spec=scenario, steps=steps)
     try:
         replay.open()
     except StepHung as hung:
@@ -479,7 +479,7 @@ def run_scenarios(
     only: list[str] | None = None,
     step_timeout: float = DEFAULT_STEP_TIMEOUT,
     doc: dict[str, Any] | None = None,
-) -> list[ScenarioResult]:
+) -> list[ReplayedScenario]:
     """Replay the chosen scenarios (all by default) of ``doc`` (the spec's five when None; a file's
     from :func:`takeover.scenario_file.load_scenario_file`) against ``queue_spec`` (``MODULE:ATTR``).
 
@@ -504,7 +504,7 @@ def run_scenarios(
 
 
 def results_to_json(
-    results: list[ScenarioResult],
+    results: list[ReplayedScenario],
     queue_spec: str,
     step_timeout: float = DEFAULT_STEP_TIMEOUT,
     doc: dict[str, Any] | None = None,
