@@ -94,20 +94,37 @@ def mode_args(mode: str) -> tuple[str, ...]:
     return tuple(a for kind in AIMED_FAULTS for a in (flags[kind], "0"))
 
 
+def suite(hosts: int = 0) -> tuple[dict[str, tuple[str, ...]], str, str, tuple[str, ...]]:
+    """The planted bugs, their module, the reference queue and the stress options every run gets: the
+    SQLite set, or with ``hosts`` the network era's (takeover.queues.planted_network) on PostgreSQL with that
+    many hosts and the network faults alone (the process faults off: what catches them is the network)."""
+    from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE
+
+    if hosts > 0:
+        from takeover.queues import planted_network
+
+        return (planted_network.PLANTED, planted_network.__name__, POSTGRES_REFERENCE_QUEUE,
+                ("--db", "postgres", "--hosts", str(hosts), *planted_network.FAULT_ARGS))
+    from takeover.queues import planted
+
+    return planted.PLANTED, planted.__name__, REFERENCE_QUEUE, ()
+
+
 def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, root: Path,
-             profile: str = PROFILE, mode: str = "aimed", keep: bool = False) -> dict[str, Any]:
+             profile: str = PROFILE, mode: str = "aimed", keep: bool = False, hosts: int = 0) -> dict[str, Any]:
     """One real stress run of planted queue ``name`` (or the reference queue, ``name`` =
     :data:`REFERENCE`), checked; its folder is removed afterwards unless ``keep`` or the reference
-    queue failed (a false alarm: its folder is the evidence)."""
+    queue failed (a false alarm: its folder is the evidence). ``hosts``: the network era's bugs (:func:`suite`)."""
     from takeover.checker.check import analyse
     from takeover.child_run import stress_in_child
-    from takeover.contract import REFERENCE_QUEUE
 
-    queue = REFERENCE_QUEUE if name == REFERENCE else f"takeover.queues.planted:{name}"
+    _, module, reference, extra = suite(hosts)
+    queue = reference if name == REFERENCE else f"{module}:{name}"
     out = root / f"{name}-{mode}-s{seed}"
     kept = keep
     try:
-        code, took, _ = stress_in_child(queue, seed, profile, out, ("--duration", f"{seconds:g}", *mode_args(mode)))
+        code, took, _ = stress_in_child(queue, seed, profile, out,
+                                        ("--duration", f"{seconds:g}", *mode_args(mode), *extra))
         # Checked again in this process: the earliest violating operation's time is on the
         # checker's results, not in summary.json (whose examples hold only the first few).
         result = analyse(out)
@@ -205,14 +222,18 @@ def _reference(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 10.0, jobs: int = JOBS,
             profile: str = PROFILE, progress: Callable[[str], None] | None = None,
-            modes: tuple[str, ...] = MODES, reference: bool = True, keep: Path | None = None) -> dict[str, Any]:
+            modes: tuple[str, ...] = MODES, reference: bool = True, keep: Path | None = None,
+            hosts: int = 0) -> dict[str, Any]:
     """Every planted bug (or ``bugs``) over seeds 1..``seeds`` in each mode, and the reference queue
     over the same seeds: the figures bench.json keeps under ``detection``.
 
     The keys of the first mode (``aimed`` by default) stay at the top level as they always were;
     each other mode's figures go under its own key (``random`` as ``random_only``), and ``gain``
-    holds the ratios aimed against random."""
-    from takeover.queues.planted import PLANTED
+    holds the ratios aimed against random. With ``hosts``: the network era's bugs (:func:`suite`), in
+    one mode (their runs have no aimed faults to take away)."""
+    PLANTED = suite(hosts)[0]  # noqa: N806 - the table, as the SQLite one is named
+    if hosts > 0:
+        modes = ("aimed",)
 
     names = bugs or list(PLANTED)
     unknown = [n for n in names if n not in PLANTED]
@@ -232,7 +253,7 @@ def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
         # Seed by seed, a bug's modes next to each other: what a ratio compares runs side by side.
-        futures = {pool.submit(run_once, n, PLANTED.get(n, ()), s, seconds, root, profile, m, keep is not None):
+        futures = {pool.submit(run_once, n, PLANTED.get(n, ()), s, seconds, root, profile, m, keep is not None, hosts):
                    (n, m) for s in range(1, seeds + 1) for n in queues for m in modes}
         for fut in as_completed(futures):
             key = futures[fut]
@@ -259,6 +280,7 @@ def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 
         "bugs": per_bug,
         **_per_minute([r for n in names for r in results[(n, first)]]),
         "modes": list(modes),
+        **({"hosts": hosts} if hosts > 0 else {}),
     }
     for mode in modes[1:]:
         mode_key = _mode_key(mode)
@@ -409,7 +431,8 @@ def table(fig: dict[str, Any]) -> str:
     """The figures as plain text, one line per bug, targets with PASS/MISS."""
     t = fig["targets"]
     modes = " and random-only (every aimed fault rate 0)" if "random_only" in fig else ""
-    lines = [f"detection power: profile {fig['profile']}, {fig['seeds']} seed(s) x {fig['seconds']:g} s, "
+    where = f", {fig['hosts']} hosts, network faults alone" if fig.get("hosts") else ""
+    lines = [f"detection power: profile {fig['profile']}{where}, {fig['seeds']} seed(s) x {fig['seconds']:g} s, "
              f"aimed{modes} (targets: caught {t['caught_fraction']}, median first violation "
              f"{t['median_first_violation_s']} s)"]
     cells = [list(HEADERS), *rows(fig)]
@@ -432,13 +455,16 @@ def main(argv: list[str] | None = None) -> ExitCode:
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the reference queue's runs (the false-alarm check)")
     parser.add_argument("--keep", metavar="DIR", help="keep every run folder in DIR (default: a temp dir, removed)")
+    parser.add_argument("--hosts", type=int, default=0, metavar="N",
+                        help="the network era's planted bugs (takeover.queues.planted_network) on PostgreSQL with N "
+                             "hosts and the network faults alone (needs root)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     bugs = [b.strip() for b in args.bugs.split(",") if b.strip()]
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     try:
         fig = measure(bugs or None, args.seeds, args.seconds, args.jobs, modes=modes,
-                      reference=not args.no_reference, keep=Path(args.keep) if args.keep else None,
+                      reference=not args.no_reference, keep=Path(args.keep) if args.keep else None, hosts=args.hosts,
                       progress=lambda line: print(line, file=sys.stderr, flush=True))
     except UsageError as e:
         print(f"detection: {e}", file=sys.stderr)

@@ -43,6 +43,9 @@ QUICK = ("NoBumpOnTakeover", "StealsLiveLeases")
 # NonAtomicClaim and RegisterReplaces were caught in 2 of 5 smoke runs each, so three tries missed
 # one of them about half the time. --quick keeps smoke: its two bugs show in any run.
 PROFILE, DURATION = "stress", 10.0
+# The network era's bugs (--hosts) need a partition or a restart to meet a holder: 20 s runs, where each was
+# caught in at least 9 of 10 (the detection bench with --hosts).
+NETWORK_DURATION = 20.0
 QUICK_PROFILE, QUICK_DURATION = "smoke", 3.0
 
 
@@ -60,6 +63,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run only this planted queue (repeatable)")
     parser.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (default: a temp dir)")
+    parser.add_argument("--hosts", type=int, default=0, metavar="N",
+                        help="the network era's planted bugs instead (takeover.queues.planted_network), each run on N "
+                             f"hosts under the network faults alone, {NETWORK_DURATION:g} s unless --duration; needs "
+                             "--db postgres and root")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     add_db_options(parser)
 
@@ -161,6 +168,16 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
     from takeover.queues.planted_postgres import planted_queues
 
     module, planted = planted_queues(database)
+    network: tuple[str, ...] = ()
+    if args.hosts:
+        from takeover.queues import planted_network
+
+        if db.kind(database) != db.POSTGRES or database != db.POSTGRES:
+            raise UsageError("--hosts needs --db postgres (the runs start their own server on their network)")
+        module, planted = planted_network.__name__, planted_network.PLANTED
+        network = ("--hosts", str(args.hosts), *planted_network.FAULT_ARGS)
+        if args.duration is None and args.profile is None and not args.quick:
+            args.duration = NETWORK_DURATION
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
     if args.duration is not None:
@@ -168,7 +185,7 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
     unknown = [n for n in args.only if n not in planted]
     if unknown:
         raise UsageError(f"unknown planted queue {unknown[0]!r}; known: {', '.join(planted)}")
-    names = args.only or (list(QUICK) if args.quick else list(planted))
+    names = args.only or (list(QUICK) if args.quick and not args.hosts else list(planted))
     ref_seeds = 1 if args.quick else args.seeds
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="takeover-selftest-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -176,7 +193,7 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
     # The runs use this command's database: a private server is shared with them (takeover.db.SERVER_ENV).
     extra = (*(("--duration", f"{duration:g}") if duration is not None else ()),
              *(("--db", db.redact(database)) if database != db.DEFAULT else ()),
-             *(("--keep-db",) if args.keep_db else ()))
+             *(("--keep-db",) if args.keep_db else ()), *network)
     results: list[dict[str, Any]] = []
     out = sys.stdout
     for name in names:
