@@ -18,7 +18,7 @@ from takeover.exit_codes import ExitCode
 
 # Order is the order shown in --help. A module that does not exist yet is simply not offered.
 COMMANDS = ("scenarios", "stress", "check", "replay", "explore", "selftest", "hunt", "reconcile", "sweep", "tune",
-            "soak", "bench", "init-ci", "mutate")
+            "soak", "merge", "bench", "init-ci", "mutate")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -422,14 +422,20 @@ def check_values(cfg: RunConfig) -> None:
 
 def command_line(cfg: RunConfig) -> str:
     """A shell line that reproduces ``cfg``: every value explicit, so profile edits cannot drift it."""
-    parts = ["takeover", "stress"]
+    return location_prefix(cfg) + " ".join(shlex.quote(p) for p in ["takeover", *command_argv(cfg)])
+
+
+def command_argv(cfg: RunConfig) -> list[str]:
+    """The reproduce line's arguments after ``takeover`` (``stress ...``), as a list: what a dask worker
+    runs for this config (takeover.fanout), the very line a user would."""
+    parts = ["stress"]
     for o in RUN_OPTIONS:
         value = o.value_in(cfg)
         if o.reproduce and (o.omit is None or value != o.omit):
             parts += o.argv(value)
     if cfg.db != db.DEFAULT:  # a SQLite run's line stays as it always was
         parts += DB_OPTION.argv(cfg.db)
-    return location_prefix(cfg) + " ".join(shlex.quote(p) for p in parts)
+    return parts
 
 
 def location_prefix(cfg: RunConfig) -> str:

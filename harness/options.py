@@ -344,6 +344,34 @@ def db_given(args: argparse.Namespace) -> str:
     return db.check(value)
 
 
+# -- where the runs of a multi-run command go (takeover.fanout) ------------------------------------------------
+CLUSTER_HELP = ("run the runs on a dask cluster: tcp://HOST:PORT of a dask scheduler you run (dask scheduler, "
+                "dask worker ADDRESS), or local:N for N dask worker processes on this machine; each run is the "
+                "same takeover stress line in a scratch folder on a worker, its run folder sent back and stored "
+                "here (needs the extra: pip install 'takeover[cluster]')")
+SHARD_HELP = ("run only shard I of N of the runs (run i goes to shard i mod N + 1), for a CI matrix; "
+              "join the shards' folders with takeover merge")
+
+
+def add_fanout_options(parser: argparse.ArgumentParser, shard: bool = True) -> None:
+    """``--cluster ADDRESS`` (and ``--shard I/N``) of sweep, tune, hunt, soak, selftest and bench."""
+    parser.add_argument("--cluster", metavar="tcp://HOST:PORT|local:N", help=CLUSTER_HELP)
+    if shard:
+        parser.add_argument("--shard", metavar="I/N", type=shard_spec, help=SHARD_HELP)
+
+
+def shard_spec(text: str) -> tuple[int, int]:
+    """``I/N`` with 1 <= I <= N: argparse turns the ArgumentTypeError into one line naming the option (exit 2)."""
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"must be I/N with 1 <= I <= N (e.g. 1/4), got {text!r}")
+    return i, n
+
+
 # -- takeover replay's bug report (takeover.replay.issue) -------------------------------------------------------
 ISSUE_HELP = ("also write a bug report for the library's tracker (markdown: versions, database, the shrunk calls in "
               "the library's own API terms, expected and actual, the command that reproduces it) to FILE "

@@ -46,6 +46,7 @@ from takeover.run.progress import LiveDisplay
 from takeover.soak.display import clock
 
 if TYPE_CHECKING:
+    from takeover.fanout.launch import Launcher
     from takeover.run.progress import Progress
 
 HELP = "hunt for a bug: short runs on successive seeds, aimed and swarm in turn, until the first violation"
@@ -85,6 +86,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-valid", type=int, default=DEFAULT_KEEP_VALID, metavar="N",
                         help=f"valid runs whose folders are kept, the most recent (default {DEFAULT_KEEP_VALID}); the "
                              "violating run and runs that could not be checked are always kept")  # fmt: skip
+    from takeover.options import add_fanout_options
+
+    add_fanout_options(parser, shard=False)
 
 
 def run_config(args: argparse.Namespace, seed: int, mode: str, out: Path | None = None) -> RunConfig:
@@ -124,18 +128,38 @@ def run(args: argparse.Namespace) -> ExitCode:
     root = out_dir(args.out)
     with db.serve(db_given(args), keep=args.keep_db):
         stress.check_queue(first[0].queue)
-        return _run(args, root, first[0].queue, first[0].profile)
+        from takeover.fanout.launch import open_launcher
+
+        launcher = open_launcher(getattr(args, "cluster", None), db=db_given(args))
+        try:
+            return _run(args, root, first[0].queue, first[0].profile, launcher)
+        finally:
+            launcher.close()
 
 
-def _run(args: argparse.Namespace, root: Path, queue: str, profile: str) -> ExitCode:
+def _run(args: argparse.Namespace, root: Path, queue: str, profile: str, launcher: Launcher | None = None) -> ExitCode:
+    from takeover.fanout.launch import announce, fanout_outcome, write_record
+
     root.mkdir(parents=True, exist_ok=True)
     command = " ".join(shlex.quote(a) for a in ["takeover", "hunt", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
     print(f"takeover hunt: {queue}, profile {profile}, runs of {args.run_seconds:g} s of faults "
           f"from seed {args.seed}, aimed and swarm in turn, budget {args.budget:g} s; folder {root}", flush=True)
     with HuntDisplay(sys.stdout, args.budget) as display:
-        hunt = Hunt(args, root, display, command, queue)
+        if launcher is not None and launcher.remote:
+            from takeover.commands.hunt_cluster import ClusterHunt
+
+            announce(launcher)
+            hunt: Hunt = ClusterHunt(args, root, display, command, queue, launcher=launcher)
+        else:
+            hunt = Hunt(args, root, display, command, queue)
         code = hunt.run()
     hunt.print_outcome(sys.stdout)
+    if launcher is not None and launcher.remote:
+        from takeover.commands.hunt_cluster import ClusterHunt
+
+        assert isinstance(hunt, ClusterHunt)
+        write_record(root, hunt.done, launcher)
+        return fanout_outcome("hunt", hunt.cluster_lost, []) or code
     return code
 
 
@@ -202,6 +226,30 @@ class Hunt:
         from takeover.run.coordinator import Coordinator
         from takeover.workloads.worker import worker_main
 
+        row, cfg, run_dir = self.prepare(index, seed, mode)
+        started = time.monotonic()
+        self.display.start(row)
+        try:
+            result = Coordinator(cfg, run_dir, worker=worker_main,
+                                 on_progress=lambda p: self.display.update(p, self.elapsed())).run()  # fmt: skip
+            if result.interrupted:  # the coordinator took the Ctrl-C, stopped the run and reaped it
+                raise KeyboardInterrupt
+            self.check(row, run_dir)
+        except KeyboardInterrupt:
+            row["verdict"], row["exit_code"] = INTERRUPTED, int(ExitCode.INTERRUPTED)
+            raise
+        finally:
+            row["wall_s"] = round(time.monotonic() - started, 2)
+            self.finish(row)
+
+    def finish(self, row: dict[str, Any]) -> None:
+        """A run's line, the pruning of old valid runs and ``hunt.json``, once the run is over."""
+        self.display.note(f"[hunt {clock(self.elapsed())}/{clock(self.args.budget)}] {self.progress_line(row)}")
+        self.prune()
+        self.write()
+
+    def prepare(self, index: int, seed: int, mode: str) -> tuple[dict[str, Any], RunConfig, Path]:
+        """Run ``index``'s folder, its config (steered by the coverage absorbed so far) and its row, listed."""
         run_dir = self.root / store.hunt_run_name(seed)
         run_dir.mkdir(parents=True, exist_ok=False)
         cfg = run_config(self.args, seed, mode, run_dir)
@@ -220,22 +268,7 @@ class Hunt:
             row["steered"] = {"toward": steer.toward, "kinds": steer.kinds}
         self.rows.append(row)
         self.write()
-        started = time.monotonic()
-        self.display.start(row)
-        try:
-            result = Coordinator(cfg, run_dir, worker=worker_main,
-                                 on_progress=lambda p: self.display.update(p, self.elapsed())).run()  # fmt: skip
-            if result.interrupted:  # the coordinator took the Ctrl-C, stopped the run and reaped it
-                raise KeyboardInterrupt
-            self.check(row, run_dir)
-        except KeyboardInterrupt:
-            row["verdict"], row["exit_code"] = INTERRUPTED, int(ExitCode.INTERRUPTED)
-            raise
-        finally:
-            row["wall_s"] = round(time.monotonic() - started, 2)
-            self.display.note(f"[hunt {clock(self.elapsed())}/{clock(self.args.budget)}] {self.progress_line(row)}")
-            self.prune()
-            self.write()
+        return row, cfg, run_dir
 
     def check(self, row: dict[str, Any], run_dir: Path) -> None:
         from takeover.pipeline import check_and_report
@@ -248,8 +281,7 @@ class Hunt:
         row["exit_code"] = int(result.exit_code)
         model = result.summary.get("coverage", {}).get("model")
         if model is not None:
-            self.reached.update(model["cells"])
-            self.extensions = list(model["extensions"])
+            self.absorb(row, list(model["cells"]), list(model["extensions"]))
             row["cells_reached"] = {"run": model["reached"], "so_far": len(self.reached), "possible": model["possible"]}
         if result.verdict is True:
             row["verdict"] = VALID
@@ -261,6 +293,8 @@ class Hunt:
         first, at_end = result.first_violation(list(fired))
         row.update(verdict=VIOLATED, violated=fired, first_violation_s=None if first is None else round(first, 3),
                    at_end=at_end)  # fmt: skip
+        if self.found is not None and self.found["run"] < row["run"]:  # on a cluster: an earlier run violated too
+            return
         self.found = {k: row[k] for k in ("run", "seed", "mode", "mix", "violated", "first_violation_s", "at_end",
                                           "run_dir", "command")}  # fmt: skip
         self.found["detected_after_s"] = round(self.elapsed(), 2)
@@ -270,6 +304,11 @@ class Hunt:
             write_reports(run_dir, result)
         except Exception as exc:  # noqa: BLE001
             self.display.note(f"[hunt] could not write the reports of {run_dir}: {type(exc).__name__}: {exc}")
+
+    def absorb(self, row: dict[str, Any], cells: list[str], extensions: list[str]) -> None:
+        """Take a checked run's model coverage into what steers the next runs (at once: runs here end in order)."""
+        self.reached.update(cells)
+        self.extensions = extensions
 
     def prune(self) -> None:
         """Delete the folders of the valid runs past the last ``--keep-valid``."""

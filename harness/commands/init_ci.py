@@ -41,6 +41,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default="sqlite", choices=("sqlite", "postgres"),
                         help="the database the workflow's steps run on (its TAKEOVER_DB; default sqlite): postgres "
                              "starts a private PostgreSQL server per command from the runner's binaries")
+    parser.add_argument("--shards", type=int, metavar="N",
+                        help="run the nightly lease sweep as a matrix of N jobs (takeover sweep --shard I/N) and "
+                             "a last job that joins them (takeover merge)")  # fmt: skip
     parser.add_argument("--force", action="store_true", help="overwrite files that exist")
 
 
@@ -57,6 +60,25 @@ def render(text: str, *, queue: str, install: str, tests: str, db: str) -> str:
     return text
 
 
+SWEEP_STEP = ("      - name: Lease sweep\n"
+              "        if: success() || failure()\n"
+              '        run: takeover sweep --queue "$TAKEOVER_QUEUE" --db "$TAKEOVER_DB" --grid "$TAKEOVER_SWEEP_GRID" '
+              "--out .takeover/sweep\n")
+
+
+def workflow_text(shards: int | None) -> str:
+    """The workflow template; with ``shards`` its nightly sweep step becomes a matrix of that many shard jobs
+    and a merge job (``sweep-shards.yml.tmpl``)."""
+    text = template("takeover.yml")
+    if shards is None:
+        return text
+    if shards < 1:
+        raise UsageError(f"--shards must be a whole number >= 1, got {shards}")
+    assert SWEEP_STEP in text, "the workflow template's sweep step moved: update SWEEP_STEP"
+    matrix = template("sweep-shards.yml.tmpl").replace("@SHARD_LIST@", ", ".join(str(i) for i in range(1, shards + 1)))
+    return text.replace(SWEEP_STEP, "").rstrip("\n") + "\n" + matrix.replace("@SHARDS@", str(shards))
+
+
 def _quote_safe(name: str, value: str) -> None:
     """The values go into YAML strings and a Python string: refuse what would break out of them."""
     if not value or any(c in value for c in "\"\\\n'$`"):
@@ -71,7 +93,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     root = Path(args.dir)
     if not root.is_dir():
         raise UsageError(f"--dir {args.dir!r} is not a folder")
-    files = {WORKFLOW: template("takeover.yml"), Path(args.tests): template("test_takeover.py.tmpl")}
+    files = {WORKFLOW: workflow_text(args.shards), Path(args.tests): template("test_takeover.py.tmpl")}
     targets = {root / rel: render(text, queue=args.queue, install=args.install, tests=args.tests, db=args.db)
                for rel, text in files.items()}
     workflow = root / WORKFLOW

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from takeover import db
+from takeover import db, store
 from takeover.child_run import stress_in_child
 from takeover.contract import reference_queue
 from takeover.errors import UsageError
@@ -27,6 +27,7 @@ from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, db_given, positive
 
 if TYPE_CHECKING:  # the selftest reads the summaries its runs wrote; it never runs the checker itself
+    from takeover.fanout.launch import Done, Launcher
     from takeover.summary_types import Summary
 
 HELP = "run planted-bug queues and the reference queue under short stress runs: is every bug caught?"
@@ -69,6 +70,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "--db postgres and root")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     add_db_options(parser)
+    from takeover.options import add_fanout_options
+
+    add_fanout_options(parser, shard=False)
 
 
 # The example field that holds the time of the violating operation itself, per invariant. The
@@ -163,8 +167,134 @@ def run(args: argparse.Namespace) -> ExitCode:
         return _run(args, database)
 
 
-def _run(args: argparse.Namespace, database: str) -> ExitCode:
+def _runs(args: argparse.Namespace, launcher: Launcher, module: str, planted: dict[str, tuple[str, ...]],
+          names: list[str], ref_seeds: int, root: Path, profile: str, extra: tuple[str, ...], database: str
+          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every planted bug's tries (seed 1, then 2, ... until caught, each try after the one before it) and the
+    reference's seeds, through ``launcher``: here one run at a time in that order, as always; on a cluster
+    the bugs side by side. Lines are printed in the same order either way."""
+    from takeover.fanout.launch import Job, announce, fanout_outcome, write_record
+
+    out = sys.stdout
+    chains: list[dict[str, Any]] = [{"queue": name, "expected": list(planted[name]), "caught": False, "tries": 0}
+                                    for name in names]  # fmt: skip
+    refs: list[dict[str, Any]] = []
+    open_: dict[int, int] = {i: 1 for i in range(len(chains))}  # chain -> its next seed (absent: chain ended)
+    ref_next, printed = 1, 0
+    done_all: list[Done] = []
+    announce(launcher, out if not args.json else sys.stderr)
+
+    def job(chain: int, seed: int) -> Job:
+        queue = f"{module}:{chains[chain]['queue']}" if chain >= 0 else reference_queue(database)
+        folder = root / (f"{chains[chain]['queue']}-s{seed}" if chain >= 0 else f"reference-s{seed}")
+        argv = ["stress", "--profile", profile, "--queue", queue, "--seed", str(seed), *extra]
+        return Job(folder.name, folder, argv, lambda: stress_in_child(queue, seed, profile, folder, extra), (),
+                   len(done_all), {"chain": chain, "seed": seed})
+
+    def flush() -> None:
+        nonlocal printed
+        while printed < len(chains) and printed not in open_ and "running" not in chains[printed]:
+            if not args.json:
+                out.write(row_line(chains[printed]) + "\n")
+                out.flush()
+            printed += 1
+
+    try:
+        while True:
+            while launcher.free():  # the lowest chain with a try to make, else the next reference seed
+                ready = [c for c in sorted(open_) if "running" not in chains[c]]
+                if ready:
+                    chains[ready[0]]["running"] = True
+                    launcher.submit(job(ready[0], open_[ready[0]]))
+                elif ref_next <= ref_seeds and printed == len(chains) or ref_next <= ref_seeds and launcher.remote:
+                    launcher.submit(job(-1, ref_next))
+                    ref_next += 1
+                else:
+                    break
+            if not launcher.busy():
+                break
+            done = launcher.next_done()
+            done_all.append(done)
+            chain, seed = done.job.info["chain"], done.job.info["seed"]
+            if done.lost:  # lost with its workers: no evidence either way (reported; the selftest fails)
+                if chain < 0:
+                    refs.append({"seed": seed, "valid": None, "exit": None, "seconds": 0.0,
+                                 "not_holding": [f"run lost: {done.note}"]})  # fmt: skip
+                    continue
+                chains[chain].pop("running")
+                chains[chain]["lost"] = done.note
+                if seed >= args.seeds:
+                    del open_[chain]
+                else:
+                    open_[chain] = seed + 1
+                flush()
+                continue
+            code, took, summary = _outcome(done)
+            if chain < 0:
+                fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is not True]
+                refs.append({"seed": seed, "valid": summary["valid"], "exit": code, "seconds": round(took, 1),
+                             "not_holding": fired})  # fmt: skip
+                continue
+            row = chains[chain]
+            del row["running"]
+            if _tried(row, seed, code, took, summary, done.job.run_dir, args.seeds):
+                del open_[chain]
+            else:
+                open_[chain] = seed + 1
+            flush()
+    finally:
+        if launcher.busy():
+            launcher.cancel()
+        if launcher.remote:
+            write_record(root, done_all, launcher)
+    refs.sort(key=lambda r: r["seed"])
+    if not args.json:
+        for ref in refs:
+            word = "passed" if ref["valid"] is True else "FAILED"
+            out.write(f"{word:<7} reference queue, seed {ref['seed']}, run {ref['seconds']} s"
+                      + (f"; not holding: {', '.join(ref['not_holding'])}" if ref["not_holding"] else "") + "\n")
+        out.flush()
+    fanout_outcome("selftest", "", [d for d in done_all if d.lost])
+    return chains, refs
+
+
+def _outcome(done: Done) -> tuple[int, float, Summary]:
+    """A finished run's exit code, wall time and summary: ``run_stress``'s here, the gathered folder's on a
+    cluster."""
+    if done.value is not None:
+        code, took, summary = done.value
+        return code, took, summary
+    summary = store.read_summary(done.job.run_dir)
+    if summary is None:
+        raise UsageError(f"selftest: the stress run {done.job.key} failed (exit {done.exit_code}): {done.note}")
+    return int(done.exit_code or 0), done.wall_s, summary
+
+
+def _tried(row: dict[str, Any], seed: int, code: int, took: float, summary: Summary, run_dir: Path,
+           seeds: int) -> bool:
+    """Note one try of a planted bug on its row; True when its chain ends (caught, out of seeds, or the
+    fault it needs absent from the profile)."""
     from takeover.queues.planted import NEEDS_FAULT
+
+    name, expected = row["queue"], row["expected"]
+    row["tries"] += 1
+    missing = unreached_cells(name, summary)
+    if missing:
+        row.setdefault("unreached", {})[seed] = missing
+    fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is False]
+    if any(n in fired for n in expected):
+        row.update(caught=True, seed=seed, seconds=round(took, 1), violated=fired,
+                   first_violation_at=_first_violation(summary, tuple(expected)), run_dir=str(run_dir))
+        return True
+    row.update(violated=fired, seconds=round(took, 1))
+    need = NEEDS_FAULT.get(name)
+    if need and not _has_fault(summary, need):
+        row["absent_fault"] = need  # no other seed of this profile can catch it either
+        return True
+    return seed >= seeds
+
+
+def _run(args: argparse.Namespace, database: str) -> ExitCode:
     from takeover.queues.planted_postgres import planted_queues
 
     module, planted = planted_queues(database)
@@ -194,45 +324,14 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
     extra = (*(("--duration", f"{duration:g}") if duration is not None else ()),
              *(("--db", db.redact(database)) if database != db.DEFAULT else ()),
              *(("--keep-db",) if args.keep_db else ()), *network)
-    results: list[dict[str, Any]] = []
     out = sys.stdout
-    for name in names:
-        expected = planted[name]
-        row: dict[str, Any] = {"queue": name, "expected": list(expected), "caught": False, "tries": 0}
-        for seed in range(1, args.seeds + 1):
-            code, took, summary = stress_in_child(f"{module}:{name}", seed, profile,
-                                          root / f"{name}-s{seed}", extra)
-            row["tries"] += 1
-            missing = unreached_cells(name, summary)
-            if missing:
-                row.setdefault("unreached", {})[seed] = missing
-            fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is False]
-            if any(n in fired for n in expected):
-                row.update(caught=True, seed=seed, seconds=round(took, 1), violated=fired,
-                           first_violation_at=_first_violation(summary, expected),
-                           run_dir=str(root / f"{name}-s{seed}"))
-                break
-            row.update(violated=fired, seconds=round(took, 1))
-            need = NEEDS_FAULT.get(name)
-            if need and not _has_fault(summary, need):
-                row["absent_fault"] = need  # no other seed of this profile can catch it either
-                break
-        results.append(row)
-        if not args.json:
-            out.write(row_line(row) + "\n")
-            out.flush()
-    refs: list[dict[str, Any]] = []
-    for seed in range(1, ref_seeds + 1):
-        code, took, summary = stress_in_child(reference_queue(database), seed, profile, root / f"reference-s{seed}",
-                                              extra)
-        fired = [n for n, inv in summary["invariants"].items() if inv["valid"] is not True]
-        refs.append({"seed": seed, "valid": summary["valid"], "exit": code, "seconds": round(took, 1),
-                     "not_holding": fired})
-        if not args.json:
-            word = "passed" if summary["valid"] is True else "FAILED"
-            out.write(f"{word:<7} reference queue, seed {seed}, run {round(took, 1)} s"
-                      + (f"; not holding: {', '.join(fired)}" if fired else "") + "\n")
-            out.flush()
+    from takeover.fanout.launch import open_launcher
+
+    launcher = open_launcher(getattr(args, "cluster", None), db=database)
+    try:
+        results, refs = _runs(args, launcher, module, planted, names, ref_seeds, root, profile, extra, database)
+    finally:
+        launcher.close()
     ok = passed(results, refs)
     if args.json:
         out.write(json.dumps({"ok": ok, "profile": profile, "duration": duration, "planted": results, "reference": refs,

@@ -11,12 +11,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from takeover import store
 from takeover.exit_codes import ExitCode
+from takeover.fanout.launch import fanout_outcome
 
 if TYPE_CHECKING:  # the sweep's modules are imported when the command runs, not when the CLI starts
+    from takeover.fanout.launch import Launcher
     from takeover.sweep.grid import Cell, Grid
 
 HELP = "run a grid of stress runs (lease x task time x faults x remedy/heartbeat) and recommend a lease"
@@ -55,6 +57,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_run_options(parser, "sweep")  # one value for every run of the grid
     add_db_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="list the runs the grid expands to and stop")
+    from takeover.options import add_fanout_options
+
+    add_fanout_options(parser)
 
 
 def build_grid(args: argparse.Namespace) -> Grid:
@@ -125,47 +130,77 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     grid = build_grid(args)
     out = _out_dir(args.out)
+    from takeover.sweep.runner import shard_of
+
     runs = grid.runs()
     first = grid.config(runs[0][0], runs[0][1], out)  # validates the base profile and fixed values
     for cell, seed in runs:  # every cell's values, before anything runs
         grid.config(cell, seed, out)
+    runs = shard_of(runs, args.shard)
     if args.dry_run:
         for cell, seed in runs:
             print(f"{cell.cell_id} seed {seed}")
         print(f"{len(runs)} run(s) in {len(grid.cells())} cell(s)")
         return ExitCode.VALID
+    from takeover.fanout.launch import open_launcher
+
     with db.serve(db_given(args), keep=args.keep_db):
-        return _run(grid, out, runs, first.queue)
+        from takeover.stress_run import check_queue
+
+        check_queue(first.queue)
+        launcher = open_launcher(args.cluster, db=db_given(args))
+        try:
+            return _run(grid, out, runs, first.queue, launcher, args.shard)
+        finally:
+            launcher.close()
 
 
-def _run(grid: Grid, out: Path, runs: list[tuple[Cell, int]], queue: str) -> ExitCode:
-    from takeover.commands.stress import check_queue
-    from takeover.sweep.recommend import recommend
-    from takeover.sweep.report import recommendation_markdown, write_sweep_report
+def _run(grid: Grid, out: Path, runs: list[tuple[Cell, int]], queue: str, launcher: Launcher,
+         shard: tuple[int, int] | None = None) -> ExitCode:
+    from takeover.fanout.launch import announce, write_record
     from takeover.sweep.runner import run_sweep
 
-    check_queue(queue)
     note = _heartbeat_note(grid, queue)
-    print(f"takeover sweep: grid {grid.name}, {len(runs)} run(s) in {len(grid.cells())} cell(s) -> {out}",
+    part = f" (shard {shard[0]}/{shard[1]})" if shard else ""
+    print(f"takeover sweep: grid {grid.name}, {len(runs)} run(s) in {len(grid.cells())} cell(s){part} -> {out}",
           flush=True)
+    announce(launcher)
     if note:
         print(f"note: {note}", file=sys.stderr)
-    result = run_sweep(grid, out)
+    result = run_sweep(grid, out, launcher=launcher, shard=shard)
+    if launcher.remote:
+        write_record(out, result.done, launcher)
     meta = {"grid": grid.name, "planned": result.planned, "queue": queue, "target": grid.target,
             "interrupted": result.interrupted, "no_heartbeat": note}
-    rec = recommend(result.rows, float(grid.target))
-    written = write_sweep_report(out, meta, rec, result.violations)
+    if shard:
+        from takeover.fanout.merge import write_shard
+
+        write_shard(out, "sweep", shard, [f"{c.cell_id}-s{seed}" for c, seed in grid.runs()], meta)
+    code = report(out, meta, result.rows, result.violations)
+    if code != ExitCode.VALID:
+        return code
+    return fanout_outcome("sweep", result.cluster_lost, result.lost) or ExitCode.VALID
+
+
+def report(out: Path, meta: dict[str, Any], rows: list[dict[str, Any]], violations: list[dict[str, Any]]) -> ExitCode:
+    """The recommendation from the rows, sweep.md and sweep.html, the table on stdout; the sweep's exit code.
+    ``takeover merge`` ends a sweep's shards with this too."""
+    from takeover.sweep.recommend import recommend
+    from takeover.sweep.report import recommendation_markdown, write_sweep_report
+
+    rec = recommend(rows, float(meta["target"]))
+    written = write_sweep_report(out, meta, rec, violations)
     print(f"wrote {', '.join([store.SWEEP_CSV, *written])} in {out}")
-    if result.violations:
-        print(f"INVARIANTS VIOLATED in {len(result.violations)} run(s): "
-              + "; ".join(f"{v['cell']} seed {v['seed']} ({v['violated']})" for v in result.violations[:5]),
+    if violations:
+        print(f"INVARIANTS VIOLATED in {len(violations)} run(s): "
+              + "; ".join(f"{v['cell']} seed {v['seed']} ({v['violated']})" for v in violations[:5]),
               file=sys.stderr)
     if rec is not None:
         # The table on stdout, its warnings once, on stderr (sweep.md holds both).
         print("\n".join(recommendation_markdown(meta, rec)).rstrip())
         for line in rec.warnings:
             print(f"warning: {line}", file=sys.stderr)
-    if result.interrupted:
+    if meta["interrupted"]:
         print("takeover sweep: interrupted; finished cells are kept and reported", file=sys.stderr)
         return ExitCode.INTERRUPTED
-    return ExitCode.VIOLATED if result.violations else ExitCode.VALID
+    return ExitCode.VIOLATED if violations else ExitCode.VALID

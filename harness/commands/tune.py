@@ -13,11 +13,14 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from takeover import db
 from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, db_given
+
+if TYPE_CHECKING:
+    from takeover.fanout.launch import Launcher
 
 HELP = "recommend a lease and heartbeat for your own task durations and failure rates (a search of stress runs)"
 
@@ -52,6 +55,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks-per-hour", type=float, metavar="N",
                         help="your task rate, for the duplicates per day")
     parser.add_argument("--seed", type=int, default=1, help="first seed (run i uses seed + i)")
+    from takeover.options import add_fanout_options
+
+    # No --shard: each run of the search is chosen from the runs before it, so there is no set of runs to
+    # split; on a cluster the runs are made there, one at a time, and the answer is the local one.
+    add_fanout_options(parser, shard=False)
 
 
 def _command(args: argparse.Namespace, spec: str, scale: float, queue: str, prefix: str) -> str:
@@ -125,13 +133,20 @@ def run(args: argparse.Namespace) -> ExitCode:
     queue = args.queue or reference_queue(database)
     with db.serve(database, keep=args.keep_db):
         check_queue(queue)
-        return _tune(args, queue, database, spec, times, out, pauses)
+        from takeover.fanout.launch import open_launcher
+
+        launcher = open_launcher(args.cluster, db=database)
+        try:
+            return _tune(args, queue, database, spec, times, out, pauses, launcher)
+        finally:
+            launcher.close()
 
 
 def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times: Any, out: Path,
-          pauses: dict[str, float] | None) -> ExitCode:
+          pauses: dict[str, float] | None, launcher: Launcher) -> ExitCode:
     from takeover import store
     from takeover.config import location_prefix
+    from takeover.fanout.launch import announce, fanout_outcome, write_record
     from takeover.reports.tuning import write_tuning_report
     from takeover.tune.driver import run_tuning
     from takeover.tune.plan import Failures, Plan, default_scale, measure_call_latency, measure_stall
@@ -160,8 +175,11 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
     print("one line per run, in production seconds: its lease-caused duplicates (a live holder outlived its lease: "
           "what the target and the Evidence table count; all causes beside), and how its lease stands so far",
           flush=True)
+    announce(launcher)
     started = time.monotonic()
-    tuning, result = run_tuning(plan, out)
+    tuning, result = run_tuning(plan, out, launcher=launcher)
+    if launcher.remote:
+        write_record(out, result.done, launcher)
     data = tuning_json(tuning, command=command, interrupted=result.interrupted,
                        elapsed_s=time.monotonic() - started)
     store.write_json(out / store.TUNE_JSON, data)
@@ -173,7 +191,8 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
         return ExitCode.INTERRUPTED
     if data["violations"]:
         return ExitCode.VIOLATED
-    return ExitCode.VALID if data["resolved"] else ExitCode.INCONCLUSIVE
+    lost = fanout_outcome("tune", result.cluster_lost, result.lost)
+    return lost or (ExitCode.VALID if data["resolved"] else ExitCode.INCONCLUSIVE)
 
 
 def _say(data: dict[str, Any]) -> None:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from takeover.config import RunConfig
+from takeover.config import RunConfig, command_argv
+from takeover.fanout.launch import ClusterLost, Done, Job, Launcher, LocalLauncher
 from takeover.store import SUMMARY_FILE, SWEEP_CELLS, SWEEP_CSV, SWEEP_GRID
 from takeover.sweep.grid import Cell, Grid
 from takeover.sweep.metrics import COLUMNS, cell_row
@@ -30,16 +31,23 @@ class SweepResult:
     interrupted: bool = False
     violations: list[dict[str, Any]] = field(default_factory=list)
     planned: int = 0
+    # With --cluster: every run's Done (where it ran, reruns), the runs lost with no folder, and why the
+    # command stopped early when the scheduler went away.
+    done: list[Done] = field(default_factory=list)
+    lost: list[Done] = field(default_factory=list)
+    cluster_lost: str = ""
 
 
 def run_sweep(grid: Grid, out: Path, *, stream: TextIO | None = None, live: bool | None = None,
-              on_row: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
-    """Run every (cell, seed) of the grid into ``out/cells/``; ``sweep.csv`` gets one row per run."""
-    runs = grid.runs()
+              on_row: Callable[[dict[str, Any]], None] | None = None, launcher: Launcher | None = None,
+              shard: tuple[int, int] | None = None) -> SweepResult:
+    """Run every (cell, seed) of the grid (of its ``shard``) into ``out/cells/``; ``sweep.csv`` gets one row per
+    run."""
+    runs = shard_of(grid.runs(), shard)
     configs = [(cell, seed, grid.config(cell, seed, cell_dir(out, cell, seed))) for cell, seed in runs]
     out.mkdir(parents=True, exist_ok=True)
     (out / SWEEP_GRID).write_text(json.dumps(grid.to_json(), indent=2, default=str) + "\n")
-    return run_cells(configs, out, planned=len(configs), stream=stream, live=live, on_row=on_row)
+    return run_cells(configs, out, planned=len(configs), stream=stream, live=live, on_row=on_row, launcher=launcher)
 
 
 def cell_dir(out: Path, cell: Cell, seed: int) -> Path:
@@ -47,53 +55,121 @@ def cell_dir(out: Path, cell: Cell, seed: int) -> Path:
     return out / SWEEP_CELLS / f"{cell.cell_id}-s{seed}"
 
 
+def cell_job(index: int, cell: Cell, seed: int, cfg: RunConfig, run_dir: Path) -> Job:
+    """One run of a cell for the launcher: made here as ever (the coordinator), or remotely from its reproduce
+    line."""
+
+    def local() -> Any:
+        from takeover.run.coordinator import Coordinator
+        from takeover.workloads.worker import worker_main
+
+        return Coordinator(cfg, run_dir, worker=worker_main).run()
+
+    return Job(f"{cell.cell_id}-s{seed}", run_dir, command_argv(cfg), local, tuple(cfg.pythonpath), index,
+               {"cell": cell, "seed": seed, "cfg": cfg})
+
+
 def run_cells(configs: Iterable[tuple[Cell, int, RunConfig]], out: Path, *, planned: int, csv_name: str = SWEEP_CSV,
               label: str = "sweep", stream: TextIO | None = None, live: bool | None = None,
               on_row: Callable[[dict[str, Any]], None] | None = None,
-              describe: Callable[[dict[str, Any]], str] | None = None) -> SweepResult:
-    """Run each (cell, seed, config) in turn, one row each into ``out/<csv_name>``; a violation is printed loudly.
+              describe: Callable[[dict[str, Any]], str] | None = None, launcher: Launcher | None = None,
+              depth: int | None = None) -> SweepResult:
+    """Run each (cell, seed, config), one row each into ``out/<csv_name>``; a violation is printed loudly.
 
     ``configs`` may be a generator that decides the next run from the rows so far: ``on_row`` is called
-    with each row before the next run is asked for (``takeover tune``'s search does that); ``planned``
-    is then an estimate, for the progress display only. ``describe`` words a run's progress line (called
-    after ``on_row``, so it may say what the row changed); by default the sweep's own, in the run's units.
-    """
-    from takeover.run.coordinator import Coordinator
-    from takeover.workloads.worker import worker_main
+    with each row before the next run is asked for (``takeover tune``'s search does that, with ``depth`` 1:
+    one run out at a time); ``planned`` is then an estimate, for the progress display only. ``describe``
+    words a run's progress line (called after ``on_row``, so it may say what the row changed); by default
+    the sweep's own, in the run's units.
 
+    The runs go through ``launcher`` (default: here, one at a time, as always); up to ``depth`` (default:
+    its slots) are out at once. Rows are written in the runs' own order whatever order they finish in, so
+    ``sweep.csv`` is the same on a cluster as here.
+    """
     stream = stream or sys.stderr
+    launcher = launcher or LocalLauncher()
+    depth = min(depth or launcher.slots, launcher.slots)
     out.mkdir(parents=True, exist_ok=True)
     result = SweepResult(out, planned=planned)
     with open(out / csv_name, "w", newline="") as fh, SweepProgress(stream, planned, live, label) as progress:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)
         writer.writeheader()
         fh.flush()
-        for index, (cell, seed, cfg) in enumerate(configs):
-            run_dir = Path(cfg.out or "")
-            run_dir.mkdir(parents=True, exist_ok=True)
-            progress.start(index, cell, seed)
-            started = time.monotonic()
-            try:
-                run = Coordinator(cfg, run_dir, worker=worker_main).run()
-            except KeyboardInterrupt:
-                result.interrupted = True
-                break
-            if run.interrupted:
-                result.interrupted = True
-                break
-            row = cell_row(cell, cfg, run_dir, time.monotonic() - started)
-            writer.writerow(row)
+        finished: dict[int, dict[str, Any] | None] = {}  # rows (None: no row) not written yet, by run index
+        written = 0
+
+        def write_ready(everything: bool = False) -> None:
+            nonlocal written
+            for index in sorted(finished):
+                if index != written and not everything:
+                    break
+                row = finished.pop(index)
+                if row is not None:
+                    writer.writerow(row)
+                    result.rows.append(row)
+                written = index + 1
             fh.flush()
-            result.rows.append(row)
-            if row["valid"] is False:
-                result.violations.append(row)
-                progress.loud(f"INVARIANT VIOLATED in cell {row['cell']} seed {seed}: {row['violated']} "
-                              f"(a queue bug, not a tuning result) - see {run_dir / SUMMARY_FILE}")
-            if on_row:
-                on_row(row)
-            progress.done(index, row, describe(row) if describe else None)
+
+        pending = iter(enumerate(configs))
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and launcher.busy() < depth and launcher.free():
+                    item = next(pending, None)
+                    if item is None:
+                        exhausted = True
+                        break
+                    index, (cell, seed, cfg) = item
+                    run_dir = Path(cfg.out or "")
+                    run_dir.mkdir(parents=True, exist_ok=True)
+                    launcher.submit(cell_job(index, cell, seed, cfg, run_dir))
+                    progress.start(index, cell, seed, launcher.status())
+                if not launcher.busy():
+                    break
+                done = launcher.next_done()
+                result.done.append(done)
+                job = done.job
+                cell, seed, cfg = job.info["cell"], job.info["seed"], job.info["cfg"]
+                if done.interrupted:
+                    result.interrupted = True
+                    break
+                if done.lost:
+                    result.lost.append(done)
+                    finished[job.index] = None
+                    write_ready()
+                    progress.loud(f"RUN LOST: {job.key}: {done.note}")
+                    continue
+                row = cell_row(cell, cfg, job.run_dir, done.wall_s)
+                finished[job.index] = row
+                write_ready()
+                if row["valid"] is False:
+                    result.violations.append(row)
+                    progress.loud(f"INVARIANT VIOLATED in cell {row['cell']} seed {seed}: {row['violated']} "
+                                  f"(a queue bug, not a tuning result) - see {job.run_dir / SUMMARY_FILE}")
+                if on_row:
+                    on_row(row)
+                text = describe(row) if describe else None
+                if done.note:
+                    text = f"{text or progress.row_text(row)} [{done.note}]"
+                progress.done(job.index, row, text, launcher.status())
+        except KeyboardInterrupt:
+            result.interrupted = True
+        except ClusterLost as exc:
+            result.cluster_lost = str(exc)
+        finally:
+            if launcher.busy():
+                launcher.cancel()
+            write_ready(everything=True)
     result.planned = max(result.planned, len(result.rows))
     return result
+
+
+def shard_of(runs: list[Any], shard: tuple[int, int] | None) -> list[Any]:
+    """Shard ``I/N`` of a command's runs: run i (from 0) is in shard i mod N + 1; all of them without one."""
+    if shard is None:
+        return list(runs)
+    i, n = shard
+    return [r for k, r in enumerate(runs) if k % n == i - 1]
 
 
 class SweepProgress:
@@ -107,6 +183,7 @@ class SweepProgress:
         self._progress: Any = None
         self._task: Any = None
         self._t0 = time.monotonic()
+        self.count = 0  # runs reported done (a cluster finishes them in any order)
 
     def __enter__(self) -> SweepProgress:
         if self.live:
@@ -120,24 +197,32 @@ class SweepProgress:
             self._task = self._progress.add_task("", total=self.total)
         return self
 
+    @staticmethod
+    def row_text(row: dict[str, Any]) -> str:
+        return (f"{row['cell']} seed {row['seed']}: dup/1000 {row['dup_per_1000']}, recovery p99 "
+                f"{row['recovery_p99']}s, {row['throughput_per_s']} tasks/s, {row['elapsed_s']}s")
+
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
 
-    def start(self, index: int, cell: Cell, seed: int) -> None:
+    def start(self, index: int, cell: Cell, seed: int, cluster: str = "") -> None:
+        """The live line names the run under way; on a cluster, what runs where (``cluster``) instead."""
         if self._progress is not None:
-            self._progress.update(self._task, description=f"{cell.cell_id} seed {seed}")
+            self._progress.update(self._task, description=cluster or f"{cell.cell_id} seed {seed}")
 
-    def done(self, index: int, row: dict[str, Any], text: str | None = None) -> None:
-        text = text or (f"{row['cell']} seed {row['seed']}: dup/1000 {row['dup_per_1000']}, recovery p99 "
-                        f"{row['recovery_p99']}s, {row['throughput_per_s']} tasks/s, {row['elapsed_s']}s")
+    def done(self, index: int, row: dict[str, Any], text: str | None = None, cluster: str = "") -> None:
+        text = text or self.row_text(row)
         if self._progress is not None:
-            self._progress.update(self._task, advance=1)
+            self._progress.update(self._task, advance=1, description=cluster or None)
             self._progress.console.print(text, highlight=False)
         else:
             elapsed = time.monotonic() - self._t0
-            total = max(self.total, index + 1)
-            print(f"[{self.label} {index + 1}/{total} {elapsed:5.0f}s] {text}", file=self.stream, flush=True)
+            self.count += 1
+            total = max(self.total, self.count)
+            where = f" ({cluster})" if cluster else ""
+            print(f"[{self.label} {self.count}/{total} {elapsed:5.0f}s] {text}{where}", file=self.stream,
+                  flush=True)  # fmt: skip
 
     def loud(self, text: str) -> None:
         if self._progress is not None:

@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from takeover.config import RunConfig
+from takeover.fanout.launch import Launcher
 from takeover.store import TUNE_CSV
 from takeover.sweep.grid import Cell, Grid
 from takeover.sweep.recommend import cell_means, frame
@@ -258,9 +259,12 @@ class Tuning:
         return cell_means(df)
 
 
-def run_tuning(plan: Plan, out: Path, *, live: bool | None = None) -> tuple[Tuning, SweepResult]:
+def run_tuning(plan: Plan, out: Path, *, live: bool | None = None,
+               launcher: Launcher | None = None) -> tuple[Tuning, SweepResult]:
+    """The search's runs through ``launcher`` (default: here), one out at a time: each is chosen from the
+    rows of the runs before it, so the answer does not depend on where the runs are made."""
     tuning = Tuning(plan, out)
     estimate = plan.min_runs() * 2
     result = run_cells(tuning.runs(), out, planned=estimate, csv_name=TUNE_CSV, label="tune", live=live,
-                       on_row=tuning.on_row, describe=tuning.progress_line)
+                       on_row=tuning.on_row, describe=tuning.progress_line, launcher=launcher, depth=1)
     return tuning, result

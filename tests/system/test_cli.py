@@ -48,7 +48,8 @@ _RUN_OPTIONS = (
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
     "--duplicate-register-rate --freeze-in-call-rate --stale-heartbeat-rate --lease-edge-rate "
     "--lose-reply-rate --slow-rate --pause-time-file --pause-time-scale --clock-skew-max "
-    "--clock-jump-rate --clock-jump-max --power-loss-rate --probe-rate"
+    "--clock-jump-rate --clock-jump-max --power-loss-rate --probe-rate "
+    "--hosts --partition-rate --conn-kill-rate --db-restart-rate --net-delay --net-loss"
 ).split()
 
 
@@ -62,12 +63,13 @@ _RUN_OPTIONS = (
                   "--fail-on-duplicates", "--max-duplicates-per-1000"]),
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--power-loss", "--mode",
                    "--target", "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max",
-                   "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--db", "--keep-db",
-                   "--dry-run"]),
+                   "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--hosts",
+                   "--partition-rate", "--conn-kill-rate", "--db-restart-rate", "--db", "--keep-db", "--dry-run",
+                   "--cluster", "--shard"]),
         # hunt takes every stress option but those it sets per run (duration, seed, swarm, out)
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
                   *_RUN_OPTIONS[_RUN_OPTIONS.index("--arrival-rate"):],
-                  "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid"]),
+                  "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid", "--cluster"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:

@@ -74,3 +74,19 @@ def test_bad_input_is_one_line(argv, words, capsys) -> None:
     assert main(["init-ci", *argv]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
+
+
+def test_shards_turn_the_nightly_sweep_into_a_matrix_and_a_merge(tmp_path) -> None:
+    assert main(["init-ci", "--queue", "q:Q", "--dir", str(tmp_path), "--shards", "3"]) == 0
+    text = (tmp_path / ".github" / "workflows" / "takeover.yml").read_text()
+    jobs = yaml.safe_load(text)["jobs"]
+    assert jobs["sweep-shard"]["strategy"]["matrix"]["shard"] == [1, 2, 3]
+    runs = " ".join(s.get("run", "") for s in jobs["sweep-shard"]["steps"])
+    assert "--shard ${{ matrix.shard }}/3" in runs
+    assert jobs["sweep-merge"]["needs"] == "sweep-shard"
+    assert "takeover merge .takeover/shards/* --out .takeover/sweep" in str(jobs["sweep-merge"]["steps"])
+    assert not any("takeover sweep" in s.get("run", "") for s in jobs["nightly"]["steps"]), "one sweep, sharded"
+    assert not re.search(r"@[A-Z_]+@", text), "every placeholder filled in"
+    (tmp_path / "b").mkdir()
+    assert main(["init-ci", "--queue", "q:Q", "--dir", str(tmp_path / "b"), "--shards", "0"]) == 2
+    assert not (tmp_path / "b" / ".github").exists()

@@ -1,0 +1,76 @@
+"""``takeover merge``: join the folders of a command's shards (``--shard I/N``) into one result.
+
+A CI matrix of N jobs each runs ``takeover sweep ... --shard I/N --out shard-I``; a last job downloads the
+N folders and runs ``takeover merge shard-* --out sweep``: the folder and the answer the unsharded sweep
+gives. Exit codes are the merged command's; 2 when the folders are not the N
+shards of one command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from takeover import store
+from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
+from takeover.fanout.merge import read_shards
+
+HELP = "join the output folders of a command's shards (--shard I/N) into the one result the unsharded command gives"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dirs", nargs="+", metavar="OUT_DIR", help="the shards' output folders, one per shard")
+    parser.add_argument("--out", required=True, metavar="DIR", help="the merged folder; must be new or empty")
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {str(out)!r} exists and is not an empty folder")
+    dirs = [Path(d) for d in args.dirs]
+    for d in dirs:
+        if not d.is_dir():
+            raise UsageError(f"merge: {str(d)!r} is not a folder")
+    return merge(dirs, out)
+
+
+def merge(dirs: list[Path], out: Path) -> ExitCode:
+    """Merge the shard folders ``dirs`` into ``out`` (new or empty); the exit code the command would give."""
+    shards = read_shards(dirs)
+    command = shards[0]["command"]
+    if command != "sweep":
+        raise UsageError(f"merge: merging {command} shards is not supported yet (sweep only)")
+    return _merge_sweep(shards, out)
+
+
+def _merge_sweep(shards: list[dict[str, Any]], out: Path) -> ExitCode:
+    import csv
+    import shutil
+
+    from takeover.commands.sweep import report
+    from takeover.sweep.metrics import COLUMNS
+
+    order = {key: i for i, key in enumerate(shards[0]["order"])}
+    rows: list[dict[str, Any]] = []
+    out.mkdir(parents=True, exist_ok=True)
+    for s in shards:
+        src: Path = s["dir"]
+        with open(src / store.SWEEP_CSV, newline="") as fh:
+            for row in csv.DictReader(fh):
+                moved = out / store.SWEEP_CELLS / Path(row["run_dir"]).name
+                shutil.copytree(src / store.SWEEP_CELLS / moved.name, moved)
+                rows.append({**row, "run_dir": str(moved)})
+    rows.sort(key=lambda r: order[f"{r['cell']}-s{r['seed']}"])
+    shutil.copy(shards[0]["dir"] / store.SWEEP_GRID, out / store.SWEEP_GRID)
+    with open(out / store.SWEEP_CSV, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    meta = {**shards[0]["meta"], "planned": len(order),
+            "interrupted": any(s["meta"].get("interrupted") for s in shards)}  # fmt: skip
+    violations = [r for r in rows if r["valid"] == "False"]
+    print(f"takeover merge: {len(shards)} shard(s) of sweep {meta['grid']}, {len(rows)} run(s) of {len(order)} "
+          f"-> {out}", flush=True)  # fmt: skip
+    return report(out, meta, rows, violations)

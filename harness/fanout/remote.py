@@ -1,0 +1,145 @@
+"""What a dask worker runs for one run: the run's command line in a subprocess, its folder back compressed.
+
+Why a subprocess and a scratch folder: a run is a process tree of its own (coordinator, workers, service)
+that takes signals and must be reaped; run in the dask worker's own process it would share its signal
+handlers and threads. The subprocess is ``takeover stress ...``, the very line the run's reproduce line
+says, with ``--out`` in a fresh scratch folder that is removed afterwards: the worker keeps nothing, and
+needs nothing from the machine that asked but takeover installed (and the queue importable).
+
+The run is stopped, and its whole tree reaped, when the task is no longer wanted: the command cancelled it
+(Ctrl-C), or the client that asked went away (the scheduler then releases its tasks). The child also dies
+with the dask worker (``PR_SET_PDEATHSIG``, takeover.lifeline), so a worker killed mid-run leaves no
+run behind. Each start and end is logged as a dask event (:data:`TOPIC`): the command counts the starts of a
+run (a second start is the rerun after a lost worker) and shows what runs where.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TOPIC = "takeover-fanout"
+POLL = 0.25  # seconds between looks at the child and at whether the task is still wanted
+STOP_GRACE = 2.0  # seconds a cancelled run gets to stop its own tree (SIGTERM) before it is killed
+# Runs the child as `takeover ARGV...`, dying with this process (takeover.lifeline): argv[1] is our pid.
+_CHILD = ("import sys; from takeover.lifeline import die_with_parent; die_with_parent(int(sys.argv[1])); "
+          "from takeover.cli import main; sys.exit(main(sys.argv[2:]))")
+WANTED = ("executing", "long-running")
+_ACTIVE: set[str] = set()  # the task keys whose run is under way in this worker, until their scratch is gone
+
+
+def active(prefix: str) -> int:
+    """How many runs whose key starts with ``prefix`` this worker has under way (``Client.run`` asks each
+    worker, on its event loop, while Ctrl-C waits for the cancelled runs to be gone)."""
+    return sum(1 for key in list(_ACTIVE) if key.startswith(prefix))
+
+
+def pack(folder: Path) -> bytes:
+    """The folder as a gzip-compressed tar, its entries relative to it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+        for path in sorted(folder.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
+    return buf.getvalue()
+
+
+def unpack(archive: bytes, folder: Path) -> None:
+    """Extract :func:`pack`'s archive into ``folder`` (created): a plain tree of files, nothing outside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(folder, filter="data")
+
+
+def relocate(folder: Path) -> None:
+    """Point a gathered run's ``config.json`` at the folder it is stored in now, as a local run's is (it
+    named the scratch folder it ran in on the worker, gone since)."""
+    import json
+
+    path = folder / "config.json"
+    if path.is_file():
+        config = json.loads(path.read_text())
+        if "out" in config:
+            config["out"] = str(folder)
+            path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def run_remote(argv: list[str], pythonpath: list[str]) -> dict[str, Any]:
+    """Run ``takeover ARGV --out SCRATCH/run`` here; return its exit code, wall time and packed run folder."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    key = worker.get_current_task()
+    worker.log_event(TOPIC, {"event": "start", "key": str(key), "worker": worker.address})
+    _ACTIVE.add(str(key))
+    scratch = Path(tempfile.mkdtemp(prefix="takeover-fanout-"))
+    started = time.monotonic()
+    try:
+        out = scratch / "run"
+        env = dict(os.environ)
+        (scratch / "tmp").mkdir()
+        env["TMPDIR"] = str(scratch / "tmp")  # whatever the run leaves in temp goes with the scratch folder
+        paths = [p for p in pythonpath if Path(p).is_dir()] + [p for p in [env.get("PYTHONPATH")] if p]
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
+        with open(scratch / "stderr.txt", "w+") as err:
+            proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(os.getpid()), *argv, "--out", str(out)],
+                                    cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=err)  # fmt: skip
+            cancelled = _wait(proc, worker, key)
+            err.seek(0)
+            tail = err.read()[-2000:]
+        result: dict[str, Any] = {"exit_code": proc.returncode, "wall_s": round(time.monotonic() - started, 3),
+                                  "worker": worker.address, "cancelled": cancelled, "stderr": tail}  # fmt: skip
+        if not cancelled and out.is_dir():
+            result["archive"] = pack(out)
+        return result
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        _ACTIVE.discard(str(key))
+        worker.log_event(TOPIC, {"event": "end", "key": str(key), "worker": worker.address})
+
+
+def _wait(proc: subprocess.Popen[Any], worker: Any, key: Any) -> bool:
+    """Wait for the child; stop it (and reap its tree) as soon as the task is no longer wanted. True then."""
+    while True:
+        try:
+            proc.wait(timeout=POLL)
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        ts = worker.state.tasks.get(key)
+        if ts is None or ts.state not in WANTED:
+            stop_tree(proc)
+            return True
+
+
+def stop_tree(proc: subprocess.Popen[Any], grace: float = STOP_GRACE) -> None:
+    """SIGTERM the run (it stops and reaps its own workers), then SIGKILL whatever of its tree is left."""
+    import psutil
+
+    try:
+        root = psutil.Process(proc.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        pass
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(tree, timeout=5)
+    proc.wait()
