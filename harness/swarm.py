@@ -57,8 +57,27 @@ def _rate(cfg: RunConfig, kind: str, factor: float) -> float:
     return rate if kind in NEMESIS_FAULTS else min(rate, 1.0)
 
 
+# The network's kinds (takeover.net.faults), drawn only in a run with hosts, each around this rate per second
+# when the run gives it none; one given (above 0) is kept as given.
+NETWORK_RATES = {"partition_rate": 0.3, "conn_kill_rate": 0.2, "db_restart_rate": 0.05}
+
+
+def _network(cfg: RunConfig) -> dict[str, float]:
+    """A run with hosts: each network kind not given is on with probability 1/2, around its rate; from its
+    own stream of the seed, as the other kinds."""
+    rates: dict[str, float] = {}
+    for name, default in NETWORK_RATES.items():
+        rng = random.Random(stream_seed(cfg.seed, f"swarm:{name}"))
+        on = rng.random() < P_ON
+        factor = math.exp(rng.uniform(-math.log(SPAN), math.log(SPAN)))
+        if getattr(cfg, name) <= 0:
+            rates[name] = float(f"{default * factor:.{SIGNIFICANT}g}") if on else 0.0
+    return rates
+
+
 def draw(cfg: RunConfig, pinned: Iterable[str] = ()) -> RunConfig:
-    """``cfg`` with the rate of every fault kind not in ``pinned`` drawn from ``cfg.seed``, and ``swarm`` set.
+    """``cfg`` with the rate of every fault kind not in ``pinned`` drawn from ``cfg.seed``, and ``swarm`` set;
+    with hosts, the network's kinds too (:func:`_network`).
 
     ``cfg``'s own rates are the centres (see the module docstring); the pinned kinds keep theirs.
     """
@@ -74,12 +93,19 @@ def draw(cfg: RunConfig, pinned: Iterable[str] = ()) -> RunConfig:
     if drawn and not any(rates.values()):
         forced = random.Random(stream_seed(cfg.seed, "swarm")).choice(drawn)
         rates[forced] = _rate(cfg, forced, factors[forced])
-    return dataclasses.replace(cfg, faults=rates, swarm=True)
+    drawn_cfg = dataclasses.replace(cfg, faults=rates, swarm=True)
+    if cfg.hosts > 0:
+        net = _network(cfg)
+        drawn_cfg = dataclasses.replace(drawn_cfg, partition_rate=net.get("partition_rate", cfg.partition_rate),
+                                        conn_kill_rate=net.get("conn_kill_rate", cfg.conn_kill_rate),
+                                        db_restart_rate=net.get("db_restart_rate", cfg.db_restart_rate))
+    return drawn_cfg
 
 
 def mix(cfg: RunConfig) -> dict[str, float]:
-    """The kinds a config has on, with their rates: what a swarm draw chose, in report order."""
-    return {k: float(cfg.faults.get(k, 0.0)) for k in FAULT_KINDS if cfg.faults.get(k, 0.0) > 0}
+    """The kinds a config has on, with their rates: what a swarm draw chose, in report order (the network's last)."""
+    kinds = {k: float(cfg.faults.get(k, 0.0)) for k in FAULT_KINDS if cfg.faults.get(k, 0.0) > 0}
+    return kinds | {n.removesuffix("_rate"): float(getattr(cfg, n)) for n in NETWORK_RATES if getattr(cfg, n) > 0}
 
 
 def describe(cfg: RunConfig) -> str:

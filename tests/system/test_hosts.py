@@ -94,6 +94,13 @@ def test_each_network_fault_reaches_its_window_and_the_reference_queue_stays_val
     assert took and min(took) >= 0.038, min(took)
 
 
+def _netns(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return ""
+
+
 def _net_namespaces() -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*"):
@@ -108,17 +115,26 @@ def test_sigkill_of_takeover_leaves_no_namespace_server_or_folder(tmp_path: Path
     out = tmp_path / "run"
     proc = subprocess.Popen(_stress(out, "--hosts", "2", "--duration", "60"), cwd=REPO, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ours = os.readlink("/proc/self/ns/net")
+    spaces: set[str] = set()
+    folders: set[Path] = set()
     try:
+        # As soon as the run's network, its server and its first workers are up: the namespaces (held by three
+        # of takeover's children, the workers among the others) and a server whose processes are inside one.
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not any(r.get("value") == "start" for r in records(out)):
-            time.sleep(0.1)
-        ours = os.readlink("/proc/self/ns/net")
-        spaces = {os.readlink(f"/proc/{c.pid}/ns/net") for c in psutil.Process(proc.pid).children(recursive=True)
-                  if os.path.exists(f"/proc/{c.pid}/ns/net")} - {ours}
-        assert len(spaces) == 3, f"the database's and two hosts' namespaces, held by takeover's children: {spaces}"
-        folders = {Path(p.cmdline()[p.cmdline().index("-D") + 1]).parent for p in servers_of(proc.pid)
-                   if "-D" in p.cmdline()}
-        assert folders, "the run's server is up"
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                inside = [ns for c in psutil.Process(proc.pid).children(recursive=True)
+                          if (ns := _netns(c.pid)) and ns != ours]
+            except psutil.NoSuchProcess:
+                continue
+            spaces = set(inside)
+            servers = [p for p in servers_of(proc.pid) if _netns(p.pid) in spaces and "-D" in p.cmdline()]
+            if len(spaces) == 3 and len(inside) > 3 and servers:
+                folders = {Path(p.cmdline()[p.cmdline().index("-D") + 1]).parent for p in servers}
+                break
+            time.sleep(0.05)
+        assert len(spaces) == 3 and folders, f"the database's and two hosts' namespaces, and the server: {spaces}"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         deadline = time.monotonic() + 20
