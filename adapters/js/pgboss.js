@@ -4,8 +4,9 @@
 //   --queue "exec:node adapters/js/pgboss.js --expire 1" --db postgres --lease 1
 //
 // pg-boss has no lease passed at fetch time: a job's lease is its expireInSeconds, fixed when it is sent
-// (an integer >= 1), so the adapter is told it (--expire, the run's --lease) and reports claims' leases as
-// now + expire. Each contract call is the pg-boss call a worker makes:
+// (an integer >= 1), so the adapter is told it (--expire, the run's --lease); a lease ends at started_on +
+// expire_in, on the database server's clock, which the claim and the snapshot both report. Each contract
+// call is the pg-boss call a worker makes:
 //   register -> send(queue, {task_id}, {id}) (a job id derived from the task id: sending it again inserts
 //               nothing, pg-boss's own ON CONFLICT DO NOTHING)
 //   claim    -> fetch(queue, {includeMetadata}); generation = retryCount + 1 (pg-boss counts re-fetches)
@@ -31,8 +32,10 @@ function jobId(taskId) {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
-const SNAPSHOT = `SELECT data->>'task_id' AS task_id, state, retry_count, started_on IS NOT NULL AS started,
-    EXTRACT(epoch FROM started_on + expire_in)::float8 AS lease_until, output->>'outcome' AS outcome
+// started_on (a Date, milliseconds) + the expiry: the claim and the snapshot compute it alike.
+const leaseOf = (startedOn) => startedOn.getTime() / 1000 + EXPIRE;
+
+const SNAPSHOT = `SELECT data->>'task_id' AS task_id, state, retry_count, started_on, output->>'outcome' AS outcome
   FROM pgboss.job WHERE name = $1 ORDER BY created_on, id`;
 
 function generationOf(row) {
@@ -73,7 +76,7 @@ class PgBossQueue {
 
   async claim(worker, now) {
     const [job] = await this.boss.fetch(QUEUE, { includeMetadata: true });
-    return job ? [job.data.task_id, job.retryCount + 1, now + EXPIRE] : null;
+    return job ? [job.data.task_id, job.retryCount + 1, leaseOf(job.startedOn)] : null;
   }
 
   async finish(taskId, generation, outcome) {
@@ -83,7 +86,7 @@ class PgBossQueue {
 
   async snapshot() {
     const { rows } = await this.boss.getDb().executeSql(SNAPSHOT, [QUEUE]);
-    return rows.map((r) => [r.task_id, stateOf(r), generationOf(r), r.state === 'active' ? r.lease_until : null]);
+    return rows.map((r) => [r.task_id, stateOf(r), generationOf(r), r.state === 'active' ? leaseOf(r.started_on) : null]);
   }
 
   async close() {

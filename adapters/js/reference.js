@@ -42,6 +42,8 @@ function checkTime(name, value) {
   }
 }
 
+// Statements are prepared once per connection (named), as psycopg prepares the Python reference's after a
+// few executions: the two queues then differ in the language and the bridge, not in the server's work.
 class ReferenceQueue {
   constructor(client, finishStatement) {
     this.client = client;
@@ -60,7 +62,7 @@ class ReferenceQueue {
 
   async register(taskId, now) {
     checkTime('now', now);
-    await this.client.query(REGISTER, [taskId, now]);
+    await this.client.query({ name: 'register', text: REGISTER, values: [taskId, now] });
   }
 
   async registerMany(taskIds, now) {
@@ -72,21 +74,22 @@ class ReferenceQueue {
     checkTime('now', now);
     checkTime('lease', lease);
     if (lease <= 0) throw new Error(`lease must be positive, got ${lease}`);
-    const { rows } = await this.client.query(CLAIM, [now, now + lease, worker]);
+    const { rows } = await this.client.query({ name: 'claim', text: CLAIM, values: [now, now + lease, worker] });
     return rows.length ? [rows[0].task_id, rows[0].generation, rows[0].lease_until] : null;
   }
 
   async finish(taskId, generation, outcome, now) {
     if (outcome !== 'done' && outcome !== 'uncertain') throw new Error(`outcome must be done or uncertain, got ${outcome}`);
     checkTime('now', now);
-    const { rowCount } = await this.client.query(this.finishStatement, [outcome, taskId, generation, now]);
+    const { rowCount } = await this.client.query({
+      name: 'finish', text: this.finishStatement, values: [outcome, taskId, generation, now] });
     return rowCount === 1;
   }
 
   async extend(taskId, generation, now, lease) {
     checkTime('now', now);
     checkTime('lease', lease);
-    const { rows } = await this.client.query(EXTEND, [now + lease, taskId, generation, now]);
+    const { rows } = await this.client.query({ name: 'extend', text: EXTEND, values: [now + lease, taskId, generation, now] });
     return rows.length ? rows[0].lease_until : false;
   }
 
