@@ -64,6 +64,7 @@ from takeover.exit_codes import ExitCode
 
 if TYPE_CHECKING:  # the checker (pandas) is loaded when a run is checked, not when this module is imported
     from takeover.checker import CheckResult
+    from takeover.fanout.launch import Launcher
 
 # Issue 12's targets: every planted bug caught in at least 95 % of 10 s runs, median time to first
 # violation at most 3 s. Shown beside the figures with PASS/MISS; nothing fails on them.
@@ -115,16 +116,28 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
     """One real stress run of planted queue ``name`` (or the reference queue, ``name`` =
     :data:`REFERENCE`), checked; its folder is removed afterwards unless ``keep`` or the reference
     queue failed (a false alarm: its folder is the evidence). ``hosts``: the network era's bugs (:func:`suite`)."""
-    from takeover.checker.check import analyse
     from takeover.child_run import stress_in_child
 
+    queue, out, extra = run_args(name, seed, seconds, root, mode, hosts)
+    code, took, _ = stress_in_child(queue, seed, profile, out, extra)
+    return judge(name, expected, seed, mode, out, code, took, keep)
+
+
+def run_args(name: str, seed: int, seconds: float, root: Path, mode: str, hosts: int
+             ) -> tuple[str, Path, tuple[str, ...]]:
+    """The queue, the run folder and the stress options of one run (beside --profile, --queue, --seed)."""
     _, module, reference, extra = suite(hosts)
     queue = reference if name == REFERENCE else f"{module}:{name}"
-    out = root / f"{name}-{mode}-s{seed}"
+    return queue, root / f"{name}-{mode}-s{seed}", ("--duration", f"{seconds:g}", *mode_args(mode), *extra)
+
+
+def judge(name: str, expected: tuple[str, ...], seed: int, mode: str, out: Path, code: int, took: float,
+          keep: bool) -> dict[str, Any]:
+    """One finished run's row (checked here, wherever it ran); its folder removed unless kept."""
+    from takeover.checker.check import analyse
+
     kept = keep
     try:
-        code, took, _ = stress_in_child(queue, seed, profile, out,
-                                        ("--duration", f"{seconds:g}", *mode_args(mode), *extra))
         # Checked again in this process: the earliest violating operation's time is on the
         # checker's results, not in summary.json (whose examples hold only the first few).
         result = analyse(out)
@@ -223,7 +236,7 @@ def _reference(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 10.0, jobs: int = JOBS,
             profile: str = PROFILE, progress: Callable[[str], None] | None = None,
             modes: tuple[str, ...] = MODES, reference: bool = True, keep: Path | None = None,
-            hosts: int = 0) -> dict[str, Any]:
+            hosts: int = 0, launcher: Launcher | None = None) -> dict[str, Any]:
     """Every planted bug (or ``bugs``) over seeds 1..``seeds`` in each mode, and the reference queue
     over the same seeds: the figures bench.json keeps under ``detection``.
 
@@ -250,27 +263,36 @@ def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 
     load_before = [round(x, 2) for x in os.getloadavg()]
     queues = [*names, *([REFERENCE] if reference else [])]
     results: dict[tuple[str, str], list[dict[str, Any]]] = {(n, m): [] for n in queues for m in modes}
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    try:
-        # Seed by seed, a bug's modes next to each other: what a ratio compares runs side by side.
-        futures = {pool.submit(run_once, n, PLANTED.get(n, ()), s, seconds, root, profile, m, keep is not None, hosts):
-                   (n, m) for s in range(1, seeds + 1) for n in queues for m in modes}
-        for fut in as_completed(futures):
-            key = futures[fut]
-            r = fut.result()
-            results[key].append(r)
-            if progress:
-                progress(_progress_line(key[0], r))
-    except BaseException:
-        # Ctrl-C (or a failed run): no new run starts, and every run still going is killed with
-        # everything it started, before the threads waiting on them are joined.
-        pool.shutdown(wait=False, cancel_futures=True)
-        kill_children()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if keep is None:
-            _remove_unless_kept(root)
+    if launcher is not None and launcher.remote:
+        jobs = launcher.slots  # what ran at once, in the figures' "jobs"
+        try:
+            _on_cluster(launcher, results, PLANTED, queues, modes, seeds, seconds, root, profile, keep is not None,
+                        hosts, progress)  # fmt: skip
+        finally:
+            if keep is None:
+                _remove_unless_kept(root)
+    else:
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        try:
+            # Seed by seed, a bug's modes next to each other: what a ratio compares runs side by side.
+            futures = {pool.submit(run_once, n, PLANTED.get(n, ()), s, seconds, root, profile, m, keep is not None,
+                                   hosts): (n, m) for s in range(1, seeds + 1) for n in queues for m in modes}
+            for fut in as_completed(futures):
+                key = futures[fut]
+                r = fut.result()
+                results[key].append(r)
+                if progress:
+                    progress(_progress_line(key[0], r))
+        except BaseException:
+            # Ctrl-C (or a failed run): no new run starts, and every run still going is killed with
+            # everything it started, before the threads waiting on them are joined.
+            pool.shutdown(wait=False, cancel_futures=True)
+            kill_children()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            if keep is None:
+                _remove_unless_kept(root)
     first = modes[0]
     per_bug = {n: summarise(n, PLANTED[n], results[(n, first)]) for n in names}
     fig: dict[str, Any] = {
@@ -301,6 +323,36 @@ def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 
     if keep is not None or root.exists():
         fig["runs_dir"] = str(root)
     return fig
+
+
+def _on_cluster(launcher: Launcher, results: dict[tuple[str, str], list[dict[str, Any]]],
+                planted: dict[str, tuple[str, ...]], queues: list[str], modes: tuple[str, ...], seeds: int,
+                seconds: float, root: Path, profile: str, keep: bool, hosts: int,
+                progress: Callable[[str], None] | None) -> None:
+    """The same runs as the local pool's, in the same order, on a dask cluster (takeover.fanout): each
+    gathered run is judged here as a local one is."""
+    from takeover.fanout.launch import Job
+
+    order = [(n, m, s) for s in range(1, seeds + 1) for n in queues for m in modes]
+    pending = list(enumerate(order))
+    try:
+        while pending or launcher.busy():
+            while pending and launcher.free():
+                index, (n, m, s) = pending.pop(0)
+                queue, out, extra = run_args(n, s, seconds, root, m, hosts)
+                argv = ["stress", "--profile", profile, "--queue", queue, "--seed", str(s), *extra]
+                launcher.submit(Job(out.name, out, argv, lambda: None, (), index, {"key": (n, m, s)}))
+            done = launcher.next_done()
+            n, m, s = done.job.info["key"]
+            if done.lost or done.exit_code == ExitCode.USAGE:
+                raise UsageError(f"detection: the run {done.job.key} failed on the cluster: {done.note}")
+            r = judge(n, planted.get(n, ()), s, m, done.job.run_dir, int(done.exit_code or 0), done.wall_s, keep)
+            results[(n, m)].append(r)
+            if progress:
+                progress(_progress_line(n, r))
+    except BaseException:
+        launcher.cancel()
+        raise
 
 
 def _mode_key(mode: str) -> str:

@@ -108,9 +108,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes (a few seconds): proves the benchmarks run; figures mean nothing")  # fmt: skip
     parser.add_argument("--out", default="bench.json", help="where to write the results (default bench.json)")
-    parser.add_argument("--only", action="append", choices=(*SOURCES, "detection", "mutation"), metavar="NAME",
+    parser.add_argument("--only", action="append", choices=(*SOURCES, "detection", "mutation", "fanout"),
+                        metavar="NAME",
                         help=f"run only this measurement (repeatable): {', '.join(SOURCES)}, detection, mutation "
-                             "(the mutation score alone)")  # fmt: skip
+                             "(the mutation score alone), fanout (fanout_vs_local: sleep-bound runs on a dask local:2 "
+                             "cluster vs two local jobs; needs takeover[cluster])")  # fmt: skip
     parser.add_argument("--detection", action="store_true",
                         help="also measure detection power: every planted bug under real stress runs (minutes)")
     parser.add_argument("--detection-seeds", type=int, default=10, metavar="N",
@@ -119,6 +121,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="faulted seconds of each of those runs (default 10)")
     parser.add_argument("--detection-jobs", type=int, default=2, metavar="J",
                         help="detection runs at once (default 2, one per core)")
+    from takeover.options import add_fanout_options
+
+    add_fanout_options(parser, shard=False)  # bench --detection's runs on a dask cluster
     parser.add_argument("--mutants", default=None, metavar="N|all",
                         help="with --detection: the mutation score over a sample of N generated mutants of each "
                              "reference queue (default 10), or all of them (about an hour per database)")
@@ -175,14 +180,22 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         doc["db"] = db.redact(database)
         doc["frozen_holder"] = _frozen_holder()
     if args.detection or "detection" in (args.only or []):
-        doc["detection"] = _detection(args, quick)
+        doc["detection"] = _detection(args, quick, getattr(args, "cluster", None))
     if args.detection or "mutation" in (args.only or []):
         doc["mutation"] = _mutation(args, quick)
+    if "fanout" in (args.only or []):
+        doc["fanout"] = _fanout(quick)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     if results:  # ``--only detection`` measured nothing else
         print_table(results, quick)
     if "detection" in doc:
         print_detection(doc["detection"])
+    if "fanout" in doc:
+        f = doc["fanout"]
+        print(f"fanout_vs_local {f['fanout_vs_local']:.3f} (target {f['target']}: "
+              f"{'PASS' if f['pass'] else 'MISS'}): {f['runs']} sleep-bound runs, two local jobs "
+              f"{f['local_s']} s, dask local:2 {f['cluster_s']} s; the cluster's overhead "
+              f"{f['overhead_per_run_s']} s per run")  # fmt: skip
     if "mutation" in doc:
         from takeover.benchmarks.mutation import line
 
@@ -295,17 +308,37 @@ def _frozen_holder() -> dict[str, Any]:
     return frozen_holder.measure()
 
 
-def _detection(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
-    """Detection power; with ``--quick`` one reliably caught bug, one seed, 3 s (proves it runs)."""
+def _detection(args: argparse.Namespace, quick: bool, cluster: str | None = None) -> dict[str, Any]:
+    """Detection power; with ``--quick`` one reliably caught bug, one seed, 3 s (proves it runs). With
+    ``--cluster`` the runs are made on that dask cluster (takeover.fanout), ``--detection-jobs`` ignored."""
     from takeover.benchmarks import detection
+    from takeover.fanout.launch import open_launcher
 
     bugs, seeds, seconds = (["StealsLiveLeases"], 1, 3.0) if quick else (
         None, args.detection_seeds, args.detection_seconds)
     print(f"takeover bench: measuring detection ({seeds} seed(s) x {seconds:g} s per planted bug and mode, "
           f"and the reference queue) ...",
           file=sys.stderr, flush=True)
-    return detection.measure(bugs, seeds, seconds, args.detection_jobs,
-                             progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    launcher = open_launcher(cluster) if cluster else None
+    try:
+        return detection.measure(bugs, seeds, seconds, args.detection_jobs,
+                                 progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+                                 launcher=launcher)  # fmt: skip
+    finally:
+        if launcher is not None:
+            launcher.close()
+
+
+def _fanout(quick: bool) -> dict[str, Any]:
+    """fanout_vs_local (takeover.benchmarks.fanout); with ``--quick`` two runs (proves it runs)."""
+    from takeover.benchmarks import fanout
+    from takeover.fanout.launch import check_cluster_extra
+
+    check_cluster_extra()
+    runs = 2 if quick else 4
+    print(f"takeover bench: measuring fanout_vs_local ({runs} sleep-bound runs locally, then on local:2) ...",
+          file=sys.stderr, flush=True)
+    return fanout.measure(runs)
 
 
 def mutants_sample(args: argparse.Namespace) -> int | None:

@@ -129,14 +129,19 @@ def open_launcher(cluster: str | None, *, db: str = "sqlite") -> Launcher:
     if db == "postgres":
         raise UsageError("--cluster with --db postgres: that server is private to this machine; give the "
                          "runs a postgresql:// URL every dask worker reaches")  # fmt: skip
+    check_cluster_extra()
+    from takeover.fanout.cluster import ClusterLauncher
+
+    return ClusterLauncher(cluster)
+
+
+def check_cluster_extra() -> None:
+    """dask.distributed is there (the extra takeover[cluster]), else one line saying how to get it."""
     try:
         import distributed  # noqa: F401
     except ImportError:
         raise UsageError("--cluster needs dask.distributed, the extra takeover[cluster]: "
                          "pip install 'takeover[cluster]'") from None  # fmt: skip
-    from takeover.fanout.cluster import ClusterLauncher
-
-    return ClusterLauncher(cluster)
 
 
 def check_address(cluster: str) -> None:

@@ -1,0 +1,68 @@
+"""``fanout_vs_local``: the same sleep-bound runs on a dask ``local:2`` cluster vs two local jobs, one bench run.
+
+Why sleep-bound runs: on two cores the question is what the cluster's machinery costs (a dask task per run,
+the run's folder packed, sent and unpacked), not how two CPU-bound runs share two cores. Each run is a
+``takeover stress`` whose tasks sleep (fixed task times, no faults), so its wall time is mostly waiting.
+
+The local side is the detection bench's way of running jobs side by side: two threads, each making one run
+after another as a child process (takeover.child_run). The cluster side sends the very same command lines to
+``local:2`` through takeover.fanout. ``fanout_vs_local`` is local wall time over cluster wall time (>= 0.9:
+the cluster costs at most a tenth); ``overhead_per_run_s`` is the extra wall time per run the cluster adds,
+with the two slots busy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+TARGET = 0.9
+# A sleep-bound run: 2 workers, 16 tasks of 0.5 s each, no faults; its faulted phase is its tasks.
+QUEUE, PROFILE = "takeover.queues.sqlite_lease:SQLiteLeaseQueue", "smoke"
+EXTRA = ("--no-faults", "--workers", "2", "--tasks", "16", "--duration", "2", "--task-time-dist", "fixed",
+         "--task-time-mean", "0.5", "--task-time-max", "0.5", "--probe-rate", "0")
+
+
+def argv(seed: int) -> list[str]:
+    """The run's command line, as takeover.child_run makes it locally."""
+    return ["stress", "--profile", PROFILE, "--queue", QUEUE, "--seed", str(seed), *EXTRA]
+
+
+def measure(runs: int = 4) -> dict[str, Any]:
+    """Wall seconds of ``runs`` runs two at a time locally and on ``local:2``, and their ratio."""
+    from takeover.child_run import stress_in_child
+    from takeover.fanout.launch import Job, open_launcher
+
+    root = Path(tempfile.mkdtemp(prefix="takeover-bench-fanout-"))
+    try:
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            codes = list(pool.map(lambda s: stress_in_child(QUEUE, s, PROFILE, root / f"local-{s}", EXTRA)[0],
+                                  range(1, runs + 1)))
+        local_s = time.monotonic() - started
+        launcher = open_launcher("local:2")
+        try:
+            started = time.monotonic()
+            pending = list(range(1, runs + 1))
+            remote_codes, walls = [], []
+            while pending or launcher.busy():
+                while pending and launcher.free():
+                    s = pending.pop(0)
+                    launcher.submit(Job(f"s{s}", root / f"cluster-{s}", argv(s), lambda: None, (), s))
+                done = launcher.next_done()
+                remote_codes.append(done.exit_code)
+                walls.append(done.wall_s)
+            cluster_s = time.monotonic() - started
+        finally:
+            launcher.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {"fanout_vs_local": round(local_s / cluster_s, 3), "target": f">= {TARGET:g}",
+            "pass": local_s / cluster_s >= TARGET, "runs": runs, "local_s": round(local_s, 2),
+            "cluster_s": round(cluster_s, 2), "overhead_per_run_s": round(2 * (cluster_s - local_s) / runs, 2),
+            "run_wall_on_worker_s": round(sum(walls) / len(walls), 2), "local_exit_codes": codes,
+            "cluster_exit_codes": remote_codes, "run": " ".join(["takeover", *argv(1)])}  # fmt: skip
