@@ -20,12 +20,17 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from takeover import db
 from takeover.config import RunConfig
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 from takeover.options import RUN_OPTIONS, db_given
+
+if TYPE_CHECKING:
+    from takeover.fanout.launch import Launcher
+    from takeover.soak.driver import Soak
 
 HELP = "soak: replay banked failing seeds, then checked segments under faults for --minutes (nightly CI)"
 
@@ -52,6 +57,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="which checked segments keep their history, queue and ledger (default failed)")
     stress.configure(parser, "soak")  # the options soak refuses (NOT_FOR_SOAK) are there, hidden
     parser.set_defaults(profile="stress")
+    from takeover.options import add_fanout_options
+
+    add_fanout_options(parser, shard=False)
 
 
 # The stress options that a soak decides itself: refused, with the reason.
@@ -132,11 +140,17 @@ def run(args: argparse.Namespace) -> ExitCode:
     store.check_out(args.out)
     with db.serve(db_given(args), keep=args.keep_db):
         stress.check_queue(base.queue)
-        return _run(args, base, pinned, minutes, bank, replay_from)
+        from takeover.fanout.launch import open_launcher
+
+        launcher = open_launcher(args.cluster, db=db_given(args))
+        try:
+            return _run(args, base, pinned, minutes, bank, replay_from, launcher)
+        finally:
+            launcher.close()
 
 
 def _run(args: argparse.Namespace, base: RunConfig, pinned: tuple[str, ...], minutes: float, bank: Path,
-         replay_from: tuple[Path, ...]) -> ExitCode:
+         replay_from: tuple[Path, ...], launcher: Launcher | None = None) -> ExitCode:
     from takeover import store
     from takeover.soak.display import SoakDisplay
     from takeover.soak.driver import Soak, SoakOptions
@@ -151,8 +165,26 @@ def _run(args: argparse.Namespace, base: RunConfig, pinned: tuple[str, ...], min
     )  # fmt: skip
     for line in header(base, minutes, args.checkpoint, root, pinned):
         print(line, flush=True)
+    cluster = launcher if launcher is not None and launcher.remote else None
+    if cluster is not None:
+        from takeover.fanout.launch import announce
+
+        announce(cluster)
     with SoakDisplay(sys.stderr) as display:
-        code = Soak(opts, display).run()
+        if cluster is not None:
+            from takeover.soak.cluster import ClusterSoak
+
+            soak_run: Soak = ClusterSoak(opts, display, launcher=cluster)
+        else:
+            soak_run = Soak(opts, display)
+        code = soak_run.run()
+    if cluster is not None:
+        from takeover.fanout.launch import fanout_outcome, write_record
+        from takeover.soak.cluster import ClusterSoak
+
+        assert isinstance(soak_run, ClusterSoak)
+        write_record(root, soak_run.done, cluster)
+        code = fanout_outcome("soak", soak_run.cluster_lost, [d for d in soak_run.done if d.lost]) or code
     soak = store.read_soak_summary(root) or {}
     t = soak.get("totals", {})
     print(f"soak {soak.get('verdict', '?').upper()} ({soak.get('status')}): {t.get('segments', 0)} checkpoints, "
