@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -78,6 +79,6 @@ def _print(result: ExploreResult, args: argparse.Namespace) -> None:
     if result.scenario_file is not None:
         on = "" if result.db == db.DEFAULT else f" --db {result.db}"
         print(f"Scenarios: {result.scenario_file} · pytest: {result.test_file}", file=out)
-        print(f"  takeover scenarios --file {result.scenario_file} --queue {result.queue}{on}   "
+        print(f"  takeover scenarios --file {result.scenario_file} --queue {shlex.quote(result.queue)}{on}   "
               "# fails until the queue is fixed", file=out)
     print(f"Again: {command(result, args.examples, args.seconds)}", file=out)

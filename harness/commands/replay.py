@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -239,8 +240,8 @@ def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[P
     if files is not None:
         print(f"Scenarios: {files[0]} · pytest: {files[1]}", file=out)
         on = "" if db.current().value == db.DEFAULT else f" --db {db.current().value}"
-        print(f"  takeover scenarios --file {files[0]} --queue {report.queue}{on}   # fails until the queue is fixed",
-              file=out)
+        print(f"  takeover scenarios --file {files[0]} --queue {shlex.quote(report.queue)}{on}   "
+              "# fails until the queue is fixed", file=out)
     n, total = len(report.reproduced), len(report.tasks)
     saved = report.saved
     if saved is not None and saved.failed:

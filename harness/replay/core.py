@@ -10,11 +10,13 @@ table) is said in words, with the evidence, instead of being counted as reproduc
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from takeover import locate
+from takeover.bridge import ExecFactory
 from takeover.checker import analyse
 from takeover.checker.facts import Facts
 from takeover.contract import load_queue_factory
@@ -136,6 +138,9 @@ def replay_run(run_dir: str | Path, tasks: list[str] | None = None, queue: str |
     if not queue:
         locate.run_folders_first(fx.config)
     factory = load_queue_factory(spec)
+    workdir = fx.config.get("workdir")
+    if not queue and isinstance(factory, ExecFactory) and isinstance(workdir, str) and os.path.isdir(workdir):
+        factory.cwd = workdir  # an exec: queue's command runs from the folder the run's was given from
     replayer = Replayer(spec, factory, step_timeout)
     flagged: dict[str, list[str]] = {}
     for name, res in result.invariants.items():
