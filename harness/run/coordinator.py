@@ -147,8 +147,9 @@ class Coordinator:
             self.supervisor.site = site
             self.site = site
             sup = self.supervisor
+            # The live workers that opened their queue: a connection kill has a session to end.
             self.net_faults = NetworkFaults(self.cfg, site, self.hist, lambda: {
-                s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None})
+                s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None and self.board.ready(s)})
             return self._run(site.database)
 
     def _await_workers(self) -> None:
