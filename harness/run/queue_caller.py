@@ -57,29 +57,17 @@ class QueueCaller:
         abandon: Callable[[], bool] = lambda: False,
     ) -> Any:
         """``fn(*args)`` on the helper thread; its result, its exception, or :class:`QueueHung`."""
+        return self.start(name, fn, *args).wait(timeout, abandon)
+
+    def start(self, name: str, fn: Callable[..., Any], *args: Any) -> Pending:
+        """``fn(*args)`` handed to the helper thread, not waited for: ``takeover explore`` starts a call
+        that it parks inside itself, and makes another actor's call meanwhile. Wait with
+        :meth:`Pending.wait`, which deadlines it as :meth:`call` does."""
         if self._busy is not None:
             raise QueueHung(f"{self._busy}() has not returned for {time.time() - self._busy_since:.1f}s")
-        box: list[tuple[bool, Any]] = []
-        done = threading.Event()
-        self._jobs.put((fn, args, box, done))
-        started = time.time()
-        deadline = time.monotonic() + timeout
-        try:
-            while not done.wait(STEP):
-                if abandon():
-                    raise QueueHung(f"{name}() abandoned after {time.time() - started:.1f}s: the run was interrupted")
-                if time.monotonic() >= deadline:
-                    raise QueueHung(f"{name}() did not return within {timeout:g}s")
-        except BaseException:
-            # Also a KeyboardInterrupt raised while we waited: the call is still running, so a
-            # clean-up call (close) must fail at once instead of queueing behind it until the deadline.
-            if not done.is_set():
-                self._mark_busy(name, started, done)
-            raise
-        ok, value = box[0]
-        if ok:
-            return value
-        raise value
+        pending = Pending(self, name)
+        self._jobs.put((fn, args, pending.box, pending.done))
+        return pending
 
     def _mark_busy(self, name: str, started: float, done: threading.Event) -> None:
         """Remember the stuck call; once it returns, the caller is usable again."""
@@ -94,3 +82,35 @@ class QueueCaller:
     def stop(self) -> None:
         """Let the helper thread end once it is free; a wedged one is left to die with the process."""
         self._jobs.put(None)
+
+
+class Pending:
+    """A call handed to a :class:`QueueCaller`'s thread: done (``done``) or not yet, and its answer."""
+
+    def __init__(self, caller: QueueCaller, name: str) -> None:
+        self.caller = caller
+        self.name = name
+        self.box: list[tuple[bool, Any]] = []
+        self.done = threading.Event()
+        self.started = time.time()
+
+    def wait(self, timeout: float, abandon: Callable[[], bool] = lambda: False) -> Any:
+        """Its result or its exception; :class:`QueueHung` when it does not return within ``timeout``."""
+        name, started, done = self.name, self.started, self.done
+        deadline = time.monotonic() + timeout
+        try:
+            while not done.wait(STEP):
+                if abandon():
+                    raise QueueHung(f"{name}() abandoned after {time.time() - started:.1f}s: the run was interrupted")
+                if time.monotonic() >= deadline:
+                    raise QueueHung(f"{name}() did not return within {timeout:g}s")
+        except BaseException:
+            # Also a KeyboardInterrupt raised while we waited: the call is still running, so a
+            # clean-up call (close) must fail at once instead of queueing behind it until the deadline.
+            if not done.is_set():
+                self.caller._mark_busy(name, started, done)
+            raise
+        ok, value = self.box[0]
+        if ok:
+            return value
+        raise value
