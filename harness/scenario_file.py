@@ -20,6 +20,13 @@ The format, as the spec's own file has it (every key of the spec's file is accep
   ``response_lost`` (external_action); and what a correct queue must answer, each optional (only
   the keys present are compared): ``returns``, ``state``, ``generation``, ``lease_until``,
   ``ledger_actions``; and the texts ``label`` and ``why``.
+* two calls at once (``takeover explore`` writes them): a register, claim, finish, extend or resolve step
+  with ``pause_before_statement`` (an integer from 1) starts on a second queue object opened on the same
+  database and stops before that statement of its own; the next step (one such call) runs in the gap;
+  then a ``resume`` step lets the paused call finish. The paused step's ``returns`` is its answer, the
+  resume step's ``state``, ``generation`` and ``lease_until`` the snapshot after both. The expectations
+  are those of the paused call taking effect first; when the two calls were under way at once, the other
+  order's (the spec's model) passes too.
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ DEFAULT_LEASE = 30.0  # the spec's lease, for a file that does not name one
 _TOP_KEYS = {"scenarios", "lease_seconds", "title", "source", "claimable", "finish_accepted", "queue"}
 _SCENARIO_KEYS = {"id", "title", "steps", "heading", "task", "lease_seconds", "final_ledger_actions"}
 _STEP_KEYS = {"t", "step", "actor", "outcome", "with_generation", "lease", "response_lost", "generation",
-              "returns", "state", "lease_until", "ledger_actions", "label", "why"}
+              "returns", "state", "lease_until", "ledger_actions", "label", "why", "pause_before_statement"}
+_PAUSABLE = ("register", "claim", "finish", "extend", "resolve")  # takeover.overlap.PAUSABLE
 # What each kind needs beyond t and step.
 _NEEDS: dict[str, tuple[str, ...]] = {
     "claim": ("actor",),
@@ -90,6 +98,13 @@ def _lease(value: object, what: str, where: str, w: _Where) -> float:
 
 
 def _label(step: dict[str, Any]) -> str:
+    label = _what(step)
+    if "pause_before_statement" in step:
+        label += f", paused before its statement {step['pause_before_statement']}"
+    return label
+
+
+def _what(step: dict[str, Any]) -> str:
     """The label a step without one gets: what it does, in the spec's words."""
     kind = step["step"]
     if kind == "finish":
@@ -102,6 +117,8 @@ def _label(step: dict[str, Any]) -> str:
         return "external action, reply lost" if step.get("response_lost") else "external action"
     if kind == "exit_and_reopen":
         return "worker exits, connection reopened"
+    if kind == "resume":
+        return "the paused call resumes"
     return kind
 
 
@@ -164,10 +181,29 @@ def _check_step(raw: object, where: str, w: _Where) -> dict[str, Any]:
         raise w.fail(where, f"'response_lost' must be true or false, got {step['response_lost']!r}")
     if "generation" in step and kind == "external_action" and not _is_int(step["generation"]):
         raise w.fail(where, f"'generation' must be an integer, got {step['generation']!r}")
+    if "pause_before_statement" in step:
+        pause = step["pause_before_statement"]
+        if not (_is_int(pause) and pause >= 1):
+            raise w.fail(where, f"'pause_before_statement' must be an integer of 1 or more, got {pause!r}")
+        if kind not in _PAUSABLE:
+            raise w.fail(where, f"a {kind} step cannot be paused (only {', '.join(_PAUSABLE)})")
     _check_expected(step, where, w)
     step["label"] = _text(step.get("label", _label(step)), "label", where, w)
     step["why"] = _text(step.get("why", ""), "why", where, w)
     return step
+
+
+def _check_overlaps(steps: list[dict[str, Any]], where: str, w: _Where) -> None:
+    """A paused step is followed by one call and a resume; a resume ends a paused step's overlap."""
+    for i, st in enumerate(steps):
+        if "pause_before_statement" in st:
+            ok = (i + 2 < len(steps) and steps[i + 1]["step"] in _PAUSABLE
+                  and "pause_before_statement" not in steps[i + 1] and steps[i + 2]["step"] == "resume")
+            if not ok:
+                raise w.fail(f"{where} step {i + 1}", "a paused step must be followed by one register, claim, "
+                                                      "finish, extend or resolve step, then a resume step")
+        elif st["step"] == "resume" and not (i >= 2 and "pause_before_statement" in steps[i - 2]):
+            raise w.fail(f"{where} step {i + 1}", "a resume step must come two steps after a paused step")
 
 
 def _check_scenario(raw: object, n: int, seen: set[str], w: _Where) -> dict[str, Any]:
@@ -198,6 +234,7 @@ def _check_scenario(raw: object, n: int, seen: set[str], w: _Where) -> dict[str,
     if not isinstance(sc["steps"], list) or not sc["steps"]:
         raise w.fail(where, "'steps' must be a non-empty list")
     sc["steps"] = [_check_step(st, f"{where} step {i}", w) for i, st in enumerate(sc["steps"], start=1)]
+    _check_overlaps(sc["steps"], where, w)
     sc["heading"] = _text(sc.get("heading", sc["title"]), "heading", where, w)
     return sc
 

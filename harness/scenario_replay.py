@@ -57,8 +57,9 @@ from takeover.store import LEDGER_FILE
 
 TASK_ID = "task"
 LANGS = ("en", "zh")
-# What a step can do: the spec's five, plus the optional heartbeat and reconciliation calls.
-STEP_KINDS = ("register", "claim", "finish", "extend", "resolve", "exit_and_reopen", "external_action")
+# What a step can do: the spec's five, plus the optional heartbeat and reconciliation calls, and the resume
+# that ends two calls at once (a call with ``pause_before_statement``, the call in its gap: takeover.overlap).
+STEP_KINDS = ("register", "claim", "finish", "extend", "resolve", "exit_and_reopen", "external_action", "resume")
 RESOLUTIONS = ("done", "pending")
 # The keys of a spec step that describe what the step does (not what it observes).
 ACTION_KEYS = ("outcome", "with_generation", "lease", "response_lost")
@@ -261,6 +262,7 @@ class _Replay:
         self.queue: LeaseQueue | None = None
         self._ledger: Ledger | None = None
         self.held: dict[str, int] = {}  # actor -> generation of its latest claim
+        self.peer: Any = None  # a second queue object on this database (takeover.overlap.Peer), once needed
 
     @property
     def ledger(self) -> Ledger:
@@ -294,6 +296,9 @@ class _Replay:
                 self._call("close", queue.close)
             except Exception:  # noqa: BLE001 - cleanup of a possibly broken user queue
                 pass
+        peer, self.peer = self.peer, None
+        if peer is not None:
+            peer.close()
         try:
             if self._ledger is not None:
                 self._ledger.close()
@@ -305,29 +310,33 @@ class _Replay:
             raise RuntimeError("queue is not open (an earlier reopen failed)")
         return self.queue
 
-    def run_step(self, result: StepResult) -> StepHung | None:
+    def run_step(self, result: StepResult, *, act: bool = True, observe: bool = True) -> StepHung | None:
         """Perform one step, then observe; any exception becomes a one-line error on the step.
 
         A call that hangs (in the action or in the observing snapshot) fails the step and is
-        returned: nothing more can be asked of this queue, so the caller stops the scenario."""
+        returned: nothing more can be asked of this queue, so the caller stops the scenario.
+        Two calls at once (:mod:`takeover.overlap`) act first and observe once both are done."""
         st = result.spec
         try:
-            try:
-                result.observed["returns"] = self._act(st, result)
-            except StepHung:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a raising queue is a finding, not a crash
-                result.errors.append(one_line(exc))
-                result.observed["returns"] = None
-                result.observed["raised"] = one_line(exc)
-            self._observe(result)
+            if act:
+                try:
+                    result.observed["returns"] = self._act(st, result)
+                except StepHung:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a raising queue is a finding, not a crash
+                    result.errors.append(one_line(exc))
+                    result.observed["returns"] = None
+                    result.observed["raised"] = one_line(exc)
+            if observe:
+                self._observe(result)
         except StepHung as hung:
             result.hung = True
             result.errors.append(str(hung))
             for key in ("returns", "state", "generation", "lease_until"):  # what came back, if anything
                 result.observed.setdefault(key, None)
             return hung
-        result.compare()
+        if observe:
+            result.compare()
         return None
 
     def _act(self, st: dict[str, Any], result: StepResult) -> Any:
@@ -382,6 +391,8 @@ class _Replay:
                 except Exception as exc:  # noqa: BLE001 - report it, and still reopen
                     result.errors.append(f"close() raised {one_line(exc)}")
             self.queue = self._call(OPEN, open_queue, self.queue_spec, self.db_path, self.factory)
+            return None
+        if kind == "resume":  # a resume with no call paused before it (takeover.overlap runs those) does nothing
             return None
         if kind == "external_action":
             generation = self.held.get(actor, st.get("generation", 0))
@@ -459,11 +470,17 @@ def _replay(scenario: dict[str, Any], replay: _Replay, step_timeout: float) -> R
         replay.open()
     except StepHung as hung:
         result.hung = Hang(hung.call, None, step_timeout, str(hung))
-    for step in steps:
+    from takeover.overlap import group_at, run_group  # two calls at once: built on this module
+
+    ran = 0  # steps already run (an overlap runs three)
+    for n, step in enumerate(steps):
         if result.hung is not None:
             step.skipped = True
             continue
-        step_hang = replay.run_step(step)
+        if n < ran:
+            continue
+        ran = n + 3 if group_at(steps, n) else n + 1
+        step_hang = run_group(replay, steps, n) if ran == n + 3 else replay.run_step(step)
         if step_hang is not None:
             result.hung = Hang(step_hang.call, step.index, step_timeout, str(step_hang))
     if result.hung is None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from takeover.contract import QueueFactory
+from takeover.overlap import group_at
 from takeover.replay.model import (
     LEASE_TOLERANCE,
     STATE_MATCHES,
@@ -31,6 +32,7 @@ from takeover.replay.model import (
     step_departures,
 )
 from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, ReplayedScenario, run_scenario
+from takeover.scenario_replay import StepResult as ScenarioStep
 
 
 @dataclass(frozen=True)
@@ -74,40 +76,94 @@ def _answer(step: dict[str, Any], observed: dict[str, Any]) -> Any:
 
 
 def judge(result: ReplayedScenario, lease: float) -> Outcome:
-    """Walk the replayed steps with the model, fed the queue's own answers."""
+    """Walk the replayed steps with the model, fed the queue's own answers. Two calls at once (a paused
+    step, the step in its gap, the resume: takeover.overlap) are read in the order that fits the model,
+    or when none does, in the one that went further (ties: the order they returned in)."""
     s = TaskState()
-    departures: list[Departure] = []
-    signature: list[Any] = []
-    answers: list[Any] = []
-    for step in result.steps:
+    read = _Read()
+    steps = result.steps
+    n = 0
+    while n < len(steps) and not steps[n].skipped:
+        if group_at(steps, n) and not any(st.skipped for st in steps[n:n + 3]):
+            paused, gap, resume = steps[n:n + 3]
+            orders = [[paused, gap, resume], [gap, paused, resume]] if paused.observed.get("overlapped") else \
+                [[paused, gap, resume]]
+            if paused.observed.get("gap_first"):
+                orders.reverse()
+            readings = []
+            for order in orders:
+                r = _Read()
+                after = s
+                for st in order:
+                    after = r.step(after, st, lease, snapshot=st is resume)
+                readings.append((len(r.departures) == 0, r.first_index(), after, r))
+            ok, _first, s, best = max(readings, key=lambda x: (x[0], x[1]))
+            # Said at the resume, where both calls are done: a scenario cut before it no longer overlaps.
+            best.departures = [Departure(resume.index, d.invariants, d.what) for d in best.departures]
+            read.extend(best, in_order=[paused, gap, resume])
+            n += 3
+            continue
+        s = read.step(s, steps[n], lease)
+        n += 1
+    hung = result.hung.error if result.hung is not None else None
+    return Outcome(tuple(sorted(read.departures, key=lambda d: d.index)), tuple(read.signature),
+                   tuple(read.answers), hung)
+
+
+class _Read:
+    """The departures, signature and answers of steps walked with the model."""
+
+    def __init__(self) -> None:
+        self.departures: list[Departure] = []
+        self.signature: list[Any] = []
+        self.answers: list[Any] = []
+        self._by_step: dict[int, tuple[Any, Any]] = {}
+
+    def first_index(self) -> int:
+        """How far the reading got: the departure's position (later is better), or past every step."""
+        return min((self._position[d.index] for d in self.departures), default=len(self._position))
+
+    @property
+    def _position(self) -> dict[int, int]:
+        return {index: n for n, index in enumerate(self._by_step)}
+
+    def extend(self, other: _Read, in_order: list[ScenarioStep]) -> None:
+        """Another reading's results, written in the order the steps stand in the scenario."""
+        self.departures += other.departures
+        for st in in_order:
+            sig, answer = other._by_step[st.index]
+            self.signature.append(sig)
+            self.answers.append(answer)
+
+    def step(self, s: TaskState, step: ScenarioStep, lease: float, snapshot: bool = True) -> TaskState:
         spec, obs = step.spec, step.observed
-        if step.skipped:
-            break
         raised = obs.get("raised")
         if raised is not None or step.hung:
             what = "; ".join(step.errors) or str(raised)
-            departures.append(Departure(step.index, ("spec",), f"{spec['step']} raised {what}"))
-            signature.append((spec["step"], "raised"))
-            answers.append(None)
-            continue
+            self.departures.append(Departure(step.index, ("spec",), f"{spec['step']} raised {what}"))
+            self._keep(step, (spec["step"], "raised"), None)
+            return s
         answer = _answer(spec, obs)
         names, words = step_departures(s, spec, answer, lease)
         s = apply(s, spec, answer)
-        snap = snapshot_departure(s, obs)
+        snap = snapshot_departure(s, obs) if snapshot and "pause_before_statement" not in spec else ""
         if snap:
             names = [*names, STATE_MATCHES]
             words = f"{words}; {snap}" if words else snap
         if names:
-            departures.append(Departure(step.index, tuple(dict.fromkeys(names)), words))
+            self.departures.append(Departure(step.index, tuple(dict.fromkeys(names)), words))
         shown = returns(spec["step"], answer)
-        answers.append(shown)
         lease_ok = answer is None or spec["step"] != "claim" or math.isclose(
             answer[1], float(spec["t"]) + float(spec.get("lease", lease)), rel_tol=0.0, abs_tol=LEASE_TOLERANCE)
-        signature.append((spec["step"], shown if not isinstance(shown, float) else "lease", lease_ok,
+        self._keep(step, (spec["step"], shown if not isinstance(shown, float) else "lease", lease_ok,
                           obs.get("state"), obs.get("generation"), obs.get("lease_until") is None,
-                          tuple(sorted(set(names)))))
-    hung = result.hung.error if result.hung is not None else None
-    return Outcome(tuple(departures), tuple(signature), tuple(answers), hung)
+                          tuple(sorted(set(names)))), shown)
+        return s
+
+    def _keep(self, step: ScenarioStep, sig: Any, answer: Any) -> None:
+        self._by_step[step.index] = (sig, answer)
+        self.signature.append(sig)
+        self.answers.append(answer)
 
 
 class ReplayHung(Exception):

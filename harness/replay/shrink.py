@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from takeover.overlap import PAUSABLE
 from takeover.replay.judge import Outcome, Replayer
 from takeover.scenario_replay import TASK_ID
 
@@ -56,6 +57,7 @@ def shrink(replayer: Replayer, task: str, lease: float, steps: Steps, invariant:
             break
         steps = lower
     steps = _merge_actors(steps, breaks)
+    steps = whole_overlaps(steps)
     task, lease, steps = _small_numbers(replayer, task, lease, steps)
     outcome = replayer.run(task, lease, steps)
     return Shrunk(task, lease, steps, outcome, replayer.runs - before)
@@ -201,6 +203,23 @@ def _greedy_times(replayer: Replayer, task: str, lease: int, steps: Steps,
             return None
         if st["step"] in ("claim", "extend"):
             expiries.append(t_prev + lease)
+    return out
+
+
+def whole_overlaps(steps: Steps) -> Steps:
+    """The steps with a pause no gap call and resume follow made a plain call, and a resume no pause comes
+    before dropped: what the scenario engine did with them anyway (takeover.overlap.group_at), now written
+    so the scenario file says it."""
+    out: Steps = []
+    for i, st in enumerate(steps):
+        paused = "pause_before_statement" in st
+        whole = (paused and i + 2 < len(steps) and steps[i + 2]["step"] == "resume"
+                 and "pause_before_statement" not in steps[i + 1] and steps[i + 1]["step"] in PAUSABLE)
+        if paused and not whole:
+            st = {k: v for k, v in st.items() if k != "pause_before_statement"}
+        if st["step"] == "resume" and not (len(out) >= 2 and "pause_before_statement" in out[-2]):
+            continue
+        out.append(st)
     return out
 
 
