@@ -33,9 +33,10 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import get_state_machine_test
 
 from takeover import db
-from takeover.contract import load_queue_factory
+from takeover.contract import has_extension, load_queue_factory
 from takeover.errors import UsageError
 from takeover.explore.machine import Failure, Recorder, Setup, Step, machine_class
+from takeover.overlap import statement_counts
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
 from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, StepHung, check_step_timeout, live_queue
@@ -98,10 +99,11 @@ class ExploreResult:
 def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None, seconds: float | None = None,
                   steps: int = DEFAULT_STEPS, lease: float = DEFAULT_LEASE,
                   step_timeout: float = DEFAULT_STEP_TIMEOUT, out: Path | None = None,
-                  example_db: bool = False, shrink_budget: int = SHRINK_EXAMPLES) -> ExploreResult:
+                  example_db: bool = False, shrink_budget: int = SHRINK_EXAMPLES,
+                  overlaps: bool = True) -> ExploreResult:
     """Explore ``queue_spec`` (``MODULE:ATTR``) on the database being served (takeover.db), and
     write a departure's scenario and pytest file into ``out`` (when given). Bad input is a
-    :class:`UsageError` (one line)."""
+    :class:`UsageError` (one line). ``overlaps``: also steps of two calls at once (explore.overlap)."""
     check_budget(seed, examples, seconds, steps)
     step_timeout = check_step_timeout(step_timeout)
     factory = load_queue_factory(queue_spec)
@@ -109,7 +111,6 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
     if examples is None and seconds is None:
         examples = DEFAULT_EXAMPLES
     recorder = Recorder(seconds=seconds, shrink_budget=shrink_budget)
-    setup = Setup(queue_spec, factory, lease, step_timeout, recorder)
     database = None
     if example_db:
         if out is None:
@@ -118,7 +119,8 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
     start = time.monotonic()
     # One database for every example and replay (emptied before each) on PostgreSQL: see db.reused.
     with tempfile.TemporaryDirectory(prefix="takeover-explore-") as folder, db.reused(Path(folder), "explore"):
-        _check_opens(queue_spec, factory, lease, step_timeout)
+        statements = _check_opens(queue_spec, factory, lease, step_timeout) if overlaps else {}
+        setup = Setup(queue_spec, factory, lease, step_timeout, recorder, statements)
         try:
             with _no_local_constants():
                 _run_batches(setup, examples, seconds, steps, seed, database)
@@ -203,12 +205,16 @@ def _no_local_constants() -> Iterator[None]:
             cache.cache.clear()
 
 
-def _check_opens(queue_spec: str, factory: Any, lease: float, step_timeout: float) -> None:
+def _check_opens(queue_spec: str, factory: Any, lease: float, step_timeout: float) -> dict[str, int]:
     """Open the queue once before any example: one that cannot be built is bad input (ContractError,
-    one line, exit 2), not a departure for Hypothesis to shrink; one whose opening hangs says so."""
+    one line, exit 2), not a departure for Hypothesis to shrink; one whose opening hangs says so.
+    Then count the statements each of its calls issues (where an overlap can pause it:
+    :func:`takeover.overlap.statement_counts`)."""
     with live_queue("explore-open", queue_spec, factory, lease, step_timeout) as live:
         try:
             live.open()
+            can = tuple(e for e in ("extend", "resolve") if has_extension(live.queue, e))
+            return statement_counts(live, can)
         except StepHung as hung:
             raise UsageError(f"explore: {hung}") from None
 
@@ -236,14 +242,13 @@ def project(failure: Failure) -> tuple[str, list[dict[str, Any]]]:
     nothing, and the reopens; the task as the scenario's task (no step names one)."""
     last = failure.steps[-1]
     task = last.task or next((s.task for s in reversed(failure.steps) if s.task), "t1")
-    out = []
-    for s in failure.steps:
-        kind = s.spec["step"]
-        keep = (kind == "exit_and_reopen" or s.task == task
-                or (kind == "claim" and s.task is None and s is not last))
-        if keep or s is last:
-            out.append({k: v for k, v in s.spec.items() if k != "task"})
-    return task, out
+    keep = [s.spec["step"] == "exit_and_reopen" or s.task == task or s is last
+            or (s.spec["step"] == "claim" and s.task is None) for s in failure.steps]
+    for i, s in enumerate(failure.steps):  # two calls at once stay together (takeover.overlap)
+        if "pause_before_statement" in s.spec and any(keep[i:i + 3]):
+            keep[i:i + 3] = [True] * len(keep[i:i + 3])
+    return task, [{k: v for k, v in s.spec.items() if k != "task"} for s, kept in zip(failure.steps, keep,
+                                                                                     strict=True) if kept]
 
 
 def write_back(queue_spec: str, factory: Any, lease: float, step_timeout: float, failure: Failure) -> Written:

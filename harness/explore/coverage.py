@@ -59,6 +59,10 @@ class Coverage:
         self.extensions = tuple(extensions)
         self.possible = space.possible(self.extensions)
         self.seen: Counter[str] = Counter()
+        # Two calls at once (explore.overlap): "claim@3/locked/claim" is a claim paused before its statement 3
+        # holding SQLite's write lock while a claim ran in the gap (unlocked: holding none; ended: it returned
+        # before that statement).
+        self.overlaps: Counter[str] = Counter()
         self._by_op = {op: [c for c in self.possible if c.startswith(f"{op}/")] for op in space.OPS}
         self.lean: dict[str, float] = {}
         self.lean_caller: dict[tuple[str, str], float] = {}
@@ -72,8 +76,9 @@ class Coverage:
             self.possible = space.possible(ext)
             self._by_op = {op: [c for c in self.possible if c.startswith(f"{op}/")] for op in space.OPS}
 
-    def merge(self, example: Counter[str]) -> None:
+    def merge(self, example: Counter[str], overlaps: Counter[str] | None = None) -> None:
         self.seen.update(example)
+        self.overlaps.update(overlaps or {})
 
     def new_batch(self) -> None:
         """Fix the lean for the next batch: the share of each operation's cells not reached so far."""
@@ -108,6 +113,7 @@ class Coverage:
             "important_total": len(important),
             "cells": {c: seen[c] for c in self.possible if seen.get(c)},
             "unreached": [c for c in self.possible if not seen.get(c)],
+            "overlaps": dict(sorted(self.overlaps.items())),
         }
 
 

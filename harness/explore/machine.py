@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -60,7 +60,7 @@ PAST = (TICK, 1 / 8, 1 / 4, 3 / 8)  # how far past a lease's end a boundary time
 ACTORS = ("A", "B", "C")
 # How often each kind of call is drawn, among those that can be made (extend and resolve only on a
 # queue that has them; finish, extend and resolve once a task is registered).
-WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3}
+WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3, "overlap": 8}
 # A resolve changes a task only when the task is uncertain and the generation is the task's own: that one
 # call is where a wrong state written, a wrong answer after a change, or every uncertain task of the
 # generation resolved at once show, so resolve is drawn this much more often while a task is uncertain, and
@@ -116,6 +116,7 @@ class Recorder:
     first_failure: tuple[float, int, int] | None = None  # seconds, examples and steps when the first departed
     shrink_examples: int = 0  # examples run after the first departure (Hypothesis shrinking it)
     shrink_budget: int = 0  # then at most this many: the rest pass at once, and the best so far stands
+    pace: deque[float] = field(default_factory=lambda: deque(maxlen=64))  # the last calls' seconds (overlap)
 
     def record(self, failure: Failure) -> None:
         """Keep the shortest departure (Hypothesis runs the shrunk example last; when the shrink
@@ -146,6 +147,11 @@ class Setup:
     lease: float
     step_timeout: float
     recorder: Recorder
+    statements: dict[str, int] = field(default_factory=dict)  # the most statements each call issued (overlap)
+
+    @property
+    def overlaps(self) -> bool:
+        return bool(self.statements)
 
 
 def _t(value: float | None) -> str:
@@ -194,6 +200,7 @@ class ExploreMachine(RuleBasedStateMachine):
         rec.coverage.set_extensions(e for e, has in (("extend", self.can_extend), ("resolve", self.can_resolve))
                                     if has)
         self.cells: Counter[str] = Counter()
+        self.overlaps: Counter[str] = Counter()  # the overlap situations reached (explore.overlap.situation)
 
     @staticmethod
     def _name(i: int) -> str:
@@ -203,7 +210,7 @@ class ExploreMachine(RuleBasedStateMachine):
         if not self.idle:
             self.setup.recorder.open_stack = None
             self._stack.close()
-            self.setup.recorder.coverage.merge(self.cells)
+            self.setup.recorder.coverage.merge(self.cells, self.overlaps)
 
     # -- the clock ------------------------------------------------------------------------------------------
     def _boundaries(self, leases: list[float]) -> list[float]:
@@ -234,60 +241,30 @@ class ExploreMachine(RuleBasedStateMachine):
         rec = self.setup.recorder
         rec.steps += 1
         lease = self.setup.lease
-        kind = spec["step"]
-        task = spec.get("task")
-        before = self.states.get(task, TaskState()) if task is not None else None
         states_before = dict(self.states)
-        if kind == "claim":
-            open_ = claimable_tasks(self.states, float(spec["t"]))
-            expected = ("None (nothing claimable)" if not open_ else
-                        " or ".join(_claim_words((k, (self.states[k].generation or 0) + 1,
-                                                  float(spec["t"]) + float(spec.get("lease", lease))))
-                                    for k in open_))
-        elif before is not None and kind in ("finish", "extend", "resolve"):
-            expected = repr(expect(before, spec, lease))
-        else:
-            expected = "nothing"
+        expected = expected_words(self.states, spec, lease)
         result = StepResult(index=len(self.steps) + 1, spec=spec)
+        started = time.monotonic()
         hang = self.live.run_step(result)
-        obs = result.observed
-        names: list[str] = []
-        words = ""
-        answered: str
-        if hang is not None or obs.get("raised") is not None:
-            answered = f"raised {'; '.join(result.errors)}" if hang is None else str(hang)
-            names, words = [SPEC], f"{kind} {answered}"
-        elif kind == "claim":
-            got = obs.get("claimed")
-            answered = _claim_words(got)
-            names, words = claim_departures(self.states, spec, got, lease)
-            if got is not None and got[0] in self.states:
-                task = got[0]
-                self.states[task] = apply(self.states[task], spec, (got[1], got[2]))
-                self.holdings.append((spec["actor"], task, got[1]))
-        elif task is not None and before is not None:
-            answer = obs.get("returns")
-            answered = "nothing" if kind == "register" else repr(answer)
-            names, words = step_departures(before, spec, answer, lease)
-            self.states[task] = apply(before, spec, answer)
-        else:
-            answered = "nothing"
+        rec.pace.append(time.monotonic() - started)
+        answered, names, words, task, held = judge_call(self.states, spec, result, hang, lease)
+        if held is not None:
+            self.holdings.append(held)
         if not names and hang is None:
-            snap = snapshot_departures(self.states, obs.get("rows", []))
-            errors = [e for e in result.errors if not e.startswith("claim returned lease_until")]
-            if snap:
-                names, words = [STATE_MATCHES], snap
-            elif errors:
-                names, words = [SPEC], "; ".join(errors)
-        step = Step(spec, answered, expected, task, tuple(dict.fromkeys(names)), words)
+            names, words = snapshot_check(self.states, result)
+        self.settle(Step(spec, answered, expected, task, tuple(dict.fromkeys(names)), words), states_before)
+
+    def settle(self, step: Step, before: dict[str, TaskState]) -> None:
+        """Keep a judged step, count its cells, and end the example with the departure when it departed."""
         self.steps.append(step)
-        self._classify(step, states_before)
-        if names:
+        self._classify(step, before)
+        if step.invariants:
+            rec = self.setup.recorder
             rec.failures_seen += 1
             if rec.first_failure is None:
                 rec.first_failure = (time.monotonic() - rec.start, rec.examples, rec.steps)
-            rec.record(Failure(list(self.steps), step.invariants, words, len(self.tasks)))
-            raise Departed(f"step {len(self.steps)}: {words}")
+            rec.record(Failure(list(self.steps), step.invariants, step.what, len(self.tasks)))
+            raise Departed(f"step {len(self.steps)}: {step.what}")
 
     def _classify(self, step: Step, before: dict[str, TaskState]) -> None:
         """Count the coverage cells this step reached (takeover.coverage_space), from the model just
@@ -329,16 +306,21 @@ class ExploreMachine(RuleBasedStateMachine):
         weights = [coverage.weight(k, WEIGHTS[k], ("done", "uncertain"))
                    * (RESOLVE_WHILE_UNCERTAIN if k == "resolve" and uncertain else 1) for k in kinds]
         kind = _weighted(data, kinds, weights, "kind")
-        getattr(self, f"_{kind}")(data)
+        if kind == "overlap":
+            from takeover.explore.overlap import overlap_step  # it builds on this module's judging
+
+            overlap_step(self, data)
+        else:
+            self._do(getattr(self, f"_{kind}")(data))
 
     def _can(self, kind: str) -> bool:
         if kind in ("register", "claim", "reopen"):
             return True
         if not self._registered():
             return False
-        return {"extend": self.can_extend, "resolve": self.can_resolve}.get(kind, True)
+        return {"extend": self.can_extend, "resolve": self.can_resolve, "overlap": self.setup.overlaps}.get(kind, True)
 
-    def _register(self, data: st.DataObject) -> None:
+    def _register(self, data: st.DataObject) -> dict[str, Any]:
         """A producer registers a task: new, or again in whatever state it is in (each state present
         as likely as any other, so a register of the one uncertain task is not rare)."""
         by_state: dict[str | None, list[str]] = {}
@@ -347,9 +329,9 @@ class ExploreMachine(RuleBasedStateMachine):
         group = data.draw(st.sampled_from(sorted(by_state, key=lambda x: (x is not None, x or ""))), label="state")
         task = data.draw(st.sampled_from(by_state[group]), label="task")
         self.t = self._when(data, self._running_leases())
-        self._do({"step": "register", "task": task})
+        return {"step": "register", "task": task}
 
-    def _claim(self, data: st.DataObject) -> None:
+    def _claim(self, data: st.DataObject) -> dict[str, Any]:
         actor = data.draw(st.sampled_from(ACTORS), label="actor")
         self.t = self._when(data, self._running_leases())
         step: dict[str, Any] = {"actor": actor, "step": "claim"}
@@ -357,7 +339,7 @@ class ExploreMachine(RuleBasedStateMachine):
                           label="lease")
         if lease != self.setup.lease:
             step["lease"] = lease
-        self._do(step)
+        return step
 
     def _generation(self, data: st.DataObject, ops: tuple[str, ...]) -> tuple[str, str, int]:
         """Who calls with which generation: the latest holder of a task (current, or former once its
@@ -387,13 +369,13 @@ class ExploreMachine(RuleBasedStateMachine):
     def _registered(self) -> bool:
         return any(s.state is not None for s in self.states.values())
 
-    def _finish(self, data: st.DataObject) -> None:
+    def _finish(self, data: st.DataObject) -> dict[str, Any]:
         actor, task, gen = self._generation(data, ("finish_done", "finish_uncertain"))
         outcome = data.draw(st.sampled_from(("done", "uncertain")), label="outcome")
         self.t = self._when(data, self._own_leases(task, gen))
-        self._do({"actor": actor, "step": "finish", "task": task, "outcome": outcome, "with_generation": gen})
+        return {"actor": actor, "step": "finish", "task": task, "outcome": outcome, "with_generation": gen}
 
-    def _extend(self, data: st.DataObject) -> None:
+    def _extend(self, data: st.DataObject) -> dict[str, Any]:
         actor, task, gen = self._generation(data, ("extend",))
         self.t = self._when(data, self._own_leases(task, gen))
         step: dict[str, Any] = {"actor": actor, "step": "extend", "task": task, "with_generation": gen}
@@ -401,9 +383,9 @@ class ExploreMachine(RuleBasedStateMachine):
                           label="lease")
         if lease != self.setup.lease:
             step["lease"] = lease
-        self._do(step)
+        return step
 
-    def _resolve(self, data: st.DataObject) -> None:
+    def _resolve(self, data: st.DataObject) -> dict[str, Any]:
         """An operator settles a task back to pending or to done, with the task's generation or one either
         side: an uncertain task's own generation (the call that changes it) far more often than any other
         pair (:data:`RESOLVE_ACCEPTED`), and every pair leaned toward the resolve cells not reached yet
@@ -422,11 +404,60 @@ class ExploreMachine(RuleBasedStateMachine):
         task, gen = _weighted(data, pairs, weights, "task and generation")
         outcome = data.draw(st.sampled_from(("pending", "done")), label="outcome")
         self.t = self._when(data, self._running_leases())
-        self._do({"step": "resolve", "task": task, "outcome": outcome, "with_generation": gen})
+        return {"step": "resolve", "task": task, "outcome": outcome, "with_generation": gen}
 
-    def _reopen(self, data: st.DataObject) -> None:
+    def _reopen(self, data: st.DataObject) -> dict[str, Any]:
         """The queue is closed and a new queue object opened on the same database."""
-        self._do({"step": "exit_and_reopen"})
+        return {"step": "exit_and_reopen"}
+
+
+def judge_call(states: dict[str, TaskState], spec: dict[str, Any], result: StepResult, hang: StepHung | None,
+               lease: float) -> tuple[str, list[str], str, str | None, tuple[str, str, int] | None]:
+    """One call's answer judged by the model in ``states`` (moved on by it, in place): the answer in words,
+    the invariants it breaks and why, the task it acted on, and the holding a claim granted."""
+    obs, kind, task = result.observed, spec["step"], spec.get("task")
+    held = None
+    if hang is not None or obs.get("raised") is not None:
+        answered = f"raised {'; '.join(result.errors)}" if hang is None else str(hang)
+        return answered, [SPEC], f"{kind} {answered}", task, None
+    if kind == "claim":
+        got = obs.get("claimed")
+        names, words = claim_departures(states, spec, got, lease)
+        if got is not None and got[0] in states:
+            task = got[0]
+            states[task] = apply(states[task], spec, (got[1], got[2]))
+            held = (spec["actor"], task, got[1])
+        return _claim_words(got), names, words, task, held
+    if task is not None:
+        before = states.get(task, TaskState())
+        answer = obs.get("returns")
+        names, words = step_departures(before, spec, answer, lease)
+        states[task] = apply(before, spec, answer)
+        return "nothing" if kind == "register" else repr(answer), names, words, task, None
+    return "nothing", [], "", task, None
+
+
+def snapshot_check(states: dict[str, TaskState], result: StepResult) -> tuple[list[str], str]:
+    """A snapshot (read after the call) that does not show what the answers imply, or a contract error
+    the call made (a claim's lease end is judged by the model instead)."""
+    snap = snapshot_departures(states, result.observed.get("rows", []))
+    if snap:
+        return [STATE_MATCHES], snap
+    errors = [e for e in result.errors if not e.startswith("claim returned lease_until")]
+    return ([SPEC], "; ".join(errors)) if errors else ([], "")
+
+
+def expected_words(states: dict[str, TaskState], spec: dict[str, Any], lease: float) -> str:
+    """What the spec's model answers to ``spec`` given ``states``, in words (a claim: every right answer)."""
+    kind, task = spec["step"], spec.get("task")
+    if kind == "claim":
+        open_ = claimable_tasks(states, float(spec["t"]))
+        return ("None (nothing claimable)" if not open_ else
+                " or ".join(_claim_words((k, (states[k].generation or 0) + 1,
+                                          float(spec["t"]) + float(spec.get("lease", lease)))) for k in open_))
+    if task is not None and kind in ("finish", "extend", "resolve"):
+        return repr(expect(states.get(task, TaskState()), spec, lease))
+    return "nothing"
 
 
 def _weighted(data: st.DataObject, options: Sequence[T], weights: Sequence[int], label: str) -> T:

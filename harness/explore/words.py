@@ -50,8 +50,12 @@ def step_line(n: int, step: Step) -> str:
         what += f" with generation {spec['with_generation']}"
     if "lease" in spec:
         what += f" (lease {spec['lease']:g})"
+    if "pause_before_statement" in spec:
+        what += f", paused before its statement {spec['pause_before_statement']} (on a second queue object)"
     if kind == "exit_and_reopen":
         what = "close the queue and open a new one on the same database"
+    if kind == "resume":
+        what = "the paused call resumes"
     return f"{n:>3}. t={spec['t']:g} {who}{what} -> {step.answered}"
 
 
