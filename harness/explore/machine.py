@@ -59,14 +59,16 @@ TICK = 1 / 1024  # the smallest step of the clock: "within a tick of the lease's
 PAST = (TICK, 1 / 8, 1 / 4, 3 / 8)  # how far past a lease's end a boundary time lands
 ACTORS = ("A", "B", "C")
 # How often each kind of call is drawn, among those that can be made (extend and resolve only on a
-# queue that has them; finish, extend and resolve once a task is registered).
-WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3, "overlap": 8}
+# queue that has them; finish, extend and resolve once a task is registered). Two kinds are steps of several
+# calls: an overlap (two calls at once: explore.overlap) and a drive (a task driven to a state: explore.drive).
+WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3, "overlap": 8,
+           "drive": 10}
 # A resolve changes a task only when the task is uncertain and the generation is the task's own: that one
 # call is where a wrong state written, a wrong answer after a change, or every uncertain task of the
 # generation resolved at once show, so resolve is drawn this much more often while a task is uncertain, and
 # its (task, generation) leans that way: the task's generation or one either side, and an uncertain task's
 # own generation this much more than any other pair.
-RESOLVE_WHILE_UNCERTAIN = 3
+RESOLVE_WHILE_UNCERTAIN = 5
 RESOLVE_ACCEPTED = 6
 CALLER_WEIGHTS = (6, 3, 1)  # the latest holder of a task, a stale one, never a holder
 CALLERS = (("holder", "expired"), ("stale",), ("never",))  # their cells' callers (takeover.coverage_space)
@@ -306,15 +308,16 @@ class ExploreMachine(RuleBasedStateMachine):
         weights = [coverage.weight(k, WEIGHTS[k], ("done", "uncertain"))
                    * (RESOLVE_WHILE_UNCERTAIN if k == "resolve" and uncertain else 1) for k in kinds]
         kind = _weighted(data, kinds, weights, "kind")
-        if kind == "overlap":
-            from takeover.explore.overlap import overlap_step  # it builds on this module's judging
+        if kind in ("overlap", "drive"):  # steps of several calls, built on this module's judging
+            from takeover.explore.drive import drive_step
+            from takeover.explore.overlap import overlap_step
 
-            overlap_step(self, data)
+            (overlap_step if kind == "overlap" else drive_step)(self, data)
         else:
             self._do(getattr(self, f"_{kind}")(data))
 
     def _can(self, kind: str) -> bool:
-        if kind in ("register", "claim", "reopen"):
+        if kind in ("register", "claim", "reopen", "drive"):
             return True
         if not self._registered():
             return False
