@@ -22,7 +22,7 @@ from takeover.errors import UsageError
 DEFAULT_SAMPLE = 10
 SEED = 1
 KEYS = ("score", "score_checked", "median_time_to_kill_s", "mutants", "killed", "survived", "equivalent", "crash",
-        "logic_mutants", "logic_killed_by_explore",
+        "logic_mutants", "logic_killed_by_explore", "concurrency_mutants", "concurrency_killed_by_explore",
         "killed_by_stage", "survivors")
 
 

@@ -39,6 +39,9 @@ from takeover.mutation import sql
 # The SQLite helper whose BEGIN is IMMEDIATE (takeover.sqlite_util): the "begin-deferred" operator swaps
 # it for a subclass that BEGINs deferred, appended to the mutant as SHIM.
 IMMEDIATE_HELPER = "write_transaction"
+# The operators that weaken what keeps two calls apart (a transaction, SQLite's write lock taken up front, a row
+# lock): their mutants show only when calls overlap. Every other operator makes a logic mutant.
+CONCURRENCY_OPERATORS = ("no-transaction", "begin-deferred", "drop-for-update", "drop-skip-locked")
 DEFERRED_HELPER = "_mutant_deferred_transaction"
 SHIM = f'''
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from takeover.mutation.runner import CRASH, EQUIVALENT, EXPLORE, KILLED, SCENARIOS, STAGES, SURVIVED, Outcome
+from takeover.mutation.generate import CONCURRENCY_OPERATORS
+from takeover.mutation.runner import CRASH, EQUIVALENT, EXPLORE, KILLED, STAGES, SURVIVED, Outcome
 
 
 def figures(outcomes: list[Outcome]) -> dict[str, Any]:
@@ -30,15 +31,26 @@ def figures(outcomes: list[Outcome]) -> dict[str, Any]:
     for s in STAGES:
         ts = [o.time_to_kill_s for o in killed if o.stage == s and o.time_to_kill_s is not None]
         median_by_stage[s] = round(statistics.median(ts), 3) if ts else None
-    # Logic mutants: those a single-process sequence shows (killed by the scenarios or by explore); explore
-    # must kill every one of them alone (it also runs on those the scenarios killed first).
-    logic = [o for o in killed if o.stage in (SCENARIOS, EXPLORE) and EXPLORE in o.stages]
-    by_explore = [o for o in logic if o.stages[EXPLORE].get("killed")]
+    # By operator, not by which stage happened to kill them (which made "explore kills every logic mutant" true
+    # by definition): a concurrency mutant weakens a transaction or a row lock (CONCURRENCY_OPERATORS), and shows
+    # only when two calls overlap; every other non-equivalent mutant is a logic mutant, that one sequence of
+    # calls shows. Explore must kill every logic mutant alone (it also runs on those the scenarios killed first);
+    # it kills the concurrency ones with its overlapping steps, counted apart. A crash says nothing of either.
+    judged_ = [o for o in outcomes if o.verdict != EQUIVALENT and o.stage != CRASH]
+    logic = [o for o in judged_ if o.mutant.operator not in CONCURRENCY_OPERATORS]
+    concurrency = [o for o in judged_ if o.mutant.operator in CONCURRENCY_OPERATORS]
+
+    def by_explore(group: list[Outcome]) -> list[Outcome]:
+        return [o for o in group if o.stages.get(EXPLORE, {}).get("killed")]
+
     return {
         "mutants": len(outcomes),
         "logic_mutants": len(logic),
-        "logic_killed_by_explore": len(by_explore),
-        "logic_missed_by_explore": [o.mutant.id for o in logic if not o.stages[EXPLORE].get("killed")],
+        "logic_killed_by_explore": len(by_explore(logic)),
+        "logic_missed_by_explore": [o.mutant.id for o in logic if o not in by_explore(logic)],
+        "concurrency_mutants": len(concurrency),
+        "concurrency_killed_by_explore": len(by_explore(concurrency)),
+        "concurrency_missed_by_explore": [o.mutant.id for o in concurrency if o not in by_explore(concurrency)],
         "killed": len(killed),
         "survived": len(survived),
         "equivalent": len(equivalent),
