@@ -20,6 +20,8 @@ The format, as the spec's own file has it (every key of the spec's file is accep
   ``response_lost`` (external_action); and what a correct queue must answer, each optional (only
   the keys present are compared): ``returns``, ``state``, ``generation``, ``lease_until``,
   ``ledger_actions``; and the texts ``label`` and ``why``.
+* ``batch`` (register, optional): true registers through the optional ``register_many`` (a batch of the
+  scenario's one task).
 * two calls at once (``takeover explore`` writes them): a register, claim, finish, extend or resolve step
   with ``pause_before_statement`` (an integer from 1) starts on a second queue object opened on the same
   database and stops before that statement of its own; the next step (one such call) runs in the gap;
@@ -45,7 +47,8 @@ DEFAULT_LEASE = 30.0  # the spec's lease, for a file that does not name one
 _TOP_KEYS = {"scenarios", "lease_seconds", "title", "source", "claimable", "finish_accepted", "queue"}
 _SCENARIO_KEYS = {"id", "title", "steps", "heading", "task", "lease_seconds", "final_ledger_actions"}
 _STEP_KEYS = {"t", "step", "actor", "outcome", "with_generation", "lease", "response_lost", "generation",
-              "returns", "state", "lease_until", "ledger_actions", "label", "why", "pause_before_statement"}
+              "returns", "state", "lease_until", "ledger_actions", "label", "why", "pause_before_statement",
+              "batch"}
 _PAUSABLE = ("register", "claim", "finish", "extend", "resolve")  # takeover.overlap.PAUSABLE
 # What each kind needs beyond t and step.
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -181,6 +184,8 @@ def _check_step(raw: object, where: str, w: _Where) -> dict[str, Any]:
         raise w.fail(where, f"'response_lost' must be true or false, got {step['response_lost']!r}")
     if "generation" in step and kind == "external_action" and not _is_int(step["generation"]):
         raise w.fail(where, f"'generation' must be an integer, got {step['generation']!r}")
+    if "batch" in step and (kind != "register" or not isinstance(step["batch"], bool)):
+        raise w.fail(where, f"'batch' is true or false on a register step (register_many), got {step['batch']!r}")
     if "pause_before_statement" in step:
         pause = step["pause_before_statement"]
         if not (_is_int(pause) and pause >= 1):

@@ -62,7 +62,7 @@ LANGS = ("en", "zh")
 STEP_KINDS = ("register", "claim", "finish", "extend", "resolve", "exit_and_reopen", "external_action", "resume")
 RESOLUTIONS = ("done", "pending")
 # The keys of a spec step that describe what the step does (not what it observes).
-ACTION_KEYS = ("outcome", "with_generation", "lease", "response_lost")
+ACTION_KEYS = ("outcome", "with_generation", "lease", "response_lost", "batch", "pause_before_statement")
 # What is compared, in the order mismatches are reported.
 OBSERVED_KEYS = ("returns", "state", "generation", "lease_until", "ledger_actions")
 # Generous: a healthy queue answers one call on a tiny file in milliseconds, even on a loaded CI box.
@@ -343,7 +343,14 @@ class _Replay:
         kind, t, actor = st["step"], st["t"], st["actor"]
         task = st.get("task", self.task)
         if kind == "register":
-            self._call("register", self._queue().register, task, t)
+            q = self._queue()
+            if st.get("batch"):  # through the optional register_many, a batch of this one task
+                if not has_extension(q, "register_many"):
+                    raise ContractError(f"queue {self.queue_spec!r} has no register_many() (an optional method "
+                                        "this step needs)")
+                self._call("register_many", q.register_many, [task], t)  # type: ignore[attr-defined]
+            else:
+                self._call("register", q.register, task, t)
             return None
         if kind == "claim":
             lease = st.get("lease", self.lease)

@@ -59,10 +59,13 @@ TICK = 1 / 1024  # the smallest step of the clock: "within a tick of the lease's
 PAST = (TICK, 1 / 8, 1 / 4, 3 / 8)  # how far past a lease's end a boundary time lands
 ACTORS = ("A", "B", "C")
 # How often each kind of call is drawn, among those that can be made (extend and resolve only on a
-# queue that has them; finish, extend and resolve once a task is registered). Two kinds are steps of several
-# calls: an overlap (two calls at once: explore.overlap) and a drive (a task driven to a state: explore.drive).
-WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3, "overlap": 8,
-           "drive": 10}
+# queue that has them; finish, extend and resolve once a task is registered). Two more kinds of step make several
+# calls: an overlap (two calls at once: explore.overlap) and a drive (tasks driven to a state: explore.drive).
+WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3}
+# Drawn first, apart from the kinds (a draw of its own, so the calls' weights above keep their meaning): a step
+# of two calls at once, or a drive, in about these many steps out of MACRO_OUT_OF.
+MACROS = {"overlap": 4, "drive": 3}
+MACRO_OUT_OF = 32
 # A resolve changes a task only when the task is uncertain and the generation is the task's own: that one
 # call is where a wrong state written, a wrong answer after a change, or every uncertain task of the
 # generation resolved at once show, so resolve is drawn this much more often while a task is uncertain, and
@@ -199,6 +202,7 @@ class ExploreMachine(RuleBasedStateMachine):
             raise Departed(f"opening the queue: {hung}") from None
         self.can_extend = has_extension(self.live.queue, "extend")
         self.can_resolve = has_extension(self.live.queue, "resolve")
+        self.can_batch = has_extension(self.live.queue, "register_many")
         rec.coverage.set_extensions(e for e, has in (("extend", self.can_extend), ("resolve", self.can_resolve))
                                     if has)
         self.cells: Counter[str] = Counter()
@@ -302,19 +306,20 @@ class ExploreMachine(RuleBasedStateMachine):
         example), which starved the finishes behind the claims and reopens."""
         if self.idle:
             return
+        # No macro first: Hypothesis shrinks a draw toward its first option, so a macro shrinks to plain calls.
+        macro = _weighted(data, (None, *MACROS), (MACRO_OUT_OF - sum(MACROS.values()), *MACROS.values()), "macro")
+        if macro is not None and self._can(macro):  # steps of several calls, built on this module's judging
+            from takeover.explore.drive import drive_step
+            from takeover.explore.overlap import overlap_step
+
+            (overlap_step if macro == "overlap" else drive_step)(self, data)
+            return
         coverage = self.setup.recorder.coverage
         kinds = [k for k in WEIGHTS if self._can(k)]
         uncertain = any(s.state == "uncertain" for s in self.states.values())
         weights = [coverage.weight(k, WEIGHTS[k], ("done", "uncertain"))
                    * (RESOLVE_WHILE_UNCERTAIN if k == "resolve" and uncertain else 1) for k in kinds]
-        kind = _weighted(data, kinds, weights, "kind")
-        if kind in ("overlap", "drive"):  # steps of several calls, built on this module's judging
-            from takeover.explore.drive import drive_step
-            from takeover.explore.overlap import overlap_step
-
-            (overlap_step if kind == "overlap" else drive_step)(self, data)
-        else:
-            self._do(getattr(self, f"_{kind}")(data))
+        self._do(getattr(self, f"_{_weighted(data, kinds, weights, 'kind')}")(data))
 
     def _can(self, kind: str) -> bool:
         if kind in ("register", "claim", "reopen", "drive"):
@@ -325,13 +330,16 @@ class ExploreMachine(RuleBasedStateMachine):
 
     def _register(self, data: st.DataObject) -> dict[str, Any]:
         """A producer registers a task: new, or again in whatever state it is in (each state present
-        as likely as any other, so a register of the one uncertain task is not rare)."""
+        as likely as any other, so a register of the one uncertain task is not rare); one in four through
+        the optional register_many when the queue has it (a batch of that task)."""
         by_state: dict[str | None, list[str]] = {}
         for k in self.tasks:
             by_state.setdefault(self.states.get(k, TaskState()).state, []).append(k)
         group = data.draw(st.sampled_from(sorted(by_state, key=lambda x: (x is not None, x or ""))), label="state")
         task = data.draw(st.sampled_from(by_state[group]), label="task")
         self.t = self._when(data, self._running_leases())
+        if self.can_batch and _weighted(data, (False, True), (3, 1), "through register_many"):
+            return {"step": "register", "task": task, "batch": True}
         return {"step": "register", "task": task}
 
     def _claim(self, data: st.DataObject) -> dict[str, Any]:

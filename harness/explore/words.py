@@ -50,6 +50,8 @@ def step_line(n: int, step: Step) -> str:
         what += f" with generation {spec['with_generation']}"
     if "lease" in spec:
         what += f" (lease {spec['lease']:g})"
+    if spec.get("batch"):
+        what += " (through register_many)"
     if "pause_before_statement" in spec:
         what += f", paused before its statement {spec['pause_before_statement']} (on a second queue object)"
     if kind == "exit_and_reopen":
@@ -134,4 +136,25 @@ def summary_line(result: ExploreResult) -> str:
         line += (f"\nmodel coverage: {cells['reached']} of {cells['total']} possible cells reached "
                  f"({cells['important_reached']} of {cells['important_total']} where the spec says no or a lease "
                  "ends)")
+    overlaps = cells.get("overlaps") or {}
+    if overlaps:
+        line += "\n" + overlap_line(overlaps)
     return line
+
+
+def overlap_line(overlaps: dict[str, int]) -> str:
+    """The overlaps reached (coverage's ``overlaps``: ``claim@3/locked/claim`` and so on) in one line: how
+    many, which calls were paused, and where they stood when the call in the gap ran."""
+    paused: dict[str, int] = {}
+    stood: dict[str, int] = {}
+    for key, n in overlaps.items():
+        op, _, rest = key.partition("@")
+        paused[op] = paused.get(op, 0) + n
+        where = rest.split("/")[1] if "/" in rest else ""
+        stood[where] = stood.get(where, 0) + n
+    ops = ", ".join(f"{op} {n}" for op, n in sorted(paused.items(), key=lambda x: -x[1]))
+    words = {"locked": "holding the write lock", "unlocked": "holding no write lock",
+             "ended": "returned before the statement"}
+    where = "; ".join(f"{stood[k]} {w}" for k, w in words.items() if stood.get(k))
+    return (f"overlaps: {sum(overlaps.values())} call(s) paused inside themselves while another ran ({ops}); "
+            f"{where}; {len(overlaps)} distinct situation(s)")
