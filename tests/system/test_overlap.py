@@ -56,10 +56,10 @@ def test_a_paused_step_without_its_gap_and_resume_is_one_line():
 
 def test_explore_overlaps_catch_a_racy_claim_and_pass_a_correct_queue():
     on_path()
-    found = explore_queue(RACY, seed=2, examples=20, shrink_budget=0)
+    found = explore_queue(RACY, seed=3, examples=15, shrink_budget=0)
     assert found.failure is not None and "lease_exclusive" in found.failure.invariants, found.message()
     assert any("pause_before_statement" in s.spec for s in found.failure.steps), found.message()
-    passed = explore_queue("user_mistakes:UserQueue", seed=1, examples=15)
+    passed = explore_queue("user_mistakes:UserQueue", seed=1, examples=10)
     assert passed.ok, passed.message()
     stood = {k.split("/")[1] for k in passed.cells["overlaps"]}
     assert "locked" in stood, passed.cells["overlaps"]  # paused inside its transaction, and the gap waited

@@ -99,23 +99,23 @@ def test_a_mutant_that_drops_the_generation_fence_of_finish_is_killed(tmp_path: 
 def test_explore_in_mutate_is_budgeted_by_examples_the_same_on_every_run(tmp_path: Path) -> None:
     """A kill by explore comes at the same example on every run (a budget in seconds made it come or not
     with the machine's load); a mutant explore cannot tell apart gets the whole budget, no more."""
-    mid = "sqlite_lease:EXTEND:relational-1"  # a heartbeat accepted at its lease's very end
+    mid = "sqlite_lease:EXTEND:drop-conjunct-1"  # a heartbeat that moves the lease of every task of that generation
     kills = []
     for run in ("a", "b"):
-        code, doc = _run(tmp_path / run, "--only", mid, "--stages", "explore", "--explore-examples", "60")
+        code, doc = _run(tmp_path / run, "--only", mid, "--stages", "explore", "--explore-examples", "30")
         [m] = doc["mutants"]
-        assert (m["verdict"], m["stage"]) == ("killed", "explore") and doc["explore_examples"] == 60
+        assert (m["verdict"], m["stage"]) == ("killed", "explore") and doc["explore_examples"] == 30
         kills.append(m["stages"]["explore"]["examples_to_kill"])
     assert kills[0] == kills[1] and kills[0] > 1
-    # A claim whose pick and take autocommit apart: one process on the logical clock cannot tell.
-    _, doc = _run(tmp_path / "c", "--only", "sqlite_lease:SQLiteLeaseQueue.claim:no-transaction-1",
+    # A close that returns at once: no call the contract makes can tell.
+    _, doc = _run(tmp_path / "c", "--only", "sqlite_lease:SQLiteLeaseQueue.close:early-return-1",
                   "--stages", "explore", "--explore-examples", "7")
     [m] = doc["mutants"]
     assert m["verdict"] == "survived" and m["stages"]["explore"] == {"examples": 7, "wall_s": ANY, "killed": False}
 
 
 def test_a_survivor_below_the_min_score_exits_1(tmp_path: Path) -> None:
-    # A claim whose pick and take autocommit apart: one process on the logical clock cannot tell.
+    # A claim whose pick and take autocommit apart: the scenarios, one call after another, cannot tell.
     code, doc = _run(tmp_path, "--only", "sqlite_lease:SQLiteLeaseQueue.claim:no-transaction-1", "--stages",
                      "scenarios", "--min-score", "50")
     assert code == 1
@@ -182,3 +182,21 @@ def test_rejudge_follows_the_table_as_it_is_now() -> None:
     out = rejudge(doc, {"m:S:op-1": "a reason in words", "m:S:op-3": "wrong entry here"})
     assert [m["verdict"] for m in out["mutants"]] == ["equivalent", "survived", "killed"]
     assert out["figures"]["score"] == 0.5 and out["figures"]["equivalence_table_wrong"] == ["m:S:op-3"]
+
+
+def test_logic_and_concurrency_mutants_are_told_apart_by_operator_not_by_the_stage_that_killed_them() -> None:
+    from takeover.mutation.report import figures
+    from takeover.mutation.runner import Outcome
+
+    def outcome(operator: str, stage: str | None, explore_killed: bool) -> Outcome:
+        m = generate("tinyq:Tiny", TINY)[0]
+        mutant = type(m)(f"tinyq:X:{operator}-1", m.module, m.attr, "X", operator, "", 1, "", "")
+        return Outcome(mutant, verdict="killed" if stage else "survived", stage=stage,
+                       stages={"explore": {"killed": explore_killed}})
+
+    f = figures([outcome("relational", "scenarios", True), outcome("early-return", "stress", False),
+                 outcome("begin-deferred", "explore", True), outcome("no-transaction", None, False)])
+    assert (f["logic_mutants"], f["logic_killed_by_explore"]) == (2, 1)
+    assert f["logic_missed_by_explore"] == ["tinyq:X:early-return-1"]  # killed, but by stress: not explore's
+    assert (f["concurrency_mutants"], f["concurrency_killed_by_explore"]) == (2, 1)
+    assert f["concurrency_missed_by_explore"] == ["tinyq:X:no-transaction-1"]
