@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 GAP_CALLS = 5  # the gap call is given this many typical calls' time before the parked call is released
 GAP_MIN, GAP_MAX = 0.01, 0.2  # seconds, whatever the typical call takes
 SAME_KIND = 3  # how much likelier the gap call is of the paused call's kind
+SEVERAL = 4  # how much likelier the paused call is of a kind that issues several statements
 
 
 @dataclass
@@ -66,7 +67,10 @@ def overlap_step(m: ExploreMachine, data: st.DataObject) -> None:
     """Draw a call to pause, the statement to pause it before, and a call for the gap; run and judge."""
     kinds = [k for k in PAUSABLE if m._can(k)]
     weights = [WEIGHTS[k] for k in kinds]
-    first = _weighted(data, kinds, weights, "paused call")
+    # A call of one statement paused before it is only the gap call made first, which the sequential steps
+    # show too: the calls that issue several statements, where another call can land between two, lean in.
+    between = [w * (SEVERAL if m.setup.statements.get(k, 1) > 1 else 1) for k, w in zip(kinds, weights, strict=True)]
+    first = _weighted(data, kinds, between, "paused call")
     paused = _spec(m, first, data)
     count = m.setup.statements.get(first, 1)
     pause = 1 if count < 2 else data.draw(st.integers(2, count), label="pause before statement")
