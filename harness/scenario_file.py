@@ -27,8 +27,9 @@ The format, as the spec's own file has it (every key of the spec's file is accep
   database and stops before that statement of its own; the next step (one such call) runs in the gap;
   then a ``resume`` step lets the paused call finish. The paused step's ``returns`` is its answer, the
   resume step's ``state``, ``generation`` and ``lease_until`` the snapshot after both. The expectations
-  are those of the paused call taking effect first; when the two calls were under way at once, the other
-  order's (the spec's model) passes too.
+  are those of the paused call taking effect first; when the two calls were under way at once, the resume
+  step's optional ``gap_first`` (``paused_returns``, ``gap_returns``, ``state``, ``generation``,
+  ``lease_until``: the other order's, written from the spec's model) passes too.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ _TOP_KEYS = {"scenarios", "lease_seconds", "title", "source", "claimable", "fini
 _SCENARIO_KEYS = {"id", "title", "steps", "heading", "task", "lease_seconds", "final_ledger_actions"}
 _STEP_KEYS = {"t", "step", "actor", "outcome", "with_generation", "lease", "response_lost", "generation",
               "returns", "state", "lease_until", "ledger_actions", "label", "why", "pause_before_statement",
-              "batch"}
+              "batch", "gap_first"}
+_GAP_FIRST_KEYS = {"paused_returns", "gap_returns", "state", "generation", "lease_until"}
 _PAUSABLE = ("register", "claim", "finish", "extend", "resolve")  # takeover.overlap.PAUSABLE
 # What each kind needs beyond t and step.
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -192,6 +194,11 @@ def _check_step(raw: object, where: str, w: _Where) -> dict[str, Any]:
             raise w.fail(where, f"'pause_before_statement' must be an integer of 1 or more, got {pause!r}")
         if kind not in _PAUSABLE:
             raise w.fail(where, f"a {kind} step cannot be paused (only {', '.join(_PAUSABLE)})")
+    if "gap_first" in step:
+        other = step["gap_first"]
+        if kind != "resume" or not isinstance(other, dict):
+            raise w.fail(where, f"'gap_first' is an object on a resume step, got {other!r}")
+        _unknown(other, _GAP_FIRST_KEYS, f"{where} gap_first", w)
     _check_expected(step, where, w)
     step["label"] = _text(step.get("label", _label(step)), "label", where, w)
     step["why"] = _text(step.get("why", ""), "why", where, w)

@@ -40,7 +40,7 @@ from takeover.explore.machine import (
 )
 from takeover.overlap import PAUSABLE, Overlap, run_overlap
 from takeover.replay.model import SPEC, TaskState
-from takeover.scenarios import StepResult
+from takeover.scenario_replay import StepResult
 
 if TYPE_CHECKING:
     from takeover.explore.machine import ExploreMachine

@@ -135,10 +135,20 @@ def returns(kind: str, answer: Any) -> Any:
 
 def expected_steps(steps: list[dict[str, Any]], lease: float) -> list[dict[str, Any]]:
     """``steps`` with what a correct queue must answer and show after each: returns, state,
-    generation, lease_until (and ledger_actions after an external action)."""
+    generation, lease_until (and ledger_actions after an external action). Two calls at once (a step
+    with ``pause_before_statement``, the step in its gap, a ``resume``: takeover.overlap) each answer, the
+    paused one first; the resume step shows the snapshot after both, and ``gap_first``: what the other
+    order answers and shows, which a correct queue may take when the two calls were under way at once."""
     s = TaskState()
-    out = []
+    out: list[dict[str, Any]] = []
+    before_pause = s
     for n, step in enumerate(steps):
+        if "pause_before_statement" in step:
+            before_pause = s
+        if step["step"] == "resume" and n >= 2 and "pause_before_statement" in steps[n - 2]:
+            out.append(dict(step, state=s.state, generation=s.generation, lease_until=s.lease_until,
+                            gap_first=_gap_first(before_pause, steps[n - 2], steps[n - 1], lease)))
+            continue
         answer = expect(s, step, lease)
         s = apply(s, step, answer)
         done = dict(step, returns=returns(step["step"], answer), state=s.state, generation=s.generation,
@@ -146,13 +156,20 @@ def expected_steps(steps: list[dict[str, Any]], lease: float) -> list[dict[str, 
         if step["step"] == "external_action":
             done["ledger_actions"] = s.performed
         if "pause_before_statement" in step or (n and "pause_before_statement" in steps[n - 1]):
-            # Two calls at once (takeover.overlap): each answers; the snapshot is the resume step's, after both.
-            for key in ("state", "generation", "lease_until"):
+            for key in ("state", "generation", "lease_until"):  # the snapshot is the resume step's, after both
                 del done[key]
-        if step["step"] == "resume":
-            del done["returns"]
         out.append(done)
     return out
+
+
+def _gap_first(s: TaskState, paused: dict[str, Any], gap: dict[str, Any], lease: float) -> dict[str, Any]:
+    """What two calls at once answer and leave when the call in the gap takes effect first."""
+    gap_answer = expect(s, gap, lease)
+    middle = apply(s, gap, gap_answer)
+    paused_answer = expect(middle, paused, lease)
+    after = apply(middle, paused, paused_answer)
+    return {"paused_returns": returns(paused["step"], paused_answer), "gap_returns": returns(gap["step"], gap_answer),
+            "state": after.state, "generation": after.generation, "lease_until": after.lease_until}
 
 
 def _claim_departure(s: TaskState, step: dict[str, Any], want: Any, got: Any) -> tuple[list[str], str]:

@@ -11,7 +11,7 @@ from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
 from takeover.explore import explore_queue
 from takeover.scenario_file import validate_scenarios
-from takeover.scenarios import run_scenarios
+from takeover.scenario_replay import run_scenarios
 from tests.helpers.queues import on_path
 
 RACY = "racy_queues:ClaimReadThenWrite"
@@ -19,12 +19,15 @@ CORRECT = (REFERENCE_QUEUE, "user_mistakes:UserQueue")
 
 
 def _two_claims(pause: int = 2) -> dict:
-    """A paused claim, a claim in its gap, the resume: the spec's answers are the paused claim first."""
+    """A paused claim, a claim in its gap, the resume: the spec's answers, the paused claim first, and the
+    other order's (``gap_first``)."""
     return {"lease_seconds": 1, "scenarios": [{"id": "two-claims", "title": "two claims at once", "steps": [
         {"t": 0, "step": "register", "state": "pending"},
         {"t": 0, "actor": "A", "step": "claim", "pause_before_statement": pause, "returns": 1},
         {"t": 0, "actor": "B", "step": "claim", "returns": None},
-        {"t": 0, "actor": "A", "step": "resume", "state": "running", "generation": 1, "lease_until": 1},
+        {"t": 0, "actor": "A", "step": "resume", "state": "running", "generation": 1, "lease_until": 1,
+         "gap_first": {"paused_returns": None, "gap_returns": 1, "state": "running", "generation": 1,
+                       "lease_until": 1}},
     ]}]}
 
 
@@ -41,7 +44,7 @@ def test_a_scenario_files_overlap_fails_a_claim_that_reads_then_writes_and_passe
 
 def test_the_other_order_passes_when_the_calls_overlapped():
     """Paused before its first statement, the reference's claim has taken no lock: the claim in the gap takes
-    the task first. The file's answers are the paused claim's first; the other order is the spec's too."""
+    the task first. The file's answers are the paused claim's first; the other order (gap_first) passes too."""
     [ok] = run_scenarios(REFERENCE_QUEUE, doc=validate_scenarios(_two_claims(pause=1), "two-claims.json"))
     assert ok.ok, ok.failures()
     assert ok.steps[2].observed["returns"] == 1  # the gap's claim got it
