@@ -312,7 +312,12 @@ class Coordinator:
         """Register ``count`` tasks never registered before (arrivals, and the claim stampede's)."""
         ids = [task_id(i) for i in range(self._next_task, self._next_task + count)]
         self._next_task += count
-        self.result.registered += register_tasks(self.queue, self.hist, ids, now, self._queue_call)
+        if self.site is not None and self.queue is None:  # a reopen after a restart failed: once more
+            self._reopen_on_hosts()
+        done = register_tasks(self.queue, self.hist, ids, now, self._queue_call)
+        self.result.registered += done
+        if done < len(ids):  # with hosts, a registration that failed may have met a restart: reopen
+            self._reopen_on_hosts()
         return ids
 
     def _stop_faults(self) -> bool:
@@ -360,11 +365,28 @@ class Coordinator:
             self.result.drain_timed_out = True  # a queue that cannot answer will not drain either
             raise
         except Exception:  # noqa: BLE001 - a locked or broken queue: look again later
+            self._reopen_on_hosts()
             return None
         return sum(1 for r in rows if r[1] in TERMINAL_STATES)
 
+    def _reopen_on_hosts(self) -> bool:
+        """With hosts, a coordinator call that raised may have met a connection a database restart ended,
+        and a queue that does not reconnect by itself would fail every later call (the final snapshot too):
+        close it and open it again, as the workers do. False when it was not reopened (no hosts, or the
+        open failed: the next look tries again)."""
+        if self.site is None:
+            return False
+        self._drop_queue()
+        try:
+            self._open_queue()
+        except Exception:  # noqa: BLE001 - the server may still be starting: the next call tries again
+            return False
+        return True
+
     def _final_snapshot(self) -> None:
         rows, error = None, None
+        if self.queue is None and self.site is not None:  # a reopen after a restart failed: once more
+            self._reopen_on_hosts()
         if self.queue is None:
             error = "the queue was never opened"
         else:
@@ -372,6 +394,11 @@ class Coordinator:
                 rows = self._queue_call("snapshot", self.queue.snapshot, interruptible_from=2)
             except Exception as exc:  # noqa: BLE001
                 error = error_text(exc)
+                if not isinstance(exc, QueueHung) and self._reopen_on_hosts():
+                    try:
+                        rows, error = self._queue_call("snapshot", self.queue.snapshot, interruptible_from=2), None
+                    except Exception as again:  # noqa: BLE001
+                        error = error_text(again)
         store.write_snapshot(self.run_dir, rows, error)
         self.result.snapshot_error = error
         if rows is not None:
