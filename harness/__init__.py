@@ -26,16 +26,20 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from takeover.version import __version__
-
 if TYPE_CHECKING:
     from takeover.api import QueueLike, RunResult, ScenarioResult, check, explore, scenarios, stress
+    from takeover.version import __version__
 
 __all__ = ["QueueLike", "RunResult", "ScenarioResult", "check", "explore", "scenarios", "stress", "__version__"]
 _API = frozenset(__all__) - {"__version__"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # from takeover.version, loaded on first use too: importing takeover loads nothing
+        from takeover.version import __version__
+
+        globals()[name] = __version__
+        return __version__
     if name in _API:
         from takeover import api
 

@@ -26,26 +26,31 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import difflib
 import importlib
 import io
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
+from takeover.run_result import RunResult
 
 if TYPE_CHECKING:
+    from takeover.config import RunConfig
     from takeover.explore.core import ExploreResult
     from takeover.scenario_replay import ReplayedScenario
-    from takeover.summary_types import Summary, Verdict
 
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
 QueueLike = str | type | Callable[[str], Any]
@@ -58,106 +63,6 @@ _CHILD = "import sys; from takeover.api import _child_main; sys.exit(_child_main
 
 
 # -- results -------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunResult:
-    """What one checked run concluded: the fields a test asserts on, and the message it fails with.
-
-    ``valid`` is summary.json's verdict: True, False, or ``"unknown"`` (the run tested nothing, or was
-    never checked). ``exit_code`` is the command's (0 valid, 1 violated or a duplicate gate failed,
-    3 inconclusive, 130 interrupted). ``violations`` counts each violated invariant's violations;
-    ``duplicates`` is summary.json's ``duplicates`` section (``tasks``, ``extra_actions``, ``by_cause``).
-    """
-
-    valid: Verdict
-    exit_code: int
-    run_dir: Path
-    summary: dict[str, Any]  # summary.json as written (empty when the run was never checked)
-    violations: dict[str, int]
-    duplicates: dict[str, Any]
-    command: str  # the line that reproduces the run, from a fresh shell
-    output: str = ""  # what the command printed on stdout
-
-    @property
-    def ok(self) -> bool:
-        """The run passed: exit code 0."""
-        return self.exit_code == 0
-
-    @property
-    def verdict(self) -> str:
-        """The verdict in one word, as the terminal and the reports print it: VALID, INVALID, INCONCLUSIVE,
-        ``VALID (duplicates fail this run)``; ``NOT CHECKED`` when the run has no summary."""
-        if not self.summary:
-            return "NOT CHECKED"
-        from takeover.reports.words import verdict_word
-
-        return verdict_word(cast("Summary", self.summary))
-
-    def verdict_lines(self) -> list[str]:
-        """The short summary ``takeover check`` prints: the verdict first, then what broke."""
-        if not self.summary:
-            lines = [line for line in self.output.splitlines() if line.strip()]
-            return lines[-5:] or [f"no verdict: the run ended with exit code {self.exit_code}"]
-        from takeover.reports.console import short_summary
-
-        summary = cast("Summary", self.summary)  # as summary.json holds it (another version's may lack keys)
-        return short_summary(summary, [])[:-1].splitlines()[:-1]  # without the "wrote ..." line
-
-    @property
-    def coverage(self) -> dict[str, Any] | None:
-        """The model coverage (summary.json ``coverage.model``): ``reached`` of ``possible`` cells,
-        ``cells`` (key -> calls), ``unreached``, ``unreached_important``, ``impossible`` (reason -> cells);
-        None for a run never checked, or checked before coverage was computed. The cells are
-        takeover.coverage_space's ``op/state/caller/time`` keys."""
-        model = (self.summary.get("coverage") or {}).get("model")
-        return model if isinstance(model, dict) else None
-
-    def coverage_line(self) -> str | None:
-        """The model coverage in one line, as the terminal prints it; None without coverage."""
-        if self.coverage is None:
-            return None
-        from takeover.reports.coverage import coverage_line
-
-        return coverage_line(cast("Summary", self.summary))
-
-    def diagnosis(self) -> list[str]:
-        """The plain-words diagnosis, when the checker wrote one into summary.json (``diagnosis``)."""
-        value = self.summary.get("diagnosis")
-        if not value:
-            return []
-        if isinstance(value, str):
-            return value.splitlines()
-        if isinstance(value, Mapping):
-            return [f"{k}: {v}" for k, v in value.items()]
-        if isinstance(value, list):  # the checker's: one entry per pattern, each with its sentence
-            return [v if isinstance(v, str) else str(v["sentence"]) if isinstance(v, Mapping) and "sentence" in v
-                    else json.dumps(v, default=str) for v in value]
-        return [str(value)]
-
-    def violation_rows(self) -> list[dict[str, Any]]:
-        """Every violation the run folder lists: ``violations.csv`` when the checker wrote one (the full
-        list), otherwise the examples in summary.json (at most five per invariant), each with its
-        ``invariant``."""
-        from takeover import store
-
-        csv_path = self.run_dir / store.VIOLATIONS_CSV
-        if csv_path.is_file():
-            import csv
-
-            with csv_path.open(newline="") as f:
-                return list(csv.DictReader(f))
-        return [{"invariant": name, **ex} for name, inv in self.summary.get("invariants", {}).items()
-                for ex in inv.get("examples", [])]
-
-    def message(self) -> str:
-        """What a failing test says: the verdict lines, the diagnosis, the reproduce line, the run folder."""
-        lines = self.verdict_lines()
-        diagnosis = self.diagnosis()
-        if diagnosis and not any(line.lstrip().startswith("diagnosis") for line in lines):  # not told already
-            lines += ["diagnosis:", *(f"  {d}" for d in diagnosis)]
-        lines += [f"reproduce with: {self.command}", f"run folder: {self.run_dir}"]
-        return "\n".join(lines)
-
-
 @dataclass(frozen=True)
 class ScenarioResult:
     """What replaying the scenarios concluded (every scenario of the spec, or of a file).
@@ -324,27 +229,31 @@ def stress(queue: QueueLike, **options: Any) -> RunResult:
     an interrupt or a test timeout once every process of the run is gone.
     """
     from takeover import db, store
-    from takeover.commands import stress as stress_command
     from takeover.options import db_given
+    from takeover.stress_run import check_queue, resolve
 
     spec = queue_name(queue)
     argv = ["--queue", spec, *_argv({k: v for k, v in options.items() if k != "out"})]
     try:
-        args = _stress_parser().parse_args(argv)
+        args = _stress_parser().parse_args(argv)  # which names exist, and each value read as the command reads it
     except UsageError as exc:  # argparse's own complaint, about a value it could not read
         raise UsageError(f"takeover.stress(): {exc}") from None
-    stress_command.resolve(args)  # every value checked before anything starts
+    cfg = resolve(args)  # every value checked before anything starts
     out = options.get("out")
     out = None if out is None else os.fspath(out)
     store.check_out(out)
     # The run's database is served here, for the run's child too: a private server is started once (the
     # child finds it in its environment, takeover.db.SERVER_ENV) and is gone when this returns.
     with db.serve(db_given(args), keep=args.keep_db):
-        stress_command.check_queue(spec)  # the command's own check of the contract, before any folder exists
-        return _stress_child(spec, argv, out)
+        check_queue(spec)  # the contract, before any folder exists
+        run = {"db": db_given(args), "keep_db": args.keep_db, "reconcile": args.reconcile,
+               "fail_on_duplicates": args.fail_on_duplicates, "max_duplicates_per_1000": args.max_duplicates_per_1000}
+        return _stress_child(spec, cfg, run, out)
 
 
-def _stress_child(spec: str, argv: list[str], out: str | None) -> RunResult:
+def _stress_child(spec: str, cfg: RunConfig, run: dict[str, Any], out: str | None) -> RunResult:
+    """The library's stress run (takeover.stress_run.run_stress) in a child process (see the module's
+    docstring); the child hands back the RunResult it built in memory, through a file of this process'."""
     from takeover import store
 
     run_dir = store.create(out).absolute()
@@ -352,15 +261,24 @@ def _stress_child(spec: str, argv: list[str], out: str | None) -> RunResult:
     extra = _import_path(spec)
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, [env.get("PYTHONPATH")])])
-    code, stdout, stderr = _run_child(["stress", *argv, "--out", str(run_dir)], env, run_dir)
-    if code == 2:
-        lines = [line for line in stderr.splitlines() if line.startswith("takeover: error: ")]
-        raise UsageError(lines[-1].removeprefix("takeover: error: ") if lines else stderr.strip() or "bad input")
-    return _result(run_dir, code, stdout)
+    request = json.dumps({"config": cfg.to_dict(), "out": str(run_dir), **run})
+    fd, handed = tempfile.mkstemp(prefix="takeover-result-")
+    os.close(fd)
+    try:
+        code, stdout, stderr = _run_child([handed, request], env, run_dir)
+        if code == 2:
+            lines = [line for line in stderr.splitlines() if line.startswith("takeover: error: ")]
+            raise UsageError(lines[-1].removeprefix("takeover: error: ") if lines else stderr.strip() or "bad input")
+        data = Path(handed).read_bytes()
+    finally:
+        os.unlink(handed)
+    if not data:  # the child ended before its result (killed, or a crash): what its folder holds
+        return RunResult.read(run_dir, code, stdout)
+    return dataclasses.replace(pickle.loads(data), output=stdout)  # our own child's, from our own file
 
 
 def _run_child(argv: list[str], env: dict[str, str], run_dir: Path) -> tuple[int, str, str]:
-    """Run the command line in a child process of its own session; its output is passed through to this
+    """Run :func:`_child_main` in a child process of its own session; its output is passed through to this
     process's and kept. Whatever ends the wait early (an interrupt, a test's timeout) stops the run first."""
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(os.getpid()), *argv], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
@@ -422,30 +340,28 @@ def _kill_stragglers(run_dir: Path) -> None:
 
 def _child_main(argv: list[str]) -> int:
     """The run's process: die with the caller (a caller that is killed cannot stop its run), then the
-    command line."""
-    from takeover.cli import main
+    library's stress run, printing as ``takeover stress`` does; its RunResult goes to the file the caller
+    named. Bad input is one line and exit 2, as on the command line."""
+    from takeover.config import RunConfig
     from takeover.lifeline import die_with_parent
+    from takeover.locate import locate
+    from takeover.stress_run import run_stress
 
     die_with_parent(int(argv[0]))
-    return main(argv[1:])
-
-
-def _result(run_dir: Path, code: int, output: str) -> RunResult:
-    from takeover import store
-
-    summary: dict[str, Any] = {}
-    if (run_dir / store.SUMMARY_FILE).is_file():
-        with contextlib.suppress(UsageError):
-            summary = store.read_json_object(run_dir / store.SUMMARY_FILE)
-    command = str(summary.get("config", {}).get("command", ""))
-    if not command and (run_dir / store.CONFIG_FILE).is_file():
-        with contextlib.suppress(UsageError):
-            command = str(store.read_config(run_dir).get("command", ""))
-    valid = summary.get("valid", "unknown")
-    violations = {name: int(inv.get("violations", 0)) for name, inv in summary.get("invariants", {}).items()
-                  if inv.get("valid") is False}
-    return RunResult(valid=valid, exit_code=code, run_dir=run_dir, summary=summary, violations=violations,
-                     duplicates=dict(summary.get("duplicates", {})), command=command, output=output)
+    handed, request = Path(argv[1]), json.loads(argv[2])
+    try:
+        cfg = RunConfig.from_dict(request.pop("config"))
+        where = locate(cfg.queue, cfg.profile)  # as a fresh process finds the queue: the reproduce line's
+        cfg = dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath)
+        result = run_stress(cfg, database=request.pop("db"), console=sys.stdout, progress=sys.stderr, **request)
+    except UsageError as exc:
+        print(f"takeover: error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        print("takeover: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    handed.write_bytes(pickle.dumps(result))
+    return result.exit_code
 
 
 # -- check ---------------------------------------------------------------------------------------------------
@@ -459,7 +375,7 @@ def check(run_dir: str | os.PathLike[str], *, fail_on_duplicates: bool = False,
     buf = io.StringIO()
     result = check_and_report(Path(run_dir), fail_on_duplicates=fail_on_duplicates,
                               max_duplicates_per_1000=max_duplicates_per_1000, reports=reports, out=buf)
-    return _result(Path(run_dir), int(result.exit_code), buf.getvalue())
+    return RunResult.of(Path(run_dir), int(result.exit_code), result.summary, output=buf.getvalue())
 
 
 # -- scenarios -----------------------------------------------------------------------------------------------

@@ -1,10 +1,16 @@
-"""One stress run as a library call: from options to a validated config, and the queue's check first.
+"""One stress run as a library call: the composition root of takeover.
 
-Why a module of its own, below the commands: ``takeover stress``, the Python API (takeover.api), hunt,
-soak, sweep, tune and mutate all start stress runs, and each must resolve its options exactly as
-``takeover stress`` does (the run's reproduce line is then a plain ``takeover stress`` line) and refuse a
-queue that fails the contract before any folder exists. The commands parse arguments and print; the
-work is here, where a feature (takeover.mutation) can reach it without importing a command.
+Why one root: ``takeover stress``, the Python API (takeover.api), hunt, soak, sweep, tune and mutate
+all start stress runs. Each must resolve its options exactly as ``takeover stress`` does (the run's
+reproduce line is then a plain ``takeover stress`` line), refuse a queue that fails the contract before
+any folder exists, and hand the runner the same worker. The commands parse arguments and print; the
+work is here, where every feature reaches it without importing a command:
+
+- :func:`resolve`: options -> a validated :class:`RunConfig`; :func:`check_queue`: the contract, first;
+- :func:`coordinator_for` / :func:`run_once`: the runner (takeover.run) with the workload's worker
+  (takeover.workloads), composed here and nowhere else; what hunt, soak, sweep (and so tune) and mutate run;
+- :func:`run_stress`: the whole of ``takeover stress``: database served, queue checked, folder made, the
+  run, the check and reports, returned as a :class:`~takeover.run_result.RunResult` built in memory.
 
 ``resolve`` takes the options by their dest (``task_time_mean``), as an ``argparse.Namespace`` from a
 parser built by :func:`takeover.options.add_run_options` or as a plain mapping; an option that is absent
@@ -15,19 +21,37 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
+import os
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-from takeover import db, swarm
+from takeover import db, store, swarm
 from takeover.config import RunConfig, load_profile, with_database, with_overrides
 from takeover.contract import load_queue_factory, open_queue
 from takeover.errors import UsageError
+from takeover.exit_codes import ExitCode
 from takeover.locate import locate
 from takeover.options import DEFAULT_PROFILE, FAULT_RATES, db_given, given
+from takeover.run_result import RunResult
+
+if TYPE_CHECKING:
+    from takeover.checker import CheckResult
+    from takeover.run.coordinator import Coordinator, RunOutcome
+    from takeover.run.progress import Progress
+
 
 Options = argparse.Namespace | Mapping[str, Any]
+
+# Ctrl-C while the checker runs must keep the run and say how to check it. A test that presses it
+# on a line printed just before the check races the check: on a loaded machine the test reads the
+# line late and the check is over first. With this variable set (to seconds; no user sets a
+# TAKEOVER_TEST_ name by accident) the command says so on stderr and waits that long where the
+# check starts, so the test's Ctrl-C lands there every time.
+HOLD_BEFORE_CHECK_ENV = "TAKEOVER_TEST_HOLD_BEFORE_CHECK"
 
 
 def _namespace(options: Options) -> argparse.Namespace:
@@ -82,3 +106,111 @@ def check_queue(spec: str) -> None:
             queue.close()
         except Exception as exc:  # noqa: BLE001
             raise UsageError(f"queue {spec!r}: close() failed: {type(exc).__name__}: {exc}") from None
+
+
+# -- the runner and its worker, composed --------------------------------------------------------------------
+def coordinator_for(cfg: RunConfig, run_dir: Path, *, database: str | None = None,
+                    on_progress: Callable[[Progress], None] | None = None) -> Coordinator:
+    """The coordinator of one run of ``cfg`` into ``run_dir``, whose workers run takeover's workload.
+    (Loaded here, not at the top: a command's ``--help`` must not pay for the runner.)"""
+    from takeover.run.coordinator import Coordinator
+    from takeover.workloads.worker import worker_main
+
+    return Coordinator(cfg, run_dir, worker=worker_main, on_progress=on_progress, database=database)
+
+
+def run_once(cfg: RunConfig, run_dir: Path, *, database: str | None = None,
+             on_progress: Callable[[Progress], None] | None = None) -> RunOutcome:
+    """One run, unchecked: what the run itself saw (its folder holds the rest)."""
+    return coordinator_for(cfg, run_dir, database=database, on_progress=on_progress).run()
+
+
+# -- takeover stress ---------------------------------------------------------------------------------------------
+def run_stress(cfg: RunConfig, *, database: str | None = None, out: str | None = None, keep_db: bool = False,
+               reconcile: bool = False, fail_on_duplicates: bool = False,
+               max_duplicates_per_1000: float | None = None, console: TextIO | None = None,
+               progress: TextIO | None = None) -> RunResult:
+    """One ``takeover stress`` run of ``cfg`` (from :func:`resolve`), checked, and its result.
+
+    ``database`` is the ``--db`` value as given (``cfg.db`` holds it without a password; its default).
+    ``out`` is the run folder (default ``runs/<timestamp>``). ``console`` gets what the command prints
+    on stdout (the header, the run's own summary, the verdict), ``progress`` the live progress and the
+    notes of an interrupted run (the command's stderr); None prints nothing there. The duplicate
+    options are the checker's gate. Raises :class:`UsageError` before anything starts; a Ctrl-C is the
+    result's exit code 130, once what was recorded is kept (and checked, when the run had ended).
+    """
+    store.check_out(out)
+    with db.serve(database or cfg.db, keep=keep_db) as host:
+        check_queue(cfg.queue)
+        run_dir = store.create(out)
+        with host.database(run_dir) as url:
+            return _stress(dataclasses.replace(cfg, out=str(run_dir)), run_dir, url, reconcile=reconcile,
+                           gate=(fail_on_duplicates, max_duplicates_per_1000), console=console,
+                           progress=progress)  # fmt: skip
+
+
+def _stress(cfg: RunConfig, run_dir: Path, database: str, *, reconcile: bool, gate: tuple[bool, float | None],
+            console: TextIO | None, progress: TextIO | None) -> RunResult:
+    """The run on its database, then the verdict, while the database still exists (reconcile reads it)."""
+    from takeover.reports.run_summary import print_run_summary
+    from takeover.run.progress import ProgressDisplay
+
+    out, err = console or io.StringIO(), progress or io.StringIO()  # None: printed nowhere
+    print(f"takeover stress: run folder {run_dir}", file=out)
+    if cfg.swarm:
+        print(f"swarm mix (seed {cfg.seed}): {swarm.describe(cfg)}", file=out)
+    print(f"reproduce with: {cfg.command()}", file=out, flush=True)
+    with ProgressDisplay(err) as display:
+        result = run_once(cfg, run_dir, database=database, on_progress=display.update)
+    checked: CheckResult | None = None
+    try:
+        if reconcile and not result.interrupted:
+            from takeover.reconcile import describe, reconcile_run
+
+            out.write(describe(reconcile_run(run_dir, database=database)))
+        print_run_summary(result, out)
+        code, checked = _check(run_dir, gate, out, err)
+        print(f"run folder: {run_dir}", file=out)
+        print(f"reproduce with: {cfg.command()}", file=out, flush=True)
+    except KeyboardInterrupt:  # the run is complete and kept: only the verdict (or its printing) is missing
+        print(f"takeover stress: interrupted after the run; the run is kept, check it with: "
+              f"takeover check {run_dir}", file=err)  # fmt: skip
+        return RunResult.read(run_dir, ExitCode.INTERRUPTED) if checked is None else \
+            RunResult.of(run_dir, ExitCode.INTERRUPTED, checked.summary, command=cfg.command())
+    if result.interrupted:
+        # The verdict above covers what was recorded; the run itself did not complete.
+        print("takeover stress: interrupted; what was recorded is kept and was checked", file=err)
+        code = ExitCode.INTERRUPTED
+    return RunResult.of(run_dir, int(code), None if checked is None else checked.summary, command=cfg.command())
+
+
+def _check(run_dir: Path, gate: tuple[bool, float | None], out: TextIO,
+           err: TextIO) -> tuple[ExitCode, CheckResult | None]:
+    """Hand the run to the checker when it is installed (otherwise the run's own summary is all there is)."""
+    try:
+        from takeover.pipeline import check_and_report
+    except Exception as exc:  # noqa: BLE001 - a broken checker must not hide the run
+        if not isinstance(exc, ImportError):
+            print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=err)
+        print("(takeover.checker is not installed: the run was recorded but not checked)", file=out)
+        return ExitCode.VALID, None
+    _hold_before_check(err)
+    try:
+        checked = check_and_report(run_dir, fail_on_duplicates=gate[0], max_duplicates_per_1000=gate[1], out=out,
+                                   confirm=True)  # fmt: skip
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the run is kept; say why there is no verdict
+        print(f"takeover stress: the checker failed on {run_dir}: {type(exc).__name__}: {exc}; "
+              f"re-check later with: takeover check {run_dir}", file=err)  # fmt: skip
+        return ExitCode.INCONCLUSIVE, None
+    return checked.exit_code, checked
+
+
+def _hold_before_check(err: TextIO) -> None:
+    """The test hook described at ``HOLD_BEFORE_CHECK_ENV``; nothing at all when it is not set."""
+    seconds = os.environ.get(HOLD_BEFORE_CHECK_ENV)
+    if seconds:
+        print(f"takeover stress: holding {seconds}s before the check ({HOLD_BEFORE_CHECK_ENV} is set)",
+              file=err, flush=True)  # fmt: skip
+        time.sleep(float(seconds))

@@ -158,7 +158,7 @@ def run_once(tasks: int, seconds: float, root: Path, index: int, queue: str = RE
 
 def _run_once(tasks: int, seconds: float, run_dir: Path, queue: str, db: str) -> dict[str, Any]:
     from takeover.run.coordinator import Coordinator
-    from takeover.workloads.worker import worker_main
+    from takeover.stress_run import coordinator_for
 
     run_dir.mkdir(parents=True)
     cfg = bench_config(tasks, seconds, run_dir, queue=queue, db=db)
@@ -170,7 +170,7 @@ def _run_once(tasks: int, seconds: float, run_dir: Path, queue: str, db: str) ->
         if progress.stage == "drain" and coordinator is not None:
             coordinator.request_stop()
 
-    coordinator = Coordinator(cfg, run_dir, worker=worker_main, on_progress=skip_drain)
+    coordinator = coordinator_for(cfg, run_dir, on_progress=skip_drain)
     with contextlib.redirect_stdout(io.StringIO()):
         coordinator.run()
     pairs_per_s, counted, window = steady_rate(run_dir / HISTORY_FILE, tasks)

@@ -121,13 +121,13 @@ def out_dir(out: str | None) -> Path:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from takeover.commands import stress
+    from takeover.stress_run import check_queue
 
     check_args(args)
     first = [run_config(args, args.seed + i, mode) for i, mode in enumerate(MODES)]  # bad input stops here
     root = out_dir(args.out)
     with db.serve(db_given(args), keep=args.keep_db):
-        stress.check_queue(first[0].queue)
+        check_queue(first[0].queue)
         from takeover.fanout.launch import open_launcher
 
         launcher = open_launcher(getattr(args, "cluster", None), db=db_given(args))
@@ -223,15 +223,13 @@ class Hunt:
 
     # -- one run ----------------------------------------------------------------------------------
     def one_run(self, index: int, seed: int, mode: str) -> None:
-        from takeover.run.coordinator import Coordinator
-        from takeover.workloads.worker import worker_main
+        from takeover.stress_run import run_once
 
         row, cfg, run_dir = self.prepare(index, seed, mode)
         started = time.monotonic()
         self.display.start(row)
         try:
-            result = Coordinator(cfg, run_dir, worker=worker_main,
-                                 on_progress=lambda p: self.display.update(p, self.elapsed())).run()  # fmt: skip
+            result = run_once(cfg, run_dir, on_progress=lambda p: self.display.update(p, self.elapsed()))
             if result.interrupted:  # the coordinator took the Ctrl-C, stopped the run and reaped it
                 raise KeyboardInterrupt
             self.check(row, run_dir)

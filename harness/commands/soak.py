@@ -109,7 +109,6 @@ def header(base: RunConfig, minutes: float, checkpoint: float, root: Path, pinne
 
 def run(args: argparse.Namespace) -> ExitCode:
     from takeover import store, stress_run
-    from takeover.commands import stress
     from takeover.soak import seedbank
     from takeover.soak.driver import MIN_SEGMENT, segment_length
 
@@ -139,7 +138,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     seedbank.check_writable(bank)
     store.check_out(args.out)
     with db.serve(db_given(args), keep=args.keep_db):
-        stress.check_queue(base.queue)
+        stress_run.check_queue(base.queue)
         from takeover.fanout.launch import open_launcher
 
         launcher = open_launcher(args.cluster, db=db_given(args))

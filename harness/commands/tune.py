@@ -118,9 +118,9 @@ def _pause_summary(args: argparse.Namespace) -> dict[str, float] | None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from takeover import store
-    from takeover.commands.stress import check_queue
     from takeover.commands.sweep import _out_dir
     from takeover.contract import reference_queue
+    from takeover.stress_run import check_queue
     from takeover.task_times import load_task_times, split_spec
 
     database = db_given(args)

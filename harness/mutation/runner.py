@@ -271,8 +271,7 @@ class Runner:
 
     def _stress(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
         from takeover.pipeline import check_and_report
-        from takeover.run.coordinator import Coordinator
-        from takeover.workloads.worker import worker_main
+        from takeover.stress_run import run_once
 
         s = self.settings
         run_dir = self.runs / safe_name(outcome.mutant.id)
@@ -280,7 +279,7 @@ class Runner:
         run_dir.mkdir(parents=True)
         cfg = stress_config(spec, s.seed, s.stress_seconds, s.database, run_dir)
         try:
-            result = Coordinator(cfg, run_dir, worker=worker_main).run()
+            result = run_once(cfg, run_dir)
             if result.interrupted:
                 raise KeyboardInterrupt
             checked = check_and_report(run_dir, reports=False)

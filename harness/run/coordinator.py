@@ -52,7 +52,10 @@ STATES_TIMEOUT = 0.5  # an aimed fault's look at the task states (duplicate_regi
 
 
 @dataclass
-class RunResult:
+class RunOutcome:
+    """What the run itself saw, before any check: registrations, final states, the drain, the faults
+    injected, the processes. (What a checked run concluded is takeover.run_result.RunResult.)"""
+
     run_dir: Path
     config: RunConfig
     registered: int = 0
@@ -96,7 +99,7 @@ class Coordinator:
         self.hist = HistoryWriter(self.run_dir / store.HISTORY_FILE, 0)
         self.supervisor = Supervisor(cfg, self.run_dir, self.hist, worker)
         self.board = self.supervisor.board
-        self.result = RunResult(self.run_dir, cfg)
+        self.result = RunOutcome(self.run_dir, cfg)
         self.progress = Progress(duration=cfg.duration, workers=cfg.workers)
         self.queue: Any = None
         self.caller = QueueCaller()
@@ -123,7 +126,7 @@ class Coordinator:
         self.net_faults: Any = None  # their partitions, connection kills and restarts (takeover.net.faults)
 
     # -- public -----------------------------------------------------------------------------------
-    def run(self) -> RunResult:
+    def run(self) -> RunOutcome:
         """The whole run. Never raises for what a worker or the queue does; returns what happened.
 
         The run's database is the one handed in (``database=``), else one of its own for ``cfg.db``
@@ -136,7 +139,7 @@ class Coordinator:
         with run_database(self.cfg.db, self.run_dir) as database:
             return self._run(database)
 
-    def _run_on_hosts(self) -> RunResult:
+    def _run_on_hosts(self) -> RunOutcome:
         """With ``--hosts``: the run on a network of its own, its database on a server of its own there
         (takeover.net.site), whatever database the command made for it; all of it gone afterwards."""
         from takeover.net.site import Site
@@ -165,7 +168,7 @@ class Coordinator:
                 return
             time.sleep(READY_POLL)
 
-    def _run(self, database: str) -> RunResult:
+    def _run(self, database: str) -> RunOutcome:
         t0 = time.time()
         if self.power is None:  # the power-loss layer keeps the SQLite file where it can cut its power
             self.supervisor.queue_path = database

@@ -182,14 +182,13 @@ class Soak:
 
     # -- one segment: run, check (the checkpoint), record, prune ----------------------------------------
     def run_segment(self, cfg: RunConfig, name: str, kind: str) -> dict[str, Any]:
-        from takeover.run.coordinator import Coordinator
-        from takeover.workloads.worker import worker_main
+        from takeover.stress_run import coordinator_for
 
         run_dir = self.root / name
         run_dir.mkdir(parents=True, exist_ok=False)
         cfg = dataclasses.replace(cfg, out=str(run_dir))
         self.segment_name, self.segment_dir = name, run_dir
-        self.coordinator = Coordinator(cfg, run_dir, worker=worker_main, on_progress=self._on_progress)
+        self.coordinator = coordinator_for(cfg, run_dir, on_progress=self._on_progress)
         result = self.coordinator.run()
         self.coordinator = None
         if result.interrupted:

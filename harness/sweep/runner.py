@@ -60,10 +60,9 @@ def cell_job(index: int, cell: Cell, seed: int, cfg: RunConfig, run_dir: Path) -
     line."""
 
     def local() -> Any:
-        from takeover.run.coordinator import Coordinator
-        from takeover.workloads.worker import worker_main
+        from takeover.stress_run import run_once
 
-        return Coordinator(cfg, run_dir, worker=worker_main).run()
+        return run_once(cfg, run_dir)
 
     return Job(f"{cell.cell_id}-s{seed}", run_dir, command_argv(cfg), local, tuple(cfg.pythonpath), index,
                {"cell": cell, "seed": seed, "cfg": cfg})

@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from takeover.commands.stress import HOLD_BEFORE_CHECK_ENV
 from takeover.options import FAULT_KINDS
+from takeover.stress_run import HOLD_BEFORE_CHECK_ENV
 from tests.helpers.processes import (
     REPO,
     child_env,
