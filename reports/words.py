@@ -14,7 +14,8 @@ from takeover.store import VIOLATIONS_CSV
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.summary_types import AimedCoverage, ClockCoverage, DiagnosisJson, Summary
 
-# What each aimed fault steers the workers into, and the promise that window tests (README, "Faults").
+# What each aimed fault steers the workers into, and the promise that window tests (docs/explanation/model.md,
+# the aimed faults' table).
 AIMED_MEANING = {
     "expire_and_return": "S2: a holder's finish after its lease ran out, before any takeover (finish_within_lease)",
     "stale_return": "S3: a stale generation's finish while a newer one holds the task (no_stale_commit)",

@@ -1,7 +1,7 @@
 """``full_vs_normal``: what ``synchronous=FULL`` costs the reference queue against ``NORMAL``.
 
 Why in the bench: a power loss undoes acknowledged commits under ``NORMAL`` and none under ``FULL``
-(README: "Power loss"), and the price of ``FULL`` is one fsync of the WAL per commit, which depends on
+(docs/howto/power-loss.md), and the price of ``FULL`` is one fsync of the WAL per commit, which depends on
 the disk. The same claim+finish loop runs on both classes of the queue, interleaved, on fresh files in
 the same folder, so the ratio says what durability costs on this machine's disk.
 """

@@ -23,7 +23,7 @@ With ``echo=True`` each pair makes the same round trip (the same client, request
 to a bare echo peer instead: a fifth process that answers every line at once and records nothing.
 That is the cheapest round trip per task Python can make to another process here, so the floor
 of any harness that performs its side effect elsewhere: the queue's own rate with it is the most a
-run could reach with a service that costs nothing (see README, ``make bench``).
+run could reach with a service that costs nothing (see docs/benchmarks.md, ``make bench``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Beside them, in the same rotation (:mod:`takeover.benchmarks.queue4`): the queue
 and the same with the round trip to a bare echo peer that records nothing (``queue4_echo_vs_queue4``: the
 floor, what a run could keep of the ceiling with a service that cost nothing). Measured on the shared
 2-core machine under a load of 4-12: workers4_vs_queue4 0.30-0.43, queue4_service_vs_queue4 0.37-0.54,
-queue4_echo_vs_queue4 0.65-0.83, workers4_vs_queue4_service 0.60-1.02 (README, ``make bench``).
+queue4_echo_vs_queue4 0.65-0.83, workers4_vs_queue4_service 0.60-1.02 (docs/benchmarks.md, ``make bench``).
 
 Run it: ``python -m takeover.benchmarks.workers4 [--seconds S] [--repetitions R]``.
 """

@@ -32,7 +32,8 @@ from takeover.checker.counts import causes
 from takeover.checker.facts import Facts
 from takeover.summary_types import DuplicateGate
 
-# What each remedy promises beyond the lease, in the words the report and the README use.
+# What each remedy promises beyond the lease, in the words the report and the docs use
+# (docs/explanation/duplicates.md).
 PROMISES = {
     "none": "no remedy at the service: only the lease's promise (one holder at a time)",
     "fencing": "the lease's promise, and no action with a generation lower than one already seen",

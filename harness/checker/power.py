@@ -4,7 +4,7 @@ Why a section of its own: a power loss breaks promises that several invariants s
 shows as a reclaim, a second accepted finish and a duplicate side effect; a claim undone as a
 generation handed out twice). The diagnosis (:mod:`takeover.checker.diagnosis`) sorts every violation
 whose acknowledged answer a power loss came between into the ``power_loss`` pattern; this module counts
-those per promise, in plain words, and per power loss (the README's finding compares
+those per promise, in plain words, and per power loss (the finding in docs/howto/power-loss.md compares
 ``synchronous=NORMAL`` with ``FULL`` by these numbers). Duplicates are counted from the ledger: the
 extra actions on tasks whose violations a power loss explains.
 """

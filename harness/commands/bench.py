@@ -69,7 +69,7 @@ TARGETS = (
     # the run's service reaches only 0.37-0.54 of the queue alone (measured in the same rotation), and with
     # the same round trip to a bare echo peer that records nothing (the floor, printed in the row's figures)
     # 0.65-0.83; so 0.7 is out of reach for any harness that performs the side effect in another process
-    # (measured 0.30-0.43 under load, 0.30 idle: see README, make bench). What takeover itself costs is the
+    # (measured 0.30-0.43 under load, 0.30 idle: see docs/benchmarks.md, make bench). What takeover itself costs is the
     # next row: the same 4 processes, each claim+finish with one service call, without the history, the
     # phase board and the coordinator.
     Target("workers4_vs_queue4", "workers4_vs_raw", ">=", 0.7, key="workers4_vs_queue4", enforced=False,
@@ -78,8 +78,8 @@ TARGETS = (
            what="4 workers of a real stress run vs the queue alone in 4 processes with one service call per task"),
     Target("history_overhead", "history_overhead", ">=", 0.75,
            what="claim+finish pairs with the history recorded vs without, one process"),
-    # The price of durability, not takeover's overhead: printed for the README's power-loss finding, never
-    # failing the bench (it is the disk's fsync, which no code here can change).
+    # The price of durability, not takeover's overhead: printed for the power-loss finding
+    # (docs/howto/power-loss.md), never failing the bench (it is the disk's fsync, which no code here can change).
     Target("full_vs_normal", "full_vs_normal", ">=", 0.01, enforced=False,
            what="the reference queue with synchronous=FULL vs NORMAL (claim+finish pairs, one process)"),
     # --db postgres only (the JavaScript reference queue is PostgreSQL's): a queue in another language,

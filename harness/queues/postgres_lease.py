@@ -19,9 +19,10 @@ Why each statement is shaped as it is:
   rows whose lease ran out.
 
 Every call is one statement in autocommit: the queue never holds a transaction, and so never a row
-lock, across calls; a worker frozen between two calls blocks nobody (the measurement is in the
-README). A connection the server ended (a server restart, a session killed by an administrator) is
-replaced on the next call; the call it broke fails, and its outcome is unknown, as a killed worker's.
+lock, across calls; a worker frozen between two calls blocks nobody (the measurement is in
+docs/howto/postgres.md: "A frozen holder"). A connection the server ended (a server restart, a session
+killed by an administrator) is replaced on the next call; the call it broke fails, and its outcome is
+unknown, as a killed worker's.
 """
 
 from __future__ import annotations

@@ -184,7 +184,8 @@ class SQLiteLeaseQueueFull(SQLiteLeaseQueue):
 
     Every commit syncs the WAL before it returns, so a claim or a finish the caller saw accepted
     survives a power cut or an OS crash: no acknowledged finish undone, no generation handed out twice.
-    The price is one fsync per claim, finish, extend and registration (README: the measured ratio).
+    The price is one fsync per claim, finish, extend and registration (the measured ratio, ``full_vs_normal``:
+    docs/howto/power-loss.md and docs/benchmarks.md).
     """
 
     SYNCHRONOUS = "FULL"
