@@ -46,7 +46,10 @@ class ClusterLauncher:
         self._cluster: Any = None
         self._prefix = f"takeover-{uuid.uuid4().hex[:8]}-"  # this command's task keys
         # One rerun after a lost worker (the scheduler of local:N does it; see the module docstring).
-        self._config = dask.config.set({"distributed.scheduler.allowed-failures": MAX_STARTS - 1})
+        # The workers of local:N do not sample their threads' stacks (the dashboard's profile, every 10 ms):
+        # on a machine the runs themselves keep busy that is CPU taken from them.
+        self._config = dask.config.set({"distributed.scheduler.allowed-failures": MAX_STARTS - 1,
+                                        "distributed.worker.profile.enabled": False})
         try:
             if address.startswith("local:"):
                 self._cluster = LocalCluster(n_workers=int(address.removeprefix("local:")), threads_per_worker=1,
@@ -117,8 +120,11 @@ class ClusterLauncher:
                 finished = wait(list(self._futures), timeout=0.5, return_when="FIRST_COMPLETED").done
             except TimeoutError:
                 continue
-            except OSError as exc:
-                raise ClusterLost(f"the dask scheduler at {self.address} went away ({exc})") from None
+            except Exception as exc:  # noqa: BLE001 - the futures cancelled with the connection, or the socket
+                if type(exc).__name__ == "FuturesCancelledError" or isinstance(exc, OSError):
+                    raise ClusterLost(f"the dask scheduler at {self.address} went away (the connection to it was "
+                                      "lost)") from None  # fmt: skip
+                raise
             if finished:
                 fut = min(finished, key=lambda f: self._futures[f][0].index)
                 return self._gather(fut)
@@ -174,8 +180,8 @@ class ClusterLauncher:
         """Cancel every task and wait (at most :data:`CANCEL_WAIT`) until the running ones have ended."""
         futures = list(self._futures)
         self._futures.clear()
-        if not futures:
-            return
+        if not futures or self.client.status != "running":  # a scheduler gone cannot be told; the runs end
+            return  # on their own, the workers having lost their scheduler
         try:
             self.client.cancel(futures, force=True)
         except Exception:  # noqa: BLE001 - a scheduler already gone cannot be told; its workers stop the runs

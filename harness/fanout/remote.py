@@ -59,6 +59,23 @@ def unpack(archive: bytes, folder: Path) -> None:
         tar.extractall(folder, filter="data")
 
 
+def _run_environ() -> dict[str, str]:
+    """This worker's environment less what a dask nanny set for its own worker process (one BLAS thread,
+    an eager malloc trim: ``distributed.nanny.pre-spawn-environ``), so the run sees the environment a run
+    started from a shell sees, not one tuned for a dask worker's numeric tasks."""
+    env = dict(os.environ)
+    try:
+        import dask
+
+        nanny = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    except ImportError:
+        nanny = {}
+    for name, value in nanny.items():
+        if env.get(name) == str(value):
+            del env[name]
+    return env
+
+
 def relocate(folder: Path) -> None:
     """Point a gathered run's ``config.json`` at the folder it is stored in now, as a local run's is (it
     named the scratch folder it ran in on the worker, gone since)."""
@@ -84,7 +101,7 @@ def run_remote(argv: list[str], pythonpath: list[str]) -> dict[str, Any]:
     started = time.monotonic()
     try:
         out = scratch / "run"
-        env = dict(os.environ)
+        env = _run_environ()
         (scratch / "tmp").mkdir()
         env["TMPDIR"] = str(scratch / "tmp")  # whatever the run leaves in temp goes with the scratch folder
         paths = [p for p in pythonpath if Path(p).is_dir()] + [p for p in [env.get("PYTHONPATH")] if p]
