@@ -4,8 +4,8 @@ Why sleep-bound runs: on two cores the question is what the cluster's machinery 
 the run's folder packed, sent and unpacked), not how two CPU-bound runs share two cores. Each run is a
 ``takeover stress`` whose tasks sleep (fixed task times, no faults), so its wall time is mostly waiting.
 
-The local side is the detection bench's way of running jobs side by side: two threads, each making one run
-after another as a child process (takeover.child_run). The cluster side sends the very same command lines to
+The local side is the detection bench's way of running jobs side by side: two threads, each making a run as
+a child process (takeover.child_run). The cluster side sends the very same command lines to
 ``local:2`` through takeover.fanout. ``fanout_vs_local`` is local wall time over cluster wall time (>= 0.9:
 the cluster costs at most a tenth); ``overhead_per_run_s`` is the extra wall time per run the cluster adds,
 with the two slots busy.
@@ -38,34 +38,37 @@ def _warm() -> None:
 
 
 def measure(runs: int = 4) -> dict[str, Any]:
-    """Wall seconds of ``runs`` runs two at a time locally and on ``local:2``, and their ratio."""
+    """Wall seconds of ``runs`` runs two at a time locally and on ``local:2``, and their ratio.
+
+    The two sides take turns, two runs each (a pair here, then a pair on the cluster, ...), so a load that
+    comes and goes on the machine falls on both sides alike rather than on whichever ran second."""
     from takeover.child_run import stress_in_child
     from takeover.fanout.launch import Job, open_launcher
 
     root = Path(tempfile.mkdtemp(prefix="takeover-bench-fanout-"))
+    local_s = cluster_s = 0.0
+    codes: list[int] = []
+    remote_codes: list[int | None] = []
+    walls: list[float] = []
+    launcher = open_launcher("local:2")
     try:
-        started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            codes = list(pool.map(lambda s: stress_in_child(QUEUE, s, PROFILE, root / f"local-{s}", EXTRA)[0],
-                                  range(1, runs + 1)))
-        local_s = time.monotonic() - started
-        launcher = open_launcher("local:2")
-        try:
-            launcher.client.run(_warm)  # type: ignore[attr-defined]  # each worker has takeover loaded, as a
-            started = time.monotonic()  # long-running cluster's workers have after their first run
-            pending = list(range(1, runs + 1))
-            remote_codes, walls = [], []
-            while pending or launcher.busy():
-                while pending and launcher.free():
-                    s = pending.pop(0)
-                    launcher.submit(Job(f"s{s}", root / f"cluster-{s}", argv(s), lambda: None, (), s))
+        launcher.client.run(_warm)  # type: ignore[attr-defined]  # each worker has takeover loaded, as a
+        for first in range(1, runs + 1, 2):  # long-running cluster's workers have after their first run
+            pair = [s for s in (first, first + 1) if s <= runs]
+            started = time.monotonic()
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                codes += pool.map(lambda s: stress_in_child(QUEUE, s, PROFILE, root / f"local-{s}", EXTRA)[0], pair)
+            local_s += time.monotonic() - started
+            started = time.monotonic()
+            for s in pair:
+                launcher.submit(Job(f"s{s}", root / f"cluster-{s}", argv(s), lambda: None, (), s))
+            while launcher.busy():
                 done = launcher.next_done()
                 remote_codes.append(done.exit_code)
                 walls.append(done.wall_s)
-            cluster_s = time.monotonic() - started
-        finally:
-            launcher.close()
+            cluster_s += time.monotonic() - started
     finally:
+        launcher.close()
         shutil.rmtree(root, ignore_errors=True)
     return {"fanout_vs_local": round(local_s / cluster_s, 3), "target": f">= {TARGET:g}",
             "pass": local_s / cluster_s >= TARGET, "runs": runs, "local_s": round(local_s, 2),

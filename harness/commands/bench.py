@@ -336,7 +336,7 @@ def _fanout(quick: bool) -> dict[str, Any]:
 
     check_cluster_extra()
     runs = 2 if quick else 4
-    print(f"takeover bench: measuring fanout_vs_local ({runs} sleep-bound runs locally, then on local:2) ...",
+    print(f"takeover bench: measuring fanout_vs_local ({runs} sleep-bound runs here and on local:2, in turns) ...",
           file=sys.stderr, flush=True)
     return fanout.measure(runs)
 

@@ -46,10 +46,15 @@ class ClusterLauncher:
         self._cluster: Any = None
         self._prefix = f"takeover-{uuid.uuid4().hex[:8]}-"  # this command's task keys
         # One rerun after a lost worker (the scheduler of local:N does it; see the module docstring).
-        # The workers of local:N do not sample their threads' stacks (the dashboard's profile, every 10 ms):
-        # on a machine the runs themselves keep busy that is CPU taken from them.
+        # The processes of local:N look at themselves less often than dask's defaults (stacks every 10 ms, the
+        # event loop every 20 ms, memory every 100 ms, the system every 500 ms): a task here is a subprocess
+        # that runs for seconds, and on a machine the runs keep busy that polling is CPU taken from them.
         self._config = dask.config.set({"distributed.scheduler.allowed-failures": MAX_STARTS - 1,
-                                        "distributed.worker.profile.enabled": False})
+                                        "distributed.worker.profile.enabled": False,
+                                        "distributed.admin.tick.interval": "500ms",
+                                        "distributed.admin.system-monitor.interval": "5s",
+                                        "distributed.admin.system-monitor.gil.enabled": False,
+                                        "distributed.worker.memory.monitor-interval": "1s"})
         try:
             if address.startswith("local:"):
                 self._cluster = LocalCluster(n_workers=int(address.removeprefix("local:")), threads_per_worker=1,
