@@ -121,9 +121,11 @@ def out_dir(out: str | None) -> Path:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
+    from takeover.fanout.launch import check_cluster
     from takeover.stress_run import check_queue
 
     check_args(args)
+    check_cluster(getattr(args, "cluster", None), db=db_given(args))
     first = [run_config(args, args.seed + i, mode) for i, mode in enumerate(MODES)]  # bad input stops here
     root = out_dir(args.out)
     with db.serve(db_given(args), keep=args.keep_db):

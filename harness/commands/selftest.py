@@ -162,7 +162,10 @@ def _profile_and_duration(args: argparse.Namespace) -> tuple[str, float | None]:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
+    from takeover.fanout.launch import check_cluster
+
     database = db_given(args)
+    check_cluster(args.cluster, db=database)
     with db.serve(database, keep=args.keep_db):
         return _run(args, database)
 

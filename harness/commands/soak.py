@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> ExitCode:
         value = getattr(args, flag[2:].replace("-", "_"), None)
         if value is not None and value is not False:  # given at all: `--duration 0` is refused too
             raise UsageError(f"{flag} does not apply to takeover soak: {why}")
+    from takeover.fanout.launch import check_cluster
+
+    check_cluster(args.cluster, db=db_given(args))
     minutes = resolve_minutes(args.minutes)
     if not args.checkpoint >= MIN_SEGMENT:  # a shorter segment would never run: the soak did nothing
         raise UsageError(f"--checkpoint must be at least {MIN_SEGMENT:g} s (a segment's length), "

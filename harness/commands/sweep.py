@@ -126,8 +126,10 @@ def _heartbeat_note(grid: Grid, queue: str) -> str:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from takeover import db
+    from takeover.fanout.launch import check_cluster
     from takeover.options import db_given
 
+    check_cluster(args.cluster, db=db_given(args))
     grid = build_grid(args)
     out = _out_dir(args.out)
     from takeover.sweep.runner import shard_of

@@ -120,10 +120,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     from takeover import store
     from takeover.commands.sweep import _out_dir
     from takeover.contract import reference_queue
+    from takeover.fanout.launch import check_cluster
     from takeover.stress_run import check_queue
     from takeover.task_times import load_task_times, split_spec
 
     database = db_given(args)
+    check_cluster(args.cluster, db=database)
     _checked(args)
     pauses = _pause_summary(args)
     times = load_task_times(args.task_times)

@@ -125,14 +125,21 @@ def open_launcher(cluster: str | None, *, db: str = "sqlite") -> Launcher:
     cannot reach."""
     if not cluster:
         return LocalLauncher()
+    check_cluster(cluster, db=db)
+    from takeover.fanout.cluster import ClusterLauncher
+
+    return ClusterLauncher(cluster)
+
+
+def check_cluster(cluster: str | None, *, db: str = "sqlite") -> None:
+    """``--cluster``'s value, the extra and the database, checked before a command starts anything."""
+    if not cluster:
+        return
     check_address(cluster)
     if db == "postgres":
         raise UsageError("--cluster with --db postgres: that server is private to this machine; give the "
                          "runs a postgresql:// URL every dask worker reaches")  # fmt: skip
     check_cluster_extra()
-    from takeover.fanout.cluster import ClusterLauncher
-
-    return ClusterLauncher(cluster)
 
 
 def check_cluster_extra() -> None:
