@@ -2,9 +2,11 @@
 
 Why an API beside the command line: a user tests their own queue in their own repository, from their
 own test suite, and wants a result to assert on rather than a process to parse. Each function runs the
-command line's own code, so a test and ``takeover ...`` in a shell give the same verdict:
+library code the command line runs, so a test and ``takeover ...`` in a shell give the same verdict:
 
-- :func:`stress` runs ``takeover stress`` itself, in a child process. A run installs signal handlers,
+- :func:`stress` runs the library's stress run (:func:`takeover.stress_run.run_stress`, what ``takeover
+  stress`` runs) in a child process, which hands back the RunResult it built in memory. The child is
+  for interrupt safety, not the way to the core: a run installs signal handlers,
   spawns worker processes that import the queue by name, and must be reaped whatever happens to its
   caller: in a session of its own the run is out of reach of the caller's terminal; when the caller
   is interrupted (Ctrl-C, or pytest-timeout's exception) the run gets a terminal's Ctrl-C (the clean
