@@ -88,7 +88,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "violating run and runs that could not be checked are always kept")  # fmt: skip
     from takeover.options import add_fanout_options
 
-    add_fanout_options(parser, shard=False)
+    add_fanout_options(parser)
 
 
 def run_config(args: argparse.Namespace, seed: int, mode: str, out: Path | None = None) -> RunConfig:
@@ -156,6 +156,11 @@ def _run(args: argparse.Namespace, root: Path, queue: str, profile: str, launche
             hunt = Hunt(args, root, display, command, queue)
         code = hunt.run()
     hunt.print_outcome(sys.stdout)
+    if getattr(args, "shard", None):
+        from takeover.fanout.merge import write_shard
+
+        meta = {k: v for k, v in hunt.summary().items() if k not in ("runs", "found", "status", "verdict", "exit_code")}
+        write_shard(root, "hunt", args.shard, [], meta)
     if launcher is not None and launcher.remote:
         from takeover.commands.hunt_cluster import ClusterHunt
 
@@ -183,6 +188,10 @@ class Hunt:
         # Model coverage of the runs so far (summary.json's coverage.model), which steers the next run's
         # faults (takeover.steering): the cells reached, the queue's optional methods, and how many runs
         # were steered toward each cell.
+        # --shard I/N: this hunt makes runs I, I+N, I+2N, ... of the whole hunt (run numbers from 1).
+        shard: tuple[int, int] | None = getattr(args, "shard", None)
+        self.first: int = shard[0] - 1 if shard else 0
+        self.step: int = shard[1] if shard else 1
         self.reached: set[str] = set()
         self.extensions: list[str] | None = None
         self.tried: Counter[str] = Counter()
@@ -201,10 +210,10 @@ class Hunt:
         interrupted = False
         try:
             self.write()
-            index = 0
+            index = self.first
             while self.found is None and self.fits():
                 self.one_run(index, self.args.seed + index, MODES[index % len(MODES)])
-                index += 1
+                index += self.step
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -32,6 +32,7 @@ class ClusterHunt(Hunt):
         self.coverage: dict[int, tuple[list[str], list[str]]] = {}  # run -> its cells and extensions, not absorbed
         self.absorbed = 0  # runs 1..absorbed have steered the runs since
         self.gathered: set[int] = set()
+        self.order: list[int] = []  # the run numbers this hunt made, in the order it made them
         self.done: list[Done] = []
         self.cluster_lost = ""
 
@@ -39,10 +40,11 @@ class ClusterHunt(Hunt):
         self.coverage[row["run"]] = (cells, extensions)  # taken in run order, by steer_from()
 
     def steer_from(self, through: int) -> None:
-        """Absorb the coverage of runs 1..``through`` (all gathered), in run order."""
+        """Absorb the coverage of this hunt's runs 1..``through`` (all gathered), in run order."""
         while self.absorbed < through:
+            run = self.order[self.absorbed]
             self.absorbed += 1
-            cells, extensions = self.coverage.pop(self.absorbed, (None, None))
+            cells, extensions = self.coverage.pop(run, (None, None))
             if cells is not None and extensions is not None:
                 super().absorb({}, cells, extensions)
 
@@ -52,15 +54,17 @@ class ClusterHunt(Hunt):
         interrupted = False
         try:
             self.write()
-            index = 0
+            made = 0  # this hunt's runs so far (with --shard, every N-th run of the whole hunt)
             while True:
                 while self.found is None and self.launcher.free() and self.fits():
-                    through = index + 1 - self.lag  # run index+1 is steered by runs 1..through
-                    if any(r not in self.gathered for r in range(1, through + 1)):
+                    through = made + 1 - self.lag  # this hunt's run made+1 is steered by its runs 1..through
+                    if any(r not in self.gathered for r in self.order[:max(0, through)]):
                         break
                     self.steer_from(through)
+                    index = self.first + made * self.step
+                    self.order.append(index + 1)
                     self.submit(index)
-                    index += 1
+                    made += 1
                 if not self.launcher.busy() or self.found is not None and not self.earlier_out():
                     break
                 self.gather(self.launcher.next_done())

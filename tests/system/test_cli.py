@@ -69,7 +69,8 @@ _RUN_OPTIONS = (
         # hunt takes every stress option but those it sets per run (duration, seed, swarm, out)
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
                   *_RUN_OPTIONS[_RUN_OPTIONS.index("--arrival-rate"):],
-                  "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid", "--cluster"]),
+                  "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid", "--cluster",
+                  "--shard"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:

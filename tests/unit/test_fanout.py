@@ -54,3 +54,27 @@ def test_merge_refuses_what_is_not_the_n_shards_of_one_sweep(tmp_path, capsys) -
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and says in err[0], err
     assert not (tmp_path / "m").exists()
+
+
+def test_merged_hunt_shards_stop_at_the_lowest_violating_run(tmp_path, capsys) -> None:
+    from takeover import store
+
+    def row(run: int, verdict: str) -> dict:
+        return {"run": run, "seed": run, "mode": "aimed", "verdict": verdict, "kept": True, "violated": {},
+                "run_dir": str(tmp_path / f"s{(run - 1) % 2 + 1}" / f"seed-{run}"), "command": f"takeover stress {run}"}
+
+    shards = {1: [row(1, "valid"), row(3, "violated")], 2: [row(2, "valid"), row(4, "violated")]}
+    for i, rows in shards.items():
+        folder = tmp_path / f"s{i}"
+        for r in rows:
+            (folder / f"seed-{r['run']}").mkdir(parents=True)
+        found = {**rows[-1], "violated": {"generation_monotonic": 1}, "detected_after_s": 1.0}
+        store.write_hunt_summary(folder, {"status": "finished", "runs": rows, "found": found, "elapsed_s": 5.0})
+        write_shard(folder, "hunt", (i, 2), [], {"queue": "q:Q"})
+    assert main(["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "m")]) == 1
+    merged = store.read_hunt_summary(tmp_path / "m")
+    assert merged is not None
+    assert [(r["run"], r["verdict"]) for r in merged["runs"]] == [(1, "valid"), (2, "valid"), (3, "violated")]
+    assert merged["found"]["run"] == 3 and merged["verdict"] == "invalid" and merged["exit_code"] == 1
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["hunt.json", "seed-1", "seed-2", "seed-3"]
+    assert "first at run 3" in capsys.readouterr().out
