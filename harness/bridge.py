@@ -4,7 +4,7 @@ Why a process and not a Python class: most teams that run background jobs off a 
 Node, Go, Ruby or Elixir, and their libraries have the same holes takeover finds in Python ones. A
 small adapter in the library's own language translates each contract call into the library's API;
 takeover starts it and talks to it on its stdin and stdout, one JSON object a line (the protocol,
-public and versioned: docs/protocol.md). Everything else is unchanged: every process that uses the
+public and versioned: docs/reference/protocol.md). Everything else is unchanged: every process that uses the
 queue (each worker incarnation, the coordinator, the probe process, each scenario and explore
 example) opens it through :func:`takeover.contract.open_queue`, which here starts one adapter
 process for that process and hands back an :class:`ExecQueue` with the contract's methods.

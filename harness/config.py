@@ -422,7 +422,7 @@ def check_values(cfg: RunConfig) -> None:
 
 def command_line(cfg: RunConfig) -> str:
     """A shell line that reproduces ``cfg``: every value explicit, so profile edits cannot drift it."""
-    return location_prefix(cfg) + " ".join(shlex.quote(p) for p in ["takeover", *command_argv(cfg)])
+    return location_prefix(cfg) + options.shell_line(["takeover", *command_argv(cfg)])
 
 
 def command_argv(cfg: RunConfig) -> list[str]:

@@ -1,7 +1,7 @@
 """The queue contract: the only way takeover touches a queue.
 
 A queue is named ``MODULE:ATTR`` (or ``exec:COMMAND``, a queue in any language behind a process that
-speaks this contract over JSON lines: takeover.bridge, docs/protocol.md). ``ATTR(database)`` is called
+speaks this contract over JSON lines: takeover.bridge, docs/reference/protocol.md). ``ATTR(database)`` is called
 in every process that uses the queue (the coordinator, each worker incarnation, each scenario reopen)
 and returns an object
 with the five methods of :class:`LeaseQueue`. ``database`` is the run's database (takeover.db,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,6 +38,10 @@ from takeover import db
 from takeover.errors import UsageError
 
 DEFAULT_PROFILE = "stress"
+
+# What every --queue takes, in its help: a Python queue, or a program in any language behind the
+# JSON-lines protocol (takeover.bridge, docs/reference/protocol.md), quoted since COMMAND has spaces.
+QUEUE_FORMS = 'MODULE:ATTR or "exec:COMMAND"'
 
 # Fault kinds, in the order reports list them. Per-second rates for the nemesis' faults,
 # probabilities for the faults a worker draws itself.
@@ -219,8 +224,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--profile", "profile", str,
               f"workload profile in workloads/ ({{profiles}}) or a .toml path (default {DEFAULT_PROFILE})",
               default=DEFAULT_PROFILE, profile=False, grid=GRID_OWN),
-    RunOption("--queue", "queue", str, "the queue under test, MODULE:ATTR (default: the reference queue)",
-              sweep_help="the queue under test, MODULE:ATTR"),
+    RunOption("--queue", "queue", str, f"the queue under test, {QUEUE_FORMS} (default: the reference queue)",
+              sweep_help=f"the queue under test, {QUEUE_FORMS}"),
     RunOption("--workers", "workers", int, "worker processes", positive_int, sweep_help="workers per run"),
     RunOption("--tasks", "tasks", int, "tasks registered before the run", nonneg_int, sweep_help="tasks per run"),
     RunOption("--duration", "duration", float, "seconds of the faulted phase (the drain follows)", positive,
@@ -447,7 +452,7 @@ def add_explore_options(parser: argparse.ArgumentParser, default_examples: int, 
     """``takeover explore``'s options: the seed, the budget (examples or seconds), the steps per
     example, the per-call deadline, the output folder, an optional example database, --json, --db."""
     parser.add_argument("--queue", metavar="MODULE:ATTR",
-                        help="the queue to explore (default: the reference queue of --db)")
+                        help=f"the queue to explore, {QUEUE_FORMS} (default: the reference queue of --db)")
     parser.add_argument("--seed", type=_whole(0), default=1, metavar="N",
                         help="every random choice comes from it: the same seed and budget find the same "
                         "shrunk sequence (default 1)")
@@ -468,3 +473,9 @@ def add_explore_options(parser: argparse.ArgumentParser, default_examples: int, 
                         "tries the last departure first (default: none is kept)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_db_options(parser)
+
+
+def shell_line(parts: Sequence[str]) -> str:
+    """``parts`` as one line a POSIX shell splits back into them: every printed command that reproduces
+    something goes through here, so a queue such as ``exec:node queue.js`` stays one word."""
+    return " ".join(shlex.quote(p) for p in parts)

@@ -16,6 +16,9 @@ HELP = "resolve a run's uncertain tasks to done / pending by asking the service'
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("Tasks are resolved through the queue's optional resolve(). A queue behind --queue "
+                     "\"exec:COMMAND\" has none (the JSON-lines protocol carries no resolve): its uncertain tasks "
+                     "are named and left uncertain.")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (e.g. runs/latest)")
     parser.add_argument("--service-port", type=int, metavar="PORT",
                         help=f"ask a running service on 127.0.0.1:PORT instead of reading {LEDGER_FILE}")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 from takeover import db, store
 from takeover.commands.scenarios import positive_seconds
 from takeover.exit_codes import ExitCode
-from takeover.options import add_db_options, add_issue_option, db_given
+from takeover.options import QUEUE_FORMS, add_db_options, add_issue_option, db_given, shell_line
 from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, check_saved, replay_run
 from takeover.replay.issue import ISSUE_FILE, write_issue
 from takeover.replay.output import report_json, write_outputs
@@ -64,7 +63,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", action="append", metavar="ID",
                         help="replay this task (repeat for several); default: every task with a violation")
     parser.add_argument("--queue", metavar="MODULE:ATTR",
-                        help="replay on this queue (default: the run's, from its config.json): your fix")
+                        help=f"replay on this queue, {QUEUE_FORMS} (default: the run's, from its "
+                        "config.json): your fix")
     parser.add_argument("--out", metavar="FILE",
                         help=f"write the scenarios here (default: RUN_DIR/{REPLAY_FILE}); the pytest file goes "
                         "beside it as test_<name>.py")
@@ -143,8 +143,7 @@ def fixed_lines(report: ReplayReport) -> list[str]:
     """What FIXED proves, and what it does not, in words."""
     broken = sorted({inv for tr in report.tasks for inv in tr.flagged})
     placements = sum(tr.tried for tr in report.tasks)
-    seed = store_seed(report)
-    again = f"takeover stress --queue {report.queue}" + (f" --seed {seed}" if seed is not None else "")
+    again = stress_line(report, db.current().value)
     lines = [
         f"FIXED on {report.queue}: every call the run recorded on its {_plural(len(report.tasks), 'violating task')} "
         f"(where {report.recorded_queue} broke {', '.join(broken)}), replayed alone in one process "
@@ -158,6 +157,18 @@ def fixed_lines(report: ReplayReport) -> list[str]:
         lines.insert(1, f"  The shrunk scenario(s) of {report.saved.file} pass on it too: "
                         f"{', '.join(report.saved.passed)}.")
     return lines
+
+
+def stress_line(report: ReplayReport, database: str) -> str:
+    """The stress run to give the fix: its queue, the run's seed and ``database`` (the --db replayed on),
+    quoted as every reproduce line is (an ``exec:node queue.js`` queue stays one word)."""
+    seed = store_seed(report)
+    parts = ["takeover", "stress", "--queue", report.queue]
+    if seed is not None:
+        parts += ["--seed", str(seed)]
+    if database != db.DEFAULT:
+        parts += ["--db", db.redact(database)]
+    return shell_line(parts)
 
 
 def store_seed(report: ReplayReport) -> int | None:
@@ -239,8 +250,8 @@ def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[P
     print(file=out)
     if files is not None:
         print(f"Scenarios: {files[0]} · pytest: {files[1]}", file=out)
-        on = "" if db.current().value == db.DEFAULT else f" --db {db.current().value}"
-        print(f"  takeover scenarios --file {files[0]} --queue {shlex.quote(report.queue)}{on}   "
+        on = [] if db.current().value == db.DEFAULT else ["--db", db.redact(db.current().value)]
+        print(f"  {shell_line(['takeover', 'scenarios', '--file', str(files[0]), '--queue', report.queue, *on])}   "
               "# fails until the queue is fixed", file=out)
     n, total = len(report.reproduced), len(report.tasks)
     saved = report.saved

@@ -29,7 +29,7 @@ from rich.text import Text
 from takeover import db
 from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE, reference_queue
 from takeover.exit_codes import ExitCode
-from takeover.options import add_db_options, db_given, positive_seconds
+from takeover.options import QUEUE_FORMS, add_db_options, db_given, positive_seconds
 from takeover.scenario_file import load_scenario_file
 from takeover.scenario_replay import (
     DEFAULT_STEP_TIMEOUT,
@@ -50,7 +50,9 @@ TABLE_MIN_WIDTH = 120
 WORDS: dict[str, dict[str, str]] = {
     "en": {
         "queue": "queue: {queue} · ",
-        "clock": "lease {lease} s, logical clock, a fresh SQLite file per scenario, {timeout:g} s per queue call",
+        "clock": "lease {lease} s, logical clock, {fresh} per scenario, {timeout:g} s per queue call",
+        "fresh_sqlite": "a fresh SQLite file",
+        "fresh_postgres": "a fresh PostgreSQL database",
         "col_t": "t",
         "col_actor": "actor",
         "col_step": "step",
@@ -84,7 +86,9 @@ WORDS: dict[str, dict[str, str]] = {
     },
     "zh": {
         "queue": "队列：{queue} · ",
-        "clock": "租约 {lease} 秒，逻辑时钟，每个场景一个新的 SQLite 文件，每次队列调用限时 {timeout:g} 秒",
+        "clock": "租约 {lease} 秒，逻辑时钟，每个场景{fresh}，每次队列调用限时 {timeout:g} 秒",
+        "fresh_sqlite": "一个新的 SQLite 文件",
+        "fresh_postgres": "一个新的 PostgreSQL 数据库",
         "col_t": "t",
         "col_actor": "角色",
         "col_step": "步骤",
@@ -131,7 +135,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--queue",
         default=None,
         metavar="MODULE:ATTR",
-        help=f"the queue to check; ATTR(database) builds it (default: the queue a --file names, else "
+        help=f"the queue to check, {QUEUE_FORMS}; ATTR(database) builds it (default: the queue a --file names, else "
         f"{REFERENCE_QUEUE}, or {POSTGRES_REFERENCE_QUEUE} with --db postgres or a URL)",
     )
     add_db_options(parser)
@@ -312,6 +316,13 @@ def _hang_line(result: ReplayedScenario, words: dict[str, str]) -> str:
     return line
 
 
+def header_line(words: dict[str, str], queue: str, lease: str, step_timeout: float, db_kind: str) -> str:
+    """The line under the title: the queue, the lease, the clock, the database each scenario gets (the
+    kind being served: a user on --db postgres is not told of a SQLite file), the per-call deadline."""
+    fresh = words["fresh_postgres" if db_kind == db.POSTGRES else "fresh_sqlite"]
+    return words["queue"].format(queue=queue) + words["clock"].format(lease=lease, fresh=fresh, timeout=step_timeout)
+
+
 def print_transcript(
     results: list[ReplayedScenario],
     queue: str,
@@ -327,7 +338,7 @@ def print_transcript(
     leases = sorted({float(r.spec.get("lease_seconds", spec["lease_seconds"])) for r in results}) or [
         float(spec["lease_seconds"])]
     lease = f"{leases[0]:g}" if len(leases) == 1 else f"{leases[0]:g}-{leases[-1]:g}"
-    console.print(words["queue"].format(queue=queue) + words["clock"].format(lease=lease, timeout=step_timeout))
+    console.print(header_line(words, queue, lease, step_timeout, db.current().kind))
     for result in results:
         console.print()
         console.print(Text(f"{result.id} — {result.spec['heading'][lang]}", style="bold"))

@@ -9,7 +9,6 @@ recommendation within the budget (the best one found is still written), 130 inte
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from takeover import db
 from takeover.exit_codes import ExitCode
-from takeover.options import add_db_options, db_given
+from takeover.options import QUEUE_FORMS, add_db_options, db_given, shell_line
 
 if TYPE_CHECKING:
     from takeover.fanout.launch import Launcher
@@ -40,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "the harness's per-call latency, measured)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="MINUTES",
                         help=f"wall-clock minutes the search may spend (default {DEFAULT_BUDGET:g})")
-    parser.add_argument("--queue", help="the queue under test, MODULE:ATTR (default: the reference queue)")
+    parser.add_argument("--queue", help=f"the queue under test, {QUEUE_FORMS} (default: the reference queue)")
     add_db_options(parser)  # handed to every run
     parser.add_argument("--out", help="output folder (default runs/tune-<timestamp>); must be new or empty")
     parser.add_argument("--crash-rate-per-hour", type=float, default=0.5, metavar="R",
@@ -76,7 +75,7 @@ def _command(args: argparse.Namespace, spec: str, scale: float, queue: str, pref
         parts += ["--tasks-per-hour", f"{args.tasks_per_hour:g}"]
     if db_given(args) != db.DEFAULT:
         parts += ["--db", db.redact(db_given(args))]
-    return prefix + " ".join(shlex.quote(p) for p in parts)
+    return prefix + shell_line(parts)
 
 
 def _checked(args: argparse.Namespace) -> None:

@@ -9,11 +9,11 @@ violation is.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from takeover import db
+from takeover.options import shell_line
 from takeover.replay.core import ReplayReport, TaskReplay
 from takeover.replay.output import write_outputs as write_replay_outputs
 
@@ -34,7 +34,7 @@ def command(result: ExploreResult, examples: int | None = None, seconds: float |
         parts += ["--seconds", f"{seconds:g}"]
     if result.db != db.DEFAULT:
         parts += ["--db", result.db]
-    return " ".join(shlex.quote(p) for p in parts)
+    return shell_line(parts)
 
 
 def step_line(n: int, step: Step) -> str:
