@@ -118,6 +118,12 @@ def markdown(docs: list[dict[str, Any]]) -> str:
         lines.append(f"| `{d['queue']}` | {f['mutants']} | {f['killed']} ({k['crash']} / {k['scenarios']} / "
                      f"{k['explore']} / {k['stress']}) | {f['survived']} | {f['equivalent']} | "
                      f"**{100 * (f['score'] or 0):.1f} %** | {_s(f['median_time_to_kill_s'])} |")
+    lines.append("")
+    for d in docs:  # explore's own share: the logic and the concurrency mutants, by operator (figures())
+        f = d["figures"]
+        lines.append(f"`{d['queue']}`: explore alone kills {f['logic_killed_by_explore']} of {f['logic_mutants']} "
+                     f"logic mutants and {f['concurrency_killed_by_explore']} of {f['concurrency_mutants']} "
+                     "concurrency mutants (a transaction or a lock weakened: its overlapping steps)." + "  ")
     lines += ["", "| survivor | what | what the stages said |", "|---|---|---|"]
     for d in docs:
         for m in d["mutants"]:
