@@ -34,6 +34,7 @@ from takeover.scenario_replay import OPEN, StepHung, StepResult, _Replay, same
 # The calls that can be paused inside themselves (the ones that change the queue).
 PAUSABLE = ("register", "claim", "finish", "extend", "resolve")
 DEFAULT_GAP_WAIT = 0.1  # seconds the gap call is given before the parked call is released anyway
+UNSEEN_LOCK_WAIT = 0.5  # the same, when the paused call holds no lock the hook sees
 LOCKED, UNLOCKED, ENDED = "locked", "unlocked", "ended"  # where the paused call stood (Overlap.stood)
 
 
@@ -144,7 +145,12 @@ def run_overlap(replay: _Replay, paused: StepResult, pause: int, gap: StepResult
     driver = threading.Thread(target=drive, name="takeover-paused-call", daemon=True)
     driver.start()
     settled.wait(timeout)
-    timer = threading.Timer(gap_wait, release.set) if where else None
+    # Holding SQLite's write lock, the paused call blocks every writer: a few typical calls' time tells a gap
+    # call that waits from one that is slow. Holding none that the hook sees (a PostgreSQL row lock is not
+    # seen), the gap call returns unless it waits on such a lock: given longer, so that a slow call is not
+    # raced by the released one (the order would then change from run to run).
+    wait = gap_wait if where and where[0].locked else max(gap_wait, UNSEEN_LOCK_WAIT)
+    timer = threading.Timer(wait, release.set) if where else None
     if timer is not None:
         timer.start()
     try:

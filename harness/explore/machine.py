@@ -122,6 +122,7 @@ class Recorder:
     shrink_examples: int = 0  # examples run after the first departure (Hypothesis shrinking it)
     shrink_budget: int = 0  # then at most this many: the rest pass at once, and the best so far stands
     pace: deque[float] = field(default_factory=lambda: deque(maxlen=64))  # the last calls' seconds (overlap)
+    flaky_batches: int = 0  # batches Hypothesis stopped because an overlap's order changed the draws (core)
 
     def record(self, failure: Failure) -> None:
         """Keep the shortest departure (Hypothesis runs the shrunk example last; when the shrink

@@ -89,6 +89,7 @@ def result_json(result: ExploreResult) -> dict[str, Any]:
         "steps": result.steps,
         "seconds": round(result.seconds, 3),
         "shrink_examples": result.shrink_examples,
+        "flaky_batches": result.flaky_batches,
         "first_departure": None if result.first is None else {
             "seconds": round(result.first[0], 3), "example": result.first[1], "step": result.first[2]},
         "cells": result.cells,
