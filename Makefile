@@ -26,7 +26,7 @@ TASK_TIMES ?= examples/task-times-light.csv
 SHELL := bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: js typecheck all test test-fast stress scenarios lint clean check selftest bench soak sweep tune hunt docs
+.PHONY: js typecheck all test test-fast test-nightly stress scenarios lint clean check selftest bench soak sweep tune hunt docs
 
 # The system packages a run's ARGS need: fuse3 for power losses (--power-loss-rate; sweep's --power-loss
 # axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server), iptables
@@ -56,10 +56,17 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/pip
 	$(PIP_INSTALL) -e '.[test]'
 	touch $(RUN_STAMP) $(TEST_STAMP)
 
+# The gate (CI's `.ci/run`): every test but the long end-to-end ones marked nightly, under 10 minutes on 2 cores.
 test: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
 	$(MAKE) --no-print-directory js
-	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_XDIST) -m "not nightly" $(PYTEST_ARGS)
+
+# The long end-to-end tests the gate leaves out (tests/README.md): run by the nightly workflow.
+test-nightly: $(TEST_STAMP)
+	$(SYSTEM_PACKAGES) install
+	$(MAKE) --no-print-directory js
+	$(BIN)/pytest $(PYTEST_XDIST) -m nightly $(PYTEST_ARGS)
 
 # The edit-and-test loop: every test not marked slow (tests/README.md says which are).
 test-fast: $(TEST_STAMP)

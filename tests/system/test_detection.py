@@ -20,6 +20,7 @@ from takeover.checker.patterns import PATTERNS
 from tests.helpers.processes import REPO, child_env
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_detection_catches_a_reliable_bug_beside_random_faults_and_the_reference(tmp_path):

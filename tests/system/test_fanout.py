@@ -148,6 +148,7 @@ def test_ctrl_c_cancels_every_remote_run_and_leaves_no_process_on_a_worker(clust
             proc.kill()
 
 
+@pytest.mark.nightly
 def test_a_sweep_sharded_on_the_cluster_with_a_worker_killed_equals_the_local_sweep(cluster, tmp_path):
     """Shard 1/2 and 2/2 on the cluster at once, one of their runs losing its worker (SIGKILL) mid-run;
     merged, they are the local unsharded sweep: the same runs (configs, reproduce lines) and verdicts."""

@@ -184,6 +184,7 @@ def test_the_printed_line_is_the_segment_that_ran(tmp_path):
     assert ran["duration"] == 3.0 and [s["name"] for s in _soak_json(root)["segments"]] == ["seg-0001"]
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_violation_is_banked_then_replayed(tmp_path):

@@ -23,6 +23,7 @@ ALWAYS_FILLED = ("cell", "distribution", "lease", "remedy", "seed", "valid", "ta
                  "s5_per_1000_lo", "s5_per_1000_hi")
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 def test_tiny_sweep_writes_a_complete_csv_and_report(tmp_path):
     out = tmp_path / "sweep"
@@ -65,6 +66,7 @@ def test_tiny_sweep_writes_a_complete_csv_and_report(tmp_path):
     assert "[sweep 8/8" in proc.stderr  # plain progress lines when not on a terminal
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 def test_a_queue_bug_in_a_cell_is_reported_loudly(tmp_path):
     out = tmp_path / "bug"

@@ -185,6 +185,7 @@ def test_a_ten_line_test_file_runs_the_scenarios_and_stress_and_fails_readably_o
     assert "takeover stress: run folder runs/" in again.stdout and (other / "runs" / "latest").exists()
 
 
+@pytest.mark.nightly
 def test_init_ci_writes_a_workflow_whose_steps_run_here(venv: Path, tmp_path) -> None:
     """Every step with a command, of both jobs, run in order as the runner would (the install step aside:
     this environment is the install), with the workflow's knobs turned down to seconds."""
