@@ -94,6 +94,7 @@ def _repeats_over_a_live_lease(run_dir: Path) -> int:
     return count
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 @pytest.mark.timeout(60 + 130 * ATTEMPTS)
 def test_a_queue_that_steals_live_leases_shows_its_duplicates_as_other(tmp_path, monkeypatch) -> None:

@@ -228,6 +228,7 @@ def test_register_replaces_resets_a_done_and_a_running_task(tmp_path) -> None:
             assert {"no_reclaim_after_terminal", "generation_monotonic"} <= fired, summary["invariants"]
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_the_selftest_reports_a_bug_its_runs_could_not_expose(tmp_path) -> None:

@@ -15,6 +15,7 @@ from takeover.commands.bench import MEASURE, TARGETS
 from tests.helpers.processes import takeover
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_quick_bench_writes_every_figure(tmp_path):

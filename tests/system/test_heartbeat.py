@@ -49,6 +49,7 @@ def test_heartbeats_keep_the_lease_and_remove_zombie_duplicates(tmp_path):
     assert "heartbeat every 0.08s: in effect" in (run_dir / "report.md").read_text()
 
 
+@pytest.mark.nightly
 def test_a_queue_without_extend_runs_without_heartbeats_and_says_so(tmp_path):
     run_dir, summary = _run(tmp_path, "bare", "--heartbeat", "0.08", "--queue", "queue_without_extensions:BareQueue")
     assert not [r for r in records(run_dir) if r["f"] == "extend"]

@@ -86,6 +86,7 @@ def test_hunt_finds_a_planted_bug_and_prints_how_to_reproduce_it(tmp_path: Path)
     assert _reproduced(found["command"]) == _stored(run_dir), "the printed line gives the run's config"
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_hunt_on_the_reference_queue_alternates_aimed_and_swarm_and_exits_0(tmp_path: Path):

@@ -48,6 +48,7 @@ def _wait_while_running(proc, ready, timeout: float = 110.0) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_soak_checkpoints_resources_and_interruption(tmp_path):

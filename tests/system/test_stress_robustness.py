@@ -277,6 +277,7 @@ def test_a_second_ctrl_c_kills_at_once_and_says_so_in_the_exit_records(tmp_path)
     assert all(r["detail"] == "second_signal" for r in killed), killed
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
     run_dir = tmp_path / "run"

@@ -155,6 +155,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, tmp_path:
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 def test_a_claim_that_takes_every_row_is_killed_by_a_real_stress_run(tmp_path: Path) -> None:
     # One process replaying the scenarios has one task, so this mutant looks right to them; real workers
