@@ -45,8 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from takeover.errors import UsageError
-from takeover.exit_codes import ExitCode
+from takeover.errors import UsageError, under_error_contract
 from takeover.run_result import RunResult
 
 if TYPE_CHECKING:
@@ -351,19 +350,16 @@ def _child_main(argv: list[str]) -> int:
 
     die_with_parent(int(argv[0]))
     handed, request = Path(argv[1]), json.loads(argv[2])
-    try:
+
+    def body() -> int:
         cfg = RunConfig.from_dict(request.pop("config"))
         where = locate(cfg.queue, cfg.profile)  # as a fresh process finds the queue: the reproduce line's
         cfg = dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath)
         result = run_stress(cfg, database=request.pop("db"), console=sys.stdout, progress=sys.stderr, **request)
-    except UsageError as exc:
-        print(f"takeover: error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    except KeyboardInterrupt:
-        print("takeover: interrupted", file=sys.stderr)
-        return ExitCode.INTERRUPTED
-    handed.write_bytes(pickle.dumps(result))
-    return result.exit_code
+        handed.write_bytes(pickle.dumps(result))
+        return result.exit_code
+
+    return under_error_contract(body)
 
 
 # -- check ---------------------------------------------------------------------------------------------------

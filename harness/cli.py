@@ -1,8 +1,9 @@
 """The ``takeover`` command line: one subcommand per module in ``takeover.commands``.
 
 Each subcommand module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> ExitCode``.
-The CLI owns the error contract: bad input is one line on stderr and exit code 2, never a
-traceback, and Ctrl-C is exit 130 after the command has cleaned up after itself.
+The CLI keeps the error contract (:func:`takeover.errors.under_error_contract`): bad input is one line
+on stderr and exit code 2, never a traceback, and Ctrl-C is exit 130 after the command has cleaned up
+after itself.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-from takeover.errors import UsageError
+from takeover.errors import UsageError, under_error_contract
 from takeover.exit_codes import ExitCode
 
 # Order is the order shown in --help. A module that does not exist yet is simply not offered.
@@ -52,20 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        if not getattr(args, "_run", None):
-            parser.print_help()
-            return ExitCode.USAGE
-        return int(args._run(args))
-    except UsageError as exc:
-        print(f"takeover: error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    except KeyboardInterrupt:
-        print("takeover: interrupted", file=sys.stderr)
-        return ExitCode.INTERRUPTED
+        return under_error_contract(lambda: _main(argv))
     except BrokenPipeError:  # the reader went away (``| head``): nothing is wrong with the run
         return ExitCode.VALID
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return ExitCode.USAGE
+    return int(args._run(args))
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from takeover.errors import UsageError
+from takeover.errors import UsageError, under_error_contract
 from takeover.exit_codes import ExitCode
 
 if TYPE_CHECKING:  # the checker (pandas) is loaded when a run is checked, not when this module is imported
@@ -514,18 +514,15 @@ def main(argv: list[str] | None = None) -> ExitCode:
     args = parser.parse_args(argv)
     bugs = [b.strip() for b in args.bugs.split(",") if b.strip()]
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    try:
+
+    def body() -> ExitCode:
         fig = measure(bugs or None, args.seeds, args.seconds, args.jobs, modes=modes,
                       reference=not args.no_reference, keep=Path(args.keep) if args.keep else None, hosts=args.hosts,
                       progress=lambda line: print(line, file=sys.stderr, flush=True))
-    except UsageError as e:
-        print(f"detection: {e}", file=sys.stderr)
-        return ExitCode.USAGE
-    except KeyboardInterrupt:
-        print("detection: interrupted; every run was stopped", file=sys.stderr)
-        return ExitCode.INTERRUPTED
-    print(json.dumps(fig, indent=2) if args.json else table(fig))
-    return ExitCode.VALID
+        print(json.dumps(fig, indent=2) if args.json else table(fig))
+        return ExitCode.VALID
+
+    return ExitCode(under_error_contract(body, "detection", interrupted="interrupted; every run was stopped"))
 
 
 if __name__ == "__main__":

@@ -23,3 +23,23 @@ def test_the_exit_codes_are_the_documented_numbers() -> None:
     # summary.json and soak.json hold the number itself, as JSON and as text
     assert json.dumps({"exit_code": ExitCode.INTERRUPTED}) == '{"exit_code": 130}'
     assert f"exit {ExitCode.VIOLATED}" == "exit 1"
+
+
+def test_every_entry_point_keeps_one_error_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad input is ``PROG: error: MESSAGE`` and exit 2, a Ctrl-C one line and exit 130, whichever entry point
+    (the command line, the detection bench; the API's run process is test_api's) meets it."""
+    from takeover.benchmarks.detection import main as detection_main
+    from takeover.errors import under_error_contract
+
+    assert main(["stress", "--workers", "0"]) == ExitCode.USAGE
+    assert capsys.readouterr().err == "takeover: error: workers must be a positive integer, got 0\n"
+    assert detection_main(["--bugs", "NoSuchBug"]) == ExitCode.USAGE
+    assert capsys.readouterr().err.startswith("detection: error: unknown planted bug 'NoSuchBug'; known: ")
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert under_error_contract(interrupted, "detection", interrupted="stopped") == ExitCode.INTERRUPTED
+    assert capsys.readouterr().err == "detection: stopped\n"
+    with pytest.raises(ZeroDivisionError):  # a bug is not bad input: its traceback goes on its way
+        under_error_contract(lambda: 1 // 0)
