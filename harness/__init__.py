@@ -13,17 +13,15 @@ The Python API (see :mod:`takeover.api`)::
 Why the names are loaded on first use: every worker process of a run imports this package, and the
 API pulls in the command line; a worker must not pay for it.
 
-Why the package guards its attribute ``explore``: it is an API function, and also the name of the
-package that explores (``from takeover.explore import ...``). Importing a subpackage sets it as an
-attribute of its package, which would replace the function with the package the first time anything
-imported it; the guard keeps the function. (``scenarios`` needs none: the module that replays them is
-takeover.scenario_replay.)
+Why no API name is also a module's: importing a submodule sets it as an attribute of its package, which
+would replace the API function of the same name the first time anything imported the module. So the
+module that replays the scenarios is takeover.scenario_replay, and the package that explores is
+takeover.explorer (``from takeover.explorer import ExploreResult, explore_queue``); ``takeover.scenarios`` and
+``takeover.explore`` are only the functions, with no guard on the package.
 """
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -48,14 +46,3 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module 'takeover' has no attribute {name!r}")
 
-
-class _Package(types.ModuleType):
-    """The package module, which keeps its API function ``explore`` when the package of that name is imported."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _API and isinstance(value, types.ModuleType):
-            return  # the package stays in sys.modules, where ``from takeover.explore import x`` finds it
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -50,7 +50,7 @@ from takeover.run_result import RunResult
 
 if TYPE_CHECKING:
     from takeover.config import RunConfig
-    from takeover.explore.core import ExploreResult
+    from takeover.explorer.core import ExploreResult
     from takeover.scenario_replay import ReplayedScenario
 
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
@@ -425,7 +425,7 @@ def explore(queue: QueueLike | None = None, *, seed: int = 1, examples: int | No
     """
     from takeover import db as databases
     from takeover.contract import reference_queue
-    from takeover.explore.core import DEFAULT_STEPS, explore_queue
+    from takeover.explorer.core import DEFAULT_STEPS, explore_queue
     from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT
 
     if examples is not None and seconds is not None:

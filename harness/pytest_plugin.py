@@ -41,7 +41,7 @@ import pytest
 
 if TYPE_CHECKING:
     from takeover.api import QueueLike, RunResult, ScenarioResult
-    from takeover.explore.core import ExploreResult
+    from takeover.explorer.core import ExploreResult
 
 MARKER = "takeover"
 

@@ -25,8 +25,8 @@ from takeover import db
 from takeover.contract import reference_queue
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
-from takeover.explore.core import DEFAULT_EXAMPLES, DEFAULT_STEPS, ExploreResult, explore_queue
-from takeover.explore.words import command, failure_lines, summary_line
+from takeover.explorer.core import DEFAULT_EXAMPLES, DEFAULT_STEPS, ExploreResult, explore_queue
+from takeover.explorer.words import command, failure_lines, summary_line
 from takeover.options import add_explore_options, db_given
 from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT
 from takeover.store import DEFAULT_BASE

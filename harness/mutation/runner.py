@@ -11,7 +11,7 @@ The stages, each run only when the ones before did not kill the mutant:
    make raises. Such a mutant is killed, but by nothing takeover checks; it is counted apart.
 2. **scenarios**: the spec's five scenarios on the logical clock (:func:`takeover.scenario_replay.run_scenarios`).
 3. **explore**: random contract-call sequences checked against the spec's model, when
-   ``takeover.explore`` exists (it is being built; until then the stage is reported as not run).
+   ``takeover.explorer`` exists (it was being built; until then the stage is reported as not run).
 4. **stress**: one real stress run (profile ``stress``, ``--duration`` the stress seconds, the given
    seed), made in this process as ``takeover hunt`` makes its runs (the coordinator, then the checker),
    one at a time: two stress runs at once on 2 cores would slow each other's workers into timing
@@ -241,12 +241,12 @@ class Runner:
         return bool(failures), None, failures[0] if failures else ""
 
     def _explore(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
-        """``takeover.explore`` with a budget of examples (the seconds a cap), when it exists; None (not run)
+        """``takeover.explorer`` with a budget of examples (the seconds a cap), when it exists; None (not run)
         until then. Its time to kill is when the first departure came, before Hypothesis and the replay shrink
         it; the stage's record says which example that was (``examples_to_kill``), how many ran, and whether
         the cap cut the budget short (``capped``)."""
         try:  # by name: explore is being built beside this, and lands on its own
-            explore_queue = importlib.import_module("takeover.explore").explore_queue
+            explore_queue = importlib.import_module("takeover.explorer").explore_queue
         except (ImportError, AttributeError):
             return None
         options: dict[str, Any] = {"seed": self.settings.seed, "examples": self.settings.explore_examples,

@@ -13,7 +13,7 @@ import pytest
 
 from takeover.cli import main
 from takeover.contract import REFERENCE_QUEUE
-from takeover.explore import explore_queue
+from takeover.explorer import explore_queue
 from tests.helpers.processes import takeover
 from tests.helpers.queues import on_path
 

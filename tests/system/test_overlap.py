@@ -9,7 +9,7 @@ import pytest
 
 from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
-from takeover.explore import explore_queue
+from takeover.explorer import explore_queue
 from takeover.scenario_file import validate_scenarios
 from takeover.scenario_replay import run_scenarios
 from tests.helpers.queues import on_path

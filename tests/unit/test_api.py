@@ -31,10 +31,18 @@ def _factory(db_path: str) -> SQLiteLeaseQueue:
     return SQLiteLeaseQueue(db_path)
 
 
-def test_the_api_names_stay_functions_when_the_explore_package_is_imported() -> None:
-    import takeover.explore.core  # noqa: F401 - the package named as the API function, imported on purpose
+def test_no_api_name_is_also_a_module_so_the_package_needs_no_guard() -> None:
+    """Importing a submodule sets it on its package: a module named as an API function would replace it."""
+    import pkgutil
+    import types
+
+    import takeover.explorer.core  # noqa: F401 - the package that explores, imported on purpose
     import takeover.scenario_replay  # noqa: F401 - the module that replays the scenarios
 
+    modules = {m.name for m in pkgutil.iter_modules(takeover.__path__)}
+    assert {"explorer", "scenario_replay", "api"} <= modules
+    assert not modules & set(takeover.__all__)
+    assert type(takeover) is types.ModuleType  # a plain package: no attribute guard
     assert takeover.explore is api.explore and callable(takeover.explore)
     assert takeover.scenarios is api.scenarios and takeover.stress is api.stress and takeover.check is api.check
     assert takeover.RunResult is api.RunResult

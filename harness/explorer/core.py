@@ -36,7 +36,7 @@ from hypothesis.stateful import get_state_machine_test
 from takeover import db
 from takeover.contract import has_extension, load_queue_factory
 from takeover.errors import UsageError
-from takeover.explore.machine import Failure, Recorder, Setup, Step, machine_class
+from takeover.explorer.machine import Failure, Recorder, Setup, Step, machine_class
 from takeover.overlap import statement_counts
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
@@ -88,12 +88,12 @@ class ExploreResult:
 
     def message(self) -> str:
         """What a failed test prints: the shrunk sequence in words."""
-        from takeover.explore.words import failure_lines
+        from takeover.explorer.words import failure_lines
 
         return "\n".join(failure_lines(self))
 
     def to_json(self) -> dict[str, Any]:
-        from takeover.explore.words import result_json
+        from takeover.explorer.words import result_json
 
         return result_json(self)
 
@@ -136,7 +136,7 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
             result.written = write_back(queue_spec, factory, lease, step_timeout, result.failure)
     if result.failure is not None and result.written is not None:
         if out is not None and result.written.shrunk is not None:
-            from takeover.explore.words import write_outputs
+            from takeover.explorer.words import write_outputs
 
             result.scenario_file, result.test_file = write_outputs(result, out)
     return result

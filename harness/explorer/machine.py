@@ -41,7 +41,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from takeover.contract import QueueFactory, has_extension
 from takeover.coverage_space import classify
-from takeover.explore.coverage import Coverage, step_cell
+from takeover.explorer.coverage import Coverage, step_cell
 from takeover.replay.model import (
     SPEC,
     STATE_MATCHES,
@@ -310,8 +310,8 @@ class ExploreMachine(RuleBasedStateMachine):
         # No macro first: Hypothesis shrinks a draw toward its first option, so a macro shrinks to plain calls.
         macro = _weighted(data, (None, *MACROS), (MACRO_OUT_OF - sum(MACROS.values()), *MACROS.values()), "macro")
         if macro is not None and self._can(macro):  # steps of several calls, built on this module's judging
-            from takeover.explore.drive import drive_step
-            from takeover.explore.overlap import overlap_step
+            from takeover.explorer.drive import drive_step
+            from takeover.explorer.overlap import overlap_step
 
             (overlap_step if macro == "overlap" else drive_step)(self, data)
             return

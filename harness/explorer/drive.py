@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from hypothesis import strategies as st
 
-from takeover.explore.machine import ACTORS, _weighted
+from takeover.explorer.machine import ACTORS, _weighted
 from takeover.replay.model import TaskState
 
 if TYPE_CHECKING:
-    from takeover.explore.machine import ExploreMachine
+    from takeover.explorer.machine import ExploreMachine
 
 TARGETS = ("pending", "running", "done", "uncertain")
 SAME_STATE = 3  # how much likelier a target state is when a task is in it already

@@ -18,8 +18,8 @@ from takeover.replay.core import ReplayReport, TaskReplay
 from takeover.replay.output import write_outputs as write_replay_outputs
 
 if TYPE_CHECKING:
-    from takeover.explore.core import ExploreResult
-    from takeover.explore.machine import Step
+    from takeover.explorer.core import ExploreResult
+    from takeover.explorer.machine import Step
 
 SCENARIO_FILE = "explore.json"  # the scenario file in the output folder; the pytest file goes beside it
 RESULT_FILE = "explore-result.json"

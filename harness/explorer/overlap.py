@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
 
-from takeover.explore.coverage import op_of
-from takeover.explore.machine import (
+from takeover.explorer.coverage import op_of
+from takeover.explorer.machine import (
     WEIGHTS,
     Step,
     _weighted,
@@ -43,7 +43,7 @@ from takeover.replay.model import SPEC, TaskState
 from takeover.scenario_replay import StepResult
 
 if TYPE_CHECKING:
-    from takeover.explore.machine import ExploreMachine
+    from takeover.explorer.machine import ExploreMachine
 
 GAP_CALLS = 5  # the gap call is given this many typical calls' time before the parked call is released
 GAP_MIN, GAP_MAX = 0.01, 0.2  # seconds, whatever the typical call takes
