@@ -26,7 +26,7 @@ from typing import Any
 from takeover import db, options
 from takeover.contract import REFERENCE_QUEUE, reference_queue
 from takeover.errors import UsageError
-from takeover.options import BY_DEST, BY_FIELD, DB_OPTION, DEFAULT_PROFILE, FAULT_KINDS, RUN_OPTIONS
+from takeover.options import BY_DEST, BY_FIELD, DB_OPTION, DEFAULT_PROFILE, FAULT_KINDS, NET_FIELDS, RUN_OPTIONS
 
 # The profiles travel with the package (takeover.workloads), found the way the import system found it.
 PROFILE_DIR = Path(str(resources.files("takeover.workloads")))
@@ -46,9 +46,6 @@ CLOCK_FIELDS = ("clock_skew_max", "clock_jump_rate", "clock_jump_max")
 PAUSE_FIELDS = ("pause_time_file", "pause_time_scale", "pause_time_samples")
 # RunConfig fields no option sets: read from a file the config names (pause_time_file), kept in config.json.
 DERIVED_FIELDS = ("pause_time_samples",)
-
-# RunConfig fields of the hosts and the network faults (takeover.net): in config.json only when not at their defaults.
-NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss")
 
 # RunConfig fields that say where the run was started rather than what it does (see there).
 LOCATION_FIELDS = ("workdir", "pythonpath")
@@ -387,20 +384,26 @@ def _check_power_loss(cfg: RunConfig) -> None:
 
 
 def _check_hosts(cfg: RunConfig) -> None:
-    """Network faults need hosts, hosts need a private PostgreSQL server and this machine's means."""
-    if cfg.hosts <= 0:
+    check_network(cfg.db, {name: getattr(cfg, name) for name in NET_FIELDS})
+
+
+def check_network(database: str, values: Mapping[str, Any]) -> None:
+    """Network faults need hosts, hosts need a private PostgreSQL server and this machine's means.
+    ``database``: the --db value (redacted or not); ``values``: the NET_FIELDS, a missing one at its default."""
+    hosts = values.get("hosts") or 0
+    if hosts <= 0:
         for name in NET_FIELDS[1:]:
-            if getattr(cfg, name) > 0:
+            if (values.get(name) or 0) > 0:
                 raise UsageError(f"{name.replace('_', '-')}: network faults need --hosts N (workers on hosts of "
                                  "their own, reaching the database over the run's network)")
         return
-    if cfg.db != db.POSTGRES:
-        what = "SQLite's WAL needs one machine" if cfg.db == db.SQLITE else \
+    if database != db.POSTGRES:
+        what = "SQLite's WAL needs one machine" if database == db.SQLITE else \
             "the run starts its own server on its network, not on a server given by URL"
         raise UsageError(f"--hosts needs --db postgres ({what})")
     from takeover.net.hosts import check_available
 
-    check_available(cfg.hosts)
+    check_available(hosts)
 
 
 def with_database(cfg: RunConfig, value: str, queue_given: bool) -> RunConfig:

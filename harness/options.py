@@ -389,8 +389,13 @@ def add_issue_option(parser: argparse.ArgumentParser) -> None:
 
 
 BY_DEST: dict[str, RunOption] = {o.dest: o for o in RUN_OPTIONS}
+
 BY_FIELD: dict[str, RunOption] = {o.field: o for o in RUN_OPTIONS}
 FAULT_RATES = tuple(o for o in RUN_OPTIONS if o.field.startswith("faults."))
+# The run's hosts and the network faults (takeover.net), as one group: tune takes them apart from the rest,
+# and config.json has them only when not at their defaults.
+NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss")
+NET_OPTIONS = tuple(BY_FIELD[f] for f in NET_FIELDS)
 
 
 def taken_by(command: Command) -> tuple[RunOption, ...]:
@@ -407,14 +412,19 @@ def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles:
             text = argparse.SUPPRESS
         else:
             text = o.help.replace("{profiles}", ", ".join(profiles))
-        extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
-        if o.is_flag:
-            extra = {"action": "store_true"}
-        else:
-            extra["type"] = o.value_type
-        if o.metavar:
-            extra["metavar"] = o.metavar
-        parser.add_argument(o.flag, default=o.default, help=text, **extra)
+        add_option(parser, o, text)
+
+
+def add_option(parser: argparse.ArgumentParser, o: RunOption, text: str) -> None:
+    """One run option on a parser, as the table declares it, with ``text`` as its help."""
+    extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
+    if o.is_flag:
+        extra = {"action": "store_true"}
+    else:
+        extra["type"] = o.value_type
+    if o.metavar:
+        extra["metavar"] = o.metavar
+    parser.add_argument(o.flag, default=o.default, help=text, **extra)
 
 
 def given(args: argparse.Namespace, command: Command) -> dict[str, Any]:

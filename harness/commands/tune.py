@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from takeover import db
 from takeover.exit_codes import ExitCode
-from takeover.options import QUEUE_FORMS, add_db_options, db_given, shell_line
+from takeover.options import BY_DEST, NET_OPTIONS, QUEUE_FORMS, add_db_options, db_given, shell_line
 
 if TYPE_CHECKING:
     from takeover.fanout.launch import Launcher
@@ -54,7 +54,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks-per-hour", type=float, metavar="N",
                         help="your task rate, for the duplicates per day")
     parser.add_argument("--seed", type=int, default=1, help="first seed (run i uses seed + i)")
-    from takeover.options import add_fanout_options
+    from takeover.options import add_fanout_options, add_option
+
+    for o in NET_OPTIONS:  # as takeover stress takes them, in production units like the rest
+        add_option(parser, o, o.help + ("" if o.flag in ("--hosts", "--net-loss") else
+                                        "; in production units, scaled into the runs by the time scale"))
 
     # No --shard: each run of the search is chosen from the runs before it, so there is no set of runs to
     # split; on a cluster the runs are made there, one at a time, and the answer is the local one.
@@ -73,6 +77,8 @@ def _command(args: argparse.Namespace, spec: str, scale: float, queue: str, pref
                 parts += [f"--pause-{q}", f"{getattr(args, f'pause_{q}'):g}"]
     if args.tasks_per_hour is not None:
         parts += ["--tasks-per-hour", f"{args.tasks_per_hour:g}"]
+    for dest, value in _network(args).items():
+        parts += BY_DEST[dest].argv(value)
     if db_given(args) != db.DEFAULT:
         parts += ["--db", db.redact(db_given(args))]
     return prefix + shell_line(parts)
@@ -104,6 +110,16 @@ def _checked(args: argparse.Namespace) -> None:
         raise UsageError("--pause-p50/--pause-p99/--pause-max need --pause-rate-per-hour R (stalls per worker-hour)")
 
 
+def _network(args: argparse.Namespace) -> dict[str, Any]:
+    """--hosts and the network faults given (the defaults left out), each checked as takeover stress checks it."""
+    given = {o.dest: getattr(args, o.dest) for o in NET_OPTIONS if getattr(args, o.dest) not in (None, 0, 0.0)}
+    for dest, value in given.items():
+        check = BY_DEST[dest].check
+        if check is not None:
+            check(BY_DEST[dest].name, value)
+    return given
+
+
 def _pause_summary(args: argparse.Namespace) -> dict[str, float] | None:
     """The stalls' percentiles as a summary takeover.task_times reads (checked like a durations file)."""
     if not args.pause_rate_per_hour:
@@ -118,6 +134,7 @@ def _pause_summary(args: argparse.Namespace) -> dict[str, float] | None:
 def run(args: argparse.Namespace) -> ExitCode:
     from takeover import store
     from takeover.commands.sweep import _out_dir
+    from takeover.config import check_network
     from takeover.contract import reference_queue
     from takeover.fanout.launch import check_cluster
     from takeover.stress_run import check_queue
@@ -126,6 +143,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     database = db_given(args)
     check_cluster(args.cluster, db=database)
     _checked(args)
+    check_network(database, _network(args))  # before any server starts: --hosts with sqlite is one line, exit 2
     pauses = _pause_summary(args)
     times = load_task_times(args.task_times)
     path, column = split_spec(args.task_times)
@@ -161,7 +179,7 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
                 seed=args.seed, failures=Failures(args.crash_rate_per_hour, args.lost_reply_rate,
                                                   args.pause_rate_per_hour,
                                                   str((out / PAUSE_FILE).absolute()) if pauses else ""),
-                tasks_per_hour=args.tasks_per_hour, db=db.redact(database))
+                tasks_per_hour=args.tasks_per_hour, db=db.redact(database), net=_network(args))
     plan.check()
     if pauses:  # the runs read the stalls from the tuning's folder, as a run reads --pause-time-file
         out.mkdir(parents=True, exist_ok=True)

@@ -84,6 +84,8 @@ class Plan:
     tasks_per_hour: float | None = None
     db: str = "sqlite"  # --db, handed to every run (takeover.db), without a password
     workers: int = WORKERS
+    # --hosts and the network faults as given (takeover.options' NET_FIELDS), in production units; see network()
+    net: dict[str, Any] = field(default_factory=dict)
 
     # -- sizes --------------------------------------------------------------------------------------
     @property
@@ -173,12 +175,21 @@ class Plan:
         }  # fmt: skip
         if self.failures.pause_file:
             fixed.update({"pause_time_file": self.failures.pause_file, "pause_time_scale": self.scale})
+        fixed.update(self.network())
         dist = Distribution("tasks", TaskTime(dist="empirical", file=self.spec, scale=self.scale))
         return Grid(name="tune", description="takeover tune", base="smoke", seeds=1, seed=self.seed,
                     target=self.target, leases=[], fixed=fixed,
                     faults={"kill": round(self.kill_rate(), 6), "lose_reply": self.failures.lost_reply_rate,
                             "pause": round(self.pause_rate(), 6)},
                     distributions=[dist], modes=[], db=self.db)  # fmt: skip
+
+    def network(self) -> dict[str, Any]:
+        """The runs' hosts and network faults: the rates (per production second) times the time scale, the
+        delay divided by it, as every rate and duration of the tuning; the hosts and the loss as they are.
+        A partition's length is drawn in leases, so it scales with them; a restart's down time does not."""
+        scaled = {"partition_rate": self.scale, "conn_kill_rate": self.scale, "db_restart_rate": self.scale,
+                  "net_delay": 1 / self.scale}
+        return {k: round(v * scaled[k], 6) if k in scaled else v for k, v in self.net.items()}
 
     def cell(self, grid: Grid, lease: float, fraction: float = 0.0, remedy: str = "none") -> Cell:
         """One run's cell: ``lease`` in production seconds, scaled here."""

@@ -188,6 +188,8 @@ def tuning_json(tuning: Tuning, *, command: str, interrupted: bool, elapsed_s: f
                      "pause_rate_per_hour": plan.failures.pause_rate_per_hour,
                      "pause_file": plan.failures.pause_file or None,
                      "run_kill_rate_per_s": _r(plan.kill_rate(), 4), "crash_ratio": _r(plan.crash_ratio(), 6)},
+        # --hosts and the network faults, as given (production units) and as every run had them; only when given
+        **({"network": {"given": plan.net, "runs": plan.network()}} if plan.net else {}),
         "searches": {name: {"stopped": ph.stopped,
                             "resolved": ph.search.resolved() if ph.search is not None else None,
                             "answer": ph.search.answer() if ph.search is not None else None,

@@ -71,6 +71,11 @@ _RUN_OPTIONS = (
                   *_RUN_OPTIONS[_RUN_OPTIONS.index("--arrival-rate"):],
                   "--seed", "--budget", "--run-seconds", "--out", "--db", "--keep-db", "--keep-valid", "--cluster",
                   "--shard"]),
+        # tune takes the hosts and the network faults from the same table, after its own options
+        ("tune", ["-h", "--task-times", "--target", "--time-scale", "--budget", "--queue", "--db", "--keep-db", "--out",
+                  "--crash-rate-per-hour", "--pause-rate-per-hour", "--pause-p50", "--pause-p99", "--pause-max",
+                  "--lost-reply-rate", "--tasks-per-hour", "--seed", *_RUN_OPTIONS[_RUN_OPTIONS.index("--hosts"):],
+                  "--cluster"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -155,6 +156,18 @@ def test_stalls_run_at_the_production_rate_with_their_lengths_scaled(tmp_path: P
     cfg = grid.config(plan.cell(grid, 40.0), 1, tmp_path / "r")
     assert cfg.faults["pause"] == pytest.approx(60 / 3600 * 250 * 6, rel=1e-4)
     assert cfg.pause_time_scale == 250 and max(cfg.pause_time_samples) > 5 / 250 > min(cfg.pause_time_samples)
+
+
+def test_hosts_go_to_every_run_with_the_network_rates_and_delay_scaled_as_every_rate(tmp_path: Path):
+    plan = _plan(db="postgres", net={"hosts": 3, "partition_rate": 0.001, "db_restart_rate": 0.0002,
+                                     "net_delay": 2.5, "net_loss": 0.01})
+    cfg = plan.grid().config(plan.cell(plan.grid(), 40.0), 1, tmp_path / "r") if os.geteuid() == 0 else None
+    runs = plan.network()
+    assert runs == {"hosts": 3, "partition_rate": 0.25, "db_restart_rate": 0.05, "net_delay": 0.01, "net_loss": 0.01}
+    assert {k: v for k, v in plan.grid().fixed.items() if k in runs} == runs
+    if cfg is not None:  # validating a config with hosts needs root (the config checks this machine's means)
+        assert (cfg.hosts, cfg.partition_rate, cfg.net_delay, cfg.conn_kill_rate) == (3, 0.25, 0.01, 0.0)
+        assert "--hosts 3 --partition-rate 0.25" in cfg.command()
 
 
 # -- the driver, fed with made-up rows --------------------------------------------------------------------------
@@ -312,6 +325,10 @@ def test_the_budget_stops_the_search_unresolved(tmp_path: Path):
     ("[20, 30, 40]", ["--pause-p99", "1"], "need --pause-rate-per-hour"),
     ("[20, 30, 40]", ["--pause-rate-per-hour", "2", "--pause-p50", "3", "--pause-p99", "1"],
      "percentiles must not decrease: p50 = 3 s but p99 = 1 s"),
+    ("[20, 30, 40]", ["--hosts", "2"], "--hosts needs --db postgres (SQLite's WAL needs one machine)"),
+    ("[20, 30, 40]", ["--partition-rate", "0.1"], "partition-rate: network faults need --hosts N"),
+    ("[20, 30, 40]", ["--hosts", "-1"], "hosts must be an integer >= 0"),
+    ("[20, 30, 40]", ["--db", "postgres", "--hosts", "2", "--net-loss", "2"], "net-loss is a probability"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str,
                                           extra: list[str], message: str):
