@@ -298,14 +298,16 @@ def read_summary(run_dir: Path) -> Summary | None:
 # -- violations.csv -------------------------------------------------------------------------------------------
 # The columns every row has, whatever its invariant; each invariant's own fields (its examples' keys in
 # summary.json) follow, in the order they first appear.
-VIOLATION_COLUMNS = ("invariant", "pattern", "task", "at", "generations", "processes")
+VIOLATION_COLUMNS = ("invariant", "pattern", "task", "at", "generations", "processes", "cause")
 
 
 def write_violations(run_dir: Path, rows: Sequence[Mapping[str, Any]]) -> str:
     """``violations.csv``: one row per violation (header only when there is none); returns its name.
 
     ``at`` is the violating operation's time in seconds since the run started (empty for what only
-    the final snapshot shows), ``generations`` and ``processes`` the ones involved, space-separated.
+    the final snapshot shows), ``generations`` and ``processes`` the ones involved, space-separated, ``cause``
+    the fault that explains it (takeover.checker.network.violation_cause: a network fault or a power loss;
+    empty when none does).
     A list or an object in a field is written as JSON; a missing value as an empty cell."""
     columns = list(dict.fromkeys([*VIOLATION_COLUMNS, *(k for row in rows for k in row)]))
 

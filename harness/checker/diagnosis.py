@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from takeover.checker import network
 from takeover.checker.facts import Facts, power_loss_between
 from takeover.checker.invariants import InvariantResult
 from takeover.checker.patterns import PATTERNS, Fields
@@ -461,8 +462,9 @@ def diagnose(fx: Facts, results: dict[str, InvariantResult]) -> Diagnosis:
         keys, extra = CLASSIFY[name](fx, found, results)
         fields = res.every_violation()
         for key, f in zip(keys, fields, strict=True):
-            rows.append({"invariant": name, "pattern": key, "task": f.get("task"), **_common(name, f),
-                         **{k: v for k, v in f.items() if k != "task"}})
+            row: Example = {"invariant": name, "pattern": key, "task": f.get("task"), **_common(name, f)}
+            row["cause"] = network.violation_cause(fx, row)
+            rows.append({**row, **{k: v for k, v in f.items() if k != "task"}})
         by_key: dict[str, list[int]] = {}
         for j, key in enumerate(keys):
             by_key.setdefault(str(key), []).append(j)

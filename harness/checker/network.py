@@ -131,10 +131,26 @@ def duplicate_story(fx: Facts, row: Any) -> str | None:
             f"{_s(fx, new_t)}, and {who} acted on it at {_s(fx, old_t)}")
 
 
-def violation_story(fx: Facts, row: dict[str, Any]) -> str | None:
-    """A violation's story when a network fault reached one of its workers in the leases before it."""
+# Per invariant, what the workers of a violation did, in the order of its fields: (the field naming the worker,
+# the field with the time, the words). The worker a network fault reached is told first, then these.
+DEEDS = {
+    "no_stale_commit": (("claimed_by", "claimed_at", "took {task} over"), ("finish_by", "finish_at", "finished it")),
+    "lease_exclusive": (("granted_to", "granted_now", "was granted {task} while the older lease held"),),
+    "single_finish": (("earlier_by", "earlier_at", "finished {task}"), ("finish_by", "finish_at", "finished it again")),
+    "no_reclaim_after_terminal": (("finished_by", "finished_at", "finished {task}"),
+                                  ("reclaimed_by", "reclaimed_at", "claimed it again")),
+    "generation_monotonic": (("previous_by", "previous_at", "claimed {task}"),
+                             ("claimed_by", "claimed_at", "claimed it again at a generation not above")),
+}
+# What a worker's deed after the fault ended is said to have waited for.
+BACK = {PARTITION: "when the network came back", CONN_KILL: "on a new session", DB_RESTART: "after the restart"}
+
+
+def violation_hit(fx: Facts, row: dict[str, Any]) -> tuple[float, Hit] | None:
+    """The network fault that reached one of a violation's workers in the three leases before it (the first,
+    in cause order), with that worker's process; None when none did (or the run had no hosts)."""
     at, processes = row.get("at"), str(row.get("processes") or "")
-    if not isinstance(at, int | float) or not processes:
+    if not has_network(fx) or not isinstance(at, int | float) or not processes:
         return None
     t = float(at) + fx.t0
     for p in processes.split():
@@ -144,9 +160,38 @@ def violation_story(fx: Facts, row: dict[str, Any]) -> str | None:
             continue
         found = hits(fx, process, t - 3 * (fx.lease or 1.0), t)
         if found:
-            return (f"{row.get('invariant')} on {row.get('task')} at {fx.rel(t):.1f} s: "
-                    f"{_reached(fx, _worker(fx, process), found[0])}")
+            return process, found[0]
     return None
+
+
+def violation_cause(fx: Facts, row: dict[str, Any]) -> str:
+    """violations.csv's ``cause``: ``partition``, ``conn_kill`` or ``db_restart`` when that network fault reached
+    one of the violation's workers in the leases before it, ``power_loss`` for a violation a power loss
+    explains (its pattern), empty otherwise: the queue broke its promise without either."""
+    hit = violation_hit(fx, row)
+    if hit is not None:
+        return hit[1].kind
+    return "power_loss" if row.get("pattern") == "power_loss" else ""
+
+
+def violation_story(fx: Facts, row: dict[str, Any]) -> str | None:
+    """A violation's story when a network fault reached one of its workers in the leases before it: what the
+    fault did to that worker, then what each worker of the violation did, and when."""
+    hit = violation_hit(fx, row)
+    if hit is None:
+        return None
+    process, found = hit
+    at = float(row["at"])
+    story = (f"{row.get('invariant')} on {row.get('task')} at {at:.1f} s: "
+             f"{_reached(fx, _worker(fx, process), found)}")
+    deeds = []
+    for by, when, words in DEEDS.get(str(row.get("invariant")), ()):
+        who, t = row.get(by), row.get(when)
+        if not isinstance(who, int | float) or not isinstance(t, int | float):
+            continue
+        back = f" {BACK[found.kind]}" if float(who) == process and t + fx.t0 >= found.end else ""
+        deeds.append(f"{_worker(fx, float(who))} {words.format(task=row.get('task'))} at {t:.1f} s{back}")
+    return story + ("; " + ", and ".join(deeds) if deeds else "")
 
 
 def section(fx: Facts, extra: Any, rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -106,7 +106,7 @@ def test_a_valid_run_has_no_diagnosis_key(tmp_path: Path) -> None:
     check_and_report(folder, out=io.StringIO(), reports=False)
     assert "diagnosis" not in json.loads((folder / "summary.json").read_text())
     with (folder / VIOLATIONS_CSV).open() as f:
-        assert list(csv.reader(f)) == [["invariant", "pattern", "task", "at", "generations", "processes"]]
+        assert list(csv.reader(f)) == [["invariant", "pattern", "task", "at", "generations", "processes", "cause"]]
 
 
 def _csv_counts(folder: Path) -> tuple[Counter, Counter, list[dict[str, str]]]:

@@ -1,0 +1,63 @@
+"""The network's causes on hand-written histories: a violation and a duplicate that a partition explains are
+said to be the partition's, in violations.csv's ``cause``, in ``duplicates.by_cause`` and in the ``network``
+section's words; the same history without hosts names no network cause. The real runs that make these
+records are tests/system/test_hosts.py's."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from takeover.pipeline import check_and_report
+from takeover.store import VIOLATIONS_CSV
+from tests.quality.builder import Run
+
+HOSTS = {"hosts": 2, "placement": {"w1": "h1", "w2": "h2"}}
+
+
+def _cut_off_holder_finishes_after_the_takeover() -> Run:
+    """w1 (on h1) claims a and acts; h1 is cut off from 2 s to 8 s; its lease (5 s) runs out, w2 (on h2)
+    takes a over at 5.5 s and acts; when the network comes back w1's finish of generation 1 is accepted:
+    a stale commit (a queue that does not fence its finish), and a duplicate side effect."""
+    r = Run()
+    r.register("a")
+    r.spawn(1, "w1")
+    r.spawn(2, "w2")
+    r.claim(1, 0, "a", 1)
+    r.action(1, 1, "a", 1)
+    cut = {"host": "h1", "worker": "w1", "detail": "one", "value": "6"}
+    r.rec(2, 0, "invoke", "partition", **cut)
+    r.claim(2, 5.5, "a", 2)
+    r.action(2, 6, "a", 2)
+    r.finish(2, 6.5, "a", 2)
+    r.rec(8, 0, "ok", "partition", **cut)
+    r.finish(1, 8.2, "a", 1)
+    r.snap(("a", "done", 2, None))
+    return r
+
+
+def _checked(folder: Path) -> tuple[dict, list[dict[str, str]]]:
+    check_and_report(folder, out=io.StringIO(), reports=False)
+    with (folder / VIOLATIONS_CSV).open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return json.loads((folder / "summary.json").read_text()), rows
+
+
+def test_a_violation_and_a_duplicate_during_a_partition_are_the_partitions(tmp_path: Path):
+    summary, rows = _checked(_cut_off_holder_finishes_after_the_takeover().write(tmp_path / "run", config=HOSTS))
+    stale = [r for r in rows if r["invariant"] == "no_stale_commit"]
+    assert stale and all(r["cause"] == "partition" for r in stale), rows
+    assert list(rows[0])[:7] == ["invariant", "pattern", "task", "at", "generations", "processes", "cause"]
+    assert summary["duplicates"]["by_cause"]["partition"] == 1
+    stories = summary["network"]["stories"]
+    assert ("no_stale_commit on a at 8.2 s: worker w1 (process 1) on host h1 was cut off from the database at "
+            "2.0 s until 8.0 s; worker w2 (process 2) took a over at 5.5 s, and worker w1 (process 1) finished it "
+            "at 8.2 s when the network came back") in stories, stories
+
+
+def test_without_hosts_the_same_history_names_no_network_cause(tmp_path: Path):
+    summary, rows = _checked(_cut_off_holder_finishes_after_the_takeover().write(tmp_path / "run"))
+    assert rows and all(r["cause"] == "" for r in rows)
+    assert "partition" not in summary["duplicates"]["by_cause"] and "network" not in summary
