@@ -48,6 +48,11 @@ from takeover.run.tally import Tally
 
 SNAPSHOT_EVERY = 0.25  # drain: how often the queue is asked whether everything is terminal
 READY_WAIT, READY_POLL = 5.0, 0.005  # how long, and how often, the run's start waits for its workers to be ready
+# The drain's clock of no progress stands still while every live worker is still starting (none has opened
+# its queue yet), for at most this long: on a machine loaded far past its cores, starting a worker process
+# took 18 s, and a drain that counted that time called 192 pending tasks stuck (no_lost_task) that no worker
+# had yet been able to ask for.
+STARTING_MAX = 60.0
 STATES_TIMEOUT = 0.5  # an aimed fault's look at the task states (duplicate_register picks a task by state)
 
 
@@ -354,12 +359,19 @@ class Coordinator:
                         best, last_progress = terminal, now
                     if terminal >= self.result.registered:
                         break
+                if self._all_starting() and now - start < STARTING_MAX:
+                    last_progress = now  # no worker can make progress yet: the queue is not to blame
                 if now - last_progress > timeout:
                     self.result.drain_timed_out = True
                     break
             self._report_progress("drain", elapsed=now - start)
             time.sleep(0.02)
         self.result.drain_seconds = time.time() - start
+
+    def _all_starting(self) -> bool:
+        """Every live worker is still starting up: none has opened its queue since it was (re)spawned."""
+        live = self.supervisor.live_slots()
+        return bool(live) and not any(self.board.ready(s) for s in live)
 
     def _count_terminal(self) -> int | None:
         try:

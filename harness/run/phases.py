@@ -321,6 +321,7 @@ class PhaseBoard:
         a[b + PID] = pid
         a[b + PHASE] = PHASE_CODE["idle"]
         a[b + TASK] = -1
+        a[b + SINCE] = 0.0  # not ready (:meth:`ready`) until this incarnation has opened its queue
         a[b + OPEN_FAULTS] = 0.0
         # A racer killed while it waited for a partner must not be waited for; one killed after it left
         # (its claim's holder is the nemesis' favourite target) keeps when it left, for the stampede's record.
