@@ -2,7 +2,7 @@
 
 A CI matrix of N jobs each runs ``takeover sweep ... --shard I/N --out shard-I``; a last job downloads the
 N folders and runs ``takeover merge shard-* --out sweep``: the folder and the answer the unsharded sweep
-gives. Exit codes are the merged command's; 2 when the folders are not the N
+gives (sweep, hunt, soak, selftest, tune). Exit codes are the merged command's; 2 when the folders are not the N
 shards of one command.
 """
 
@@ -42,9 +42,104 @@ def merge(dirs: list[Path], out: Path) -> ExitCode:
     command = shards[0]["command"]
     if command == "hunt":
         return _merge_hunt(shards, out)
+    if command == "soak":
+        return _merge_soak(shards, out)
+    if command == "selftest":
+        return _merge_selftest(shards, out)
+    if command == "tune":
+        return _merge_tune(shards, out)
     if command != "sweep":
-        raise UsageError(f"merge: merging {command} shards is not supported (sweep and hunt are)")
+        raise UsageError(f"merge: merging {command} shards is not supported (sweep, hunt, soak, selftest and tune are)")
     return _merge_sweep(shards, out)
+
+
+def _merge_tune(shards: list[dict[str, Any]], out: Path) -> ExitCode:
+    """The unsharded search walked over the shards' runs (:func:`takeover.tune.shard.replay`): its runs in
+    ``tune.csv`` and their folders, ``tuning.json`` and the reports, the answer and exit code of a tuning."""
+    import csv
+    import json
+
+    from takeover.commands.tune import say
+    from takeover.reports.tuning import write_tuning_report
+    from takeover.sweep.metrics import COLUMNS
+    from takeover.tune.result import tuning_json
+    from takeover.tune.shard import RUNS_FILE, copy_runs, plan_of, replay
+
+    made, sources = [], {}
+    for s in shards:
+        path = s["dir"] / RUNS_FILE
+        if not path.is_file():
+            raise UsageError(f"merge: {s['dir']} has no {RUNS_FILE} (the shard did not finish)")
+        for m in json.loads(path.read_text())["runs"]:
+            made.append(m)
+            sources[Path(str(m["row"]["run_dir"])).name] = s["dir"] / store.SWEEP_CELLS
+    meta = shards[0]["meta"]
+    plan = plan_of(meta, out)
+    tuning = replay(plan, out, made)
+    copy_runs(tuning, sources, out)
+    with open(out / store.TUNE_CSV, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(tuning.rows)
+    interrupted = any(s["meta"].get("stopped") == "interrupted" for s in shards)
+    data = tuning_json(tuning, command=meta["command"], interrupted=interrupted, elapsed_s=0.0)
+    data["task_times"]["file"] = meta["plan"]["spec"]  # the user's file, as the unsharded tuning names it
+    data["sharded"] = {"shards": len(shards), "runs_made": len(made), "runs_read": len(tuning.rows),
+                       "left_out": "the remedy runs and the scale check (they stand at the answer, which no shard "
+                                   "knew)"}  # fmt: skip
+    store.write_json(out / store.TUNE_JSON, data)
+    write_tuning_report(out, data)
+    print(f"takeover merge: {len(shards)} shard(s) of a tuning, the search walked over {len(tuning.rows)} of their "
+          f"{len(made)} run(s) -> {out}")  # fmt: skip
+    say(data)
+    if data["violations"]:
+        return ExitCode.VIOLATED
+    return ExitCode.VALID if data["resolved"] else ExitCode.INCONCLUSIVE
+
+
+def _merge_selftest(shards: list[dict[str, Any]], out: Path) -> ExitCode:
+    """The planted bugs in the unsharded order, the reference seeds in order, every run folder copied; the
+    verdict from them all (:func:`takeover.commands.selftest.passed`)."""
+    import json
+    import shutil
+
+    from takeover.commands.selftest import RESULT_FILE, conclude, passed, ref_line, row_line
+
+    place = {name: i for i, name in enumerate(shards[0]["order"])}
+    results, refs = [], []
+    out.mkdir(parents=True, exist_ok=True)
+    for s in shards:
+        path = s["dir"] / RESULT_FILE
+        if not path.is_file():
+            raise UsageError(f"merge: {s['dir']} has no {RESULT_FILE} (the shard did not finish)")
+        doc = json.loads(path.read_text())
+        for run in sorted(p for p in s["dir"].iterdir() if p.is_dir()):
+            shutil.copytree(run, out / run.name)
+        for row in doc["planted"]:
+            results.append({**row, **({"run_dir": str(out / Path(row["run_dir"]).name)} if "run_dir" in row else {})})
+        refs += doc["reference"]
+    results.sort(key=lambda r: place[r["queue"]])
+    refs.sort(key=lambda r: r["seed"])
+    merged = {"ok": passed(results, refs), "profile": shards[0]["meta"]["profile"],
+              "duration": shards[0]["meta"]["duration"], "planted": results, "reference": refs, "runs": str(out),
+              "shards": len(shards)}  # fmt: skip
+    store.write_json(out / RESULT_FILE, merged)
+    print(f"takeover merge: {len(shards)} shard(s) of a selftest, {len(results)} planted bug(s) and {len(refs)} "
+          f"reference seed(s) -> {out}")  # fmt: skip
+    for line in [*map(row_line, results), *map(ref_line, refs)]:
+        print(line)
+    return conclude(merged, as_json=False)
+
+
+def _merge_soak(shards: list[dict[str, Any]], out: Path) -> ExitCode:
+    from takeover.commands.soak import report
+    from takeover.soak.merge import merge_soak
+
+    code, summary = merge_soak(shards, out)
+    print(f"takeover merge: {len(shards)} shard(s) of a soak, {summary['totals']['segments']} segment(s) and "
+          f"{summary['totals']['replays']} replay(s) -> {out}")
+    report(out, summary)
+    return code
 
 
 def _merge_hunt(shards: list[dict[str, Any]], out: Path) -> ExitCode:

@@ -48,6 +48,7 @@ PROFILE, DURATION = "stress", 10.0
 # caught in at least 9 of 10 (the detection bench with --hosts).
 NETWORK_DURATION = 20.0
 QUICK_PROFILE, QUICK_DURATION = "smoke", 3.0
+RESULT_FILE = "selftest.json"  # in the runs' folder: what --json prints, for takeover merge of --shard folders
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_db_options(parser)
     from takeover.options import add_fanout_options
 
-    add_fanout_options(parser, shard=False)
+    add_fanout_options(parser)  # --shard I/N needs --keep DIR: the shard's folder, for takeover merge
 
 
 # The example field that holds the time of the violating operation itself, per invariant. The
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 
 def _runs(args: argparse.Namespace, launcher: Launcher, module: str, planted: dict[str, tuple[str, ...]],
-          names: list[str], ref_seeds: int, root: Path, profile: str, extra: tuple[str, ...], database: str
+          names: list[str], ref_seeds: list[int], root: Path, profile: str, extra: tuple[str, ...], database: str
           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every planted bug's tries (seed 1, then 2, ... until caught, each try after the one before it) and the
     reference's seeds, through ``launcher``: here one run at a time in that order, as always; on a cluster
@@ -183,7 +184,7 @@ def _runs(args: argparse.Namespace, launcher: Launcher, module: str, planted: di
                                     for name in names]  # fmt: skip
     refs: list[dict[str, Any]] = []
     open_: dict[int, int] = {i: 1 for i in range(len(chains))}  # chain -> its next seed (absent: chain ended)
-    ref_next, printed = 1, 0
+    ref_todo, printed = list(ref_seeds), 0
     done_all: list[Done] = []
     announce(launcher, out if not args.json else sys.stderr)
 
@@ -209,9 +210,8 @@ def _runs(args: argparse.Namespace, launcher: Launcher, module: str, planted: di
                 if ready:
                     chains[ready[0]]["running"] = True
                     launcher.submit(job(ready[0], open_[ready[0]]))
-                elif ref_next <= ref_seeds and printed == len(chains) or ref_next <= ref_seeds and launcher.remote:
-                    launcher.submit(job(-1, ref_next))
-                    ref_next += 1
+                elif ref_todo and (printed == len(chains) or launcher.remote):
+                    launcher.submit(job(-1, ref_todo.pop(0)))
                 else:
                     break
             if not launcher.busy():
@@ -253,12 +253,17 @@ def _runs(args: argparse.Namespace, launcher: Launcher, module: str, planted: di
     refs.sort(key=lambda r: r["seed"])
     if not args.json:
         for ref in refs:
-            word = "passed" if ref["valid"] is True else "FAILED"
-            out.write(f"{word:<7} reference queue, seed {ref['seed']}, run {ref['seconds']} s"
-                      + (f"; not holding: {', '.join(ref['not_holding'])}" if ref["not_holding"] else "") + "\n")
+            out.write(ref_line(ref) + "\n")
         out.flush()
     fanout_outcome("selftest", "", [d for d in done_all if d.lost])
     return chains, refs
+
+
+def ref_line(ref: dict[str, Any]) -> str:
+    """A reference seed's line: passed, or FAILED with the invariants that did not hold."""
+    word = "passed" if ref["valid"] is True else "FAILED"
+    return (f"{word:<7} reference queue, seed {ref['seed']}, run {ref['seconds']} s"
+            + (f"; not holding: {', '.join(ref['not_holding'])}" if ref["not_holding"] else ""))
 
 
 def _outcome(done: Done) -> tuple[int, float, Summary]:
@@ -319,7 +324,15 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
     if unknown:
         raise UsageError(f"unknown planted queue {unknown[0]!r}; known: {', '.join(planted)}")
     names = args.only or (list(QUICK) if args.quick and not args.hosts else list(planted))
-    ref_seeds = 1 if args.quick else args.seeds
+    ref_seeds = list(range(1, (1 if args.quick else args.seeds) + 1))
+    shard: tuple[int, int] | None = getattr(args, "shard", None)
+    if shard and not args.keep:
+        raise UsageError("--shard needs --keep DIR: the shard's folder, which takeover merge joins with the others")
+    if shard:  # planted bug i and reference seed i (from 0) go to shard i mod N + 1
+        from takeover.sweep.runner import shard_of
+
+        order = [*names, *(f"reference-s{seed}" for seed in ref_seeds)]
+        names, ref_seeds = shard_of(names, shard), shard_of(ref_seeds, shard)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="takeover-selftest-"))
     root.mkdir(parents=True, exist_ok=True)
     profile, duration = _profile_and_duration(args)
@@ -327,7 +340,6 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
     extra = (*(("--duration", f"{duration:g}") if duration is not None else ()),
              *(("--db", db.redact(database)) if database != db.DEFAULT else ()),
              *(("--keep-db",) if args.keep_db else ()), *network)
-    out = sys.stdout
     from takeover.fanout.launch import open_launcher
 
     launcher = open_launcher(getattr(args, "cluster", None), db=database)
@@ -335,10 +347,22 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
         results, refs = _runs(args, launcher, module, planted, names, ref_seeds, root, profile, extra, database)
     finally:
         launcher.close()
-    ok = passed(results, refs)
-    if args.json:
-        out.write(json.dumps({"ok": ok, "profile": profile, "duration": duration, "planted": results, "reference": refs,
-                              "runs": str(root)}, indent=2) + "\n")
+    doc = {"ok": passed(results, refs), "profile": profile, "duration": duration, "planted": results,
+           "reference": refs, "runs": str(root)}
+    store.write_json(root / RESULT_FILE, doc)
+    if shard:
+        from takeover.fanout.merge import write_shard
+
+        write_shard(root, "selftest", shard, order, {"profile": profile, "duration": duration})
+    return conclude(doc, args.json)
+
+
+def conclude(doc: dict[str, Any], as_json: bool) -> ExitCode:
+    """The selftest's last lines (or the whole result as JSON) and its exit code; ``takeover merge`` ends a
+    selftest's shards with this too."""
+    out, results, refs, duration = sys.stdout, doc["planted"], doc["reference"], doc["duration"]
+    if as_json:
+        out.write(json.dumps(doc, indent=2) + "\n")
     else:
         caught = sum(r["caught"] for r in results)
         unreached = [r["queue"] for r in results if cells_failed(r)]
@@ -346,6 +370,6 @@ def _run(args: argparse.Namespace, database: str) -> ExitCode:
             out.write(f"selftest: FAILED: runs on {', '.join(unreached)} never reached the cells those bugs need\n")
         out.write(f"selftest: {caught}/{len(results)} planted bugs caught, reference "
                   f"{'passed' if all(r['valid'] is True for r in refs) else 'FAILED'} on {len(refs)} seed(s); "
-                  f"profile {profile}, {'its own' if duration is None else f'{duration:g} s'} faulted phase per run; "
-                  f"runs in {root}\n")
-    return ExitCode.VALID if ok else ExitCode.VIOLATED
+                  f"profile {doc['profile']}, {'its own' if duration is None else f'{duration:g} s'} faulted phase "
+                  f"per run; runs in {doc['runs']}\n")
+    return ExitCode.VALID if doc["ok"] else ExitCode.VIOLATED

@@ -20,7 +20,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from takeover import db
 from takeover.config import RunConfig
@@ -59,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(profile="stress")
     from takeover.options import add_fanout_options
 
-    add_fanout_options(parser, shard=False)
+    add_fanout_options(parser)
 
 
 # The stress options that a soak decides itself: refused, with the reason.
@@ -85,7 +85,8 @@ def resolve_minutes(given: float | None) -> float:
     return value
 
 
-def header(base: RunConfig, minutes: float, checkpoint: float, root: Path, pinned: tuple[str, ...] = ()) -> list[str]:
+def header(base: RunConfig, minutes: float, checkpoint: float, root: Path, pinned: tuple[str, ...] = (),
+           shard: tuple[int, int] | None = None) -> list[str]:
     """The soak's header: how long it runs, in what segments, and the line that reproduces the first one.
 
     Only the first segment's length is known up front (drains and checks count against the budget),
@@ -93,18 +94,20 @@ def header(base: RunConfig, minutes: float, checkpoint: float, root: Path, pinne
     whatever the checkpoint. The length comes from the driver's own ``segment_length``, so the printed
     line is exactly the run that follows.
     """
-    from takeover.soak.driver import segment_config, segment_length
+    from takeover.soak.driver import segment_config, segment_length, segment_name
 
+    part = f" (shard {shard[0]}/{shard[1]}: segments {shard[0]}, {shard[0]}+{shard[1]}, ...)" if shard else ""
     first = segment_length(checkpoint, minutes * 60.0) if minutes > 0 else None
     if first is None:
-        return [f"takeover soak: the banked seeds only (--minutes {minutes:g}), folder {root}"]
+        return [f"takeover soak: the banked seeds only (--minutes {minutes:g}){part}, folder {root}"]
+    index, step = (shard[0] - 1, shard[1]) if shard else (0, 1)
     if minutes * 60.0 <= checkpoint:
         shape, then = f"one segment of {first:g} s, checked as it ends", ""
     else:
         shape = f"segments of {first:g} s back to back, each checked as it ends (the last gets what is left)"
-        then = " (then seed +1 per segment" + (", each drawing its own fault mix)" if base.swarm else ")")
-    return [f"takeover soak: {minutes:g} min in {shape}; folder {root}",
-            f"seg-0001 runs: {segment_config(base, 0, first, pinned).command()}{then}"]  # fmt: skip
+        then = f" (then seed +{step} per segment" + (", each drawing its own fault mix)" if base.swarm else ")")
+    return [f"takeover soak: {minutes:g} min in {shape}{part}; folder {root}",
+            f"{segment_name(index)} runs: {segment_config(base, index, first, pinned).command()}{then}"]  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -163,9 +166,9 @@ def _run(args: argparse.Namespace, base: RunConfig, pinned: tuple[str, ...], min
         base=base, pinned=pinned, out=root, minutes=minutes, checkpoint=args.checkpoint, sample=args.sample, bank=bank,
         replay_from=replay_from, replay=not args.no_replay, keep=args.keep,
         fail_on_duplicates=args.fail_on_duplicates, max_duplicates_per_1000=args.max_duplicates_per_1000,
-        command=command,
+        command=command, shard=args.shard,
     )  # fmt: skip
-    for line in header(base, minutes, args.checkpoint, root, pinned):
+    for line in header(base, minutes, args.checkpoint, root, pinned, args.shard):
         print(line, flush=True)
     cluster = launcher if launcher is not None and launcher.remote else None
     if cluster is not None:
@@ -188,6 +191,18 @@ def _run(args: argparse.Namespace, base: RunConfig, pinned: tuple[str, ...], min
         write_record(root, soak_run.done, cluster)
         code = fanout_outcome("soak", soak_run.cluster_lost, [d for d in soak_run.done if d.lost]) or code
     soak = store.read_soak_summary(root) or {}
+    if args.shard:
+        from takeover.soak.merge import write_soak_shard
+
+        write_soak_shard(root, args.shard, soak)
+    report(root, soak)
+    return code
+
+
+def report(root: Path, soak: dict[str, Any]) -> None:
+    """The soak's closing lines, from its ``soak.json`` (``takeover merge`` ends a soak's shards with them)."""
+    from takeover import store
+
     t = soak.get("totals", {})
     print(f"soak {soak.get('verdict', '?').upper()} ({soak.get('status')}): {t.get('segments', 0)} checkpoints, "
           f"{t.get('replays', 0)} replays, {t.get('finished', 0)} tasks finished, {t.get('violations', 0)} "
@@ -200,4 +215,3 @@ def _run(args: argparse.Namespace, base: RunConfig, pinned: tuple[str, ...], min
         print(f"  banked seed {b['seed']} ({b['segment']}) in {b['bank']}")
     print(f"reports: {root}/{store.REPORT_HTML}, {root}/{store.JUNIT_XML}, {root}/{store.SOAK_FILE}, "
           f"{root}/{store.RESOURCES_FILE}")
-    return code

@@ -60,9 +60,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         add_option(parser, o, o.help + ("" if o.flag in ("--hosts", "--net-loss") else
                                         "; in production units, scaled into the runs by the time scale"))
 
-    # No --shard: each run of the search is chosen from the runs before it, so there is no set of runs to
-    # split; on a cluster the runs are made there, one at a time, and the answer is the local one.
-    add_fanout_options(parser, shard=False)
+    # On a cluster the runs are made there, one at a time (each run of the search is chosen from the runs
+    # before it), and the answer is the local one. --shard I/N makes the ladders' points instead, for
+    # takeover merge to walk the search over (takeover.tune.shard).
+    add_fanout_options(parser)
 
 
 def _command(args: argparse.Namespace, spec: str, scale: float, queue: str, prefix: str) -> str:
@@ -108,6 +109,9 @@ def _checked(args: argparse.Namespace) -> None:
         raise UsageError("--pause-rate-per-hour needs the stalls' length: --pause-p50 S and --pause-p99 S")
     if given and not args.pause_rate_per_hour:
         raise UsageError("--pause-p50/--pause-p99/--pause-max need --pause-rate-per-hour R (stalls per worker-hour)")
+    if getattr(args, "shard", None) and args.time_scale is None:
+        raise UsageError("--shard needs --time-scale K: every shard must run the same ladders, and the derived "
+                         "scale is measured on each machine")
 
 
 def _network(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,6 +200,8 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
           flush=True)
     announce(launcher)
     started = time.monotonic()
+    if args.shard:
+        return _tune_shard(plan, out, args.shard, command, launcher)
     tuning, result = run_tuning(plan, out, launcher=launcher)
     if launcher.remote:
         write_record(out, result.done, launcher)
@@ -204,7 +210,7 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
     store.write_json(out / store.TUNE_JSON, data)
     written = write_tuning_report(out, data)
     print(f"wrote {', '.join([store.TUNE_JSON, *written, store.TUNE_CSV])} in {out}")
-    _say(data)
+    say(data)
     if result.interrupted:
         print("takeover tune: interrupted; the runs so far are kept and reported", file=sys.stderr)
         return ExitCode.INTERRUPTED
@@ -214,8 +220,27 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
     return lost or (ExitCode.VALID if data["resolved"] else ExitCode.INCONCLUSIVE)
 
 
-def _say(data: dict[str, Any]) -> None:
-    """The recommendation on stdout; a violation (no recommendation) and a failed scale check on stderr."""
+def _tune_shard(plan: Any, out: Path, shard: tuple[int, int], command: str, launcher: Launcher) -> ExitCode:
+    """Shard I/N: its points of the ladders, each until decided; no answer here (takeover merge gives it)."""
+    from takeover.fanout.launch import fanout_outcome, write_record
+    from takeover.tune.shard import run_shard, say_shard, write_tune_shard
+
+    tuning, result = run_shard(plan, out, shard, launcher=launcher)
+    if launcher.remote:
+        write_record(out, result.done, launcher)
+    write_tune_shard(out, shard, tuning, command)
+    say_shard(tuning, result, shard)
+    if result.interrupted:
+        return ExitCode.INTERRUPTED
+    if tuning.violations():
+        return ExitCode.VIOLATED
+    lost = fanout_outcome("tune", result.cluster_lost, result.lost)
+    return lost or (ExitCode.VALID if tuning.stopped == "done" else ExitCode.INCONCLUSIVE)
+
+
+def say(data: dict[str, Any]) -> None:
+    """The recommendation on stdout; a violation (no recommendation) and a failed scale check on stderr
+    (``takeover merge`` ends a tuning's shards with these lines too)."""
     from takeover.reports.tuning import headline, scale_line
 
     stream = sys.stderr if data["violations"] else sys.stdout

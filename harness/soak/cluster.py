@@ -23,8 +23,7 @@ from typing import Any
 
 from takeover.config import RunConfig, command_argv
 from takeover.fanout.launch import ClusterLost, Done, Job, Launcher
-from takeover.soak import seedbank
-from takeover.soak.driver import Soak, segment_config, segment_length
+from takeover.soak.driver import Soak, segment_config, segment_length, segment_name
 
 
 @dataclass
@@ -77,16 +76,16 @@ class ClusterSoak(Soak):
         segments are made here, the cluster's slots full until the budget is spent."""
         self.budget_start = time.time()
         deadline = self.budget_start + self.o.minutes * 60.0
-        index = 0
+        indices = self.o.segment_indices()
         try:
             while not self.stopping:
                 while self.launcher.free():
                     duration = segment_length(self.o.checkpoint, deadline - time.time())
                     if duration is None:
                         break
+                    index = next(indices)
                     cfg = segment_config(self.o.base, index, duration, self.o.pinned)
-                    index += 1
-                    self.submit(cfg, f"seg-{index:04d}", index)
+                    self.submit(cfg, segment_name(index), index + 1)
                 if not self.launcher.busy():
                     break
                 self.segment_name = self.launcher.status()
@@ -132,26 +131,7 @@ class ClusterSoak(Soak):
                           code, summary)  # fmt: skip
         if done.note:
             seg["cluster_note"] = done.note
-        if kind == "segment" and seg["verdict"] == "invalid" and not done.interrupted:
-            try:
-                added = seedbank.bank(self.o.bank, _config(run_dir), violated=sorted(seg["violations"]),
-                                      run_dir=str(run_dir))  # fmt: skip
-            except (OSError, ValueError) as exc:
-                added = False
-                seg["bank_error"] = f"{type(exc).__name__}: {exc}"
-            seg["banked"] = added
-            if added:
-                self.banked.append({"segment": name, "seed": cfg.seed, "bank": str(self.o.bank)})
-        self.prune(run_dir, seg)
-        (self.replays if kind == "replay" else self.segments).append(seg)
-        self.totals.add_segment(seg)
-        self.write_summary()
-        self.write_reports(interim=True)
+        self.settle(seg, run_dir, interrupted=done.interrupted)
         self.display.note(self.checkpoint_line(seg) + (f" [{done.note}]" if done.note else ""))
         return seg
 
-
-def _config(run_dir: Any) -> dict[str, Any]:
-    from takeover import store
-
-    return store.read_config(run_dir)

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import itertools
 import os
 import shutil
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +79,11 @@ def segment_config(base: RunConfig, index: int, duration: float, pinned: tuple[s
     return swarm.draw(cfg, pinned).validate() if cfg.swarm else cfg
 
 
+def segment_name(index: int) -> str:
+    """Segment ``index``'s folder and name in ``soak.json``: seg-0001 is index 0, whichever shard makes it."""
+    return f"seg-{index + 1:04d}"
+
+
 @dataclass(frozen=True)
 class SoakOptions:
     base: RunConfig  # the segments' config before any swarm draw; each segment gets seed = base.seed + its index
@@ -93,6 +100,17 @@ class SoakOptions:
     fail_on_duplicates: bool = False
     max_duplicates_per_1000: float | None = None  # the duplicate gate (takeover.checker.gate), per segment
     command: str = ""
+    shard: tuple[int, int] | None = None  # --shard I/N: segments I-1, I-1+N, ... and every N-th banked seed
+
+    def segment_indices(self) -> Iterator[int]:
+        """The segments this soak makes, by their index in the whole soak (0 is seg-0001): every one, or with
+        ``--shard I/N`` those whose index is I-1 modulo N, so N shards make each segment once between them."""
+        first, step = (self.shard[0] - 1, self.shard[1]) if self.shard else (0, 1)
+        return itertools.count(first, step)
+
+    def mine(self, number: int) -> bool:
+        """Is the ``number``-th (from 1) banked seed this soak's to replay? All are, except with ``--shard``."""
+        return self.shard is None or (number - 1) % self.shard[1] == self.shard[0] - 1
 
 
 class Soak:
@@ -133,6 +151,8 @@ class Soak:
                     for i, entry in enumerate(entries, 1):
                         if self.stopping:
                             break
+                        if not self.o.mine(i):
+                            continue
                         cfg = RunConfig.from_dict(entry["config"])
                         self.run_segment(cfg, f"replay-{i:02d}", kind="replay")
                 self.run_segments()
@@ -170,14 +190,12 @@ class Soak:
         self.budget_start = time.time()
         deadline = self.budget_start + self.o.minutes * 60.0
         now = self.budget_start  # the first segment gets the whole budget, as the header announced it
-        index = 0
-        while not self.stopping:
+        for index in self.o.segment_indices():
             duration = segment_length(self.o.checkpoint, deadline - now)
-            if duration is None:
+            if duration is None or self.stopping:
                 break
             cfg = segment_config(self.o.base, index, duration, self.o.pinned)
-            index += 1
-            self.run_segment(cfg, f"seg-{index:04d}", kind="segment")
+            self.run_segment(cfg, segment_name(index), kind="segment")
             now = time.time()
 
     # -- one segment: run, check (the checkpoint), record, prune ----------------------------------------
@@ -196,28 +214,34 @@ class Soak:
         self._show("checking", force=True)
         code, summary = self.check(run_dir)
         seg = self.record(name, kind, cfg, result, code, summary)
-        # An interrupted segment is not banked: its run was cut short at an arbitrary instant, so its
-        # seed does not reproduce it; the verdict still stands and the folder is kept.
-        if kind == "segment" and seg["verdict"] == "invalid" and not result.interrupted:
+        self.settle(seg, run_dir, interrupted=result.interrupted)
+        self.display.note(self.checkpoint_line(seg))
+        self.segment_name, self.segment_dir = "between segments", None
+        self._show("checked")  # the live panel shows the new totals at once
+        return seg
+
+    def settle(self, seg: dict[str, Any], run_dir: Path, interrupted: bool) -> None:
+        """A checked segment's bookkeeping, wherever it ran: banked when it failed, pruned, added to
+        ``soak.json`` and the interim reports.
+
+        An interrupted segment is not banked: its run was cut short at an arbitrary instant, so its seed
+        does not reproduce it; the verdict still stands and the folder is kept."""
+        if seg["kind"] == "segment" and seg["verdict"] == "invalid" and not interrupted:
             try:
                 added = seedbank.bank(self.o.bank, store.read_config(run_dir),
                                       violated=sorted(seg["violations"]), run_dir=str(run_dir))  # fmt: skip
             except (OSError, ValueError, UsageError) as exc:  # the verdict must survive a bank gone bad
                 added = False
                 seg["bank_error"] = f"{type(exc).__name__}: {exc}"
-                self.display.note(f"[soak] could not bank seed {cfg.seed} in {self.o.bank}: {seg['bank_error']}")
+                self.display.note(f"[soak] could not bank seed {seg['seed']} in {self.o.bank}: {seg['bank_error']}")
             seg["banked"] = added
             if added:
-                self.banked.append({"segment": name, "seed": cfg.seed, "bank": str(self.o.bank)})
+                self.banked.append({"segment": seg["name"], "seed": seg["seed"], "bank": str(self.o.bank)})
         self.prune(run_dir, seg)
-        (self.replays if kind == "replay" else self.segments).append(seg)
+        (self.replays if seg["kind"] == "replay" else self.segments).append(seg)
         self.totals.add_segment(seg)
         self.write_summary()
         self.write_reports(interim=True)
-        self.display.note(self.checkpoint_line(seg))
-        self.segment_name, self.segment_dir = "between segments", None
-        self._show("checked")  # the live panel shows the new totals at once
-        return seg
 
     def check(self, run_dir: Path) -> tuple[ExitCode, Summary | None]:
         self.in_check = True  # only here does a second Ctrl-C cut things short (see _on_signal)

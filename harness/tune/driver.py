@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ class Tuning:
         self.phases["fixed"] = Phase("fixed", Search(fixed, target, self.plan.cap, self.plan.fixed_start(fixed)))
 
     # -- the runs -----------------------------------------------------------------------------------
-    def runs(self) -> Iterator[tuple[Cell, int, RunConfig]]:
+    def runs(self) -> Generator[tuple[Cell, int, RunConfig], None, None]:
         """The next run, decided from every row so far (the runner records each row before asking again)."""
         shares = dict(SHARES)
         if not self.plan.has_extend:
@@ -166,13 +166,19 @@ class Tuning:
             yield self._run(phase, index, lease, fraction, "none")
 
     def _run(self, phase: Phase, index: int, lease: float, fraction: float,
-             remedy: str) -> tuple[Cell, int, RunConfig]:
+             remedy: str, seed: int | None = None) -> tuple[Cell, int, RunConfig]:
+        """The run at one point of ``phase`` (seed: the tuning's seed + the runs so far, unless given)."""
         cell = self.plan.cell(self.grid, lease, fraction, remedy)
-        seed = self.plan.seed + len(self.rows)
+        seed = self.plan.seed + len(self.rows) if seed is None else seed
         cfg = self.grid.config(cell, seed, cell_dir(self.out, cell, seed))
         self._pending = (phase, index, lease)
         self._mark = time.monotonic()
         return cell, seed, cfg
+
+    def pending_phase(self) -> Phase:
+        """The phase of the run handed out last (the one :meth:`on_row` will be given)."""
+        assert self._pending is not None
+        return self._pending[0]
 
     def on_row(self, row: dict[str, Any]) -> None:
         """The runner's callback: the row goes to its point's evidence before the next run is chosen."""

@@ -60,7 +60,7 @@ _RUN_OPTIONS = (
                     "--max-duplicates-per-1000"]),
         ("soak", ["-h", "--minutes", "--checkpoint", "--sample", "--seed-bank", "--no-replay", "--keep",
                   *(o for o in _RUN_OPTIONS if o != "--duration"), "--db", "--keep-db", "--no-faults",
-                  "--fail-on-duplicates", "--max-duplicates-per-1000", "--cluster"]),
+                  "--fail-on-duplicates", "--max-duplicates-per-1000", "--cluster", "--shard"]),
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--power-loss", "--mode",
                    "--target", "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max",
                    "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--hosts",
