@@ -19,9 +19,10 @@ library code the command line runs, so a test and ``takeover ...`` in a shell gi
   same per-call deadline for a queue that hangs.
 
 The options of :func:`stress` are the command's options under their Python names (``--task-time-mean``
-is ``task_time_mean=``); which names exist, and how each value is written and checked, comes from the
-command's own parser, which is built from the one table of run options (:data:`takeover.options.RUN_OPTIONS`).
-Bad input raises :class:`takeover.errors.UsageError` with the command's one-line message.
+is ``task_time_mean=``); which names exist, their defaults, and how each value is read and checked come
+from the definitions the command's parser is built from (:data:`takeover.options.STRESS_OPTIONS`), with
+no parser in between. Bad input raises :class:`takeover.errors.UsageError` with the command's one-line
+message.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import difflib
 import importlib
 import io
 import json
@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -51,6 +51,7 @@ from takeover.run_result import RunResult
 if TYPE_CHECKING:
     from takeover.config import RunConfig
     from takeover.explorer.core import ExploreResult
+    from takeover.options import RunOption
     from takeover.scenario_replay import ReplayedScenario
 
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
@@ -172,48 +173,34 @@ def _loaded_root(module: Any, name: str) -> str | None:
 
 
 # -- stress --------------------------------------------------------------------------------------------------
-def _stress_parser() -> argparse.ArgumentParser:
-    from takeover.cli import OneLineParser
-    from takeover.commands import stress as stress_command
+def _keywords() -> tuple[RunOption, ...]:
+    """The options :func:`stress` takes as keywords: every ``takeover stress`` option but its queue."""
+    from takeover.options import STRESS_OPTIONS
 
-    parser = OneLineParser(prog="takeover.stress()")
-    stress_command.configure(parser)
-    return parser
+    return tuple(o for o in STRESS_OPTIONS if o.dest != "queue")
 
 
 def stress_options() -> dict[str, str]:
     """Every keyword :func:`stress` takes, with its command-line flag: the ``takeover stress`` options
     (``queue`` is the positional argument)."""
-    return {a.dest: a.option_strings[-1] for a in _stress_parser()._actions
-            if a.option_strings and a.dest not in ("help", "queue")}
+    return {o.dest: o.flag for o in _keywords()}
 
 
-def _argv(options: Mapping[str, Any]) -> list[str]:
-    """The command-line arguments that give ``options``; a one-line UsageError for an unknown name or a
-    value of the wrong kind."""
-    from takeover.options import BY_DEST
+def stress_values(queue: QueueLike, **options: Any) -> argparse.Namespace:
+    """The keywords of :func:`stress` as the ``takeover stress`` parser gives its options: every option, by
+    its dest, read and defaulted from the same definitions (takeover.options.STRESS_OPTIONS), so a value
+    is read, refused and defaulted in the same words. Raises a one-line UsageError."""
+    from takeover.options import from_keywords
 
-    parser = _stress_parser()
-    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "queue")}
-    argv: list[str] = []
-    for name, value in options.items():
-        action = actions.get(name)
-        if action is None:
-            close = difflib.get_close_matches(name, actions, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else f"; known: {', '.join(sorted(actions))}"
-            raise UsageError(f"takeover.stress() got an unknown option {name!r}{hint}")
-        if value is None:
-            continue  # not given: the profile's value
-        flag = action.option_strings[-1]
-        if action.nargs == 0:  # a flag
-            if not isinstance(value, bool):
-                raise UsageError(f"{name} is a flag: True or False, got {value!r}")
-            argv += [flag] if value else []
-        elif name in BY_DEST and not isinstance(value, str):
-            argv += [flag, BY_DEST[name].render(value) if isinstance(value, int | float) else str(value)]
-        else:
-            argv += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
-    return argv
+    values = from_keywords(options, _keywords(), "takeover.stress()")
+    return argparse.Namespace(queue=queue_name(queue), **values)
+
+
+def stress_config(queue: QueueLike, **options: Any) -> RunConfig:
+    """The validated config :func:`stress` runs (what ``takeover stress`` resolves from the same options)."""
+    from takeover.stress_run import resolve
+
+    return resolve(stress_values(queue, **options))
 
 
 def stress(queue: QueueLike, **options: Any) -> RunResult:
@@ -233,23 +220,16 @@ def stress(queue: QueueLike, **options: Any) -> RunResult:
     from takeover.options import db_given
     from takeover.stress_run import check_queue, resolve
 
-    spec = queue_name(queue)
-    argv = ["--queue", spec, *_argv({k: v for k, v in options.items() if k != "out"})]
-    try:
-        args = _stress_parser().parse_args(argv)  # which names exist, and each value read as the command reads it
-    except UsageError as exc:  # argparse's own complaint, about a value it could not read
-        raise UsageError(f"takeover.stress(): {exc}") from None
+    args = stress_values(queue, **options)
     cfg = resolve(args)  # every value checked before anything starts
-    out = options.get("out")
-    out = None if out is None else os.fspath(out)
-    store.check_out(out)
+    store.check_out(args.out)
     # The run's database is served here, for the run's child too: a private server is started once (the
     # child finds it in its environment, takeover.db.SERVER_ENV) and is gone when this returns.
     with db.serve(db_given(args), keep=args.keep_db):
-        check_queue(spec)  # the contract, before any folder exists
+        check_queue(args.queue)  # the contract, before any folder exists
         run = {"db": db_given(args), "keep_db": args.keep_db, "reconcile": args.reconcile,
                "fail_on_duplicates": args.fail_on_duplicates, "max_duplicates_per_1000": args.max_duplicates_per_1000}
-        return _stress_child(spec, cfg, run, out)
+        return _stress_child(args.queue, cfg, run, args.out)
 
 
 def _stress_child(spec: str, cfg: RunConfig, run: dict[str, Any], out: str | None) -> RunResult:

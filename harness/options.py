@@ -13,7 +13,11 @@ in :data:`RUN_OPTIONS`, and all of those places are derived from it:
 - the profile keys and the overrides on top of a profile: ``takeover.config`` reads the table,
 - the per-value checks: :func:`takeover.config.check_values` (``RunConfig.validate`` adds the checks that
   relate two values, such as a heartbeat shorter than the lease),
-- the reproduce line: :func:`takeover.config.command_line`.
+- the reproduce line: :func:`takeover.config.command_line`,
+- the Python API's keywords (``takeover.stress(workers=4)``): :func:`from_keywords` reads each value
+  with the option's own :meth:`RunOption.parse`, the parser's ``type``, so the API and the command line
+  share defaults, readings and error messages with no parser in between (:data:`STRESS_OPTIONS` is every
+  option of ``takeover stress``, the run options and the command's own).
 
 Adding an option is therefore one entry here plus the code that uses its value (a ``RunConfig``
 field, and whatever reads it); tests/unit/test_options.py checks that every derived place has every
@@ -28,7 +32,9 @@ by the worker itself. 0 means "not requested".
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -143,6 +149,9 @@ class RunOption:
     # The reproduce line leaves the option out at this value (its default, which a rerun gets anyway), so
     # an option most runs never use does not lengthen every line; None: always written.
     omit: Any = None
+    # How the command line reads the value, when ``value_type`` alone does not (the duplicate gate's rate is
+    # checked as it is read); it raises argparse.ArgumentTypeError with the one-line reason.
+    text_type: Callable[[str], Any] | None = None
 
     @property
     def name(self) -> str:
@@ -182,6 +191,40 @@ class RunOption:
     def render(self, value: Any) -> str:
         """The value as the reproduce line writes it; ``value_type`` parses it back to the same value."""
         return _num(value) if self.value_type is float else str(value)
+
+    def parse(self, text: str) -> Any:
+        """The value of ``--flag TEXT``: the parser's ``type`` (add_option), and what :meth:`take` reads a
+        Python value with, so the command line and the API read and refuse a value in the same words.
+        argparse prefixes the reason with ``argument --flag: ``."""
+        if self.text_type is not None:
+            return self.text_type(text)
+        try:
+            value = self.value_type(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {self.value_type.__name__} value: {text!r}") from None
+        if self.choices and value not in self.choices:  # argparse's words, before argparse would check
+            raise argparse.ArgumentTypeError(
+                f"invalid choice: {value!r} (choose from {', '.join(map(repr, self.choices))})")
+        return value
+
+    def take(self, value: Any) -> Any:
+        """A value given in Python (``takeover.stress(workers=4)``) as the command line would read it: text is
+        parsed (:meth:`parse`), a number written out as the reproduce line writes it and parsed back, a path
+        taken as its text; a flag must be True or False (a UsageError), False being "not given", as None is. A value the
+        command line would refuse raises argparse.ArgumentTypeError with the command line's reason."""
+        if value is None:
+            return None
+        if self.is_flag:
+            if not isinstance(value, bool):
+                raise UsageError(f"{self.dest} is a flag: True or False, got {value!r}")
+            return value or None  # False is the flag not given, as on the command line: its default
+        if isinstance(value, os.PathLike):
+            text = os.fspath(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            text = self.render(value)
+        else:
+            text = str(value)
+        return self.parse(text)
 
     def read(self, value: Any) -> Any:
         """A value from a TOML file: TOML writes 2 for 2.0, so a number becomes a float where one is due.
@@ -333,20 +376,82 @@ DB_OPTION = RunOption(
 KEEP_DB_OPTION = RunOption(
     "--keep-db", "keep_db", bool,
     "with a postgresql:// URL: keep each run's database instead of dropping it (its name is printed)",
-    boolean, profile=False, reproduce=False)  # fmt: skip
+    boolean, default=False, profile=False, reproduce=False)  # fmt: skip
 DB_OPTIONS = (DB_OPTION, KEEP_DB_OPTION)
 
 
 def add_db_options(parser: argparse.ArgumentParser) -> None:
     """``--db`` and ``--keep-db``, as every command that runs a queue takes them (default: sqlite)."""
-    parser.add_argument(DB_OPTION.flag, default=None, type=str, metavar=DB_OPTION.metavar, help=DB_OPTION.help)
-    parser.add_argument(KEEP_DB_OPTION.flag, action="store_true", help=KEEP_DB_OPTION.help)
+    for o in DB_OPTIONS:
+        add_option(parser, o)
 
 
 def db_given(args: argparse.Namespace) -> str:
     """The ``--db`` a command was given (sqlite when none), checked: a bad value is one line, exit 2."""
     value = getattr(args, DB_OPTION.dest, None) or db.DEFAULT
     return db.check(value)
+
+
+# -- the stress command's own options: what it does around the run, not what the run is ---------------------
+def duplicate_rate(text: str) -> float:
+    """``--max-duplicates-per-1000``'s value; argparse turns the ArgumentTypeError into one line naming the
+    option (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+NO_FAULTS_OPTION = RunOption(
+    "--no-faults", "no_faults", bool, "set every fault rate and the clock skew to 0", boolean, default=False,
+    profile=False, reproduce=False)
+RECONCILE_OPTION = RunOption(
+    "--reconcile", "reconcile", bool,
+    "after the run, resolve uncertain tasks against the service's ledger (see takeover reconcile), before the check",
+    boolean, default=False, profile=False, reproduce=False)
+# The duplicate gate (takeover.checker.gate), taken by every command that checks a run.
+GATE_OPTIONS = (
+    RunOption("--fail-on-duplicates", "fail_on_duplicates", bool,
+              "exit 1 when a side effect was repeated that the lease and the --remedy promise to prevent (with "
+              "--remedy none: two holders at once; fencing: also a stale generation acting; idempotency-key: any "
+              "repeat)", boolean, default=False, profile=False, reproduce=False),
+    RunOption("--max-duplicates-per-1000", "max_duplicates_per_1000", float,
+              "exit 1 when duplicate side effects of any cause exceed N per 1000 tasks", metavar="N",
+              profile=False, reproduce=False, text_type=duplicate_rate),
+)  # fmt: skip
+# Every option of ``takeover stress``, in its parser's order (its queue too, which the API takes apart).
+STRESS_OPTIONS = (*RUN_OPTIONS, *DB_OPTIONS, NO_FAULTS_OPTION, RECONCILE_OPTION, *GATE_OPTIONS)
+
+
+def add_duplicate_gate(parser: argparse.ArgumentParser) -> None:
+    """The two options of the duplicate gate, for every command that checks a run."""
+    for o in GATE_OPTIONS:
+        add_option(parser, o)
+
+
+def from_keywords(values: Mapping[str, Any], taken: Sequence[RunOption], who: str) -> dict[str, Any]:
+    """Options given as Python keywords (``task_time_mean=0.1``) -> every option of ``taken`` by its dest,
+    as a parser built from the same options gives them: each value read as :meth:`RunOption.take` reads it
+    (the command line's reading and words), the option's default where one is not given (or is None).
+    Bad input is one line naming ``who``: an unknown name (with the closest known one), or a value the
+    parser would refuse, in its words (``who: argument --workers: invalid int value: 'many'``)."""
+    by_dest = {o.dest: o for o in taken}
+    for name in values:
+        if name not in by_dest:
+            close = difflib.get_close_matches(name, by_dest, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f"; known: {', '.join(sorted(by_dest))}"
+            raise UsageError(f"{who} got an unknown option {name!r}{hint}")
+    out: dict[str, Any] = {}
+    for o in taken:
+        try:
+            value = o.take(values.get(o.dest))
+        except argparse.ArgumentTypeError as exc:  # as the parser words it, after the name of what was called
+            raise UsageError(f"{who}: argument {o.flag}: {exc}") from None
+        out[o.dest] = o.default if value is None else value
+    return out
 
 
 # -- where the runs of a multi-run command go (takeover.fanout) ------------------------------------------------
@@ -403,6 +508,19 @@ def taken_by(command: Command) -> tuple[RunOption, ...]:
     return tuple(o for o in RUN_OPTIONS if command != "sweep" or o.sweep_help)
 
 
+def add_option(parser: argparse.ArgumentParser, o: RunOption, text: str | None = None) -> None:
+    """``o`` on a parser, as the table declares it: a flag (store_true), or a value read by
+    :meth:`RunOption.parse`; ``text`` replaces its help."""
+    extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
+    if o.is_flag:
+        extra = {"action": "store_true"}
+    else:
+        extra["type"] = o.parse
+    if o.metavar:
+        extra["metavar"] = o.metavar
+    parser.add_argument(o.flag, default=o.default, help=o.help if text is None else text, **extra)
+
+
 def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles: Sequence[str] = ()) -> None:
     """Add the run options ``command`` takes. Soak keeps the ones it refuses, hidden, to say why it refuses them."""
     for o in taken_by(command):
@@ -413,18 +531,6 @@ def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles:
         else:
             text = o.help.replace("{profiles}", ", ".join(profiles))
         add_option(parser, o, text)
-
-
-def add_option(parser: argparse.ArgumentParser, o: RunOption, text: str) -> None:
-    """One run option on a parser, as the table declares it, with ``text`` as its help."""
-    extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
-    if o.is_flag:
-        extra = {"action": "store_true"}
-    else:
-        extra["type"] = o.value_type
-    if o.metavar:
-        extra["metavar"] = o.metavar
-    parser.add_argument(o.flag, default=o.default, help=text, **extra)
 
 
 def given(args: argparse.Namespace, command: Command) -> dict[str, Any]:

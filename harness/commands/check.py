@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from takeover.exit_codes import ExitCode
+from takeover.options import add_duplicate_gate
 from takeover.store import JUNIT_XML, REPORT_MD, SUMMARY_FILE
 
 HELP = "check a stored run folder: invariants, duplicates, reports (exit 0 valid, 1 violated, 3 inconclusive)"
@@ -28,22 +29,3 @@ def run(args: argparse.Namespace) -> ExitCode:
                             reports=not args.no_reports, out=sys.stdout).exit_code
 
 
-def add_duplicate_gate(parser: argparse.ArgumentParser) -> None:
-    """The two options of the duplicate gate (takeover.checker.gate), for every command that checks a run."""
-    parser.add_argument("--fail-on-duplicates", action="store_true",
-                        help="exit 1 when a side effect was repeated that the lease and the --remedy promise to "
-                             "prevent (with --remedy none: two holders at once; fencing: also a stale generation "
-                             "acting; idempotency-key: any repeat)")
-    parser.add_argument("--max-duplicates-per-1000", type=_rate, metavar="N",
-                        help="exit 1 when duplicate side effects of any cause exceed N per 1000 tasks")
-
-
-def _rate(text: str) -> float:
-    """argparse turns the ArgumentTypeError into one line naming the option (exit 2)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value

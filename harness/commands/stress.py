@@ -14,8 +14,12 @@ import sys
 from takeover.config import profile_names
 from takeover.exit_codes import ExitCode
 from takeover.options import (
+    NO_FAULTS_OPTION,
+    RECONCILE_OPTION,
     Command,
     add_db_options,
+    add_duplicate_gate,
+    add_option,
     add_run_options,
     db_given,
 )
@@ -24,24 +28,18 @@ from takeover.stress_run import resolve, run_stress
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
 
-
 def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> None:
-    """The run options (declared in takeover.options), then the flags of the stress command itself.
+    """Every option of the command (takeover.options.STRESS_OPTIONS, in its order): the run options, the
+    database, then the flags of the stress command itself.
 
     ``takeover soak`` builds its parser with this too (``command="soak"``); it checks each segment
     as it ran, so ``--reconcile`` is kept there only to be refused with a reason.
     """
     add_run_options(parser, command, profile_names())
     add_db_options(parser)
-    parser.add_argument("--no-faults", action="store_true", help="set every fault rate and the clock skew to 0")
-    reconcile = ("after the run, resolve uncertain tasks against the service's ledger (see takeover reconcile), "
-                 "before the check")  # fmt: skip
-    parser.add_argument("--reconcile", action="store_true",
-                        help=reconcile if command == "stress" else argparse.SUPPRESS)  # fmt: skip
-    from takeover.commands.check import add_duplicate_gate
-
+    add_option(parser, NO_FAULTS_OPTION)
+    add_option(parser, RECONCILE_OPTION, None if command == "stress" else argparse.SUPPRESS)
     add_duplicate_gate(parser)
-
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Parse, then the library's one stress run (takeover.stress_run.run_stress), printing as it goes."""

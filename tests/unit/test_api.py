@@ -12,13 +12,16 @@ import argparse
 import json
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import takeover
 from takeover import api
 from takeover.errors import UsageError
-from takeover.options import RUN_OPTIONS
+from takeover.options import REMEDIES, RUN_OPTIONS, STRESS_OPTIONS
 from takeover.queues.planted import StealsLiveLeases
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
+from takeover.stress_run import resolve
 from tests.quality.cases import CASES
 
 
@@ -77,14 +80,84 @@ def test_a_queue_that_workers_cannot_import_by_name_is_one_line() -> None:
 
 
 def test_every_command_option_is_a_keyword_and_nothing_else_is() -> None:
-    """The keywords come from the stress parser, which is built from the table of run options: a new
-    option is a new keyword without an edit here."""
+    """The keywords and the stress parser come from the same definitions (takeover.options.STRESS_OPTIONS):
+    a new option is a new keyword and a new flag without an edit here."""
     names = api.stress_options()
     assert {o.dest for o in RUN_OPTIONS} - {"queue"} <= set(names)
-    assert {"no_faults", "reconcile", "fail_on_duplicates", "max_duplicates_per_1000"} <= set(names)
+    assert {"no_faults", "reconcile", "fail_on_duplicates", "max_duplicates_per_1000", "db", "keep_db"} <= set(names)
     assert names["task_time_mean"] == "--task-time-mean"
-    assert api._argv({"duration": 2.0, "slow_rate": 1e-07, "swarm": True, "no_faults": False, "seed": 3,
-                      "kill_rate": None}) == ["--duration", "2", "--slow-rate", "1e-07", "--swarm", "--seed", "3"]
+    parser = _stress_parser()
+    flags = [a.option_strings[-1] for a in parser._actions if a.option_strings and a.dest != "help"]
+    assert flags == [o.flag for o in STRESS_OPTIONS]
+    assert {a.dest: a.default for a in parser._actions if a.dest != "help"} == {o.dest: o.default
+                                                                                 for o in STRESS_OPTIONS}
+    cli, kw = vars(parser.parse_args([])), vars(api.stress_values("q:Q"))
+    assert kw == {**cli, "queue": "q:Q"}  # the same defaults, every option present
+
+
+def _stress_parser() -> argparse.ArgumentParser:
+    from takeover.cli import OneLineParser
+    from takeover.commands import stress
+
+    parser = OneLineParser(prog="takeover stress")
+    stress.configure(parser)
+    return parser
+
+
+# A few options of each kind (int, float, choice, flag, the database's), drawn as a user writes them in Python.
+_VALUES = {
+    "workers": st.integers(1, 12), "tasks": st.integers(0, 400), "seed": st.integers(-5, 10**6),
+    "lease": st.floats(0.05, 30, allow_nan=False), "duration": st.sampled_from([0.5, 1, 2.25, 7]),
+    "kill_rate": st.floats(0, 5, allow_nan=False), "slow_rate": st.sampled_from([0, 1e-07, 0.3, 1]),
+    "remedy": st.sampled_from(REMEDIES), "task_time_dist": st.sampled_from(("fixed", "uniform", "exponential")),
+    "swarm": st.booleans(), "no_faults": st.booleans(), "profile": st.sampled_from(["stress", "smoke"]),
+    "max_duplicates_per_1000": st.sampled_from([0, 2.5, 40]), "db": st.just("sqlite"),
+}  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(sorted(_VALUES)), st.none(), max_size=6).flatmap(
+    lambda keys: st.fixed_dictionaries({k: _VALUES[k] for k in keys})))
+def test_the_api_and_the_command_line_give_the_same_config(options) -> None:
+    """The same inputs, as keywords and as the command line writes them: the same options, the same config,
+    or the same one-line refusal (a swarm draw beside --no-faults)."""
+    assume(not (options.get("swarm") and options.get("no_faults")))
+    queue = "takeover.queues.sqlite_lease:SQLiteLeaseQueue"
+    by_dest = {o.dest: o for o in STRESS_OPTIONS}
+    argv = ["--queue", queue, *[a for k, v in options.items() for a in by_dest[k].argv(v)]]
+    args = _stress_parser().parse_args(argv)
+    assert vars(api.stress_values(queue, **options)) == vars(args)
+    assert api.stress_config(queue, **options).to_dict() == resolve(args).to_dict()
+
+
+@pytest.mark.parametrize(("options", "argv"), [
+    ({"workers": "many"}, ["--workers", "many"]),
+    ({"workers": 1.5}, ["--workers", "1.5"]),
+    ({"workers": 0}, ["--workers", "0"]),
+    ({"lease": -1}, ["--lease", "-1"]),
+    ({"remedy": "magic"}, ["--remedy", "magic"]),
+    ({"task_time_dist": "normal"}, ["--task-time-dist", "normal"]),
+    ({"max_duplicates_per_1000": -1}, ["--max-duplicates-per-1000", "-1"]),
+    ({"slow_rate": 2}, ["--slow-rate", "2"]),
+    ({"swarm": True, "no_faults": True}, ["--swarm", "--no-faults"]),
+    ({"heartbeat": 5, "lease": 2}, ["--heartbeat", "5", "--lease", "2"]),
+    ({"profile": "nope"}, ["--profile", "nope"]),
+])  # fmt: skip
+def test_bad_input_is_the_same_one_line_from_the_api_and_the_command_line(options, argv, capsys) -> None:
+    """``takeover: error: stress: X`` on the command line is ``takeover.stress(): X`` in Python (a value the
+    parser refuses); a value refused once read is the same line, word for word."""
+    from takeover.cli import main
+
+    assert main(["stress", "--queue", "takeover.queues.sqlite_lease:SQLiteLeaseQueue", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    with pytest.raises(UsageError) as caught:
+        api.stress_config("takeover.queues.sqlite_lease:SQLiteLeaseQueue", **options)
+    said = str(caught.value)
+    if said.startswith("takeover.stress(): "):
+        assert err == f"takeover: error: stress: {said.removeprefix('takeover.stress(): ')}\n"
+    else:
+        assert err == f"takeover: error: {said}\n"
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -92,6 +165,7 @@ def test_every_command_option_is_a_keyword_and_nothing_else_is() -> None:
     ({"swarm": "yes"}, "swarm is a flag: True or False, got 'yes'"),
     ({"lease": 0}, "lease must be a positive number, got 0.0"),
     ({"workers": "many"}, "takeover.stress(): argument --workers: invalid int value: 'many'"),
+    ({"workers": True}, "takeover.stress(): argument --workers: invalid int value: 'True'"),
     ({"remedy": "magic"}, "takeover.stress(): argument --remedy: invalid choice: 'magic'"),
 ])  # fmt: skip
 def test_bad_options_are_one_line_and_start_nothing(options, message, tmp_path, monkeypatch) -> None:
@@ -170,4 +244,5 @@ def test_a_diagnosis_in_the_summary_goes_into_the_message(tmp_path) -> None:
 def test_the_api_module_is_documented_and_typed() -> None:
     for fn in (api.stress, api.check, api.scenarios):
         assert fn.__doc__ and fn.__annotations__["return"] in ("RunResult", "ScenarioResult")
-    assert isinstance(api._stress_parser(), argparse.ArgumentParser)
+    for fn in (api.stress_values, api.stress_config, api.stress_options):
+        assert fn.__doc__ and "return" in fn.__annotations__
