@@ -42,8 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the database the workflow's steps run on (its TAKEOVER_DB; default sqlite): postgres "
                              "starts a private PostgreSQL server per command from the runner's binaries")
     parser.add_argument("--shards", type=int, metavar="N",
-                        help="run the nightly lease sweep as a matrix of N jobs (takeover sweep --shard I/N) and "
-                             "a last job that joins them (takeover merge)")  # fmt: skip
+                        help="run the nightly lease sweep and the soak each as a matrix of N jobs (takeover sweep "
+                             "--shard I/N, takeover soak --shard I/N: N times the soak's seeds) and a last job "
+                             "each that joins them (takeover merge)")  # fmt: skip
     parser.add_argument("--force", action="store_true", help="overwrite files that exist")
 
 
@@ -60,6 +61,27 @@ def render(text: str, *, queue: str, install: str, tests: str, db: str) -> str:
     return text
 
 
+# The nightly job's soak and the seed bank's cache around it: with --shards they move to the soak's matrix.
+SOAK_STEPS = (
+    "      - name: Restore the seed bank of earlier nights\n"
+    "        uses: actions/cache/restore@v4\n"
+    "        with:\n"
+    "          path: .takeover/seed-bank.json\n"
+    "          key: takeover-seed-bank-${{ github.run_id }}\n"
+    "          restore-keys: takeover-seed-bank-\n",
+    "      - name: Soak (replays the banked failing seeds first)\n"
+    "        if: success() || failure()\n"
+    "        run: >-\n"
+    '          takeover soak --queue "$TAKEOVER_QUEUE" --db "$TAKEOVER_DB" --minutes "$TAKEOVER_SOAK_MINUTES"\n'
+    "          --out .takeover/soak --seed-bank .takeover/seed-bank.json\n",
+    "      - name: Save the seed bank for the next nights\n"
+    "        if: always()\n"
+    "        uses: actions/cache/save@v4\n"
+    "        with:\n"
+    "          path: .takeover/seed-bank.json\n"
+    "          key: takeover-seed-bank-${{ github.run_id }}\n",
+)
+
 SWEEP_STEP = ("      - name: Lease sweep\n"
               "        if: success() || failure()\n"
               '        run: takeover sweep --queue "$TAKEOVER_QUEUE" --db "$TAKEOVER_DB" --grid "$TAKEOVER_SWEEP_GRID" '
@@ -67,16 +89,20 @@ SWEEP_STEP = ("      - name: Lease sweep\n"
 
 
 def workflow_text(shards: int | None) -> str:
-    """The workflow template; with ``shards`` its nightly sweep step becomes a matrix of that many shard jobs
-    and a merge job (``sweep-shards.yml.tmpl``)."""
+    """The workflow template; with ``shards`` its nightly sweep and soak steps become a matrix of that many shard
+    jobs and a merge job each (``sweep-shards.yml.tmpl``, ``soak-shards.yml.tmpl``)."""
     text = template("takeover.yml")
     if shards is None:
         return text
     if shards < 1:
         raise UsageError(f"--shards must be a whole number >= 1, got {shards}")
-    assert SWEEP_STEP in text, "the workflow template's sweep step moved: update SWEEP_STEP"
-    matrix = template("sweep-shards.yml.tmpl").replace("@SHARD_LIST@", ", ".join(str(i) for i in range(1, shards + 1)))
-    return text.replace(SWEEP_STEP, "").rstrip("\n") + "\n" + matrix.replace("@SHARDS@", str(shards))
+    for step in (SWEEP_STEP, *SOAK_STEPS):
+        assert step in text, "the workflow template's sweep or soak steps moved: update SWEEP_STEP, SOAK_STEPS"
+        text = text.replace(step, "")
+    shard_list = ", ".join(str(i) for i in range(1, shards + 1))
+    matrices = [template(name).replace("@SHARD_LIST@", shard_list).replace("@SHARDS@", str(shards))
+                for name in ("sweep-shards.yml.tmpl", "soak-shards.yml.tmpl")]
+    return text.rstrip("\n") + "\n" + "".join(matrices)
 
 
 def _quote_safe(name: str, value: str) -> None:

@@ -10,8 +10,9 @@ merge refuses the shards of two different soaks.
 The merge (:func:`merge_soak`): every shard's segments and replays in their soak order (seg-0001, seg-0002,
 ... whichever shard made them), their folders copied, the totals summed, the banked seeds of every shard,
 the verdict and exit code computed from the joined segments as the soak computes them
-(:meth:`takeover.soak.driver.Soak.exit_code`). Resource samples are each machine's own: ``soak.json``
-keeps each shard's peak and warnings (named by shard), not one series.
+(:meth:`takeover.soak.driver.Soak.exit_code`), and the seed banks beside the shards' folders joined into
+the merged folder's ``seed-bank.json``. Resource samples are each machine's own: ``soak.json`` keeps each
+shard's peak and warnings (named by shard), not one series.
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ def _identity(soak: dict[str, Any]) -> str:
     config = {k: v for k, v in soak.get("config", {}).items() if k != "out"}
     return json.dumps({"config": config, "minutes": soak.get("minutes"), "checkpoint": soak.get("checkpoint")},
                       sort_keys=True)
+
+
+def _join_banks(dirs: list[Path], out: Path) -> Path | None:
+    """The seed banks beside the shards' folders (where a soak keeps its bank by default, and where a CI
+    shard's artifact holds it), each failure once, as ``seed-bank.json`` in the merged folder: the bank the
+    next night's shards replay. None when no shard has one there."""
+    from takeover.soak import seedbank
+
+    banks = [d.parent / seedbank.BANK_FILE for d in dirs if (d.parent / seedbank.BANK_FILE).is_file()]
+    if not banks:
+        return None
+    joined = out / seedbank.BANK_FILE
+    seedbank.save(joined, seedbank.load_all(banks))
+    return joined
 
 
 def write_soak_shard(root: Path, shard: tuple[int, int], soak: dict[str, Any]) -> None:
@@ -96,6 +111,9 @@ def merge_soak(shards: list[dict[str, Any]], out: Path) -> tuple[ExitCode, dict[
                       "peak": peaks, "last": {}},
         "shards": len(docs),
     }  # fmt: skip
+    bank = _join_banks([s["dir"] for s, _ in docs], out)
+    if bank is not None:
+        summary["seed_bank"] = str(bank)
     store.write_soak_summary(out, summary)
     try:
         from takeover.reports import soak as soak_report

@@ -76,7 +76,7 @@ def test_bad_input_is_one_line(argv, words, capsys) -> None:
     assert words in err and err.count("\n") == 1
 
 
-def test_shards_turn_the_nightly_sweep_into_a_matrix_and_a_merge(tmp_path) -> None:
+def test_shards_turn_the_nightly_sweep_and_soak_into_matrices_and_merges(tmp_path) -> None:
     assert main(["init-ci", "--queue", "q:Q", "--dir", str(tmp_path), "--shards", "3"]) == 0
     text = (tmp_path / ".github" / "workflows" / "takeover.yml").read_text()
     jobs = yaml.safe_load(text)["jobs"]
@@ -86,6 +86,14 @@ def test_shards_turn_the_nightly_sweep_into_a_matrix_and_a_merge(tmp_path) -> No
     assert jobs["sweep-merge"]["needs"] == "sweep-shard"
     assert "takeover merge .takeover/shards/* --out .takeover/sweep" in str(jobs["sweep-merge"]["steps"])
     assert not any("takeover sweep" in s.get("run", "") for s in jobs["nightly"]["steps"]), "one sweep, sharded"
+    soak = " ".join(s.get("run", "") for s in jobs["soak-shard"]["steps"])
+    assert jobs["soak-shard"]["strategy"]["matrix"]["shard"] == [1, 2, 3] and "--shard ${{ matrix.shard }}/3" in soak
+    assert "takeover merge .takeover/shards/*/soak --out .takeover/soak" in str(jobs["soak-merge"]["steps"])
+    nightly = str(jobs["nightly"]["steps"])
+    assert "takeover soak" not in nightly and "seed-bank" not in nightly, "the soak and its bank moved to the matrix"
+    cache = [s["with"]["path"] for j in ("soak-shard", "soak-merge") for s in jobs[j]["steps"]
+             if "cache" in s.get("uses", "")]
+    assert cache == [".takeover/seed-bank.json"] * 2, "restored and saved at one path (a cache's version is its path)"
     assert not re.search(r"@[A-Z_]+@", text), "every placeholder filled in"
     (tmp_path / "b").mkdir()
     assert main(["init-ci", "--queue", "q:Q", "--dir", str(tmp_path / "b"), "--shards", "0"]) == 2

@@ -213,3 +213,18 @@ def test_a_selftest_merged_from_its_shards_lists_the_bugs_in_order(tmp_path: Pat
 def test_selftest_shard_needs_a_folder_to_keep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["selftest", "--quick", "--shard", "1/2"]) == 2
     assert "--shard needs --keep DIR" in capsys.readouterr().err
+
+
+def test_the_merged_soak_joins_the_seed_banks_beside_its_shards(tmp_path: Path) -> None:
+    from takeover.config import RunConfig
+    from takeover.soak import seedbank
+
+    dirs = [tmp_path / f"job{i}" / "soak" for i in (1, 2)]
+    for i, d in enumerate(dirs, 1):
+        _soak_shard(d, (i, 2), [], [])
+        for seed in (i, 3):  # seed 3 failed in both jobs' banks (replayed by one, banked before): once
+            seedbank.bank(d.parent / "seed-bank.json", RunConfig(seed=seed).to_dict(), violated=["x"], run_dir="r")
+    assert main(["merge", *map(str, dirs), "--out", str(tmp_path / "m")]) == 3  # no segment: nothing tested
+    joined = seedbank.load(tmp_path / "m" / "seed-bank.json")
+    assert sorted(e["seed"] for e in joined) == [1, 2, 3]
+    assert store.read_soak_summary(tmp_path / "m")["seed_bank"] == str(tmp_path / "m" / "seed-bank.json")
