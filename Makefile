@@ -108,14 +108,22 @@ soak: $(RUN_STAMP)
 bench: $(RUN_STAMP)
 	$(BIN)/takeover bench $(ARGS)
 
-# The JavaScript adapters' libraries (adapters/js: pg, pg-boss, graphile-worker), exactly as its
-# package-lock.json pins them, with npm ci; where there is no npm, nothing, and the exec: tests that need
-# them skip saying so (under CI=true they fail: tests/helpers/system_packages.py). No install scripts run:
-# none of the pinned libraries needs one.
+# The JavaScript adapters' libraries (adapters/js: pg, pg-boss, graphile-worker, better-sqlite3), exactly as
+# its package-lock.json pins them, with npm ci; where there is no npm, nothing, and the exec: tests that need
+# them skip saying so (under CI=true they fail: tests/helpers/system_packages.py). npm ci runs no install
+# scripts; the one library that needs one, better-sqlite3 (SQLite's C code in a node addon), then runs its
+# own: prebuild-install fetches a prebuilt addon from GitHub, or, offline, node-gyp compiles it (about
+# 3 minutes of one core; python3, make and g++). node-gyp is pointed at the headers node's package installs
+# beside it (nodesource's nodejs: /usr/include/node), so it downloads nothing. A failed build removes the
+# stamp, so the next make tries again.
 JS_STAMP := adapters/js/node_modules/.package-lock.json
+JS_NODEDIR = $$(prefix=$$(dirname "$$(dirname "$$(readlink -f "$$(command -v node)")")"); \
+	[ -f "$$prefix/include/node/node.h" ] && echo "npm_config_nodedir=$$prefix")
 js:
 	@if [ -f $(JS_STAMP) ] && [ $(JS_STAMP) -nt adapters/js/package-lock.json ]; then :; \
-	elif command -v npm >/dev/null; then cd adapters/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; \
+	elif command -v npm >/dev/null; then cd adapters/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+		&& env $(JS_NODEDIR) npm rebuild better-sqlite3 --loglevel=error \
+		|| { rm -f node_modules/.package-lock.json; exit 1; }; \
 	else echo "make: no npm here, so adapters/js is not installed; its tests skip (scripts/system-packages install)" >&2; fi
 
 # ruff, then the floors of the package (the import-linter contracts in pyproject.toml), read from the

@@ -52,9 +52,12 @@ def _fuse_mounts() -> str:
 
 
 def _js_libraries() -> str:
-    """adapters/js's libraries, which ``make`` installs with npm ci once node and npm are here."""
-    installed = (SCRIPT.parents[1] / "adapters" / "js" / "node_modules" / ".package-lock.json").is_file()
-    return "" if installed else "needs adapters/js's libraries: run make js (npm ci in adapters/js)"
+    """adapters/js's libraries, which ``make`` installs with npm ci once node and npm are here, with
+    better-sqlite3's addon (fetched or compiled by its install script: make js runs it)."""
+    modules = SCRIPT.parents[1] / "adapters" / "js" / "node_modules"
+    installed = (modules / ".package-lock.json").is_file()
+    built = (modules / "better-sqlite3" / "build" / "Release" / "better_sqlite3.node").is_file()
+    return "" if installed and built else "needs adapters/js's libraries: run make js (npm ci in adapters/js)"
 
 
 # What must work beyond the package's files, as takeover itself checks it before it starts.

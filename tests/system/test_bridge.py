@@ -128,3 +128,16 @@ def test_the_javascript_reference_passes_and_its_planted_bug_departs(monkeypatch
     assert not planted.ok
     stale = [line for line in planted.failures if "S3 step 6" in line and "expected False, got True" in line]
     assert stale, planted.failures
+
+
+@pytest.mark.needs_package("nodejs", "npm")
+def test_the_javascript_reference_passes_on_sqlite_and_its_planted_bug_departs(monkeypatch):
+    import takeover
+
+    monkeypatch.chdir(REPO)
+    reference = takeover.scenarios("exec:node adapters/js/reference.js", only=["S3"])
+    planted = takeover.scenarios("exec:node adapters/js/planted.js", only=["S3"])
+    assert reference.ok, reference.message()
+    assert not planted.ok
+    stale = [line for line in planted.failures if "S3 step 6" in line and "expected False, got True" in line]
+    assert stale, planted.failures
