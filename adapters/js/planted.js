@@ -14,4 +14,4 @@ const UNFENCED_FINISH = {
     'AND ? IS NOT NULL AND ? IS NOT NULL',
 };
 
-serve(HELLO, (database) => open(database, UNFENCED_FINISH));
+serve(HELLO, (database) => open(database, UNFENCED_FINISH), { blocking: true });

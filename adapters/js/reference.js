@@ -23,6 +23,7 @@ function open(database, finish = {}) {
   return SQLiteReferenceQueue.open(database, finish.sqlite || FINISH);
 }
 
-if (require.main === module) serve(HELLO, (database) => open(database));
+// Blocking reads (protocol.js): neither driver needs the event loop between two requests.
+if (require.main === module) serve(HELLO, (database) => open(database), { blocking: true });
 
 module.exports = { HELLO, open };

@@ -42,10 +42,13 @@ class FreshDatabases:
         queue.close()
         return url
 
+    def track(self, handle: Any) -> Any:
+        """Close ``handle`` (anything with ``close()``) at the end, as ``FreshQueues.track``; returns it."""
+        self._stack.callback(handle.close)
+        return handle
+
     def queue(self) -> PostgresLeaseQueue:
-        queue = PostgresLeaseQueue(self.path())
-        self._stack.callback(queue.close)
-        return queue
+        return self.track(PostgresLeaseQueue(self.path()))
 
     def raw(self) -> Any:
         """A bare autocommit connection to a fresh database, as the queue opens its own."""

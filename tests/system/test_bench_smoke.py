@@ -59,3 +59,16 @@ def test_bad_out_is_one_line_exit_2(tmp_path):
     assert "is a directory" in proc.stderr and "Traceback" not in proc.stderr
     proc = takeover("bench", "--quick", "--out", str(tmp_path / "missing" / "b.json"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.needs_package("nodejs", "npm")
+def test_bridge_vs_native_runs_on_sqlite_when_asked(tmp_path):
+    """On SQLite the JavaScript reference queue is measured only by name; the figure says its database."""
+    out = tmp_path / "bench.json"
+    proc = takeover("bench", "--quick", "--only", "bridge_vs_native", "--out", str(out), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert [r["name"] for r in doc["results"]] == ["bridge_vs_native"]
+    fig = doc["measurements"]["bridge_vs_native"]
+    assert fig["db"] == "sqlite" and fig["bridge_pairs_per_s"] > 0 and fig["native_pairs_per_s"] > 0
+    assert "per_call_overhead_us" in fig and "on sqlite" in doc["results"][0]["absolute"]
