@@ -18,11 +18,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
@@ -33,7 +34,9 @@ from takeover.summary_types import Example  # noqa: E402
 MAX_LANES = 40
 MAX_TASKS = 12
 FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5", "kill": "#d62828",
-                 "aimed": "#6a040f", "partition": "#457b9d", "db_restart": "#6c757d", "conn_kill": "#1d3557"}
+                 "aimed": "#6a040f", "partition": "#457b9d", "db_restart": "#6c757d", "conn_kill": "#1d3557",
+                 "path": "#a8dadc"}
+ONE_WAY = "one_way"  # a partition's shape when only the replies are lost (takeover.net.faults)
 # How the timeline labels a freeze made by an aimed fault (a pause whose ``detail`` names the fault).
 AIMED_LABELS = {"expire_and_return": "S2 expire_and_return", "stale_return": "S3 stale_return"}
 # Per invariant, the fields of a violation (violations.csv's row) naming the worker incarnation and the
@@ -87,26 +90,64 @@ def windows(fx: Facts, kind: str) -> pd.DataFrame:
     return pd.DataFrame({"target": w["target"], "start": w["t_inv"], "end": end, "detail": w["detail"]})
 
 
-def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> None:
-    """A run with hosts: a partition shades the lanes of the workers it cut off, a database restart every
-    lane, a connection kill is a tick on its worker's lane (takeover.checker.network)."""
+def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> list[Artist]:
+    """A run with hosts: a partition shades the lanes of the workers it cut off (hatched when one way), a
+    database restart every lane, a connection kill is a tick on its worker's lane, and a path's delay or
+    loss (the whole run's) a strip along the bottom (takeover.checker.network). Returns the legend entries
+    of what was drawn: none without hosts, so other runs' legends stay as they were."""
     from takeover.checker.network import CONN_KILL, DB_RESTART, PARTITION, has_network, process_hosts
 
     if not has_network(fx):
-        return
+        return []
     hosts = process_hosts(fx)
     f = fx.ops.faults
     end = f["t_comp"].fillna(fx.t1)
-    for start, stop, cut in zip(f.loc[f["f"] == PARTITION, "t_inv"], end[f["f"] == PARTITION],
-                                f.loc[f["f"] == PARTITION, "host"], strict=True):  # fmt: skip
+    part = f["f"] == PARTITION
+    shapes = f["detail"] if "detail" in f else pd.Series("", index=f.index)
+    drawn: set[str] = set()
+    for start, stop, cut, shape in zip(f.loc[part, "t_inv"], end[part], f.loc[part, "host"], shapes[part],
+                                       strict=True):  # fmt: skip
+        one_way = shape == ONE_WAY
         for process, y in lane.items():
             if isinstance(cut, str) and hosts.get(float(process)) in cut.split(","):
                 ax.broken_barh([(start - rel, stop - start)], (y - 0.5, 1.0), facecolors=FAULT_COLOURS[PARTITION],
-                               alpha=0.18, edgecolors="none", zorder=0)  # fmt: skip
+                               alpha=0.18, edgecolors=FAULT_COLOURS[PARTITION] if one_way else "none",
+                               hatch="\\\\" if one_way else None, linewidth=0, zorder=0)  # fmt: skip
+                drawn.add(ONE_WAY if one_way else PARTITION)
     for start, stop in zip(f.loc[f["f"] == DB_RESTART, "t_inv"], end[f["f"] == DB_RESTART], strict=True):
         ax.axvspan(start - rel, stop - rel, color=FAULT_COLOURS[DB_RESTART], alpha=0.15, zorder=0)
+        drawn.add(DB_RESTART)
     kills = f[(f["f"] == CONN_KILL) & f["target"].isin(list(lane))]
     ax.scatter(kills["t_inv"] - rel, kills["target"].map(lane), marker="x", s=50, c=FAULT_COLOURS[CONN_KILL], zorder=3)
+    if len(kills):
+        drawn.add(CONN_KILL)
+    path = _path_words(fx.config)
+    if path:
+        ax.add_patch(Rectangle((0, 0), fx.t1 - rel, 0.012, transform=ax.get_xaxis_transform(), clip_on=False,
+                               facecolor=FAULT_COLOURS["path"], edgecolor="none", zorder=2))
+    legend: list[Artist] = [
+        *([Patch(color=FAULT_COLOURS[PARTITION], alpha=0.3, label="partition: its host cut off both ways")]
+          if PARTITION in drawn else []),
+        *([Patch(facecolor=FAULT_COLOURS[PARTITION], alpha=0.3, edgecolor=FAULT_COLOURS[PARTITION], hatch="\\\\",
+                 label="one-way cut: requests arrive, replies lost")] if ONE_WAY in drawn else []),
+        *([Patch(color=FAULT_COLOURS[DB_RESTART], alpha=0.25, label="database restart: down, every session lost")]
+          if DB_RESTART in drawn else []),
+        *([Line2D([], [], marker="x", ls="", color=FAULT_COLOURS[CONN_KILL],
+                  label="connection killed by the server")] if CONN_KILL in drawn else []),
+        *([Patch(color=FAULT_COLOURS["path"], label=path)] if path else []),
+    ]  # fmt: skip
+    return legend
+
+
+def _path_words(config: dict[str, Any]) -> str:
+    """The legend's words for the delay and loss on every host's path (the whole run), or "" without them."""
+    delay, loss = config.get("net_delay"), config.get("net_loss")
+    parts = []
+    if isinstance(delay, int | float) and delay > 0:
+        parts.append(f"+{_ms(float(delay))} delay")
+    if isinstance(loss, int | float) and loss > 0:
+        parts.append(f"{100 * float(loss):g} % loss")
+    return f"every host's path: {', '.join(parts)} each way (whole run)" if parts else ""
 
 
 def violating_operations(violations: Sequence[Example]) -> pd.DataFrame:
@@ -232,7 +273,7 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = (), violations: Sequence
                 ax.broken_barh(list(zip(s, e - s, strict=True)), (y - 0.45, 0.9), facecolors="none",
                                edgecolors=edge, hatch=hatch, linewidth=0.8)
         _label_freezes(ax, w[aimed], lane, rel)
-    _network_windows(ax, fx, lane, rel)
+    network = _network_windows(ax, fx, lane, rel)
     _label_holds(ax, fx, h[h["task"].isin(list(tasks)[:MAX_TASKS])], lane, fig.get_figwidth())
     acts = fx.ops.actions[fx.ops.actions["process"].isin(lane)]
     ax.scatter(acts["t_inv"] - rel, acts["process"].map(lane), marker="|", s=60, c="#023047", zorder=3)
@@ -268,6 +309,7 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = (), violations: Sequence
         Line2D([], [], marker="o", ls="", color="#adb5bd", label="finish unknown"),
         Line2D([], [], marker="x", ls="", color="#d62828", label="SIGKILL"),
         Line2D([], [], marker="v", ls="", color="#9b5de5", label="reply lost"),
+        *network,
         *_violation_legend(bad),
     ], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
     ax.grid(axis="x", alpha=0.3)

@@ -61,3 +61,33 @@ def test_without_hosts_the_same_history_names_no_network_cause(tmp_path: Path):
     summary, rows = _checked(_cut_off_holder_finishes_after_the_takeover().write(tmp_path / "run"))
     assert rows and all(r["cause"] == "" for r in rows)
     assert "partition" not in summary["duplicates"]["by_cause"] and "network" not in summary
+
+
+def test_the_timeline_draws_and_names_each_network_fault(tmp_path: Path):
+    """Each network fault the run had is drawn and named in the legend (a one-way cut apart from a partition,
+    the path's delay and loss as a strip of the whole run); a run without hosts names none of them."""
+    import matplotlib.pyplot as plt
+
+    from takeover.checker import analyse
+    from takeover.reports import figures
+
+    r = _cut_off_holder_finishes_after_the_takeover()
+    one_way = {"host": "h2", "worker": "w2", "detail": "one_way", "value": "1"}
+    r.rec(9, 0, "invoke", "partition", **one_way)
+    r.rec(10, 0, "ok", "partition", **one_way)
+    r.rec(10.5, 0, "invoke", "conn_kill", worker="w2", target=2, host="h2")
+    r.rec(10.6, 0, "ok", "conn_kill", worker="w2", target=2, host="h2", value="1")
+    r.rec(11, 0, "invoke", "db_restart", value="0.5")
+    r.rec(11.5, 0, "ok", "db_restart", value="0.5")
+    named = {}
+    for name, config in (("hosts", {**HOSTS, "net_delay": 0.02, "net_loss": 0.01}), ("plain", {})):
+        fig, _ = figures.timeline_figure(analyse(r.write(tmp_path / name, config=config)).facts)
+        try:
+            named[name] = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        finally:
+            plt.close(fig)
+    network = ["partition: its host cut off both ways", "one-way cut: requests arrive, replies lost",
+               "database restart: down, every session lost", "connection killed by the server",
+               "every host's path: +20 ms delay, 1 % loss each way (whole run)"]
+    assert [t for t in named["hosts"] if t in network] == network
+    assert not set(network) & set(named["plain"]) and set(named["plain"]) < set(named["hosts"])
