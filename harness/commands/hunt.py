@@ -1,24 +1,8 @@
 """``takeover hunt``: short runs on successive seeds, aimed and swarm in turn, until the first violation.
 
-Why: a long stress run spends most of its time in states it has seen already; a bug is found sooner by
-many short runs that each start afresh and each fault the queue differently. A hunt alternates the
-two kinds of run that find different bugs: the profile as it is (every fault kind on, the aimed ones
-included: ``aimed``) and a swarm draw (a random part of the kinds, at random rates, from the run's seed:
-``swarm``, see :mod:`takeover.swarm`), one seed after the other. Each run is ``--run-seconds`` of faults,
-then its drain and its check. The hunt stops at the first violation and prints the run folder, the
-invariants broken, the line that reproduces the run and how soon it was found; or it stops when the
-next run would not finish within what is left of ``--budget`` (estimated from the longest run so far).
-
-The runs are made in this process, as the soak makes its segments (the coordinator, then the checker),
-rather than as child commands as the selftest makes them: the checker (pandas) is loaded once, not once
-per run; its result gives the time of the first violating operation directly; and a Ctrl-C is taken by
-the coordinator's own handlers, which stop the run and reap every process it started before the hunt
-stops.
-
-What is kept: the violating run (with its reports), any run that could not be checked or was
-interrupted, and the last ``--keep-valid`` valid runs; older valid runs are deleted as the hunt goes,
-``hunt.json`` keeps their rows. ``hunt.json`` is rewritten after every run, so a hunt that is killed
-still says what it tried.
+The hunt is the library's (:func:`takeover.hunter.run_hunt`, whose module says why a hunt runs the way it
+does and what it keeps); this module reads the options into a :class:`~takeover.hunter.HuntOptions` and
+hands the hunt the console.
 
 Exit codes: 1 a violation was found; 0 the budget ran out and every run was valid; 2 bad input; 3 a
 run could not be checked (or tested nothing) and no violation was found; 130 interrupted.
@@ -27,52 +11,21 @@ run could not be checked (or tested nothing) and no violation was found; 130 int
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import shlex
-import shutil
-import signal
 import sys
-import time
-from collections import Counter
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
 
-from takeover import db, steering, store, swarm
-from takeover.config import RunConfig, profile_names
-from takeover.errors import UsageError
+from takeover import store
+from takeover.config import profile_names
 from takeover.exit_codes import ExitCode
-from takeover.options import BY_DEST, RUN_OPTIONS, add_db_options, db_given
-from takeover.run.progress import LiveDisplay
-from takeover.soak.display import clock
-
-if TYPE_CHECKING:
-    from takeover.fanout.launch import Launcher
-    from takeover.run.progress import Progress
+from takeover.hunter.core import DEFAULT_BUDGET, DEFAULT_KEEP_VALID, DEFAULT_RUN_SECONDS, PASSED_ON, HuntOptions
+from takeover.options import BY_DEST, add_db_options, add_option, shell_line
 
 HELP = "hunt for a bug: short runs on successive seeds, aimed and swarm in turn, until the first violation"
-
-DEFAULT_BUDGET = 300.0
-DEFAULT_RUN_SECONDS = 10.0
-DEFAULT_KEEP_VALID = 3
-MODES = ("aimed", "swarm")  # run i (from 0) is MODES[i % 2]
-# The run options the hunt hands to every run as they are: every option of ``takeover stress`` (task
-# times, fault rates and clock faults included) but the four that are the hunt's to decide: --duration is
-# --run-seconds, --seed the first seed, --swarm every other run, --out the hunt's folder.
-HUNTS_OWN = ("duration", "seed", "swarm", "out")
-PASSED_ON = tuple(o.dest for o in RUN_OPTIONS if o.dest not in HUNTS_OWN)
-# Verdicts of a run in hunt.json and on its progress line.
-VALID, VIOLATED, INCONCLUSIVE, UNCHECKED, INTERRUPTED, RUNNING = (
-    "valid", "violated", "inconclusive", "unchecked", "interrupted", "running")  # fmt: skip
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     for dest in PASSED_ON:
         o = BY_DEST[dest]
-        extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
-        if o.metavar:
-            extra["metavar"] = o.metavar
-        parser.add_argument(o.flag, type=o.value_type, default=o.default,
-                            help=o.help.replace("{profiles}", ", ".join(profile_names())), **extra)  # fmt: skip
+        add_option(parser, o, o.help.replace("{profiles}", ", ".join(profile_names())))
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed; each run takes the next (default 1)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="SECONDS",
                         help=f"seconds the hunt may take (default {DEFAULT_BUDGET:g}); a run is not started when it "
@@ -91,362 +44,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_fanout_options(parser)
 
 
-def run_config(args: argparse.Namespace, seed: int, mode: str, out: Path | None = None) -> RunConfig:
-    """The config of one run of the hunt, resolved exactly as ``takeover stress`` resolves its options,
-    so the run's reproduce line is a plain ``takeover stress`` line."""
-    from takeover.commands import stress
-
-    given = {dest: getattr(args, dest, None) for dest in PASSED_ON}
-    ns = argparse.Namespace(**given, seed=seed, duration=args.run_seconds, swarm=True if mode == "swarm" else None,
-                            db=args.db)
-    cfg = stress.resolve(ns)
-    return dataclasses.replace(cfg, out=None if out is None else str(out))
-
-
-def check_args(args: argparse.Namespace) -> None:
-    """The hunt's own values; every run option is checked by resolving the first runs' configs."""
-    if not args.run_seconds > 0 or args.run_seconds == float("inf"):
-        raise UsageError(f"--run-seconds must be a positive number of seconds, got {args.run_seconds!r}")
-    if not args.budget >= args.run_seconds or args.budget == float("inf"):
-        raise UsageError(f"--budget must be a number of seconds at least --run-seconds ({args.run_seconds:g}), "
-                         f"got {args.budget!r}")  # fmt: skip
-    if args.keep_valid < 0:
-        raise UsageError(f"--keep-valid must be an integer >= 0, got {args.keep_valid}")
-
-
-def out_dir(out: str | None) -> Path:
-    path = Path(out) if out else Path(store.DEFAULT_BASE) / time.strftime("hunt-%Y%m%d-%H%M%S")
-    store.check_out(str(path))
-    return path
+def options_of(args: argparse.Namespace) -> HuntOptions:
+    """The parsed command line as the library's hunt options."""
+    command = shell_line(["takeover", "hunt", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
+    return HuntOptions(run_options={dest: getattr(args, dest, None) for dest in (*PASSED_ON, "db")}, seed=args.seed,
+                       budget=args.budget, run_seconds=args.run_seconds, keep_valid=args.keep_valid, out=args.out,
+                       keep_db=args.keep_db, cluster=getattr(args, "cluster", None),
+                       shard=getattr(args, "shard", None), command=command)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from takeover.fanout.launch import check_cluster
-    from takeover.stress_run import check_queue
+    from takeover.hunter import run_hunt
 
-    check_args(args)
-    check_cluster(getattr(args, "cluster", None), db=db_given(args))
-    first = [run_config(args, args.seed + i, mode) for i, mode in enumerate(MODES)]  # bad input stops here
-    root = out_dir(args.out)
-    with db.serve(db_given(args), keep=args.keep_db):
-        check_queue(first[0].queue)
-        from takeover.fanout.launch import open_launcher
-
-        launcher = open_launcher(getattr(args, "cluster", None), db=db_given(args))
-        try:
-            return _run(args, root, first[0].queue, first[0].profile, launcher)
-        finally:
-            launcher.close()
-
-
-def _run(args: argparse.Namespace, root: Path, queue: str, profile: str, launcher: Launcher | None = None) -> ExitCode:
-    from takeover.fanout.launch import announce, fanout_outcome, write_record
-
-    root.mkdir(parents=True, exist_ok=True)
-    command = " ".join(shlex.quote(a) for a in ["takeover", "hunt", *sys.argv[2:]]) if len(sys.argv) > 1 else ""
-    print(f"takeover hunt: {queue}, profile {profile}, runs of {args.run_seconds:g} s of faults "
-          f"from seed {args.seed}, aimed and swarm in turn, budget {args.budget:g} s; folder {root}", flush=True)
-    with HuntDisplay(sys.stdout, args.budget) as display:
-        if launcher is not None and launcher.remote:
-            from takeover.commands.hunt_cluster import ClusterHunt
-
-            announce(launcher)
-            hunt: Hunt = ClusterHunt(args, root, display, command, queue, launcher=launcher)
-        else:
-            hunt = Hunt(args, root, display, command, queue)
-        code = hunt.run()
-    hunt.print_outcome(sys.stdout)
-    if getattr(args, "shard", None):
-        from takeover.fanout.merge import write_shard
-
-        meta = {k: v for k, v in hunt.summary().items() if k not in ("runs", "found", "status", "verdict", "exit_code")}
-        write_shard(root, "hunt", args.shard, [], meta)
-    if launcher is not None and launcher.remote:
-        from takeover.commands.hunt_cluster import ClusterHunt
-
-        assert isinstance(hunt, ClusterHunt)
-        write_record(root, hunt.done, launcher)
-        return fanout_outcome("hunt", hunt.cluster_lost, []) or code
-    return code
-
-
-class Hunt:
-    """The loop: one run per seed until a violation, the budget, or a Ctrl-C; ``hunt.json`` after each."""
-
-    def __init__(self, args: argparse.Namespace, root: Path, display: HuntDisplay, command: str, queue: str) -> None:
-        self.args = args
-        self.queue = queue
-        self.root = root
-        self.display = display
-        self.command = command
-        self.rows: list[dict[str, Any]] = []
-        self.found: dict[str, Any] | None = None
-        self.status = RUNNING
-        self.started = time.time()
-        self.t0 = time.monotonic()
-        self.next_estimate: float | None = None  # why the hunt stopped: the run that did not fit
-        # Model coverage of the runs so far (summary.json's coverage.model), which steers the next run's
-        # faults (takeover.steering): the cells reached, the queue's optional methods, and how many runs
-        # were steered toward each cell.
-        # --shard I/N: this hunt makes runs I, I+N, I+2N, ... of the whole hunt (run numbers from 1).
-        shard: tuple[int, int] | None = getattr(args, "shard", None)
-        self.first: int = shard[0] - 1 if shard else 0
-        self.step: int = shard[1] if shard else 1
-        self.reached: set[str] = set()
-        self.extensions: list[str] | None = None
-        self.tried: Counter[str] = Counter()
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.t0
-
-    def run(self) -> ExitCode:
-        # The checker and the reports are loaded before the first run (seconds, pandas): a Ctrl-C landing
-        # in their first import would leave them half-imported.
-        import takeover.pipeline  # noqa: F401
-
-        # SIGTERM and SIGHUP stop the hunt as Ctrl-C does; while a run is under way the coordinator
-        # takes all three itself, stops the run and reaps it, and gives them back afterwards.
-        old = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-        interrupted = False
-        try:
-            self.write()
-            index = self.first
-            while self.found is None and self.fits():
-                self.one_run(index, self.args.seed + index, MODES[index % len(MODES)])
-                index += self.step
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-            self.status = INTERRUPTED if interrupted else "finished"
-            self.write()
-        return self.exit_code()
-
-    def fits(self) -> bool:
-        """Whether the next run can finish within the budget: as long as the longest run so far took,
-        or, before the first, its faulted phase."""
-        estimate = max((r["wall_s"] for r in self.rows), default=self.args.run_seconds)
-        if self.elapsed() + estimate <= self.args.budget:
-            return True
-        self.next_estimate = estimate
-        return False
-
-    # -- one run ----------------------------------------------------------------------------------
-    def one_run(self, index: int, seed: int, mode: str) -> None:
-        from takeover.stress_run import run_once
-
-        row, cfg, run_dir = self.prepare(index, seed, mode)
-        started = time.monotonic()
-        self.display.start(row)
-        try:
-            result = run_once(cfg, run_dir, on_progress=lambda p: self.display.update(p, self.elapsed()))
-            if result.interrupted:  # the coordinator took the Ctrl-C, stopped the run and reaped it
-                raise KeyboardInterrupt
-            self.check(row, run_dir)
-        except KeyboardInterrupt:
-            row["verdict"], row["exit_code"] = INTERRUPTED, int(ExitCode.INTERRUPTED)
-            raise
-        finally:
-            row["wall_s"] = round(time.monotonic() - started, 2)
-            self.finish(row)
-
-    def finish(self, row: dict[str, Any]) -> None:
-        """A run's line, the pruning of old valid runs and ``hunt.json``, once the run is over."""
-        self.display.note(f"[hunt {clock(self.elapsed())}/{clock(self.args.budget)}] {self.progress_line(row)}")
-        self.prune()
-        self.write()
-
-    def prepare(self, index: int, seed: int, mode: str) -> tuple[dict[str, Any], RunConfig, Path]:
-        """Run ``index``'s folder, its config (steered by the coverage absorbed so far) and its row, listed."""
-        run_dir = self.root / store.hunt_run_name(seed)
-        run_dir.mkdir(parents=True, exist_ok=False)
-        cfg = run_config(self.args, seed, mode, run_dir)
-        steer = None
-        if self.extensions is not None:  # from the second run on: toward the cells not reached so far
-            cfg, steer = steering.steered(cfg, self.reached, self.extensions, self.tried)
-            self.tried.update(steer.toward)
-            self.display.note(f"[hunt] run {index + 1} steered {steer.describe()}")
-        row: dict[str, Any] = {
-            "run": index + 1, "seed": seed, "mode": mode, "mix": swarm.mix(cfg), "verdict": RUNNING,
-            "exit_code": None, "violated": {}, "first_violation_s": None, "at_end": False,
-            "started_s": round(self.elapsed(), 2), "wall_s": 0.0, "run_dir": str(run_dir), "kept": True,
-            "command": cfg.command(),
-        }  # fmt: skip
-        if steer is not None:
-            row["steered"] = {"toward": steer.toward, "kinds": steer.kinds}
-        self.rows.append(row)
-        self.write()
-        return row, cfg, run_dir
-
-    def check(self, row: dict[str, Any], run_dir: Path) -> None:
-        from takeover.pipeline import check_and_report
-
-        try:
-            result = check_and_report(run_dir, reports=False)
-        except Exception as exc:  # noqa: BLE001 - the run is kept for a re-check; it does not count as valid
-            row.update(verdict=UNCHECKED, exit_code=int(ExitCode.INCONCLUSIVE), error=f"{type(exc).__name__}: {exc}")
-            return
-        row["exit_code"] = int(result.exit_code)
-        model = result.summary.get("coverage", {}).get("model")
-        if model is not None:
-            self.absorb(row, list(model["cells"]), list(model["extensions"]))
-            row["cells_reached"] = {"run": model["reached"], "so_far": len(self.reached), "possible": model["possible"]}
-        if result.verdict is True:
-            row["verdict"] = VALID
-            return
-        if result.verdict is not False:
-            row["verdict"] = INCONCLUSIVE
-            return
-        fired = {name: inv.violations for name, inv in result.invariants.items() if inv.valid is False}
-        first, at_end = result.first_violation(list(fired))
-        row.update(verdict=VIOLATED, violated=fired, first_violation_s=None if first is None else round(first, 3),
-                   at_end=at_end)  # fmt: skip
-        if self.found is not None and self.found["run"] < row["run"]:  # on a cluster: an earlier run violated too
-            return
-        self.found = {k: row[k] for k in ("run", "seed", "mode", "mix", "violated", "first_violation_s", "at_end",
-                                          "run_dir", "command")}  # fmt: skip
-        self.found["detected_after_s"] = round(self.elapsed(), 2)
-        try:  # the run that matters gets its reports; the verdict is in summary.json already
-            from takeover.reports import write_reports
-
-            write_reports(run_dir, result)
-        except Exception as exc:  # noqa: BLE001
-            self.display.note(f"[hunt] could not write the reports of {run_dir}: {type(exc).__name__}: {exc}")
-
-    def absorb(self, row: dict[str, Any], cells: list[str], extensions: list[str]) -> None:
-        """Take a checked run's model coverage into what steers the next runs (at once: runs here end in order)."""
-        self.reached.update(cells)
-        self.extensions = extensions
-
-    def prune(self) -> None:
-        """Delete the folders of the valid runs past the last ``--keep-valid``."""
-        kept = [r for r in self.rows if r["verdict"] == VALID and r["kept"]]
-        for r in kept[: max(0, len(kept) - self.args.keep_valid)]:
-            shutil.rmtree(r["run_dir"], ignore_errors=True)
-            r["kept"] = False
-
-    # -- the outcome -------------------------------------------------------------------------------
-    def exit_code(self) -> ExitCode:
-        if self.found is not None:
-            return ExitCode.VIOLATED
-        if self.status == INTERRUPTED:
-            return ExitCode.INTERRUPTED
-        if not self.rows or any(r["verdict"] != VALID for r in self.rows):
-            return ExitCode.INCONCLUSIVE
-        return ExitCode.VALID
-
-    def verdict(self) -> str:
-        if self.found is not None:
-            return "invalid"
-        if self.rows and all(r["verdict"] == VALID for r in self.rows):
-            return VALID
-        return INCONCLUSIVE
-
-    def summary(self) -> dict[str, Any]:
-        a = self.args
-        return {
-            "status": self.status,
-            "verdict": self.verdict(),
-            "exit_code": int(self.exit_code()) if self.status != RUNNING else None,
-            "command": self.command,
-            "queue": self.queue,
-            "profile": a.profile,
-            "first_seed": a.seed,
-            "budget_s": a.budget,
-            "run_seconds": a.run_seconds,
-            "keep_valid": a.keep_valid,
-            "started": self.started,
-            "elapsed_s": round(self.elapsed(), 2),
-            "runs": self.rows,
-            "found": self.found,
-        }
-
-    def write(self) -> None:
-        store.write_hunt_summary(self.root, self.summary())
-
-    @staticmethod
-    def progress_line(row: dict[str, Any]) -> str:
-        what = f"run {row['run']}, seed {row['seed']}, {row['mode']}"
-        if row["mode"] == "swarm":
-            what += f" ({', '.join(f'{k} {v:g}' for k, v in row['mix'].items())})"
-        else:
-            what += f" (every fault kind of the profile: {len(row['mix'])} on)"
-        verdict = row["verdict"].upper()
-        if row["verdict"] == VIOLATED:
-            verdict += " (" + ", ".join(f"{n} {c}" for n, c in row["violated"].items()) + ")"
-            verdict += ", first violation " + _when(row)
-        return f"{what}: {verdict}, {row['wall_s']:.1f} s"
-
-    def print_outcome(self, out: TextIO) -> None:
-        hunt_file = self.root / store.HUNT_FILE
-        tried = len(self.rows)
-        if self.found is not None:
-            f = self.found
-            print(f"\nhunt: VIOLATION found after {f['detected_after_s']:.1f} s of hunting, run {f['run']} "
-                  f"(seed {f['seed']}, {f['mode']})", file=out)  # fmt: skip
-            print("violated: " + ", ".join(f"{n} ({c} violation{'s' if c != 1 else ''})"
-                                           for n, c in f["violated"].items()), file=out)  # fmt: skip
-            print(f"first violation: {_when(f)}", file=out)
-            print(f"run folder: {f['run_dir']}", file=out)
-            print(f"reproduce with: {f['command']}", file=out)
-        elif self.status == INTERRUPTED:
-            last = self.rows[-1]["run_dir"] if self.rows else "none"
-            print(f"\nhunt: interrupted after {tried} run(s) in {self.elapsed():.1f} s; no violation found; "
-                  f"the interrupted run is kept, check it with: takeover check {last}", file=out)  # fmt: skip
-        else:
-            unchecked = [r for r in self.rows if r["verdict"] != VALID]
-            why = (f"the next run (about {self.next_estimate:.0f} s) would not fit in the {self.args.budget:g} s budget"
-                   if self.next_estimate is not None else "")
-            word = "every run valid" if not unchecked else (
-                f"{len(unchecked)} run(s) NOT CHECKED or inconclusive: seeds "
-                + ", ".join(str(r["seed"]) for r in unchecked))  # fmt: skip
-            print(f"\nhunt: no violation in {tried} run(s) (seeds {self.args.seed}-{self.args.seed + tried - 1}) in "
-                  f"{self.elapsed():.1f} s, {word}; {why}", file=out)  # fmt: skip
-        print(f"hunt summary: {hunt_file}", file=out, flush=True)
-
-
-def _when(row: dict[str, Any]) -> str:
-    """The first violation's moment in words: an operation's time, or the run's end (the snapshot alone)."""
-    at = row["first_violation_s"]
-    if at is None:
-        return "not timed"
-    if row["at_end"]:
-        return f"at the run's end, {at:.2f} s in (only the final snapshot shows it)"
-    return f"{at:.2f} s into the run"
-
-
-def _interrupt(_signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-class HuntDisplay(LiveDisplay):
-    """One live status line on a terminal (the hunt's clock, the run under way and its faults so far);
-    otherwise nothing but the line per run that :meth:`note` prints."""
-
-    refresh_per_second = 2
-
-    def __init__(self, stream: TextIO, budget: float, *, live: bool | None = None) -> None:
-        super().__init__(stream, live=live)
-        self.budget = budget
-        self.row: dict[str, Any] = {}
-
-    def start(self, row: dict[str, Any]) -> None:
-        self.row = row
-
-    def update(self, p: Progress, elapsed: float) -> None:
-        if self._live is None:
-            return
-        from rich.text import Text  # plain text: "[hunt ...]" would read as markup
-
-        r = self.row
-        self._live.update(Text(f"hunt {clock(elapsed)}/{clock(self.budget)} | run {r.get('run')} seed {r.get('seed')} "
-                               f"{r.get('mode')} | {p.stage} {p.elapsed:.1f} s | kills {p.kills} pauses {p.pauses} "
-                               f"lost {p.lost_replies} slow {p.slow} | done {p.done}"))  # fmt: skip
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._live is not None:  # the status line goes; the lines per run stay
-            from rich.text import Text
-
-            self._live.update(Text(""))
-        super().__exit__(*exc)
+    hunt = run_hunt(options_of(args), sys.stdout)
+    assert hunt.code is not None
+    return hunt.code

@@ -162,12 +162,13 @@ def test_hunt_and_soak_hand_the_clock_options_to_every_run():
     import argparse
 
     from takeover.commands import hunt
+    from takeover.hunter.core import MODES
 
     parser = argparse.ArgumentParser()
     hunt.configure(parser)
     args = parser.parse_args(["--clock-skew-max", "0.5", "--clock-jump-rate", "0.25", "--clock-jump-max", "2"])
-    for i, mode in enumerate(hunt.MODES):
-        cfg = hunt.run_config(args, 7 + i, mode)
+    for i, mode in enumerate(MODES):
+        cfg = hunt.options_of(args).run_config(7 + i, mode)
         assert (cfg.clock_skew_max, cfg.clock_jump_rate, cfg.clock_jump_max) == (0.5, 0.25, 2.0), mode
         assert "--clock-skew-max 0.5 --clock-jump-rate 0.25 --clock-jump-max 2" in cfg.command()
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from takeover import coverage_space as cs
 from takeover.commands import hunt
 from takeover.options import FAULT_KINDS
@@ -67,9 +69,34 @@ def test_hunt_takes_every_stress_option_task_times_included() -> None:
     hunt.configure(parser)
     args = parser.parse_args(["--task-time-dist", "fixed", "--task-time-mean", "0.02", "--local-step", "0.01",
                               "--lease-edge-rate", "1.5", "--lose-reply-rate", "0.3", "--run-seconds", "3"])
-    cfg = hunt.run_config(args, 7, "aimed")
+    cfg = hunt.options_of(args).run_config(7, "aimed")
     assert (cfg.task_time.dist, cfg.task_time.mean, cfg.local_step) == ("fixed", 0.02, 0.01)
     assert cfg.faults["lease_edge"] == 1.5 and cfg.faults["lose_reply"] == 0.3
     assert (cfg.seed, cfg.duration) == (7, 3.0)
     for kind in FAULT_KINDS:
         assert f"--{kind.replace('_', '-')}-rate" in parser.format_help()
+
+
+def test_the_library_hunt_takes_what_the_command_takes_and_refuses_bad_input_first(tmp_path) -> None:
+    """takeover.hunter.run_hunt is the hunt without a command line: the same run configs from the same
+    options, and bad input is one line before any folder exists."""
+    import io
+
+    from takeover.errors import UsageError
+    from takeover.hunter import HuntOptions, run_hunt
+
+    parser = argparse.ArgumentParser()
+    hunt.configure(parser)
+    args = parser.parse_args(["--lease", "2", "--kill-rate", "0.5", "--run-seconds", "3", "--seed", "4"])
+    opts = HuntOptions(run_options={"lease": 2.0, "kill_rate": 0.5}, seed=4, run_seconds=3.0)
+    for mode in ("aimed", "swarm"):
+        assert opts.run_config(9, mode).to_dict() == hunt.options_of(args).run_config(9, mode).to_dict()
+    out = tmp_path / "hunt"
+    bad = [(HuntOptions(run_seconds=0, out=str(out)), "--run-seconds must be a positive number of seconds, got 0"),
+           (HuntOptions(budget=1, out=str(out)), "--budget must be a number of seconds at least --run-seconds"),
+           (HuntOptions(run_options={"seed": 3}, out=str(out)), "the hunt decides seed itself"),
+           (HuntOptions(run_options={"workers": 0}, out=str(out)), "workers must be a positive integer, got 0")]
+    for options, message in bad:
+        with pytest.raises(UsageError, match=message):
+            run_hunt(options, io.StringIO())
+    assert not out.exists()

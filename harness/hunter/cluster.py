@@ -18,10 +18,10 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from takeover.commands.hunt import INTERRUPTED, RUNNING, UNCHECKED, Hunt
 from takeover.config import command_argv
 from takeover.exit_codes import ExitCode
 from takeover.fanout.launch import ClusterLost, Done, Job, Launcher
+from takeover.hunter.core import INTERRUPTED, MODES, RUNNING, UNCHECKED, Hunt
 
 
 class ClusterHunt(Hunt):
@@ -87,9 +87,7 @@ class ClusterHunt(Hunt):
         return self.exit_code()
 
     def submit(self, index: int) -> None:
-        from takeover.commands.hunt import MODES
-
-        seed = self.args.seed + index
+        seed = self.opts.seed + index
         row, cfg, run_dir = self.prepare(index, seed, MODES[index % len(MODES)])
         row["steered_by_runs"] = self.absorbed
         self.launcher.submit(Job(f"run{row['run']}-s{seed}", run_dir, command_argv(cfg), lambda: None,
