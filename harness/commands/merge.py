@@ -82,7 +82,8 @@ def _merge_tune(shards: list[dict[str, Any]], out: Path) -> ExitCode:
         writer.writeheader()
         writer.writerows(tuning.rows)
     interrupted = any(s["meta"].get("stopped") == "interrupted" for s in shards)
-    data = tuning_json(tuning, command=meta["command"], interrupted=interrupted, elapsed_s=0.0)
+    elapsed = max(float(s["meta"].get("elapsed_s", 0.0)) for s in shards)  # the shards ran side by side
+    data = tuning_json(tuning, command=meta["command"], interrupted=interrupted, elapsed_s=elapsed)
     data["task_times"]["file"] = meta["plan"]["spec"]  # the user's file, as the unsharded tuning names it
     data["sharded"] = {"shards": len(shards), "runs_made": len(made), "runs_read": len(tuning.rows),
                        "left_out": "the remedy runs and the scale check (they stand at the answer, which no shard "

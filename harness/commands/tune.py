@@ -201,7 +201,7 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
     announce(launcher)
     started = time.monotonic()
     if args.shard:
-        return _tune_shard(plan, out, args.shard, command, launcher)
+        return _tune_shard(plan, out, args.shard, command, launcher, started)
     tuning, result = run_tuning(plan, out, launcher=launcher)
     if launcher.remote:
         write_record(out, result.done, launcher)
@@ -220,15 +220,18 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
     return lost or (ExitCode.VALID if data["resolved"] else ExitCode.INCONCLUSIVE)
 
 
-def _tune_shard(plan: Any, out: Path, shard: tuple[int, int], command: str, launcher: Launcher) -> ExitCode:
+def _tune_shard(plan: Any, out: Path, shard: tuple[int, int], command: str, launcher: Launcher,
+                started: float) -> ExitCode:
     """Shard I/N: its points of the ladders, each until decided; no answer here (takeover merge gives it)."""
     from takeover.fanout.launch import fanout_outcome, write_record
     from takeover.tune.shard import run_shard, say_shard, write_tune_shard
 
     tuning, result = run_shard(plan, out, shard, launcher=launcher)
+    if result.interrupted:
+        tuning.stopped = "interrupted"  # the merge says so, as an interrupted tuning does
     if launcher.remote:
         write_record(out, result.done, launcher)
-    write_tune_shard(out, shard, tuning, command)
+    write_tune_shard(out, shard, tuning, command, elapsed_s=time.monotonic() - started)
     say_shard(tuning, result, shard)
     if result.interrupted:
         return ExitCode.INTERRUPTED

@@ -121,7 +121,8 @@ def run_shard(plan: Plan, out: Path, shard: tuple[int, int], *, launcher: Launch
     return tuning, result
 
 
-def write_tune_shard(out: Path, shard: tuple[int, int], tuning: ShardTuning, command: str) -> None:
+def write_tune_shard(out: Path, shard: tuple[int, int], tuning: ShardTuning, command: str,
+                     elapsed_s: float = 0.0) -> None:
     """``shard.json`` (the points, which every shard of one tuning shares, and the plan) and the runs."""
     from takeover.fanout.merge import write_shard
 
@@ -129,7 +130,8 @@ def write_tune_shard(out: Path, shard: tuple[int, int], tuning: ShardTuning, com
     plan["times"] = {"samples": list(tuning.plan.times.samples), "source": tuning.plan.times.source,
                      "n_read": tuning.plan.times.n_read}
     order = [f"{name} {point_key(tuning.plan, lease, fraction)}" for name, lease, fraction in tuning.all]
-    write_shard(out, "tune", shard, order, {"plan": plan, "command": command, "stopped": tuning.stopped})
+    write_shard(out, "tune", shard, order, {"plan": plan, "command": command, "stopped": tuning.stopped,
+                                            "elapsed_s": round(elapsed_s, 1)})
     (out / RUNS_FILE).write_text(json.dumps({"runs": tuning.made}, indent=1, default=_plain) + "\n")
 
 
