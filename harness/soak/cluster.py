@@ -77,15 +77,20 @@ class ClusterSoak(Soak):
         self.budget_start = time.time()
         deadline = self.budget_start + self.o.minutes * 60.0
         indices = self.o.segment_indices()
+        filled = False  # the first W segments start together: each gets the whole first length, as the
+        # header announced seg-0001's (and as W shards' first segments get it), not what is left after the
+        # milliseconds the ones before them took to submit
         try:
             while not self.stopping:
                 while self.launcher.free():
-                    duration = segment_length(self.o.checkpoint, deadline - time.time())
+                    duration = segment_length(self.o.checkpoint, deadline - (time.time() if filled else
+                                                                             self.budget_start))
                     if duration is None:
                         break
                     index = next(indices)
                     cfg = segment_config(self.o.base, index, duration, self.o.pinned)
                     self.submit(cfg, segment_name(index), index + 1)
+                filled = True
                 if not self.launcher.busy():
                     break
                 self.segment_name = self.launcher.status()
