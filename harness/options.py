@@ -355,10 +355,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               sweep_help="database restarts per second (needs --hosts)"),
     RunOption("--net-delay", "net_delay", float,
               "seconds added each way on every host's path to the database, by a proxy (needs --hosts)",
-              nonneg, profile=False, omit=0.0, metavar="SECONDS"),
+              nonneg, profile=False, omit=0.0, metavar="SECONDS",
+              sweep_help="seconds added each way on every host's path (needs --hosts)"),
     RunOption("--net-loss", "net_loss", float,
               "share of packets lost each way on every host's path to the database (needs --hosts)",
-              probability, profile=False, omit=0.0, metavar="P"),
+              probability, profile=False, omit=0.0, metavar="P",
+              sweep_help="share of packets lost each way on every host's path (needs --hosts)"),
 )  # fmt: skip
 
 

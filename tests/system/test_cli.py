@@ -64,7 +64,8 @@ _RUN_OPTIONS = (
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--power-loss", "--mode",
                    "--target", "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max",
                    "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--hosts",
-                   "--partition-rate", "--conn-kill-rate", "--db-restart-rate", "--db", "--keep-db", "--dry-run",
+                   "--partition-rate", "--conn-kill-rate", "--db-restart-rate", "--net-delay", "--net-loss", "--db",
+                   "--keep-db", "--dry-run",
                    "--cluster", "--shard"]),
         # hunt takes every stress option but those it sets per run (duration, seed, swarm, out)
         ("hunt", ["-h", "--profile", "--queue", "--workers", "--tasks", "--lease", "--remedy", "--heartbeat",
@@ -75,7 +76,7 @@ _RUN_OPTIONS = (
         ("tune", ["-h", "--task-times", "--target", "--time-scale", "--budget", "--queue", "--db", "--keep-db", "--out",
                   "--crash-rate-per-hour", "--pause-rate-per-hour", "--pause-p50", "--pause-p99", "--pause-max",
                   "--lost-reply-rate", "--tasks-per-hour", "--seed", *_RUN_OPTIONS[_RUN_OPTIONS.index("--hosts"):],
-                  "--cluster"]),
+                  "--cluster", "--shard"]),
     ],
 )  # fmt: skip
 def test_help_lists_each_commands_options_in_order(command: str, listed: list[str]) -> None:

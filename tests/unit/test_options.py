@@ -131,7 +131,7 @@ def test_sweep_takes_its_options_as_one_value_for_every_cell():
     grid = sweep.build_grid(parser.parse_args(["--grid", "sweep-tiny", *argv]))
     for o in takes:
         assert grid.fixed[o.field] == other_value(o)
-        metavar = "" if o.is_flag else f" {o.flag[2:].upper().replace('-', '_')}"
+        metavar = "" if o.is_flag else f" {o.metavar or o.flag[2:].upper().replace('-', '_')}"
         assert f"{o.flag}{metavar} {o.sweep_help}" in _help("sweep")
     for o in RUN_OPTIONS:
         if not o.sweep_help and o.grid == GRID_FIXED:  # set in a grid file's [fixed] only
