@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from takeover.errors import UsageError
@@ -74,6 +75,7 @@ class ClusterLauncher:
         self._running: dict[str, str] = {}  # task key -> worker, between its start and end events
         self.done_by: Counter[str] = Counter()
         self.failures = 0
+        self.on_wait: Callable[[], None] | None = None
         self.client.subscribe_topic(remote.TOPIC, self._on_event)
         # Ctrl-C, SIGTERM and SIGHUP end the command as Ctrl-C does, even where the shell that started it
         # ignores SIGINT (a background job): the remote runs must be cancelled, not left to run out.
@@ -124,6 +126,8 @@ class ClusterLauncher:
             try:
                 finished = wait(list(self._futures), timeout=0.5, return_when="FIRST_COMPLETED").done
             except TimeoutError:
+                if self.on_wait is not None:
+                    self.on_wait()
                 continue
             except Exception as exc:  # noqa: BLE001 - the futures cancelled with the connection, or the socket
                 if type(exc).__name__ == "FuturesCancelledError" or isinstance(exc, OSError):

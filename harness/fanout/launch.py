@@ -67,6 +67,9 @@ class Launcher(Protocol):
     slots: int
     dashboard: str | None
     remote: bool
+    # Called every half second while next_done() waits for a remote run (none locally: the run is made in
+    # the call): the command's live line shows the cluster as it is, not as it was at the last submit.
+    on_wait: Callable[[], None] | None
 
     def free(self) -> bool: ...
 
@@ -89,6 +92,7 @@ class LocalLauncher:
     slots = 1
     dashboard: str | None = None
     remote = False
+    on_wait: Callable[[], None] | None = None
 
     def __init__(self) -> None:
         self._queued: collections.deque[Job] = collections.deque()

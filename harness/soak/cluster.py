@@ -63,6 +63,12 @@ class ClusterSoak(Soak):
         self.launcher = launcher
         self.done: list[Done] = []
         self.cluster_lost = ""
+        launcher.on_wait = self._waiting  # the panel (and resources.csv) show the cluster as it is
+
+    def _waiting(self) -> None:
+        if not self.in_check:
+            self.segment_name = self.launcher.status()
+            self._show("running")
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         # Ctrl-C ends the soak at once: the remote segments are cancelled, not waited for. Inside a

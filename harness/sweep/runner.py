@@ -111,6 +111,8 @@ def run_cells(configs: Iterable[tuple[Cell, int, RunConfig]], out: Path, *, plan
 
         pending = iter(enumerate(configs))
         exhausted = False
+        if launcher.remote:  # the live line shows what runs where as it changes, not only at each submit
+            launcher.on_wait = lambda: progress.start(-1, None, 0, launcher.status())
         try:
             while True:
                 while not exhausted and launcher.busy() < depth and launcher.free():
@@ -205,10 +207,10 @@ class SweepProgress:
         if self._progress is not None:
             self._progress.stop()
 
-    def start(self, index: int, cell: Cell, seed: int, cluster: str = "") -> None:
+    def start(self, index: int, cell: Cell | None, seed: int, cluster: str = "") -> None:
         """The live line names the run under way; on a cluster, what runs where (``cluster``) instead."""
-        if self._progress is not None:
-            self._progress.update(self._task, description=cluster or f"{cell.cell_id} seed {seed}")
+        if self._progress is not None and (cluster or cell is not None):
+            self._progress.update(self._task, description=cluster or f"{cell.cell_id if cell else ''} seed {seed}")
 
     def done(self, index: int, row: dict[str, Any], text: str | None = None, cluster: str = "") -> None:
         text = text or self.row_text(row)
