@@ -305,7 +305,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--poll", "poll", float, "base poll interval when nothing is claimable", positive),
     RunOption("--client-timeout", "client_timeout", float, "worker's timeout on the external service", positive),
     RunOption("--drain-timeout", "drain_timeout", float,
-              "end the drain when no task became terminal for this long (0 = derived)", nonneg),
+              "end the drain when no task became terminal for this long (0 = derived); while every worker is "
+              "still starting (none has opened the queue yet) the clock stands still, up to 60 s", nonneg),
     *(RunOption(f"--{kind.replace('_', '-')}-rate", f"faults.{kind}", float, _FAULT_HELP[kind],
                 nonneg if kind in NEMESIS_FAULTS else probability,
                 metavar="PER_S" if kind in NEMESIS_FAULTS else "P", grid=GRID_AXIS)
