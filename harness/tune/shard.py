@@ -82,6 +82,8 @@ class ShardTuning(Tuning):
         self.shard = shard
         self.all = points(plan)
         self.made: list[dict[str, Any]] = []  # every row, with its point's key and run number there
+        self.stopped = "done"  # or "budget": a point of this shard left undecided; "interrupted"
+        self._point: tuple[int, int] = (0, 0)  # the run under way: its point (index in self.all) and run there
 
     def runs(self) -> Generator[tuple[Cell, int, RunConfig], None, None]:
         everything = list(enumerate(self.all))
@@ -99,9 +101,6 @@ class ShardTuning(Tuning):
                 self._point = (j, rep)
                 yield self._run(phase, 0, lease, fraction, "none", seed=self.plan.seed + j + rep * len(self.all))
                 rep += 1
-
-    stopped = "done"
-    _point: tuple[int, int] = (0, 0)
 
     def on_row(self, row: dict[str, Any]) -> None:
         super().on_row(row)
@@ -178,7 +177,8 @@ def replay(plan: Plan, out: Path, made: list[dict[str, Any]]) -> Tuning:
     if not tuning.violations():
         for m in made:
             if m["row"]["valid"] is False:
-                tuning.rows.append({**m["row"], "phase": m["phase"], "lease_prod": 0.0, "value": 0.0})
+                lease = round(float(m["row"]["lease"]) * plan.scale, 6)  # the run's lease, in production seconds
+                tuning.rows.append({**m["row"], "phase": m["phase"], "lease_prod": lease, "value": lease})
                 break
     return tuning
 

@@ -228,3 +228,18 @@ def test_the_merged_soak_joins_the_seed_banks_beside_its_shards(tmp_path: Path) 
     joined = seedbank.load(tmp_path / "m" / "seed-bank.json")
     assert sorted(e["seed"] for e in joined) == [1, 2, 3]
     assert store.read_soak_summary(tmp_path / "m")["seed_bank"] == str(tmp_path / "m" / "seed-bank.json")
+
+
+def test_a_violation_in_a_run_the_search_did_not_read_is_still_the_merged_answer(tmp_path: Path) -> None:
+    """A queue bug found by any shard is never dropped: no recommendation, the violation instead."""
+    plan = _plan(has_extend=False)
+    shards = [ShardTuning(plan, tmp_path / f"s{i}", (i, 2)) for i in (1, 2)]
+    for shard in shards:
+        _feed(shard)
+    made = [m for shard in shards for m in shard.made]
+    read = {r["seed"] for r in replay(plan, tmp_path / "m1", made).rows}
+    unread = next(m for m in made if m["row"]["seed"] not in read)
+    unread["row"] = {**unread["row"], "valid": False, "violated": "lease_exclusive", "lease": 0.2}
+    merged = replay(plan, tmp_path / "m2", made)
+    data = tuning_json(merged, command="c", interrupted=False, elapsed_s=0)
+    assert data["lease"] is None and [v["lease"] for v in data["violations"]] == [50.0]
