@@ -33,7 +33,7 @@ MEANING = {
 }
 
 # What each duplicate cause means (``duplicates.by_cause`` in summary.json; see
-# harness/checker/counts.py:duplicates for the exact rule). The earlier holder is the older of the
+# harness/checker/duplicate_causes.py:duplicates for the exact rule). The earlier holder is the older of the
 # two generations behind an extra action and the action before it.
 CAUSE_MEANING = {
     "s5": "the earlier holder was killed after acting, before its finish took effect; its lease ran out and "

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import cast
 
 from takeover.checker import network
-from takeover.checker.counts import counts, coverage, duplicates, extra_actions, warnings
+from takeover.checker.counts import counts, coverage, warnings
 from takeover.checker.diagnosis import diagnose
+from takeover.checker.duplicate_causes import duplicates, extra_actions
 from takeover.checker.facts import Facts, build_facts
 from takeover.checker.gate import Gate, judge
-from takeover.checker.invariants import InvariantResult, check_invariants
+from takeover.checker.invariant_result import InvariantResult
+from takeover.checker.invariants import check_invariants
 from takeover.checker.load import load_run
 from takeover.checker.model_coverage import model_coverage
 from takeover.checker.power import power_loss

@@ -32,7 +32,7 @@ import pandas as pd
 
 from takeover.checker import network
 from takeover.checker.facts import Facts, power_loss_between
-from takeover.checker.invariants import InvariantResult
+from takeover.checker.invariant_result import InvariantResult
 from takeover.checker.patterns import PATTERNS, Fields
 from takeover.summary_types import DiagnosisJson, Example
 

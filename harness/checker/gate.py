@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from takeover.checker.counts import causes
+from takeover.checker.duplicate_causes import causes
 from takeover.checker.facts import Facts
 from takeover.summary_types import DuplicateGate
 

@@ -1,7 +1,7 @@
 """What the network did to a worker (runs with ``--hosts``): which partition cut it off, which connection
 kill ended its session, which database restart dropped it, while it held a task.
 
-Why a module of its own: the duplicates' causes (takeover.checker.counts) and the diagnosis' sentences
+Why a module of its own: the duplicates' causes (takeover.checker.duplicate_causes) and the diagnosis' sentences
 (takeover.checker.diagnosis) both ask it, and both must answer alike. A run without hosts has none of
 these records, so nothing here changes what is said of it.
 """
@@ -110,7 +110,7 @@ def _reached(fx: Facts, who: str, hit: Hit) -> str:
 
 def duplicate_story(fx: Facts, row: Any) -> str | None:
     """One duplicate's story, in the order things happened: which network fault reached its earlier holder,
-    who took the task over, and when each acted (``row``: a row of takeover.checker.counts.extra_actions)."""
+    who took the task over, and when each acted (``row``: a row of takeover.checker.duplicate_causes.extra_actions)."""
     older_first = row.p_gen <= row.gen
     old, new = (row.p_process, row.process) if older_first else (row.process, row.p_process)
     old_t, new_t = (row.p_t, row.t) if older_first else (row.t, row.p_t)

@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from takeover.checker.counts import has_power_losses
+from takeover.checker.duplicate_causes import has_power_losses
 from takeover.checker.facts import Facts
 from takeover.summary_types import Example, PowerLoss
 

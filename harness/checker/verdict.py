@@ -9,7 +9,7 @@ from takeover.exit_codes import ExitCode
 from takeover.summary_types import UNKNOWN, Verdict
 
 if TYPE_CHECKING:
-    from takeover.checker.invariants import InvariantResult
+    from takeover.checker.invariant_result import InvariantResult
     from takeover.summary_types import Counts
 
 
