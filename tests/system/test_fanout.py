@@ -196,7 +196,8 @@ def test_a_soak_on_the_cluster_equals_two_soak_shards_merged_and_the_local_soak(
     """One 3 s segment per slot: the cluster's two slots make seg-0001 (seed 1) and seg-0002 (seed 2) at
     once, as shards 1/2 and 2/2 do side by side; the local soak makes seg-0001 alone, the same run."""
     soak = ("soak", "--profile", "smoke", "--minutes", "0.05", "--checkpoint", "3", "--no-replay")
-    procs = [start_takeover(*soak, "--cluster", cluster.address, "--out", str(tmp_path / "remote" / "soak")),
+    procs = [start_takeover(*soak, "--cluster", cluster.address, "--sample", "1",
+                            "--out", str(tmp_path / "remote" / "soak")),
              start_takeover(*soak, "--out", str(tmp_path / "local" / "soak"))]
     procs += [start_takeover(*soak, "--shard", f"{i}/2", "--out", str(tmp_path / f"s{i}" / "soak")) for i in (1, 2)]
     try:
@@ -214,6 +215,9 @@ def test_a_soak_on_the_cluster_equals_two_soak_shards_merged_and_the_local_soak(
     assert remote == _soak_segments(tmp_path / "merged")  # same runs (reproduce lines) and verdicts
     assert remote[:1] == _soak_segments(tmp_path / "local" / "soak")
     assert all(s[4] == "valid" for s in remote)
+    with open(tmp_path / "remote" / "soak" / "resources.csv", newline="") as fh:  # the panel's line, sampled
+        shown = [row["segment"] for row in csv.DictReader(fh)]
+    assert any("0 done, 2 running" in line for line in shown), shown  # as the runs ran, not as submitted
     assert not cluster.leftovers()
 
 
