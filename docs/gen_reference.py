@@ -259,7 +259,7 @@ def bench_tables(bench: dict[str, Any] | None) -> str:
              r.get("what", ""), r.get("absolute", "")] for r in results])
     detection = bench.get("detection")
     if detection:
-        from takeover.benchmarks.detection import HEADERS, footer, rows
+        from takeover.benchmarks.detection_table import HEADERS, footer, rows
 
         t = detection["targets"]
         measured = bench.get("detection_measured")  # when the detection figures come from a run of their own

@@ -39,7 +39,8 @@ by seed with a bug's aimed and random runs next to each other, so the two runs a
 mostly run side by side, under the same load. The windows a bug needs are milliseconds wide and
 the machine is shared: timing figures are noisy, and ``load_avg`` records how loaded it was. Runs
 go in a temp dir that is removed (``--keep DIR`` keeps every run folder; an INVALID reference run
-is kept anyway); Ctrl-C kills every run this module started before it returns.
+is kept anyway); Ctrl-C kills every run this module started before it returns. The table it prints is
+:mod:`takeover.benchmarks.detection_table`'s.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from takeover.benchmarks.detection_table import TARGET_CAUGHT_FRACTION, TARGET_MEDIAN_FIRST_S, fmt_s, table
 from takeover.errors import UsageError, under_error_contract
 from takeover.exit_codes import ExitCode
 
@@ -66,10 +68,6 @@ if TYPE_CHECKING:  # the checker (pandas) is loaded when a run is checked, not w
     from takeover.checker import CheckResult
     from takeover.fanout.launch import Launcher
 
-# Issue 12's targets: every planted bug caught in at least 95 % of 10 s runs, median time to first
-# violation at most 3 s. Shown beside the figures with PASS/MISS; nothing fails on them.
-TARGET_CAUGHT_FRACTION = 0.95
-TARGET_MEDIAN_FIRST_S = 3.0
 PROFILE = "stress"
 SEEDS = 10
 JOBS = 2
@@ -387,7 +385,7 @@ def _progress_line(name: str, r: dict[str, Any]) -> str:
         verdict = "VALID" if r["valid"] is True else f"{'INVALID' if r['valid'] is False else 'INCONCLUSIVE'}: " \
                   f"{', '.join(r['not_holding'])} ({r.get('run_dir')})"
         return f"{name:<24} {r['mode']:<6} seed {r['seed']}: {verdict}, run {r['wall_s']:.1f} s"
-    when = _fmt_s(r["first_violation_s"], r["at_end"])
+    when = fmt_s(r["first_violation_s"], r["at_end"])
     aimed = " ".join(f"{k} {v['hit']}/{v['hit'] + v['missed']}" for k, v in r["aimed"].items())
     return (f"{name:<24} {r['mode']:<6} seed {r['seed']}: {'caught' if r['caught'] else 'missed'}, "
             f"first violation {when}, run {r['wall_s']:.1f} s" + (f"; aimed hits {aimed}" if aimed else ""))
@@ -399,100 +397,6 @@ def kill_children() -> None:
 
     for child in psutil.Process().children():
         reap_tree(child.pid)
-
-
-def _fmt_s(s: float | None, at_end: int = 0) -> str:
-    return "-" if s is None else f"{s:.2f} s" + (" (end)" if at_end else "")
-
-
-def _fmt_x(x: float | None, num: float | None) -> str:
-    """A ratio; "inf" when only the denominator side is missing (random never caught it)."""
-    if x is not None:
-        return f"{x:.2f}x"
-    return "inf" if num else "-"
-
-
-def rows(fig: dict[str, Any]) -> list[list[str]]:
-    """The table's cells per bug, shared by the plain table and ``takeover bench``'s rich one:
-    bug, caught aimed, caught random, ratio, median aimed, median random, ratio, time target,
-    verdicts (caught, time)."""
-    out = []
-    for name, b in fig["bugs"].items():
-        rnd = b.get("random_only")
-        gain = fig.get("gain", {}).get("bugs", {}).get(name, {})
-        end = b["time_target"] == "at_end"
-        out.append([
-            name, f"{b['caught']}/{b['runs']}",
-            f"{rnd['caught']}/{rnd['runs']}" if rnd else "-",
-            _fmt_x(gain.get("caught_fraction"), b["caught_fraction"]) if rnd else "-",
-            _fmt_s(b["median_first_violation_s"], b["at_end"]),
-            _fmt_s(rnd["median_first_violation_s"], rnd["at_end"]) if rnd else "-",
-            "-" if end or not rnd else _fmt_x(gain.get("median_first_violation"), rnd["median_first_violation_s"]),
-            "at end" if end else f"<= {TARGET_MEDIAN_FIRST_S:g} s",
-            "PASS" if b["caught_pass"] else "MISS", "PASS" if b["time_pass"] else "MISS",
-        ])
-    return out
-
-
-HEADERS = ("planted bug", "caught aimed", "random", "ratio", "median first aimed", "random", "ratio",
-           "time target", "caught", "time")
-LEGEND = ("ratio: caught fraction aimed/random and median first violation random/aimed (above 1: the aimed "
-          "faults catch the bug more often, or sooner)")
-
-
-def footer(fig: dict[str, Any]) -> list[str]:
-    """The lines under the table: bugs per minute per mode, the reference queue, what the time
-    target means for end-only bugs, and how loaded the machine was."""
-    lines = [LEGEND] if "random_only" in fig else []
-    lines += [f"bugs found per minute of run time, aimed: {fig['bugs_per_minute']:.2f} ({fig['caught_runs']} of "
-             f"{fig['total_runs']} runs caught their bug in {fig['run_minutes']:.1f} min of runs)"]
-    rnd = fig.get("random_only")
-    if rnd:
-        gain = fig.get("gain", {}).get("bugs_per_minute")
-        lines.append(f"bugs found per minute of run time, random only: {rnd['bugs_per_minute']:.2f} "
-                     f"({rnd['caught_runs']} of {rnd['total_runs']} runs in {rnd['run_minutes']:.1f} min); "
-                     f"aimed/random {_fmt_x(gain, fig['bugs_per_minute'])}")
-    bugs = fig["bugs"].values()
-    caught = sum(b["caught"] for b in bugs)
-    if caught:
-        only = sum(b.get("diagnosis_names_only_defect", 0) for b in bugs)
-        named = sum(b.get("diagnosis_names_defect", 0) for b in bugs)
-        wrong = [f"{n} {b.get('diagnosis_names_only_defect', 0)}/{b['caught']}" for n, b in fig["bugs"].items()
-                 if b["caught"] and b.get("diagnosis_names_only_defect", 0) < b["caught"]]
-        lines.append(f"diagnosis, aimed: named the planted defect alone in {only} of {caught} caught runs, among "
-                     f"others in {named - only} more" + (f" (not alone: {', '.join(wrong)})" if wrong else ""))
-    for mode, ref in fig.get("reference", {}).items():
-        if ref["invalid"]:
-            bad = "; ".join(f"seed {r['seed']} {r['run_dir']}: {', '.join(r['not_holding'])}" for r in ref["invalid"])
-            lines.append(f"reference queue ({mode}): {ref['valid']}/{ref['runs']} VALID, RELEASE BLOCKER: {bad}")
-        else:
-            lines.append(f"reference queue ({mode}): {ref['valid']}/{ref['runs']} VALID (no false alarm)")
-    for name, b in fig["bugs"].items():
-        if b["time_target"] == "at_end":
-            lines.append(f"{name}: time target 'at end': {b['time_target_reason']}")
-    if "pass" in fig:
-        p = fig["pass"]
-        lines.append("overall: " + ", ".join(f"{k} {'PASS' if v else 'MISS'}" for k, v in p.items()))
-    if "load_avg" in fig:
-        lines.append(f"load average before/after: {fig['load_avg']['before']} / {fig['load_avg']['after']} "
-                     f"({os.cpu_count()} cores, {fig['jobs']} run(s) at once): timing figures are noisy")
-    return lines
-
-
-def table(fig: dict[str, Any]) -> str:
-    """The figures as plain text, one line per bug, targets with PASS/MISS."""
-    t = fig["targets"]
-    modes = " and random-only (every aimed fault rate 0)" if "random_only" in fig else ""
-    where = f", {fig['hosts']} hosts, network faults alone" if fig.get("hosts") else ""
-    lines = [f"detection power: profile {fig['profile']}{where}, {fig['seeds']} seed(s) x {fig['seconds']:g} s, "
-             f"aimed{modes} (targets: caught {t['caught_fraction']}, median first violation "
-             f"{t['median_first_violation_s']} s)"]
-    cells = [list(HEADERS), *rows(fig)]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(HEADERS))]
-    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-              for r in cells]
-    lines += footer(fig)
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> ExitCode:

@@ -282,7 +282,7 @@ def print_detection(fig: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from takeover.benchmarks.detection import HEADERS, footer, rows
+    from takeover.benchmarks.detection_table import HEADERS, footer, rows
 
     t = fig["targets"]
     table = Table(title=f"detection power: {fig['seeds']} seed(s) x {fig['seconds']:g} s runs, profile "
