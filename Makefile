@@ -30,9 +30,9 @@ SHELL := bash
 
 # The system packages a run's ARGS need: fuse3 for power losses (--power-loss-rate; sweep's --power-loss
 # axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server), iptables
-# for a run's hosts (--hosts: their network's firewall rules).
+# and iproute2 for a run's hosts (--hosts: their network namespaces, veths and firewall rules).
 RUN_PACKAGES = $(if $(findstring --power-loss,$(ARGS)),fuse3) $(if $(filter postgres --db=postgres,$(ARGS)),postgresql) \
-	$(if $(findstring --hosts,$(ARGS)),iptables)
+	$(if $(findstring --hosts,$(ARGS)),iptables iproute2)
 # Installs them first when there are any (a plain `make stress` needs none and runs nothing here).
 SYSTEM_FOR_RUN = $(if $(strip $(RUN_PACKAGES)),$(SYSTEM_PACKAGES) install $(RUN_PACKAGES))
 
@@ -42,7 +42,9 @@ all: test
 # import hook; setuptools warns about that hook on every install, which is noise here.
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet
 
+# Debian's python3 makes a venv only with python3-venv: installed first as root, else one line saying so.
 $(BIN)/pip:
+	@PYTHON=$(PYTHON) $(SYSTEM_PACKAGES) require python3-venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 

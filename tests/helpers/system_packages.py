@@ -11,12 +11,21 @@ broke, and a run that skips the power-loss or PostgreSQL tests must not go green
 
 Where fuse3 is installed but FUSE still cannot mount (no /dev/fuse in a container, no permission to open
 it), the test skips (or fails in CI) with takeover's own one-line reason (``takeover.powerloss.layer``).
+
+A JavaScript adapter also needs a node new enough for the libraries it loads (pg-boss 10 asks for node 20;
+Debian 12's nodejs is 18): ``@pytest.mark.needs_node_for("reference.js")`` reads what the adapter loads and
+what those libraries ask (adapters/js/package-lock.json's ``engines``), and skips with one line naming the
+version where the node here is older. Under CI=true that skip fails only where the machine could have had
+that node: when apt-get offers a nodejs new enough (the set-up should have given it); where the newest node
+apt-get offers is older too (Debian 12), the adapter's tests skip in CI as well, saying so.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +34,8 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "system-packages"
 MARK = "needs_package"
+NODE_MARK = "needs_node_for"
+JS = SCRIPT.parents[1] / "adapters" / "js"
 CI_VALUES = ("true", "1", "yes")  # what CI services set CI to (GitHub, GitLab: "true")
 
 
@@ -75,17 +86,109 @@ def why_not(package: str) -> str:
     return beyond() if beyond else ""
 
 
+REQUIRE = re.compile(r"""\brequire\(\s*['"]([^'"]+)['"]\s*\)""")
+
+
+def _libraries(adapter: Path) -> set[str]:
+    """The npm libraries ``adapter`` loads, through its own files (``require('./protocol')``) too."""
+    files, libraries, todo = set(), set(), [adapter]
+    while todo:
+        path = todo.pop()
+        if path in files:
+            continue
+        files.add(path)
+        for name in REQUIRE.findall(path.read_text()):
+            if name.startswith("."):
+                todo.append((path.parent / name).with_suffix(".js"))
+            elif not name.startswith("node:"):  # node's own modules ask for nothing
+                libraries.add("/".join(name.split("/")[: 2 if name.startswith("@") else 1]))
+    return libraries
+
+
+def _oldest_major(engines: str) -> int:
+    """The oldest node major an ``engines.node`` range admits: ">=20" -> 20, "6.* || >= 10.x" -> 6."""
+    return min(int(re.search(r"\d+", part)[0]) for part in engines.split("||") if re.search(r"\d+", part))
+
+
+@functools.cache
+def node_needed(adapter: str) -> tuple[int, str]:
+    """The oldest node major every library ``adapter`` (a file of adapters/js) loads accepts, and why:
+    each library and what it depends on, as adapters/js/package-lock.json pins them and their ``engines``."""
+    packages = json.loads((JS / "package-lock.json").read_text())["packages"]
+    need, why = 0, ""
+    todo = [f"node_modules/{name}" for name in _libraries(JS / adapter)]
+    seen: set[str] = set()
+    while todo:
+        key = todo.pop()
+        if key in seen or key not in packages:  # not pinned: one of node's own modules (require('crypto'))
+            continue
+        seen.add(key)
+        entry = packages[key]
+        engines = entry.get("engines", {}).get("node")
+        if engines and _oldest_major(engines) > need:
+            need, why = _oldest_major(engines), f"{key.rsplit('node_modules/', 1)[1]} {entry['version']}: {engines}"
+        for dep in entry.get("dependencies", {}):  # npm's lookup: nested under key first, else hoisted
+            nested = f"{key}/node_modules/{dep}"
+            todo.append(nested if nested in packages else f"node_modules/{dep}")
+    return need, why
+
+
+@functools.cache
+def node_version() -> str:
+    """This machine's node ("v18.19.0"), empty where there is none."""
+    try:
+        return subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:
+        return ""
+
+
+@functools.cache
+def offered(package: str) -> str:
+    """The version apt-get would install of ``package`` (empty where it offers none)."""
+    return _script("offers", package).strip()
+
+
+def _major(version: str) -> int:
+    found = re.search(r"\d+", version)
+    return int(found[0]) if found else 0
+
+
+def node_too_old(adapter: str) -> tuple[str, bool]:
+    """One line saying which node ``adapter`` needs where the node here is older (empty where it is new
+    enough, or where there is no node: ``needs_package("nodejs")`` says that), and whether apt-get could
+    have given one new enough."""
+    here = node_version()
+    need, why = node_needed(adapter)
+    if not here or _major(here) >= need:
+        return "", False
+    apt = offered("nodejs")
+    could = _major(apt) >= need
+    where = f"apt-get's nodejs is {apt}" if apt else "apt-get offers no nodejs"
+    return (f"{adapter} needs node {need} or newer ({why}); node here is {here} and {where}: "
+            f"install node {need} or newer (nodejs.org, NodeSource)"), could  # fmt: skip
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in CI_VALUES
 
 
 def require_packages(item: pytest.Item) -> None:
-    """Skip ``item`` (fail it under CI=true) when a package one of its ``needs_package`` marks names is missing."""
+    """Skip ``item`` (fail it under CI=true) when a package one of its ``needs_package`` marks names is missing,
+    or when the node here is too old for an adapter its ``needs_node_for`` marks name (failing under CI=true
+    only where apt-get offers a node new enough)."""
     for mark in item.iter_markers(MARK):
         for package in mark.args:
             why = why_not(package)
             if why and in_ci():
                 pytest.fail(f"{why} (CI=true: a test that needs a missing system package fails, not skips)",
+                            pytrace=False)  # fmt: skip
+            if why:
+                pytest.skip(why)
+    for mark in item.iter_markers(NODE_MARK):
+        for adapter in mark.args:
+            why, could = node_too_old(adapter)
+            if why and could and in_ci():
+                pytest.fail(f"{why} (CI=true: apt-get offers that node, so the set-up should have installed it)",
                             pytrace=False)  # fmt: skip
             if why:
                 pytest.skip(why)

@@ -158,7 +158,7 @@ def _marks(o: RunOption) -> Any:
     if o.dest == "power_loss_rate":
         return pytest.param(o, marks=pytest.mark.needs_package("fuse3"))
     if o.dest in NET_DESTS:
-        return pytest.param(o, marks=[pytest.mark.needs_package("iptables"),
+        return pytest.param(o, marks=[pytest.mark.needs_package("iptables", "iproute2"),
                                       pytest.mark.skipif(os.geteuid() != 0, reason="--hosts needs root")])
     return o
 
