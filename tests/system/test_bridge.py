@@ -116,6 +116,7 @@ def test_a_stress_run_through_the_bridge_is_valid_and_leaves_nothing(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.needs_package("nodejs", "npm", "postgresql")
+@pytest.mark.needs_node_for("reference.js", "planted.js")
 def test_the_javascript_reference_passes_and_its_planted_bug_departs(monkeypatch):
     import takeover
     from takeover import db

@@ -8,6 +8,8 @@ lacks is set by replacing the script's answer (the packages are installed here, 
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 
 import pytest
@@ -72,13 +74,78 @@ def test_a_mark_naming_a_package_the_script_does_not_know_is_an_error(pytester, 
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:takeover")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        ["*needs_package('fuse'): scripts/system-packages knows only fuse3, postgresql, iptables, nodejs, npm*"])
+        ["*needs_package('fuse'): scripts/system-packages knows only fuse3, postgresql, iptables, iproute2, nodejs, npm*"])
+
+
+KNOWN = "fuse3 postgresql iptables iproute2 nodejs npm python3-venv"
 
 
 def test_the_script_refuses_an_unknown_package_or_command_in_one_line() -> None:
-    for argv, words in ((["missing", "fuse"], "unknown package 'fuse' (known: fuse3 postgresql iptables nodejs npm)"),
-                        (["install", "fuse"], "unknown package 'fuse' (known: fuse3 postgresql iptables nodejs npm)"),
-                        (["remove"], "usage: scripts/system-packages list|missing|install [PACKAGE...], got 'remove'")):
+    for argv, words in ((["missing", "fuse"], f"unknown package 'fuse' (known: {KNOWN})"),
+                        (["install", "fuse"], f"unknown package 'fuse' (known: {KNOWN})"),
+                        (["require", "fuse"], f"unknown package 'fuse' (known: {KNOWN})"),
+                        (["offers"], "offers takes one package, got 0"),
+                        (["remove"], "usage: scripts/system-packages list|missing|install|require|offers [PACKAGE...], "
+                                     "got 'remove'")):
         done = subprocess.run([str(system_packages.SCRIPT), *argv], capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr == f"system-packages: {words}\n"
+
+
+def test_without_ensurepip_make_is_told_in_one_line_what_to_install(tmp_path) -> None:
+    """Debian's python3 makes no venv without python3-venv: `require`, which make runs before `python -m venv`,
+    names it in one line and exits 1 where it cannot install it (here: a python with no ensurepip, on a PATH
+    with no apt-get, so root cannot install it either)."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for program in ("bash", "id", "cut", "paste", "sed"):  # what the script runs on this path; no apt-get
+        (bin_ / program).symlink_to(shutil.which(program) or program)
+    python = bin_ / "python3"
+    python.write_text("#!/bin/sh\nexit 1\n")  # `import ensurepip` fails, as on Debian without python3-venv
+    python.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(python), "PATH": str(bin_)}
+    why = f"ensurepip for {python} (python -m venv needs it)"
+    for verb, code, out, err in (("missing", 0, f"python3-venv\t{why}\n", ""),
+                                 ("require", 1, "", f"system-packages: missing {why}: as root, apt-get install "
+                                                    "python3-venv\n")):
+        done = subprocess.run([str(system_packages.SCRIPT), verb, "python3-venv"], capture_output=True, text=True,
+                              env=env, timeout=30)  # fmt: skip
+        assert (done.returncode, done.stdout, done.stderr) == (code, out, err)
+
+
+def test_an_adapter_needs_the_node_its_libraries_ask_for() -> None:
+    """What an adapter of adapters/js needs is read from what it loads (its own files too) and the engines the
+    lock file pins: pg-boss 10 asks for node 20, pg for 16 (Debian 12's nodejs, 18, runs the reference)."""
+    assert system_packages.node_needed("pgboss.js") == (20, "pg-boss 10.4.2: >=20")
+    assert system_packages.node_needed("reference.js") == (16, "pg 8.23.1: >= 16.0.0")
+    assert system_packages.node_needed("planted.js") == system_packages.node_needed("reference.js")  # through ./reference
+    assert system_packages._oldest_major("6.* || 8.* || >= 10.*") == 6
+
+
+NODE_INNER = """
+    import pytest
+
+    @pytest.mark.needs_node_for("pgboss.js")
+    def test_pgboss():
+        pass
+"""
+NODE_LINE = ("pgboss.js needs node 20 or newer (pg-boss 10.4.2: >=20); node here is v18.19.0 and apt-get's nodejs is "
+             "{apt}: install node 20 or newer (nodejs.org, NodeSource)")
+
+
+@pytest.mark.parametrize(("apt", "outcome"), [("18.19.0", "skipped"), ("20.19.2", "errors")])
+def test_a_node_too_old_for_an_adapter_skips_naming_the_version(pytester, monkeypatch, apt, outcome) -> None:
+    """Under CI=true: Debian 12 offers node 18 only, so there even CI skips the adapter (it could not have had
+    node 20); where apt-get offers node 20 the set-up should have installed it, and CI fails. (Without CI the
+    line is the same skip: the branch of require_packages that every skip takes.)"""
+    monkeypatch.setattr(system_packages, "node_version", lambda: "v18.19.0")
+    monkeypatch.setattr(system_packages, "offered", lambda package: apt)
+    monkeypatch.setenv("CI", "true")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_inner=NODE_INNER)
+    result = pytester.runpytest("-rs", "-p", "no:cacheprovider", "-p", "no:takeover")
+    result.assert_outcomes(**{outcome: 1})
+    said = [line for line in result.outlines if "pgboss.js needs" in line]
+    assert len(said) == 1 and NODE_LINE.format(apt=apt) in said[0], result.outlines
+    monkeypatch.setattr(system_packages, "node_version", lambda: "v20.19.2")
+    assert system_packages.node_too_old("pgboss.js") == ("", False)
