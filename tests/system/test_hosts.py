@@ -22,7 +22,7 @@ import pytest
 from tests.helpers.processes import REPO, records
 from tests.system.test_postgres import _env, servers_of
 
-pytestmark = [pytest.mark.slow, pytest.mark.needs_package("postgresql"), pytest.mark.needs_package("iptables", "iproute2"),
+pytestmark = [pytest.mark.slow, pytest.mark.needs_package("postgresql", "iptables", "iproute2"),
               pytest.mark.skipif(os.geteuid() != 0, reason="--hosts needs root (network namespaces)")]
 
 
