@@ -23,19 +23,18 @@ apt-get offers is older too (Debian 12), the adapter's tests skip in CI as well,
 from __future__ import annotations
 
 import functools
-import json
 import os
-import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import node_needs
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "system-packages"
 MARK = "needs_package"
 NODE_MARK = "needs_node_for"
-JS = SCRIPT.parents[1] / "adapters" / "js"
 CI_VALUES = ("true", "1", "yes")  # what CI services set CI to (GitHub, GitLab: "true")
 
 
@@ -64,11 +63,14 @@ def _fuse_mounts() -> str:
 
 def _js_libraries() -> str:
     """adapters/js's libraries, which ``make`` installs with npm ci once node and npm are here, with
-    better-sqlite3's addon (fetched or compiled by its install script: make js runs it)."""
-    modules = SCRIPT.parents[1] / "adapters" / "js" / "node_modules"
+    better-sqlite3's addon (fetched or compiled by its install script: make js runs it) where node is new
+    enough to load it (where it is not, make js leaves the addon out and the tests of sqlite.js skip on
+    their ``needs_node_for``)."""
+    modules = node_needs.JS / "node_modules"
     installed = (modules / ".package-lock.json").is_file()
     built = (modules / "better-sqlite3" / "build" / "Release" / "better_sqlite3.node").is_file()
-    return "" if installed and built else "needs adapters/js's libraries: run make js (npm ci in adapters/js)"
+    ok = installed and (built or node_needs.too_old("better-sqlite3") != "")
+    return "" if ok else "needs adapters/js's libraries: run make js (npm ci in adapters/js)"
 
 
 # What must work beyond the package's files, as takeover itself checks it before it starts.
@@ -86,86 +88,23 @@ def why_not(package: str) -> str:
     return beyond() if beyond else ""
 
 
-REQUIRE = re.compile(r"""\brequire\(\s*['"]([^'"]+)['"]\s*\)""")
-
-
-def _libraries(adapter: Path) -> set[str]:
-    """The npm libraries ``adapter`` loads, through its own files (``require('./protocol')``) too."""
-    files, libraries, todo = set(), set(), [adapter]
-    while todo:
-        path = todo.pop()
-        if path in files:
-            continue
-        files.add(path)
-        for name in REQUIRE.findall(path.read_text()):
-            if name.startswith("."):
-                todo.append((path.parent / name).with_suffix(".js"))
-            elif not name.startswith("node:"):  # node's own modules ask for nothing
-                libraries.add("/".join(name.split("/")[: 2 if name.startswith("@") else 1]))
-    return libraries
-
-
-def _oldest_major(engines: str) -> int:
-    """The oldest node major an ``engines.node`` range admits: ">=20" -> 20, "6.* || >= 10.x" -> 6."""
-    return min(int(re.search(r"\d+", part)[0]) for part in engines.split("||") if re.search(r"\d+", part))
-
-
-@functools.cache
-def node_needed(adapter: str) -> tuple[int, str]:
-    """The oldest node major every library ``adapter`` (a file of adapters/js) loads accepts, and why:
-    each library and what it depends on, as adapters/js/package-lock.json pins them and their ``engines``."""
-    packages = json.loads((JS / "package-lock.json").read_text())["packages"]
-    need, why = 0, ""
-    todo = [f"node_modules/{name}" for name in _libraries(JS / adapter)]
-    seen: set[str] = set()
-    while todo:
-        key = todo.pop()
-        if key in seen or key not in packages:  # not pinned: one of node's own modules (require('crypto'))
-            continue
-        seen.add(key)
-        entry = packages[key]
-        engines = entry.get("engines", {}).get("node")
-        if engines and _oldest_major(engines) > need:
-            need, why = _oldest_major(engines), f"{key.rsplit('node_modules/', 1)[1]} {entry['version']}: {engines}"
-        for dep in entry.get("dependencies", {}):  # npm's lookup: nested under key first, else hoisted
-            nested = f"{key}/node_modules/{dep}"
-            todo.append(nested if nested in packages else f"node_modules/{dep}")
-    return need, why
-
-
-@functools.cache
-def node_version() -> str:
-    """This machine's node ("v18.19.0"), empty where there is none."""
-    try:
-        return subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except OSError:
-        return ""
-
-
 @functools.cache
 def offered(package: str) -> str:
     """The version apt-get would install of ``package`` (empty where it offers none)."""
     return _script("offers", package).strip()
 
 
-def _major(version: str) -> int:
-    found = re.search(r"\d+", version)
-    return int(found[0]) if found else 0
-
-
 def node_too_old(adapter: str) -> tuple[str, bool]:
     """One line saying which node ``adapter`` needs where the node here is older (empty where it is new
     enough, or where there is no node: ``needs_package("nodejs")`` says that), and whether apt-get could
     have given one new enough."""
-    here = node_version()
-    need, why = node_needed(adapter)
-    if not here or _major(here) >= need:
+    why = node_needs.too_old(adapter)
+    if not why:
         return "", False
+    need, _ = node_needs.node_needed(adapter)
     apt = offered("nodejs")
-    could = _major(apt) >= need
     where = f"apt-get's nodejs is {apt}" if apt else "apt-get offers no nodejs"
-    return (f"{adapter} needs node {need} or newer ({why}); node here is {here} and {where}: "
-            f"install node {need} or newer (nodejs.org, NodeSource)"), could  # fmt: skip
+    return f"{why} and {where}: install node {need} or newer (nodejs.org, NodeSource)", node_needs.major(apt) >= need
 
 
 def in_ci() -> bool:

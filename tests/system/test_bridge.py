@@ -116,7 +116,7 @@ def test_a_stress_run_through_the_bridge_is_valid_and_leaves_nothing(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.needs_package("nodejs", "npm", "postgresql")
-@pytest.mark.needs_node_for("reference.js", "planted.js")
+@pytest.mark.needs_node_for("postgres.js")  # reference.js and planted.js load only the database's file
 def test_the_javascript_reference_passes_and_its_planted_bug_departs(monkeypatch):
     import takeover
     from takeover import db
@@ -132,6 +132,7 @@ def test_the_javascript_reference_passes_and_its_planted_bug_departs(monkeypatch
 
 
 @pytest.mark.needs_package("nodejs", "npm")
+@pytest.mark.needs_node_for("sqlite.js")
 def test_the_javascript_reference_passes_on_sqlite_and_its_planted_bug_departs(monkeypatch):
     import takeover
 

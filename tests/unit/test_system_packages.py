@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import system_packages
+from tests.helpers import node_needs, system_packages
 
 pytest_plugins = ["pytester"]
 
@@ -115,12 +115,15 @@ def test_without_ensurepip_make_is_told_in_one_line_what_to_install(tmp_path) ->
 
 def test_an_adapter_needs_the_node_its_libraries_ask_for() -> None:
     """What an adapter of adapters/js needs is read from what it loads (its own files too) and the engines the
-    lock file pins: pg-boss 10 asks for node 20, pg for 16 (Debian 12's nodejs, 18, runs the reference)."""
-    assert system_packages.node_needed("pgboss.js") == (20, "pg-boss 10.4.2: >=20")
-    assert system_packages.node_needed("reference.js") == (16, "pg 8.23.1: >= 16.0.0")
-    # planted.js loads pg through its own ./reference
-    assert system_packages.node_needed("planted.js") == system_packages.node_needed("reference.js")
-    assert system_packages._oldest_major("6.* || 8.* || >= 10.*") == 6
+    lock file pins: pg-boss 10 and better-sqlite3 12 ask for node 20, pg for 16 (Debian 12's nodejs is 18)."""
+    assert node_needs.node_needed("pgboss.js") == (20, "pg-boss 10.4.2: >=20")
+    assert node_needs.node_needed("postgres.js") == (16, "pg 8.23.1: >= 16.0.0")  # through its own ./checks too
+    sqlite = node_needs.node_needed("sqlite.js")
+    assert sqlite[0] == 20 and sqlite[1].startswith("better-sqlite3 12.")
+    assert node_needs.node_needed("reference.js") == sqlite  # both databases' files, through ./sqlite
+    assert node_needs.node_needed("better-sqlite3") == sqlite  # a library by name, as make js asks
+    assert node_needs.oldest_major("6.* || 8.* || >= 10.*") == 6
+    assert node_needs.oldest_major("*") == 0
 
 
 NODE_INNER = """
@@ -139,7 +142,7 @@ def test_a_node_too_old_for_an_adapter_skips_naming_the_version(pytester, monkey
     """Under CI=true: Debian 12 offers node 18 only, so there even CI skips the adapter (it could not have had
     node 20); where apt-get offers node 20 the set-up should have installed it, and CI fails. (Without CI the
     line is the same skip: the branch of require_packages that every skip takes.)"""
-    monkeypatch.setattr(system_packages, "node_version", lambda: "v18.19.0")
+    monkeypatch.setattr(node_needs, "node_version", lambda: "v18.19.0")
     monkeypatch.setattr(system_packages, "offered", lambda package: apt)
     monkeypatch.setenv("CI", "true")
     pytester.makeconftest(CONFTEST)
@@ -148,5 +151,5 @@ def test_a_node_too_old_for_an_adapter_skips_naming_the_version(pytester, monkey
     result.assert_outcomes(**{outcome: 1})
     said = [line for line in result.outlines if "pgboss.js needs" in line]
     assert len(said) == 1 and NODE_LINE.format(apt=apt) in said[0], result.outlines
-    monkeypatch.setattr(system_packages, "node_version", lambda: "v20.19.2")
+    monkeypatch.setattr(node_needs, "node_version", lambda: "v20.19.2")
     assert system_packages.node_too_old("pgboss.js") == ("", False)
