@@ -10,8 +10,7 @@ The stages, each run only when the ones before did not kill the mutant:
 1. **crash**: the module does not import, the queue cannot be opened, or every call the scenarios
    make raises. Such a mutant is killed, but by nothing takeover checks; it is counted apart.
 2. **scenarios**: the spec's five scenarios on the logical clock (:func:`takeover.scenario_replay.run_scenarios`).
-3. **explore**: random contract-call sequences checked against the spec's model, when
-   ``takeover.explorer`` exists (it was being built; until then the stage is reported as not run).
+3. **explore**: random contract-call sequences checked against the spec's model (``takeover.explorer``).
 4. **stress**: one real stress run (profile ``stress``, ``--duration`` the stress seconds, the given
    seed), made in this process as ``takeover hunt`` makes its runs (the coordinator, then the checker),
    one at a time: two stress runs at once on 2 cores would slow each other's workers into timing
@@ -26,7 +25,6 @@ flagged: the table is wrong about it.
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
 import shutil
 import sys
@@ -241,18 +239,15 @@ class Runner:
         return bool(failures), None, failures[0] if failures else ""
 
     def _explore(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
-        """``takeover.explorer`` with a budget of examples (the seconds a cap), when it exists; None (not run)
-        until then. Its time to kill is when the first departure came, before Hypothesis and the replay shrink
-        it; the stage's record says which example that was (``examples_to_kill``), how many ran, and whether
-        the cap cut the budget short (``capped``)."""
-        try:  # by name: explore is being built beside this, and lands on its own
-            explore_queue = importlib.import_module("takeover.explorer").explore_queue
-        except (ImportError, AttributeError):
-            return None
+        """``takeover.explorer`` with a budget of examples (the seconds a cap); None (not run) when explore
+        could not judge the mutant. Its time to kill is when the first departure came, before Hypothesis and
+        the replay shrink it; the stage's record says which example that was (``examples_to_kill``), how many
+        ran, and whether the cap cut the budget short (``capped``)."""
+        from takeover.explorer import explore_queue
+
         options: dict[str, Any] = {"seed": self.settings.seed, "examples": self.settings.explore_examples,
-                                   "seconds": self.settings.explore_seconds}
-        if "shrink_budget" in inspect.signature(explore_queue).parameters:
-            options["shrink_budget"] = 0  # the verdict is wanted here, not the minimal sequence
+                                   "seconds": self.settings.explore_seconds,
+                                   "shrink_budget": 0}  # the verdict is wanted here, not the minimal sequence
         try:
             result = explore_queue(spec, **options)
         except Exception as exc:  # noqa: BLE001 - explore could not judge this mutant: the stage did not run
