@@ -4,9 +4,9 @@ Both are the spec's reference queue, one transaction per call and the same state
 (adapters/js/postgres.js and takeover.queues.postgres_lease on PostgreSQL, adapters/js/sqlite.js and
 takeover.queues.sqlite_lease on SQLite), each on a fresh database with its tasks registered; the timed
 loop is claim+finish pairs through the contract's methods (queue_raw.queue_pairs), interleaved with the
-native queue's. The ratio is what going through another process costs: a JSON line each way, a pipe,
-node and its driver. The per-call overhead is that cost per call in microseconds: the difference of the
-two per-pair times, halved.
+native queue's in turns of a hundred pairs. The ratio is what going through another process costs: a
+JSON line each way, a pipe, node and its driver. The per-call overhead is that cost per call in
+microseconds: the difference of the two per-pair times, halved.
 
 On PostgreSQL (``--db postgres``, the figure in every ``takeover bench --db postgres``) both queues also
 wait for the server on every call, so the bridge's share is smaller; on SQLite (``takeover bench --only
@@ -17,19 +17,21 @@ is a few library calls in-process and the figure is close to the bridge's cost a
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from takeover import db
 from takeover.benchmarks import queue_raw
-from takeover.benchmarks.timing import compare, ratio_figures
+from takeover.benchmarks.timing import Sample, rate, ratio_figures
 from takeover.contract import open_queue
 from takeover.errors import UsageError
 
 # The repository's adapters (an editable install: harness/ is takeover, adapters/ beside it).
 JS_REFERENCE = Path(__file__).resolve().parents[2] / "adapters" / "js" / "reference.js"
 # What each database needs of adapters/js/node_modules (make js installs and builds them).
+CHUNK = 100  # pairs timed in one turn of each queue (see bridge_vs_native)
 _LIBRARY = {db.SQLITE: Path("better-sqlite3") / "build" / "Release" / "better_sqlite3.node", db.POSTGRES: Path("pg")}
 
 
@@ -43,26 +45,43 @@ def js_reference(database: str = db.POSTGRES) -> str:
 
 
 def bridge_vs_native(pairs: int, repetitions: int, database: str = db.POSTGRES) -> dict[str, Any]:
-    """``database``: ``db.POSTGRES`` (the served server's fresh databases) or ``db.SQLITE`` (fresh files)."""
+    """``database``: ``db.POSTGRES`` (the served server's fresh databases) or ``db.SQLITE`` (fresh files).
+
+    Each repetition opens both queues on fresh databases, then times them in alternation, ``CHUNK`` pairs
+    at a time (A B B A ...), rather than a whole repetition each: a commit on the served PostgreSQL waits
+    for an fsync (fsync=on), which on a shared disk took from 0.4 to 9 ms within one minute, so only
+    turns of a fraction of a second see the same disk. The rates are the chunks'.
+    """
     spec = js_reference(database)
     if database == db.POSTGRES:
         from takeover.benchmarks.postgres import FreshDatabases
 
-        fresh: Any = FreshDatabases(pairs + 10)
+        fresh: Any = FreshDatabases(pairs + 2 * CHUNK)
     else:
-        fresh = queue_raw.FreshQueues(pairs + 10)
+        fresh = queue_raw.FreshQueues(pairs + 2 * CHUNK)
+    bridged_rates: list[float] = []
+    native_rates: list[float] = []
     with fresh:
-
-        def bridged() -> Any:
-            queue = fresh.track(open_queue(spec, fresh.path()))
-            queue.register("t0", 0.0)  # untimed: the adapter opens the database after its hello
-            return partial(queue_raw.queue_pairs, queue, pairs)
-
-        cand, base = compare(bridged, lambda: partial(queue_raw.queue_pairs, fresh.queue(), pairs),
-                             repetitions=repetitions)  # fmt: skip
-    figures: dict[str, Any] = ratio_figures("bridge_vs_native", cand, base, "bridge_pairs_per_s",
+        for rep in range(repetitions):
+            bridged = fresh.track(open_queue(spec, fresh.path()))
+            native = fresh.queue()
+            for queue in (bridged, native):  # untimed: connections made, statements prepared
+                queue_raw.queue_pairs(queue, CHUNK)
+            for turn in range(max(1, pairs // CHUNK)):
+                order = [(native, native_rates), (bridged, bridged_rates)]
+                if (rep + turn) % 2:
+                    order.reverse()  # neither always goes first
+                for queue, rates in order:
+                    rates.append(rate(partial(_turn, queue)))
+    figures: dict[str, Any] = ratio_figures("bridge_vs_native", Sample(tuple(bridged_rates)),
+                                            Sample(tuple(native_rates)), "bridge_pairs_per_s",
                                             "native_pairs_per_s")  # fmt: skip
-    per_pair_us = 1e6 / cand.median - 1e6 / base.median
+    per_pair_us = 1e6 / figures["bridge_pairs_per_s"] - 1e6 / figures["native_pairs_per_s"]
     figures["per_call_overhead_us"] = round(per_pair_us / 2, 1)
     figures["db"] = database
     return figures
+
+
+def _turn(queue: Any) -> Callable[[], int]:
+    """One timed turn of ``queue`` (timing.rate's prepare: nothing to prepare)."""
+    return partial(queue_raw.queue_pairs, queue, CHUNK)
