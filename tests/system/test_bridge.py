@@ -76,8 +76,15 @@ time.sleep(60)
 """
 
 
-def test_freezing_or_killing_a_worker_freezes_or_kills_its_adapter(tmp_path):
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, ADAPTER, str(tmp_path / "q.sqlite")], cwd=REPO,
+JS_SQLITE = [pytest.mark.needs_package("nodejs", "npm"), pytest.mark.needs_node_for("sqlite.js")]
+
+
+# The JavaScript reference waits for a request in a blocking read(2), not node's event loop: frozen and
+# killed all the same.
+@pytest.mark.parametrize("adapter", [ADAPTER, pytest.param("exec:node adapters/js/reference.js", marks=JS_SQLITE)],
+                         ids=["python", "node"])
+def test_freezing_or_killing_a_worker_freezes_or_kills_its_adapter(tmp_path, adapter):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, adapter, str(tmp_path / "q.sqlite")], cwd=REPO,
                              stdout=subprocess.PIPE, text=True, env=child_env())
     try:
         assert owner.stdout is not None
@@ -143,3 +150,17 @@ def test_the_javascript_reference_passes_on_sqlite_and_its_planted_bug_departs(m
     assert not planted.ok
     stale = [line for line in planted.failures if "S3 step 6" in line and "expected False, got True" in line]
     assert stale, planted.failures
+
+
+@pytest.mark.nightly
+@pytest.mark.slow
+@pytest.mark.needs_package("nodejs", "npm")
+@pytest.mark.needs_node_for("sqlite.js")
+def test_a_stress_run_of_the_javascript_reference_on_sqlite_is_valid_and_leaves_nothing(tmp_path):
+    out = tmp_path / "run"
+    result = takeover("stress", "--profile", "smoke", "--queue", "exec:node adapters/js/reference.js",
+                      "--duration", "3", "--seed", "1", "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["valid"] is True and summary["counts"]["claims"]["ok"] > 0
+    assert wait_no_stragglers(out) == []
