@@ -126,7 +126,7 @@ JS_NODEDIR = $$(prefix=$$(dirname "$$(dirname "$$(readlink -f "$$(command -v nod
 js: $(TEST_STAMP)
 	@if [ -f $(JS_STAMP) ] && [ $(JS_STAMP) -nt adapters/js/package-lock.json ]; then :; \
 	elif ! command -v npm >/dev/null; then \
-		echo "make: no npm here, so adapters/js is not installed; its tests skip (scripts/system-packages install)" >&2; \
+		echo "make: no npm here, so adapters/js is not installed; its tests skip (as root: apt-get install nodejs npm)" >&2; \
 	elif ! (cd adapters/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); then exit 1; \
 	elif old=$$($(BIN)/python -m tests.helpers.node_needs better-sqlite3); then \
 		cd adapters/js && env $(JS_NODEDIR) npm rebuild better-sqlite3 --loglevel=error \

@@ -62,6 +62,7 @@ def test_bad_out_is_one_line_exit_2(tmp_path):
 
 
 @pytest.mark.needs_package("nodejs", "npm")
+@pytest.mark.needs_node_for("sqlite.js")  # the JavaScript reference on SQLite: better-sqlite3
 def test_bridge_vs_native_runs_on_sqlite_when_asked(tmp_path):
     """On SQLite the JavaScript reference queue is measured only by name; the figure says its database."""
     out = tmp_path / "bench.json"

@@ -145,6 +145,7 @@ def test_sigkill_of_the_coordinator_while_a_worker_is_frozen_inside_a_call_leave
         stop_and_reap(proc, run_dir)
 
 
+@pytest.mark.needs_package("postgresql")
 def test_the_hook_sees_a_postgres_queues_statements_through_psycopg(tmp_path: Path) -> None:
     """The PostgreSQL reference queue on a private server: its statements reach the hook through the cursor
     class set on its connection, and a trap stops before its finish's UPDATE with the row still running."""
