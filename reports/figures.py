@@ -139,6 +139,15 @@ def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> li
     return legend
 
 
+def _hosts_of(fx: Facts) -> dict[float, str]:
+    """`` on h2`` per worker incarnation in a run with hosts; empty otherwise (lanes keep their labels)."""
+    from takeover.checker.network import has_network, process_hosts
+
+    if not has_network(fx):
+        return {}
+    return {p: f" on {h}" for p, h in process_hosts(fx).items() if h}
+
+
 def _path_words(config: dict[str, Any]) -> str:
     """The legend's words for the delay and loss on every host's path (the whole run), or "" without them."""
     delay, loss = config.get("net_delay"), config.get("net_loss")
@@ -286,7 +295,8 @@ def timeline_figure(fx: Facts, tasks: Sequence[float] = (), violations: Sequence
     ax.scatter(lost["t_inv"] - rel, lost["target"].map(lane), marker="v", s=30, c="#9b5de5", zorder=5)
     workers = fx.ops.spawns.drop_duplicates("target").set_index("target")["worker"]
     ax.set_yticks(range(len(procs)))
-    ax.set_yticklabels([f"{workers.get(p, '?')} #{p}" for p in procs], fontsize=7)
+    on = _hosts_of(fx)  # with hosts, each lane names its host too: the partitions shade lanes by host
+    ax.set_yticklabels([f"{workers.get(p, '?')} #{p}{on.get(float(p), '')}" for p in procs], fontsize=7)
     ax.set_ylim(-0.8, len(procs) - 0.2)
     ax.invert_yaxis()
     # Last, on the final limits: the labels are placed by measuring them.

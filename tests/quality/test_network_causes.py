@@ -84,6 +84,7 @@ def test_the_timeline_draws_and_names_each_network_fault(tmp_path: Path):
         fig, _ = figures.timeline_figure(analyse(r.write(tmp_path / name, config=config)).facts)
         try:
             named[name] = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+            named[f"{name} lanes"] = [t.get_text() for t in fig.axes[0].get_yticklabels()]
         finally:
             plt.close(fig)
     network = ["partition: its host cut off both ways", "one-way cut: requests arrive, replies lost",
@@ -91,3 +92,4 @@ def test_the_timeline_draws_and_names_each_network_fault(tmp_path: Path):
                "every host's path: +20 ms delay, 1 % loss each way (whole run)"]
     assert [t for t in named["hosts"] if t in network] == network
     assert not set(network) & set(named["plain"]) and set(named["plain"]) < set(named["hosts"])
+    assert (named["hosts lanes"], named["plain lanes"]) == (["w1 #1 on h1", "w2 #2 on h2"], ["w1 #1", "w2 #2"])
