@@ -46,6 +46,15 @@ class Hit:
 
 
 def _windows(fx: Facts, kind: str) -> list[tuple[float, float, Any, Any]]:
+    """Each fault of ``kind``: start, end (the run's end when it has none), hosts, target. Kept on ``fx``: every
+    violation and every duplicate asks (a planted bug makes hundreds)."""
+    cache: dict[str, list[tuple[float, float, Any, Any]]] = fx.__dict__.setdefault("_network_windows", {})
+    if kind not in cache:
+        cache[kind] = _read_windows(fx, kind)
+    return cache[kind]
+
+
+def _read_windows(fx: Facts, kind: str) -> list[tuple[float, float, Any, Any]]:
     f = fx.ops.faults
     w = f[f["f"] == kind]
     hosts = w["host"] if "host" in w else [None] * len(w)
@@ -58,7 +67,9 @@ def hits(fx: Facts, process: float, since: float, until: float) -> list[Hit]:
     a partition of its host overlapping that time, a kill of its session, a restart of the database."""
     if not has_network(fx) or np.isnan(process):
         return []
-    host = process_hosts(fx).get(float(process), "")
+    if "_process_hosts" not in fx.__dict__:  # kept on fx, as the windows are
+        fx.__dict__["_process_hosts"] = process_hosts(fx)
+    host = fx.__dict__["_process_hosts"].get(float(process), "")
     found = []
     for s, e, cut, _ in _windows(fx, PARTITION):
         if host and isinstance(cut, str) and host in cut.split(",") and s <= until and e >= since:
