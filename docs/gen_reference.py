@@ -271,6 +271,20 @@ def bench_tables(bench: dict[str, Any] | None) -> str:
                 f"{t['median_first_violation_s']} s (shown, not judged).{when}\n"]
         out += _table(HEADERS, rows(detection))
         out += [f"- {cell(line)}" for line in footer(detection)] + [""]
+    network = bench.get("detection_network")
+    if network:  # the network era's planted bugs (--hosts), measured by a run of their own
+        from takeover.benchmarks.detection_table import HEADERS, footer, rows
+
+        t = network["targets"]
+        out += ["## Detection power: the network era's planted bugs (`--hosts`)\n",
+                f"{network['seeds']} seed(s) x {network['seconds']:g} s runs per planted bug on PostgreSQL, "
+                f"{network['hosts']} hosts, the network faults alone (`python -m takeover.benchmarks.detection "
+                f"--hosts {network['hosts']} --seeds {network['seeds']} --seconds {network['seconds']:g} --jobs "
+                f"{network['jobs']} --json`, needs root; [what they are](howto/network.md#the-bugs-only-the-network-"
+                f"shows)); targets: caught {t['caught_fraction']}, median first violation "
+                f"{t['median_first_violation_s']} s (shown, not judged). Measured on {network.get('when', '?')}.\n"]
+        out += _table(HEADERS, rows(network))
+        out += [f"- {cell(line)}" for line in footer(network)] + [""]
     mutation = bench.get("mutation")
     if mutation:
         from takeover.benchmarks.mutation import line

@@ -71,12 +71,14 @@ def footer(fig: dict[str, Any]) -> list[str]:
         lines.append(f"bugs found per minute of run time, random only: {rnd['bugs_per_minute']:.2f} "
                      f"({rnd['caught_runs']} of {rnd['total_runs']} runs in {rnd['run_minutes']:.1f} min); "
                      f"aimed/random {_fmt_x(gain, fig['bugs_per_minute'])}")
-    bugs = fig["bugs"].values()
+    # The bugs whose defect the diagnosis has a name for (the network era's have none: their invariants say it).
+    named_bugs = {n: b for n, b in fig["bugs"].items() if b.get("defect", "") is not None}
+    bugs = named_bugs.values()
     caught = sum(b["caught"] for b in bugs)
     if caught:
         only = sum(b.get("diagnosis_names_only_defect", 0) for b in bugs)
         named = sum(b.get("diagnosis_names_defect", 0) for b in bugs)
-        wrong = [f"{n} {b.get('diagnosis_names_only_defect', 0)}/{b['caught']}" for n, b in fig["bugs"].items()
+        wrong = [f"{n} {b.get('diagnosis_names_only_defect', 0)}/{b['caught']}" for n, b in named_bugs.items()
                  if b["caught"] and b.get("diagnosis_names_only_defect", 0) < b["caught"]]
         lines.append(f"diagnosis, aimed: named the planted defect alone in {only} of {caught} caught runs, among "
                      f"others in {named - only} more" + (f" (not alone: {', '.join(wrong)})" if wrong else ""))

@@ -148,3 +148,20 @@ def test_random_mode_sets_every_aimed_fault_to_zero_and_nothing_else():
     for kind in FAULT_KINDS:
         flag = f"--{kind.replace('_', '-')}-rate"
         assert (flag in flags) == (kind in AIMED_FAULTS), kind
+
+
+def test_the_diagnosis_line_counts_only_bugs_whose_defect_the_diagnosis_names():
+    """The network era's planted bugs have no defect the diagnosis names (their invariants say it): a table of
+    them has no diagnosis line to read as "0 of 30", and beside a named one they are not counted."""
+    from takeover.benchmarks.detection import summarise
+    from takeover.benchmarks.detection_table import footer
+
+    def fig(*names: str) -> dict:
+        bugs = {n: summarise(n, ("x",), [_run(1, True, 1.0)]) for n in names}
+        return {"bugs": bugs, "bugs_per_minute": 1.0, "caught_runs": len(names), "total_runs": len(names),
+                "run_minutes": 1.0}
+
+    assert not [line for line in footer(fig("AdvisoryLockLease", "AsyncCommit")) if line.startswith("diagnosis")]
+    lines = [line for line in footer(fig("FinishIgnoresGeneration", "AdvisoryLockLease")) if "diagnosis" in line]
+    assert lines == ["diagnosis, aimed: named the planted defect alone in 0 of 1 caught runs, among others in 0 more "
+                     "(not alone: FinishIgnoresGeneration 0/1)"]

@@ -104,6 +104,7 @@ def test_the_benchmark_page_shows_every_figure_of_bench_json() -> None:
     tables = gen.bench_tables(bench)
     assert all(f"`{r['name']}`" in tables for r in bench["results"])
     assert all(f"| {bug} |" in tables for bug in bench.get("detection", {}).get("bugs", {}))
+    assert all(f"| {bug} |" in tables for bug in bench.get("detection_network", {}).get("bugs", {}))
 
 
 def test_the_benchmark_page_lists_every_mutant_that_survived() -> None:
