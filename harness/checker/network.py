@@ -200,8 +200,10 @@ def violation_story(fx: Facts, row: dict[str, Any]) -> str | None:
         who, t = row.get(by), row.get(when)
         if not isinstance(who, int | float) or not isinstance(t, int | float):
             continue
-        back = f" {BACK[found.kind]}" if float(who) == process and t + fx.t0 >= found.end else ""
-        deeds.append(f"{_worker(fx, float(who))} {words.format(task=row.get('task'))} at {t:.1f} s{back}")
+        same = float(who) == process  # the worker the fault reached: "it", after the story's first half
+        back = f" {BACK[found.kind]}" if same and t + fx.t0 >= found.end else ""
+        name = "it" if same and not deeds else _worker(fx, float(who))
+        deeds.append(f"{name} {words.format(task=row.get('task'))} at {t:.1f} s{back}")
     return story + ("; " + ", and ".join(deeds) if deeds else "")
 
 
