@@ -195,7 +195,7 @@ def violation_story(fx: Facts, row: dict[str, Any]) -> str | None:
     at = float(row["at"])
     story = (f"{row.get('invariant')} on {row.get('task')} at {at:.1f} s: "
              f"{_reached(fx, _worker(fx, process), found)}")
-    deeds = []
+    deeds: list[str] = []
     for by, when, words in DEEDS.get(str(row.get("invariant")), ()):
         who, t = row.get(by), row.get(when)
         if not isinstance(who, int | float) or not isinstance(t, int | float):
