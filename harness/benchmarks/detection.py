@@ -126,7 +126,7 @@ def run_args(name: str, seed: int, seconds: float, root: Path, mode: str, hosts:
     """The queue, the run folder and the stress options of one run (beside --profile, --queue, --seed)."""
     _, module, reference, extra = suite(hosts)
     queue = reference if name == REFERENCE else f"{module}:{name}"
-    return queue, root / f"{name}-{mode}-s{seed}", ("--duration", f"{seconds:g}", *mode_args(mode), *extra)
+    return queue, root / run_key((name, mode, seed)), ("--duration", f"{seconds:g}", *mode_args(mode), *extra)
 
 
 def judge(name: str, expected: tuple[str, ...], seed: int, mode: str, out: Path, code: int, took: float,
@@ -242,6 +242,34 @@ def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 
     each other mode's figures go under its own key (``random`` as ``random_only``), and ``gain``
     holds the ratios aimed against random. With ``hosts``: the network era's bugs (:func:`suite`), in
     one mode (their runs have no aimed faults to take away)."""
+    made = make_runs(bugs, seeds, seconds, jobs, profile, progress, modes, reference, keep, hosts, launcher)
+    return figures(made)
+
+
+def run_order(names: list[str], seeds: int, modes: tuple[str, ...], reference: bool) -> list[tuple[str, str, int]]:
+    """Every run of a detection bench as (queue, mode, seed), in the order they are started: seed by seed,
+    a bug's modes next to each other (what a ratio compares runs side by side). ``--shard I/N`` makes runs
+    I, I+N, ... of this list (:func:`takeover.sweep.runner.shard_of`)."""
+    queues = [*names, *([REFERENCE] if reference else [])]
+    return [(n, m, s) for s in range(1, seeds + 1) for n in queues for m in modes]
+
+
+def run_key(run: tuple[str, str, int]) -> str:
+    """A run's name in a shard's ``shard.json`` order (and its folder's): ``NAME-MODE-sSEED``."""
+    n, m, s = run
+    return f"{n}-{m}-s{s}"
+
+
+def make_runs(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 10.0, jobs: int = JOBS,
+              profile: str = PROFILE, progress: Callable[[str], None] | None = None,
+              modes: tuple[str, ...] = MODES, reference: bool = True, keep: Path | None = None,
+              hosts: int = 0, launcher: Launcher | None = None, shard: tuple[int, int] | None = None,
+              ) -> dict[str, Any]:
+    """The runs of :func:`measure` (only shard ``I/N`` of :func:`run_order` with ``shard``), each judged:
+    the config, one row per run (its ``queue`` beside :func:`judge`'s keys) and the timings of the making,
+    which :func:`figures` turns into the bench's figures (``takeover merge`` gives it every shard's rows)."""
+    from takeover.sweep.runner import shard_of
+
     PLANTED = suite(hosts)[0]  # noqa: N806 - the table, as the SQLite one is named
     if hosts > 0:
         modes = ("aimed",)
@@ -259,28 +287,28 @@ def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 
     root = keep if keep is not None else Path(tempfile.mkdtemp(prefix="takeover-detection-"))
     started = time.monotonic()
     load_before = [round(x, 2) for x in os.getloadavg()]
-    queues = [*names, *([REFERENCE] if reference else [])]
-    results: dict[tuple[str, str], list[dict[str, Any]]] = {(n, m): [] for n in queues for m in modes}
+    order = shard_of(run_order(names, seeds, modes, reference), shard)
+    rows: list[dict[str, Any]] = []
+
+    def done(n: str, r: dict[str, Any]) -> None:
+        rows.append({"queue": n, **r})
+        if progress:
+            progress(_progress_line(n, r))
+
     if launcher is not None and launcher.remote:
         jobs = launcher.slots  # what ran at once, in the figures' "jobs"
         try:
-            _on_cluster(launcher, results, PLANTED, queues, modes, seeds, seconds, root, profile, keep is not None,
-                        hosts, progress)  # fmt: skip
+            _on_cluster(launcher, done, PLANTED, order, seconds, root, profile, keep is not None, hosts)
         finally:
             if keep is None:
                 _remove_unless_kept(root)
     else:
         pool = ThreadPoolExecutor(max_workers=jobs)
         try:
-            # Seed by seed, a bug's modes next to each other: what a ratio compares runs side by side.
             futures = {pool.submit(run_once, n, PLANTED.get(n, ()), s, seconds, root, profile, m, keep is not None,
-                                   hosts): (n, m) for s in range(1, seeds + 1) for n in queues for m in modes}
+                                   hosts): n for n, m, s in order}
             for fut in as_completed(futures):
-                key = futures[fut]
-                r = fut.result()
-                results[key].append(r)
-                if progress:
-                    progress(_progress_line(key[0], r))
+                done(futures[fut], fut.result())
         except BaseException:
             # Ctrl-C (or a failed run): no new run starts, and every run still going is killed with
             # everything it started, before the threads waiting on them are joined.
@@ -291,47 +319,62 @@ def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 
             pool.shutdown(wait=True, cancel_futures=True)
             if keep is None:
                 _remove_unless_kept(root)
+    return {"config": {"bugs": names, "seeds": seeds, "seconds": seconds, "profile": profile, "modes": list(modes),
+                       "reference": reference, "hosts": hosts},
+            "jobs": jobs, "rows": rows,
+            "load_avg": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
+            "elapsed_s": round(time.monotonic() - started, 1),
+            **({"runs_dir": str(root)} if keep is not None or root.exists() else {})}  # fmt: skip
+
+
+def figures(made: dict[str, Any]) -> dict[str, Any]:
+    """The figures bench.json keeps under ``detection``, from the runs :func:`make_runs` made (or every
+    shard's, joined): the rows are taken in seed order, so the figures do not depend on which run ended first."""
+    config = made["config"]
+    planted, names, modes = suite(config["hosts"])[0], config["bugs"], tuple(config["modes"])
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in made["rows"]:
+        r = dict(row)
+        results.setdefault((r.pop("queue"), r["mode"]), []).append(r)
     first = modes[0]
-    per_bug = {n: summarise(n, PLANTED[n], results[(n, first)]) for n in names}
+    per_bug = {n: summarise(n, planted[n], results.get((n, first), [])) for n in names}
     fig: dict[str, Any] = {
-        "profile": profile, "seeds": seeds, "seconds": seconds, "jobs": jobs,
+        "profile": config["profile"], "seeds": config["seeds"], "seconds": config["seconds"], "jobs": made["jobs"],
         "targets": {"caught_fraction": f">= {TARGET_CAUGHT_FRACTION:g}",
                     "median_first_violation_s": f"<= {TARGET_MEDIAN_FIRST_S:g}"},
         "bugs": per_bug,
-        **_per_minute([r for n in names for r in results[(n, first)]]),
+        **_per_minute([r for n in names for r in results.get((n, first), [])]),
         "modes": list(modes),
-        **({"hosts": hosts} if hosts > 0 else {}),
-    }
+        **({"hosts": config["hosts"]} if config["hosts"] > 0 else {}),
+    }  # fmt: skip
     for mode in modes[1:]:
         mode_key = _mode_key(mode)
         for n in names:
-            per_bug[n][mode_key] = summarise(n, PLANTED[n], results[(n, mode)])
-        fig[mode_key] = _per_minute([r for n in names for r in results[(n, mode)]])
+            per_bug[n][mode_key] = summarise(n, planted[n], results.get((n, mode), []))
+        fig[mode_key] = _per_minute([r for n in names for r in results.get((n, mode), [])])
     if modes == MODES:
         fig["gain"] = _gain(fig)
     fig["pass"] = {
         "caught": all(b["caught_pass"] for b in per_bug.values()),
         "time": all(b["time_pass"] for b in per_bug.values()),
     }
-    if reference:
-        fig["reference"] = {_mode_key(m): _reference(results[(REFERENCE, m)]) for m in modes}
+    if config["reference"]:
+        fig["reference"] = {_mode_key(m): _reference(results.get((REFERENCE, m), [])) for m in modes}
         fig["pass"]["reference"] = all(not ref["invalid"] for ref in fig["reference"].values())
-    fig["load_avg"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
-    fig["elapsed_s"] = round(time.monotonic() - started, 1)
-    if keep is not None or root.exists():
-        fig["runs_dir"] = str(root)
+    fig["load_avg"] = made["load_avg"]
+    fig["elapsed_s"] = made["elapsed_s"]
+    if "runs_dir" in made:
+        fig["runs_dir"] = made["runs_dir"]
     return fig
 
 
-def _on_cluster(launcher: Launcher, results: dict[tuple[str, str], list[dict[str, Any]]],
-                planted: dict[str, tuple[str, ...]], queues: list[str], modes: tuple[str, ...], seeds: int,
-                seconds: float, root: Path, profile: str, keep: bool, hosts: int,
-                progress: Callable[[str], None] | None) -> None:
+def _on_cluster(launcher: Launcher, done: Callable[[str, dict[str, Any]], None], planted: dict[str, tuple[str, ...]],
+                order: list[tuple[str, str, int]], seconds: float, root: Path, profile: str, keep: bool,
+                hosts: int) -> None:
     """The same runs as the local pool's, in the same order, on a dask cluster (takeover.fanout): each
-    gathered run is judged here as a local one is."""
+    gathered run is judged here as a local one is, and handed to ``done``."""
     from takeover.fanout.launch import Job
 
-    order = [(n, m, s) for s in range(1, seeds + 1) for n in queues for m in modes]
     pending = list(enumerate(order))
     try:
         while pending or launcher.busy():
@@ -340,14 +383,12 @@ def _on_cluster(launcher: Launcher, results: dict[tuple[str, str], list[dict[str
                 queue, out, extra = run_args(n, s, seconds, root, m, hosts)
                 argv = ["stress", "--profile", profile, "--queue", queue, "--seed", str(s), *extra]
                 launcher.submit(Job(out.name, out, argv, lambda: None, (), index, {"key": (n, m, s)}))
-            done = launcher.next_done()
-            n, m, s = done.job.info["key"]
-            if done.lost or done.exit_code == ExitCode.USAGE:
-                raise UsageError(f"detection: the run {done.job.key} failed on the cluster: {done.note}")
-            r = judge(n, planted.get(n, ()), s, m, done.job.run_dir, int(done.exit_code or 0), done.wall_s, keep)
-            results[(n, m)].append(r)
-            if progress:
-                progress(_progress_line(n, r))
+            finished = launcher.next_done()
+            n, m, s = finished.job.info["key"]
+            if finished.lost or finished.exit_code == ExitCode.USAGE:
+                raise UsageError(f"detection: the run {finished.job.key} failed on the cluster: {finished.note}")
+            done(n, judge(n, planted.get(n, ()), s, m, finished.job.run_dir, int(finished.exit_code or 0),
+                          finished.wall_s, keep))
     except BaseException:
         launcher.cancel()
         raise

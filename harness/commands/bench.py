@@ -108,7 +108,9 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes (a few seconds): proves the benchmarks run; figures mean nothing")  # fmt: skip
-    parser.add_argument("--out", default="bench.json", help="where to write the results (default bench.json)")
+    parser.add_argument("--out", default=None, metavar="FILE|DIR",
+                        help="where to write the results (default bench.json); with --shard the shard's folder "
+                             "(new or empty), which takeover merge joins with the others")  # fmt: skip
     parser.add_argument("--only", action="append", choices=(*SOURCES, "detection", "mutation", "fanout"),
                         metavar="NAME",
                         help=f"run only this measurement (repeatable): {', '.join(SOURCES)}, detection, mutation "
@@ -124,7 +126,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="detection runs at once (default 2, one per core)")
     from takeover.options import add_fanout_options
 
-    add_fanout_options(parser, shard=False)  # bench --detection's runs on a dask cluster
+    add_fanout_options(parser)  # bench --detection's runs on a dask cluster, or shard I/N of them
     parser.add_argument("--mutants", default=None, metavar="N|all",
                         help="with --detection: the mutation score over a sample of N generated mutants of each "
                              "reference queue (default 10), or all of them (about an hour per database)")
@@ -132,7 +134,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    out = Path(args.out)
+    if getattr(args, "shard", None):
+        return _shard(args)
+    out = Path(args.out or "bench.json")
     if out.is_dir():
         raise UsageError(f"--out {str(out)!r} is a directory; give a file name such as bench.json")
     if not out.absolute().parent.is_dir() or not os.access(out.absolute().parent, os.W_OK):
@@ -170,13 +174,7 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         figures[source]["seconds"] = round(time.perf_counter() - started, 1)
         figures[source]["size"] = size
     results = evaluate(figures)
-    doc: dict[str, Any] = {
-        "quick": quick,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine(),
-        "results": results,
-        "measurements": figures,
-    }
+    doc = bench_doc(quick, results, figures)
     if database != db.DEFAULT:  # SQLite's bench.json stays as it was
         doc["db"] = db.redact(database)
         doc["frozen_holder"] = _frozen_holder()
@@ -215,6 +213,42 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
     if missed and not quick:
         print(f"takeover bench: target missed: {', '.join(missed)}", file=sys.stderr)
         return ExitCode.VIOLATED
+    return ExitCode.VALID
+
+
+def bench_doc(quick: bool, results: list[dict[str, Any]], figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """bench.json's head: the run's size, when, where, the targets' rows and the measurements behind them."""
+    return {"quick": quick, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "results": results,
+            "measurements": figures}  # fmt: skip
+
+
+def _shard(args: argparse.Namespace) -> ExitCode:
+    """``--shard I/N``: only this shard's detection runs (run i of the bench's run order goes to shard
+    i mod N + 1), their rows left in the ``--out`` folder for ``takeover merge``. The other figures are ratios
+    of two workloads measured side by side in one run, and the mutation score is its own bench: a shard
+    makes neither."""
+    from takeover.benchmarks.detection_shard import write_detection_shard
+
+    if not (args.detection or "detection" in (args.only or ())) or set(args.only or ()) - {"detection"}:
+        raise UsageError("--shard splits the detection runs alone: give --detection (or --only detection) and no "
+                         "other --only")  # fmt: skip
+    if db_given(args) != db.DEFAULT:
+        raise UsageError("--shard splits the detection runs, which are SQLite's: leave out --db")
+    if args.out is None:
+        raise UsageError("--shard needs --out DIR: the shard's folder, which takeover merge joins with the others")
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {str(out)!r} exists and is not an empty folder (with --shard it is the shard's "
+                         "folder)")  # fmt: skip
+    if args.detection_seeds < 1 or args.detection_jobs < 1 or not args.detection_seconds > 0:
+        raise UsageError("--detection-seeds and --detection-jobs must be at least 1, --detection-seconds above 0")
+    i, n = args.shard
+    print(f"takeover bench: shard {i}/{n} of the detection runs (the other figures and the mutation score are not "
+          "sharded)", file=sys.stderr, flush=True)  # fmt: skip
+    made = _detection(args, bool(args.quick), getattr(args, "cluster", None), shard=args.shard)
+    write_detection_shard(out, args.shard, made, bool(args.quick))
+    print(f"takeover bench: shard {i}/{n}: {len(made['rows'])} detection run(s) -> {out}; join the shards with "
+          "takeover merge")  # fmt: skip
     return ExitCode.VALID
 
 
@@ -309,9 +343,12 @@ def _frozen_holder() -> dict[str, Any]:
     return frozen_holder.measure()
 
 
-def _detection(args: argparse.Namespace, quick: bool, cluster: str | None = None) -> dict[str, Any]:
+def _detection(args: argparse.Namespace, quick: bool, cluster: str | None = None,
+               shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Detection power; with ``--quick`` one reliably caught bug, one seed, 3 s (proves it runs). With
-    ``--cluster`` the runs are made on that dask cluster (takeover.fanout), ``--detection-jobs`` ignored."""
+    ``--cluster`` the runs are made on that dask cluster (takeover.fanout), ``--detection-jobs`` ignored.
+    With ``shard`` only that shard's runs, and the runs themselves, not the figures
+    (:func:`takeover.benchmarks.detection.make_runs`)."""
     from takeover.benchmarks import detection
     from takeover.fanout.launch import open_launcher
 
@@ -322,9 +359,10 @@ def _detection(args: argparse.Namespace, quick: bool, cluster: str | None = None
           file=sys.stderr, flush=True)
     launcher = open_launcher(cluster) if cluster else None
     try:
-        return detection.measure(bugs, seeds, seconds, args.detection_jobs,
-                                 progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
-                                 launcher=launcher)  # fmt: skip
+        made = detection.make_runs(bugs, seeds, seconds, args.detection_jobs,
+                                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+                                   launcher=launcher, shard=shard)  # fmt: skip
+        return made if shard else detection.figures(made)
     finally:
         if launcher is not None:
             launcher.close()

@@ -2,8 +2,8 @@
 
 A CI matrix of N jobs each runs ``takeover sweep ... --shard I/N --out shard-I``; a last job downloads the
 N folders and runs ``takeover merge shard-* --out sweep``: the folder and the answer the unsharded sweep
-gives (sweep, hunt, soak, selftest, tune). Exit codes are the merged command's; 2 when the folders are not the N
-shards of one command.
+gives (sweep, hunt, soak, selftest, tune, and the detection bench's bench.json). Exit codes are the merged
+command's; 2 when the folders are not the N shards of one command.
 """
 
 from __future__ import annotations
@@ -48,9 +48,31 @@ def merge(dirs: list[Path], out: Path) -> ExitCode:
         return _merge_selftest(shards, out)
     if command == "tune":
         return _merge_tune(shards, out)
+    if command == "bench --detection":
+        return _merge_detection(shards, out)
     if command != "sweep":
-        raise UsageError(f"merge: merging {command} shards is not supported (sweep, hunt, soak, selftest and tune are)")
+        raise UsageError(f"merge: merging {command} shards is not supported (sweep, hunt, soak, selftest, tune and "
+                         "bench --detection are)")  # fmt: skip
     return _merge_sweep(shards, out)
+
+
+def _merge_detection(shards: list[dict[str, Any]], out: Path) -> ExitCode:
+    """The detection figures from every shard's runs (:func:`takeover.benchmarks.detection_shard.merge_detection`)
+    in ``out/bench.json`` as the unsharded ``takeover bench --only detection`` writes it, and its table."""
+    import json
+
+    from takeover.benchmarks.detection_shard import merge_detection
+    from takeover.commands.bench import bench_doc, print_detection
+
+    fig = merge_detection(shards, out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {**bench_doc(bool(shards[0]["meta"]["quick"]), [], {}), "detection": fig}
+    (out / "bench.json").write_text(json.dumps(doc, indent=2) + "\n")
+    made = sum(p["runs"] for p in fig["sharded"]["per_shard"])
+    print(f"takeover merge: {len(shards)} shard(s) of a detection bench, {made} run(s) of {len(shards[0]['order'])} "
+          f"-> {out / 'bench.json'}", flush=True)  # fmt: skip
+    print_detection(fig)
+    return ExitCode.VALID
 
 
 def _merge_tune(shards: list[dict[str, Any]], out: Path) -> ExitCode:
