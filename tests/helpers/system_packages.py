@@ -77,15 +77,17 @@ def _js_libraries() -> str:
 BEYOND_PACKAGE: dict[str, Callable[[], str]] = {"fuse3": _fuse_mounts, "npm": _js_libraries}
 
 
-def why_not(package: str) -> str:
-    """One line saying what to install for ``package`` (or what else is missing); empty when it is all here."""
-    if package not in known():
-        raise ValueError(f"{MARK}({package!r}): scripts/system-packages knows only {', '.join(known())}")
-    what = missing().get(package)
-    if what:
-        return f"needs {what}: apt-get install {package}"
-    beyond = BEYOND_PACKAGE.get(package)
-    return beyond() if beyond else ""
+def why_not(*packages: str) -> str:
+    """One line saying what to install for ``packages`` (every missing one, so one install fixes them all), or
+    what else is missing; empty when it is all here."""
+    for package in packages:
+        if package not in known():
+            raise ValueError(f"{MARK}({package!r}): scripts/system-packages knows only {', '.join(known())}")
+    gone = [package for package in known() if package in packages and package in missing()]  # the script's order
+    if gone:
+        return f"needs {'; '.join(missing()[package] for package in gone)}: apt-get install {' '.join(gone)}"
+    beyond = [why for package in packages if package in BEYOND_PACKAGE and (why := BEYOND_PACKAGE[package]())]
+    return beyond[0] if beyond else ""
 
 
 @functools.cache
@@ -115,14 +117,12 @@ def require_packages(item: pytest.Item) -> None:
     """Skip ``item`` (fail it under CI=true) when a package one of its ``needs_package`` marks names is missing,
     or when the node here is too old for an adapter its ``needs_node_for`` marks name (failing under CI=true
     only where apt-get offers a node new enough)."""
-    for mark in item.iter_markers(MARK):
-        for package in mark.args:
-            why = why_not(package)
-            if why and in_ci():
-                pytest.fail(f"{why} (CI=true: a test that needs a missing system package fails, not skips)",
-                            pytrace=False)  # fmt: skip
-            if why:
-                pytest.skip(why)
+    packages = dict.fromkeys(package for mark in item.iter_markers(MARK) for package in mark.args)
+    why = why_not(*packages)
+    if why and in_ci():
+        pytest.fail(f"{why} (CI=true: a test that needs a missing system package fails, not skips)", pytrace=False)
+    if why:
+        pytest.skip(why)
     for mark in item.iter_markers(NODE_MARK):
         for adapter in mark.args:
             why, could = node_too_old(adapter)

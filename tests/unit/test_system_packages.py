@@ -24,6 +24,11 @@ INNER = """
     @pytest.mark.needs_package("fuse3")
     def test_mounts():
         pass
+
+    @pytest.mark.needs_package("postgresql", "iptables")
+    @pytest.mark.needs_package("iproute2")
+    def test_hosts():
+        pass
 """
 CONFTEST = """
     import pytest
@@ -34,6 +39,8 @@ CONFTEST = """
         system_packages.require_packages(item)
 """
 LINE = "needs fusermount3 and libfuse3: apt-get install fuse3"
+HOSTS = {"iptables": "iptables", "iproute2": "ip"}  # postgresql is here
+HOSTS_LINE = "needs iptables; ip: apt-get install iptables iproute2"
 
 
 def _session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, missing: dict[str, str], ci: str | None):
@@ -50,21 +57,22 @@ def _session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, missing
 
 @pytest.mark.parametrize("ci", [None, "false"])
 def test_a_missing_package_skips_with_one_line_naming_what_to_install(pytester, monkeypatch, ci) -> None:
-    result = _session(pytester, monkeypatch, {"fuse3": "fusermount3 and libfuse3"}, ci)
-    result.assert_outcomes(skipped=1)
+    result = _session(pytester, monkeypatch, {"fuse3": "fusermount3 and libfuse3", **HOSTS}, ci)
+    result.assert_outcomes(skipped=2)
     said = [line for line in result.outlines if "needs" in line]
-    assert len(said) == 1 and said[0].startswith("SKIPPED [1] ") and said[0].endswith(f": {LINE}"), said
+    assert len(said) == 2 and all(line.startswith("SKIPPED [1] ") for line in said), said
+    assert said[0].endswith(f": {LINE}") and said[1].endswith(f": {HOSTS_LINE}"), said  # every missing one at once
 
 
 def test_under_ci_a_missing_package_fails_the_test(pytester, monkeypatch) -> None:
     result = _session(pytester, monkeypatch, {"fuse3": "fusermount3 and libfuse3"}, "true")
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(errors=1, passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([f"*{LINE} (CI=true: a test that needs a missing system package fails, not skips)"])
 
 
 def test_where_the_package_is_there_the_test_runs(pytester, monkeypatch) -> None:
-    _session(pytester, monkeypatch, {"postgresql": "initdb and pg_ctl"}, "true").assert_outcomes(passed=1)
+    _session(pytester, monkeypatch, {"postgresql": "initdb and pg_ctl"}, "true").assert_outcomes(passed=1, errors=1)
 
 
 def test_a_mark_naming_a_package_the_script_does_not_know_is_an_error(pytester, monkeypatch) -> None:
@@ -72,7 +80,7 @@ def test_a_mark_naming_a_package_the_script_does_not_know_is_an_error(pytester, 
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_inner=INNER.replace('"fuse3"', '"fuse"'))
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:takeover")
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(errors=1, passed=1)
     result.stdout.fnmatch_lines(
         ["*needs_package('fuse'): scripts/system-packages knows only fuse3, postgresql, iptables, iproute2, nodejs,*"])
 
