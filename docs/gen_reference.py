@@ -278,9 +278,10 @@ def bench_tables(bench: dict[str, Any] | None) -> str:
         t = network["targets"]
         out += ["## Detection power: the network era's planted bugs (`--hosts`)\n",
                 f"{network['seeds']} seed(s) x {network['seconds']:g} s runs per planted bug on PostgreSQL, "
-                f"{network['hosts']} hosts, the network faults alone (`python -m takeover.benchmarks.detection "
-                f"--hosts {network['hosts']} --seeds {network['seeds']} --seconds {network['seconds']:g} --jobs "
-                f"{network['jobs']} --json`, needs root; [what they are](howto/network.md#the-bugs-only-the-network-"
+                f"{network['hosts']} hosts, the network faults alone (`takeover bench --detection "
+                f"--detection-hosts {network['hosts']}`, or `python -m takeover.benchmarks.detection --hosts "
+                f"{network['hosts']} --seeds {network['seeds']} --seconds {network['seconds']:g} --jobs "
+                f"{network['jobs']} --json`; needs root; [what they are](howto/network.md#the-bugs-only-the-network-"
                 f"shows)); targets: caught {t['caught_fraction']}, median first violation "
                 f"{t['median_first_violation_s']} s (shown, not judged). Measured on {network.get('when', '?')}.\n"]
         out += _table(HEADERS, rows(network))

@@ -124,6 +124,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="faulted seconds of each of those runs (default 10)")
     parser.add_argument("--detection-jobs", type=int, default=2, metavar="J",
                         help="detection runs at once (default 2, one per core)")
+    from takeover.commands.selftest import NETWORK_DURATION
+
+    parser.add_argument("--detection-hosts", type=int, default=0, metavar="N",
+                        help="with detection: also the network era's planted bugs on PostgreSQL with N hosts, "
+                             f"{NETWORK_DURATION:g} s runs under the network faults alone, one at a time, into "
+                             "bench.json's detection_network (needs root; about 30 minutes for 10 seeds)")
     from takeover.options import add_fanout_options
 
     add_fanout_options(parser)  # bench --detection's runs on a dask cluster, or shard I/N of them
@@ -135,6 +141,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     if getattr(args, "shard", None):
+        if args.detection_hosts:
+            raise UsageError("--detection-hosts is not sharded (its runs are few, one at a time): run it without "
+                             "--shard")
         return _shard(args)
     out = Path(args.out or "bench.json")
     if out.is_dir():
@@ -144,6 +153,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.detection_seeds < 1 or args.detection_jobs < 1 or not args.detection_seconds > 0:
         raise UsageError("--detection-seeds and --detection-jobs must be at least 1, --detection-seconds above 0")
     mutants_sample(args)  # a bad --mutants stops here
+    _check_detection_hosts(args)
     database = db_given(args)
     measure = MEASURE if database == db.DEFAULT else MEASURE_POSTGRES
     if database == db.DEFAULT and "bridge_vs_native" in (args.only or ()):
@@ -180,6 +190,8 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         doc["frozen_holder"] = _frozen_holder()
     if args.detection or "detection" in (args.only or []):
         doc["detection"] = _detection(args, quick, getattr(args, "cluster", None))
+        if args.detection_hosts:
+            doc["detection_network"] = _detection_network(args, quick)
     if args.detection or "mutation" in (args.only or []):
         doc["mutation"] = _mutation(args, quick)
     if "fanout" in (args.only or []):
@@ -189,6 +201,8 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         print_table(results, quick)
     if "detection" in doc:
         print_detection(doc["detection"])
+    if "detection_network" in doc:
+        print_detection(doc["detection_network"])
     if "fanout" in doc:
         f = doc["fanout"]
         print(f"fanout_vs_local {f['fanout_vs_local']:.3f} (target {f['target']}: "
@@ -319,8 +333,9 @@ def print_detection(fig: dict[str, Any]) -> None:
     from takeover.benchmarks.detection_table import HEADERS, footer, rows
 
     t = fig["targets"]
+    where = f", {fig['hosts']} hosts, the network faults alone" if fig.get("hosts") else ""
     table = Table(title=f"detection power: {fig['seeds']} seed(s) x {fig['seconds']:g} s runs, profile "
-                        f"{fig['profile']} (targets: caught {t['caught_fraction']}, median first violation "
+                        f"{fig['profile']}{where} (targets: caught {t['caught_fraction']}, median first violation "
                         f"{t['median_first_violation_s']} s; shown, not judged)")
     for i, col in enumerate(HEADERS):
         table.add_column(col, no_wrap=i == 0)
@@ -366,6 +381,33 @@ def _detection(args: argparse.Namespace, quick: bool, cluster: str | None = None
     finally:
         if launcher is not None:
             launcher.close()
+
+
+def _check_detection_hosts(args: argparse.Namespace) -> None:
+    """``--detection-hosts N``: only beside a detection measurement, and only where hosts can be made."""
+    if not args.detection_hosts:
+        return
+    if args.detection_hosts < 0:
+        raise UsageError(f"--detection-hosts must be an integer >= 0, got {args.detection_hosts}")
+    if not (args.detection or "detection" in (args.only or [])):
+        raise UsageError("--detection-hosts adds the network era's bugs to a detection measurement: give --detection "
+                         "or --only detection")
+    from takeover.config import check_network
+
+    check_network(db.POSTGRES, {"hosts": args.detection_hosts})
+
+
+def _detection_network(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
+    """The network era's planted bugs (takeover.queues.planted_network) with ``--detection-hosts`` hosts, one
+    run at a time (each makes its own network and server); with ``--quick`` one bug, one seed, 3 s."""
+    from takeover.benchmarks import detection
+    from takeover.commands.selftest import NETWORK_DURATION  # each caught in 9 of 10 runs this long
+
+    bugs, seeds, seconds = (["AdvisoryLockLease"], 1, 3.0) if quick else (None, args.detection_seeds, NETWORK_DURATION)
+    print(f"takeover bench: measuring the network era's detection ({seeds} seed(s) x {seconds:g} s per planted bug, "
+          f"{args.detection_hosts} hosts, and the reference queue) ...", file=sys.stderr, flush=True)
+    return detection.measure(bugs, seeds, seconds, 1, hosts=args.detection_hosts,
+                             progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
 
 
 def _fanout(quick: bool) -> dict[str, Any]:

@@ -165,3 +165,16 @@ def test_the_diagnosis_line_counts_only_bugs_whose_defect_the_diagnosis_names():
     lines = [line for line in footer(fig("FinishIgnoresGeneration", "AdvisoryLockLease")) if "diagnosis" in line]
     assert lines == ["diagnosis, aimed: named the planted defect alone in 0 of 1 caught runs, among others in 0 more "
                      "(not alone: FinishIgnoresGeneration 0/1)"]
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--detection-hosts", "2"], "--detection-hosts adds the network era's bugs to a detection measurement"),
+    (["--only", "detection", "--detection-hosts", "-1"], "--detection-hosts must be an integer >= 0, got -1"),
+    (["--only", "detection", "--detection-hosts", "2", "--shard", "1/2"], "--detection-hosts is not sharded"),
+])  # fmt: skip
+def test_detection_hosts_is_refused_in_one_line_before_anything_runs(tmp_path, capsys, argv, words):
+    from takeover.cli import main
+
+    assert main(["bench", *argv, "--out", str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and not (tmp_path / "b.json").exists()
