@@ -196,7 +196,11 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         doc["mutation"] = _mutation(args, quick)
     if "fanout" in (args.only or []):
         doc["fanout"] = _fanout(quick)
+    kept = keep_earlier(out, doc)
     out.write_text(json.dumps(doc, indent=2) + "\n")
+    if kept:
+        print(f"takeover bench: kept from the earlier {out.name} (not measured this time): {', '.join(kept)}",
+              file=sys.stderr)
     if results:  # ``--only detection`` measured nothing else
         print_table(results, quick)
     if "detection" in doc:
@@ -234,6 +238,40 @@ def bench_doc(quick: bool, results: list[dict[str, Any]], figures: dict[str, dic
     """bench.json's head: the run's size, when, where, the targets' rows and the measurements behind them."""
     return {"quick": quick, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "results": results,
             "measurements": figures}  # fmt: skip
+
+
+def keep_earlier(out: Path, doc: dict[str, Any]) -> list[str]:
+    """Carry into ``doc`` what the bench.json already at ``out`` holds and this run did not measure: a
+    ``--only bridge_vs_native`` run must not throw away the detection figures of an hour-long run, nor the
+    other targets' rows. Rows (``results``) and ``measurements`` are kept by name, sections (``detection``,
+    ``mutation``, ...) by key; ``kept_from`` says which and when they were measured. A file that is not a
+    bench.json is replaced as before. Returns what was kept."""
+    try:
+        old = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(old, dict) or not isinstance(old.get("results"), list) or "measurements" not in old:
+        return []
+    kept: list[str] = []
+    measured = {row["name"] for row in doc["results"]}
+    for row in old["results"]:
+        if isinstance(row, dict) and row.get("name") not in measured:
+            doc["results"].append(row)
+            kept.append(str(row.get("name")))
+    for source, figures in (old.get("measurements") or {}).items():
+        if source not in doc["measurements"]:
+            doc["measurements"][source] = figures
+            if source not in kept:
+                kept.append(source)
+    for key, value in old.items():
+        if key not in doc and key != "kept_from":
+            doc[key] = value
+            kept.append(key)
+    if kept:
+        earlier = dict(old.get("kept_from") or {})
+        doc["kept_from"] = {**{k: v for k, v in earlier.items() if k in kept}, **{k: old.get("when") for k in kept
+                                                                                    if k not in earlier}}
+    return kept
 
 
 def _shard(args: argparse.Namespace) -> ExitCode:

@@ -178,3 +178,29 @@ def test_detection_hosts_is_refused_in_one_line_before_anything_runs(tmp_path, c
     assert main(["bench", *argv, "--out", str(tmp_path / "b.json")]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1 and not (tmp_path / "b.json").exists()
+
+
+def test_a_bench_run_keeps_what_it_did_not_measure_from_the_earlier_file(tmp_path):
+    """``--only X --out docs/bench.json`` must not throw away the detection figures of an hour-long run, nor
+    the other targets' rows; what it measured replaces the earlier figures, by name."""
+    import json
+
+    from takeover.commands.bench import keep_earlier
+
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps({
+        "quick": False, "when": "2026-12-01T10:00:00+0000", "machine": {}, "detection": {"caught": 30},
+        "results": [{"name": "bridge_vs_native", "value": 0.29}, {"name": "check_1m_s", "value": 4.0}],
+        "measurements": {"bridge_vs_native": {"ratio": 0.29}, "check_1m": {"events": 10**6}}}))
+    doc = {"quick": False, "when": "2026-12-02T07:00:00+0000", "machine": {},
+           "results": [{"name": "bridge_vs_native", "value": 0.6}],
+           "measurements": {"bridge_vs_native": {"ratio": 0.6}}}
+    kept = keep_earlier(out, doc)
+    assert kept == ["check_1m_s", "check_1m", "detection"]
+    assert [r["value"] for r in doc["results"]] == [0.6, 4.0]  # the new row replaces, the other stays
+    assert doc["measurements"]["bridge_vs_native"] == {"ratio": 0.6} and doc["detection"] == {"caught": 30}
+    assert doc["kept_from"] == {k: "2026-12-01T10:00:00+0000" for k in kept}
+    # a file that is not a bench.json is replaced, as before
+    out.write_text("not json")
+    fresh = {"results": [], "measurements": {}}
+    assert keep_earlier(out, fresh) == [] and fresh == {"results": [], "measurements": {}}
