@@ -245,12 +245,14 @@ def keep_earlier(out: Path, doc: dict[str, Any]) -> list[str]:
     ``--only bridge_vs_native`` run must not throw away the detection figures of an hour-long run, nor the
     other targets' rows. Rows (``results``) and ``measurements`` are kept by name, sections (``detection``,
     ``mutation``, ...) by key; ``kept_from`` says which and when they were measured. A file that is not a
-    bench.json is replaced as before. Returns what was kept."""
+    bench.json, or another database's bench.json, is replaced as before. Returns what was kept."""
     try:
         old = json.loads(out.read_text())
     except (OSError, ValueError):
         return []
     if not isinstance(old, dict) or not isinstance(old.get("results"), list) or "measurements" not in old:
+        return []
+    if old.get("db") != doc.get("db"):  # another database's figures are not this one's: replaced, not mixed
         return []
     kept: list[str] = []
     measured = {row["name"] for row in doc["results"]}

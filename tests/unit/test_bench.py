@@ -200,6 +200,9 @@ def test_a_bench_run_keeps_what_it_did_not_measure_from_the_earlier_file(tmp_pat
     assert [r["value"] for r in doc["results"]] == [0.6, 4.0]  # the new row replaces, the other stays
     assert doc["measurements"]["bridge_vs_native"] == {"ratio": 0.6} and doc["detection"] == {"caught": 30}
     assert doc["kept_from"] == {k: "2026-12-01T10:00:00+0000" for k in kept}
+    # another database's bench is replaced, not mixed in
+    other = {"results": [], "measurements": {}, "db": "postgresql://localhost/x"}
+    assert keep_earlier(out, other) == [] and "detection" not in other
     # a file that is not a bench.json is replaced, as before
     out.write_text("not json")
     fresh = {"results": [], "measurements": {}}
