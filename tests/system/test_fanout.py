@@ -50,6 +50,17 @@ class Cluster:
         with distributed.Client(self.address, timeout=30) as client:
             client.wait_for_workers(2, timeout=60)
 
+    def heal(self) -> None:
+        """Two live workers again: a test that SIGKILLed one (the sweep's) leaves the module's cluster with one,
+        and the next test that counts on two slots (the soak's two segments at once) would see one run after
+        the other. A dead worker is replaced by a new one in a folder of its own."""
+        for name, (proc, _) in list(self.workers.items()):
+            if proc.poll() is not None:
+                del self.workers[name]
+                self.add_worker(f"{name}-{len(self.procs)}")
+        with distributed.Client(self.address, timeout=30) as client:
+            client.wait_for_workers(2, timeout=60)
+
     def _start(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
         bin_dir = Path(os.sys.executable).parent
         proc = subprocess.Popen([str(bin_dir / argv[0]), *argv[1:]], cwd=cwd, env=env or child_env(),
@@ -112,12 +123,19 @@ def _tree(pid: int) -> list[psutil.Process]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def module_cluster(tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("cluster"))
     try:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def cluster(module_cluster: Cluster) -> Cluster:
+    """The module's cluster with two live workers at the start of every test."""
+    module_cluster.heal()
+    return module_cluster
 
 
 def _rows(out: Path) -> list[dict]:
@@ -135,13 +153,13 @@ def test_ctrl_c_cancels_every_remote_run_and_leaves_no_process_on_a_worker(clust
     out = tmp_path / "sweep"
     proc = start_takeover(*SWEEP, "--cluster", cluster.address, "--out", str(out))
     try:
-        assert cluster.wait_running(("w1", "w2")), "no remote run started"
+        assert cluster.wait_running(tuple(cluster.workers)), "no remote run started"
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err[-2000:]
         assert not cluster.leftovers()
-        left = [p for n in ("w1", "w2") for p in cluster.workers[n][1].iterdir()]
+        left = [p for n in cluster.workers for p in cluster.workers[n][1].iterdir()]
         assert not left, "scratch folders removed"
     finally:
         if proc.poll() is None:
@@ -155,7 +173,7 @@ def test_a_sweep_sharded_on_the_cluster_with_a_worker_killed_equals_the_local_sw
     shards = [start_takeover(*SWEEP, "--shard", f"{i}/2", "--cluster", cluster.address,
                              "--out", str(tmp_path / f"shard{i}")) for i in (1, 2)]  # fmt: skip
     try:
-        busy = cluster.wait_running(("w1", "w2"))
+        busy = cluster.wait_running(tuple(cluster.workers))
         assert busy, "no remote run started"
         victim, scratch = cluster.workers[busy[0]]
         os.kill(victim.pid, signal.SIGKILL)
