@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # importing the package must stay cheap: the soak and sweep r
 
 def write_reports(folder: Path, result: CheckResult) -> list[str]:
     """Render every report into ``folder``; returns the file names written."""
-    from takeover.reports import coverage, figures, html, junit, markdown, tasks
+    from takeover.reports import coverage, figures, html, junit, markdown, tasks, throughput
 
     summary, fx = result.summary, result.facts
     (folder / REPORT_MD).write_text(markdown.render(summary))
@@ -26,7 +26,7 @@ def write_reports(folder: Path, result: CheckResult) -> list[str]:
     figs: dict[str, tuple[bytes | None, str]] = {}
     if len(fx.run.history):
         figs["timeline"] = figures.timeline(fx, involved, result.violations)
-        figs["throughput"] = (figures.throughput(fx), "")
+        figs["throughput"] = (throughput.throughput(fx), "")
         figs["generations"] = figures.generations(fx, involved, result.violations)
     figs["coverage"] = (coverage.heatmap(summary), "")
     every_task, linked = tasks.sections(fx, result.violations)

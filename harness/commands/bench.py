@@ -22,9 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import sqlite3
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -34,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from takeover import db
+from takeover.benchmarks.bench_file import bench_doc, keep_earlier
+from takeover.benchmarks.sources import MEASURE, MEASURE_POSTGRES, bridge
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, db_given
@@ -158,7 +157,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     measure = MEASURE if database == db.DEFAULT else MEASURE_POSTGRES
     if database == db.DEFAULT and "bridge_vs_native" in (args.only or ()):
         # On SQLite only when asked for by name: a plain `takeover bench` needs no node.
-        measure = {**MEASURE, "bridge_vs_native": partial(_bridge, database=db.SQLITE)}
+        measure = {**MEASURE, "bridge_vs_native": partial(bridge, database=db.SQLITE)}
     if database != db.DEFAULT:
         wrong = [name for name in args.only or () if name not in measure]
         if wrong or args.detection:
@@ -232,48 +231,6 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         print(f"takeover bench: target missed: {', '.join(missed)}", file=sys.stderr)
         return ExitCode.VIOLATED
     return ExitCode.VALID
-
-
-def bench_doc(quick: bool, results: list[dict[str, Any]], figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """bench.json's head: the run's size, when, where, the targets' rows and the measurements behind them."""
-    return {"quick": quick, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "results": results,
-            "measurements": figures}  # fmt: skip
-
-
-def keep_earlier(out: Path, doc: dict[str, Any]) -> list[str]:
-    """Carry into ``doc`` what the bench.json already at ``out`` holds and this run did not measure: a
-    ``--only bridge_vs_native`` run must not throw away the detection figures of an hour-long run, nor the
-    other targets' rows. Rows (``results``) and ``measurements`` are kept by name, sections (``detection``,
-    ``mutation``, ...) by key; ``kept_from`` says which and when they were measured. A file that is not a
-    bench.json, or another database's bench.json, is replaced as before. Returns what was kept."""
-    try:
-        old = json.loads(out.read_text())
-    except (OSError, ValueError):
-        return []
-    if not isinstance(old, dict) or not isinstance(old.get("results"), list) or "measurements" not in old:
-        return []
-    if old.get("db") != doc.get("db"):  # another database's figures are not this one's: replaced, not mixed
-        return []
-    kept: list[str] = []
-    measured = {row["name"] for row in doc["results"]}
-    for row in old["results"]:
-        if isinstance(row, dict) and row.get("name") not in measured:
-            doc["results"].append(row)
-            kept.append(str(row.get("name")))
-    for source, figures in (old.get("measurements") or {}).items():
-        if source not in doc["measurements"]:
-            doc["measurements"][source] = figures
-            if source not in kept:
-                kept.append(source)
-    for key, value in old.items():
-        if key not in doc and key != "kept_from":
-            doc[key] = value
-            kept.append(key)
-    if kept:
-        earlier = dict(old.get("kept_from") or {})
-        doc["kept_from"] = {**{k: v for k, v in earlier.items() if k in kept}, **{k: old.get("when") for k in kept
-                                                                                    if k not in earlier}}
-    return kept
 
 
 def _shard(args: argparse.Namespace) -> ExitCode:
@@ -498,90 +455,3 @@ def _width() -> int:
         return 120
 
 
-def machine() -> dict[str, Any]:
-    """Enough to know whether two bench.json files are comparable."""
-    return {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "platform": platform.platform(),
-        "load_avg": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-# -- the measurements ----------------------------------------------------------------------------
-def _queue_vs_raw(pairs: int, repetitions: int) -> dict[str, Any]:
-    from takeover.benchmarks import queue_raw
-
-    return queue_raw.measure(pairs, repetitions)
-
-
-def _workers4(seconds: float, repetitions: int) -> dict[str, Any]:
-    from takeover.benchmarks import workers4
-
-    return workers4.measure(seconds, repetitions)
-
-
-def _history_overhead(pairs: int, repetitions: int) -> dict[str, Any]:
-    from takeover.benchmarks import history_overhead
-
-    return history_overhead.measure(pairs, repetitions)
-
-
-def _full_vs_normal(pairs: int, repetitions: int) -> dict[str, Any]:
-    from takeover.benchmarks import durability
-
-    return durability.measure(pairs, repetitions)
-
-
-def _check_1m(events: int, repeat: int) -> dict[str, Any]:
-    """In child processes (its own module does that): peak RSS must be the checker's alone."""
-    import shutil
-    import tempfile
-
-    folder = tempfile.mkdtemp(prefix="takeover-bench-check-")
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "takeover.benchmarks.check_1m", "--events", str(events), "--repeat", str(repeat),
-             "--dir", folder],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    if proc.returncode != ExitCode.VALID:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"check_1m failed (exit {proc.returncode}): {tail}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-MEASURE: dict[str, Callable[..., dict[str, Any]]] = {
-    "queue_vs_raw": _queue_vs_raw,
-    "workers4_vs_raw": _workers4,
-    "history_overhead": _history_overhead,
-    "check_1m": _check_1m,
-    "full_vs_normal": _full_vs_normal,
-}
-
-
-def _postgres(name: str) -> Callable[..., dict[str, Any]]:
-    def measure(**size: Any) -> dict[str, Any]:
-        from takeover.benchmarks import postgres
-
-        result: dict[str, Any] = getattr(postgres, name)(**size)
-        return result
-
-    return measure
-
-
-def _bridge(pairs: int, repetitions: int, database: str = db.POSTGRES) -> dict[str, Any]:
-    from takeover.benchmarks.bridge import bridge_vs_native
-
-    return bridge_vs_native(pairs, repetitions, database)
-
-
-# --db postgres: the figures that measure the queue, on the PostgreSQL reference queue (the same targets).
-MEASURE_POSTGRES: dict[str, Callable[..., dict[str, Any]]] = {
-    "queue_vs_raw": _postgres("queue_vs_raw"),
-    "workers4_vs_raw": _postgres("workers4_vs_raw"),
-    "bridge_vs_native": _bridge,
-}

@@ -42,10 +42,10 @@ def test_reports_for_a_valid_run_have_no_generation_figure(tmp_path) -> None:
 def _phase_label_boxes(folder):
     """The throughput figure of a checked run folder: its run-phase labels' and legend's boxes."""
     from takeover.checker import analyse
-    from takeover.reports import figures
+    from takeover.reports import throughput
 
     fx = analyse(folder).facts
-    fig = figures.throughput_figure(fx)
+    fig = throughput.throughput_figure(fx)
     try:
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
