@@ -70,6 +70,7 @@ class Network(TypedDict):
     faults: dict[str, int]  # partition, conn_kill, db_restart -> how many began
     partitions: dict[str, int]  # shape (one, minority, majority, one_way) -> how many
     stories: list[str]  # up to five: a violation's or a duplicate's network fault, its workers and times
+    lost_packets: NotRequired[int]  # with --net-loss: the packets its rules dropped in the faulted phase
 
 
 class Duplicates(TypedDict):

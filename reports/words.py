@@ -117,8 +117,9 @@ def network_lines(summary: Summary) -> list[str]:
     where = ", ".join(f"{w} on {h}" for w, h in net["placement"].items())
     faults = ", ".join(f"{k} {n}" for k, n in net["faults"].items())
     shapes = ", ".join(f"{k} {n}" for k, n in net["partitions"].items())
+    lost = f"; packets lost to --net-loss: {net['lost_packets']}" if "lost_packets" in net else ""
     return [f"hosts {net['hosts']}: {where}; network faults: {faults}" + (f" (partitions: {shapes})" if shapes else "")
-            ] + [f"network: {story}" for story in net["stories"]]
+            + lost] + [f"network: {story}" for story in net["stories"]]
 
 
 def power_loss_lines(summary: Summary) -> list[str]:

@@ -218,7 +218,21 @@ def section(fx: Facts, extra: Any, rows: list[dict[str, Any]]) -> dict[str, Any]
     if extra is not None and len(extra):
         mine = extra[extra["cause"].isin(NETWORK_CAUSES)].sort_values("t").head(STORIES)
         stories += [s for s in (duplicate_story(fx, r) for r in mine.itertuples()) if s][: STORIES - len(stories)]
-    return {"hosts": fx.config.get("hosts"), "placement": fx.config.get("placement") or {},
-            "faults": {k: int((f["f"] == k).sum()) for k in NETWORK_CAUSES},
-            "partitions": {str(k): int(v) for k, v in part["detail"].value_counts().items()},
-            "stories": stories}
+    out: dict[str, Any] = {"hosts": fx.config.get("hosts"), "placement": fx.config.get("placement") or {},
+                           "faults": {k: int((f["f"] == k).sum()) for k in NETWORK_CAUSES},
+                           "partitions": {str(k): int(v) for k, v in part["detail"].value_counts().items()},
+                           "stories": stories}  # fmt: skip
+    lost = lost_packets(fx)
+    if lost is not None:
+        out["lost_packets"] = lost
+    return out
+
+
+def lost_packets(fx: Facts) -> int | None:
+    """The packets ``--net-loss`` dropped in the faulted phase (the run's ``net_loss`` record,
+    takeover.net.faults); None in a run without loss, or one stored before the record."""
+    h = fx.run.history
+    if not len(h) or "f" not in h:
+        return None
+    rows = h.loc[(h["f"] == "net_loss").to_numpy(dtype=bool), "value"]
+    return int(float(str(rows.iloc[-1]))) if len(rows) else None

@@ -19,6 +19,8 @@ tell what a duplicate or a violation owes to it (takeover.checker.diagnosis):
 - ``db_restart``: the server crashes (immediate stop, no checkpoint) and starts again after a drawn
   down time, in a thread so the run's loop goes on meanwhile; every session drops, and what was
   committed must survive (the checker's invariants say whether it did).
+- ``net_loss`` (with ``--net-loss``): one ``ok`` record when faults stop, ``value`` = how many packets the
+  loss rules had dropped by then, ``detail`` = the probability: the evidence that the loss reached the run.
 
 Every fault is healed when the faulted phase ends (:meth:`NetworkFaults.stop`): the drain runs on a
 whole network and a running server.
@@ -41,6 +43,7 @@ from takeover.seeds import stream_seed
 PARTITION = "partition"
 CONN_KILL = "conn_kill"
 DB_RESTART = "db_restart"
+NET_LOSS = "net_loss"  # not a fault window: the packets ``--net-loss`` dropped, written when faults stop
 KINDS = (PARTITION, CONN_KILL, DB_RESTART)
 SHAPES = ("one", "minority", "majority", "one_way")
 # A partition lasts this many leases (uniform): from shorter than a lease (nothing expires) to long enough
@@ -113,6 +116,9 @@ class NetworkFaults:
         if self.restart is not None:
             self.restart.join()
             self.restart = None
+        if self.cfg.net_loss > 0:  # what the loss rules dropped in the faulted phase: one record, its evidence
+            self.hist.write("ok", NET_LOSS, value=str(self.site.network.lost_packets()),
+                            detail=f"{self.cfg.net_loss:g}")
 
     # -- the kinds ----------------------------------------------------------------------------------------------
     def _workers_on(self, hosts: list[int]) -> str:

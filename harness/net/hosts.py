@@ -169,6 +169,17 @@ class Network:
             self._rule(self.db, True, host_address(host), stat)
             self._rule(ns, True, DB_ADDRESS, stat)
 
+    def lost_packets(self) -> int:
+        """How many packets the loss rules (:meth:`lose`) have dropped so far, both ways, every host: the
+        evidence that ``--net-loss`` reached the run (TCP retransmits what was lost, so no call shows it)."""
+        total = 0
+        for ns in [*self.hosts.values(), *([self.db] if self.db is not None else [])]:
+            for line in ns.run(["iptables", "-w", "-L", "INPUT", "-v", "-x", "-n"], check=False).splitlines():
+                fields = line.split()
+                if "statistic" in line and fields and fields[0].isdigit():
+                    total += int(fields[0])
+        return total
+
     def close(self) -> None:
         for ns in [*self.hosts.values(), *([self.db] if self.db is not None else [])]:
             ns.close()

@@ -93,6 +93,11 @@ def test_each_network_fault_reaches_its_window_and_the_reference_queue_stays_val
     summary = json.loads((out / "summary.json").read_text())
     assert summary["valid"] is True
 
+    # The loss: its rules dropped packets while faults ran (TCP hid them from every call), and said so.
+    loss = [r for r in hist if r["f"] == "net_loss"]
+    assert [r["detail"] for r in loss] == ["0.01"] and int(loss[0]["value"]) > 0, loss
+    assert summary["network"]["lost_packets"] == int(loss[0]["value"])
+
     # The delay: no claim came back sooner than a round trip through the proxy (0.02 s each way).
     took = []
     for process, ops in by_process.items():
