@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_package("postgresql", "iptable
 
 def _stress(out: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "takeover", "stress", "--db", "postgres", "--profile", "smoke", "--no-faults",
-            "--workers", "4", "--tasks", "40", "--seed", "5", "--out", str(out), *args]
+            "--workers", "4", "--tasks", "40", "--seed", "6", "--out", str(out), *args]
 
 
 def _timed_out(error: str) -> bool:
@@ -62,7 +62,9 @@ def test_each_network_fault_reaches_its_window_and_the_reference_queue_stays_val
     # A partition: a worker on a cut host was inside a queue call that the cut held up (calls take ms), or
     # failed to reach the database (a call or a reopen that timed out) before the cut healed.
     held = []
+    shapes_held = set()
     for start, end in _windows(hist, "partition"):
+        before = len(held)
         cut = set(start["host"].split(","))
         for process, ops in by_process.items():
             if host_of.get(process) not in cut:
@@ -75,7 +77,11 @@ def test_each_network_fault_reaches_its_window_and_the_reference_queue_stays_val
                     held.append((inv["f"], round(done["time"] - inv["time"], 2)))
             held += [(r["f"], r["error"][:40]) for r in ops if r["type"] == "info" and r["f"] != "action"
                      and start["time"] < r["time"] <= end["time"] + 0.5 and _timed_out(r["error"])]
+        if len(held) > before:
+            shapes_held.add(start["detail"])
     assert held, "no queue call of a cut-off worker was held up or cut off by a partition"
+    # Seed 6 draws a one-way cut first (its requests arrive, its replies are lost): reached as well.
+    assert "one_way" in shapes_held, shapes_held
 
     # A connection kill: a session ended, and its worker heard of it from its next call.
     kills = [(s, e) for s, e in _windows(hist, "conn_kill") if e.get("value", "0") != "0"]
