@@ -59,10 +59,11 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/pip
 	touch $(RUN_STAMP) $(TEST_STAMP)
 
 # The gate (CI's `.ci/run`): every test but the long end-to-end ones marked nightly, under 10 minutes on 2 cores.
+# The 15 slowest are listed at the end, so a CI log shows where the budget goes.
 test: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
 	$(MAKE) --no-print-directory js
-	$(BIN)/pytest $(PYTEST_XDIST) -m "not nightly" $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_XDIST) -m "not nightly" --durations=15 $(PYTEST_ARGS)
 
 # The long end-to-end tests the gate leaves out (tests/README.md): run by the nightly workflow.
 test-nightly: $(TEST_STAMP)
