@@ -341,6 +341,8 @@ class Coordinator:
     def _drain(self) -> None:
         self.result.drain_started = True
         start = last_progress = time.time()
+        # Workers that die while starting (a crash loop) are not slow to start: the clock runs for them.
+        sup_crashes = self.supervisor.crashes
         timeout = self.cfg.effective_drain_timeout
         best = -1
         next_look = 0.0
@@ -359,7 +361,7 @@ class Coordinator:
                         best, last_progress = terminal, now
                     if terminal >= self.result.registered:
                         break
-                if self._all_starting() and now - start < STARTING_MAX:
+                if self._all_starting() and sup_crashes == self.supervisor.crashes and now - start < STARTING_MAX:
                     last_progress = now  # no worker can make progress yet: the queue is not to blame
                 if now - last_progress > timeout:
                     self.result.drain_timed_out = True

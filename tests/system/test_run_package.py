@@ -61,6 +61,7 @@ SCRIPT = textwrap.dedent(
     def marker_worker(spec, board):
         hist = HistoryWriter(spec.history_path, spec.process)
         hist.write("info", "open", worker=f"w{spec.slot}", error="the worker the caller passed in")
+        board.publish(spec.slot, "idle", time.time())  # ready, as a worker says once its queue is open
         while not board.stop_requested():
             time.sleep(0.01)
 
