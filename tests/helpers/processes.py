@@ -117,3 +117,16 @@ def reap_stragglers(run_dir: Path, *, under: bool = False) -> None:
             proc.send_signal(signal.SIGKILL)
         except psutil.NoSuchProcess:
             pass
+
+
+def run_together(commands: list[tuple[str, ...]], timeout: float) -> tuple[list[subprocess.Popen], list[tuple]]:
+    """Start every ``takeover`` command at once (a cluster's beside a local one, shards side by side), wait
+    for all of them, and kill any still running when that fails: the processes and their (stdout, stderr)."""
+    procs = [start_takeover(*argv) for argv in commands]
+    try:
+        outs = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return procs, outs

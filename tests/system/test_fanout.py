@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers.processes import child_env, start_takeover, takeover, wait_no_stragglers
+from tests.helpers.processes import child_env, run_together, start_takeover, takeover, wait_no_stragglers
 
 distributed = pytest.importorskip("distributed")
 
@@ -204,19 +204,6 @@ def test_a_sweep_sharded_on_the_cluster_with_a_worker_killed_equals_the_local_sw
 
 
 
-def _together(commands: list[tuple[str, ...]], timeout: float) -> tuple[list[subprocess.Popen], list[tuple]]:
-    """Start every ``takeover`` command at once (the cluster's beside the local one), wait for all of them,
-    and kill any still running when that fails: the processes and their (stdout, stderr)."""
-    procs = [start_takeover(*argv) for argv in commands]
-    try:
-        outs = [p.communicate(timeout=timeout) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    return procs, outs
-
-
 def _soak_segments(folder: Path) -> list[tuple]:
     soak = json.loads((folder / "soak.json").read_text())
     return [(s["name"], s["seed"], s["duration"], s["command"], s["verdict"]) for s in soak["segments"]]
@@ -228,7 +215,7 @@ def test_a_soak_on_the_cluster_equals_two_soak_shards_merged_and_the_local_soak(
     once, as shards 1/2 and 2/2 do side by side; the local soak makes seg-0001 alone, the same run."""
     soak = ("soak", "--profile", "smoke", "--minutes", "0.05", "--checkpoint", "3", "--no-replay")
     shards = [(*soak, "--shard", f"{i}/2", "--out", str(tmp_path / f"s{i}" / "soak")) for i in (1, 2)]
-    procs, outs = _together([(*soak, "--cluster", cluster.address, "--sample", "1", "--out",
+    procs, outs = run_together([(*soak, "--cluster", cluster.address, "--sample", "1", "--out",
                               str(tmp_path / "remote" / "soak")), (*soak, "--out", str(tmp_path / "local" / "soak")),
                              *shards], timeout=200)  # fmt: skip
     assert [p.returncode for p in procs] == [0, 0, 0, 0], [err[-2000:] for _, err in outs]
@@ -250,7 +237,7 @@ def test_a_soak_on_the_cluster_equals_two_soak_shards_merged_and_the_local_soak(
 def test_a_hunt_on_the_cluster_finds_the_violation_the_local_hunt_finds(cluster, tmp_path):
     hunt = ("hunt", "--queue", "takeover.queues.planted:NoBumpOnTakeover", "--profile", "smoke", "--run-seconds",
             "3", "--budget", "120")  # fmt: skip
-    procs, outs = _together([(*hunt, "--cluster", cluster.address, "--out", str(tmp_path / "remote")),
+    procs, outs = run_together([(*hunt, "--cluster", cluster.address, "--out", str(tmp_path / "remote")),
                              (*hunt, "--out", str(tmp_path / "local"))], timeout=200)
     assert [p.returncode for p in procs] == [1, 1], [err[-2000:] for _, err in outs]
     remote, local = (json.loads((tmp_path / d / "hunt.json").read_text()) for d in ("remote", "local"))
@@ -267,7 +254,7 @@ def test_a_tune_on_the_cluster_gives_the_local_answer(cluster, tmp_path):
     times.write_text(json.dumps({"p50": 20, "p90": 22, "p99": 24, "max": 25}))
     tune = ("tune", "--task-times", str(times), "--queue", "queue_without_extensions:BareQueue", "--target", "200",
             "--time-scale", "100", "--budget", "4")  # fmt: skip
-    procs, outs = _together([(*tune, "--cluster", cluster.address, "--out", str(tmp_path / "remote")),
+    procs, outs = run_together([(*tune, "--cluster", cluster.address, "--out", str(tmp_path / "remote")),
                              (*tune, "--out", str(tmp_path / "local"))], timeout=360)
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     remote, local = (json.loads((tmp_path / d / "tuning.json").read_text()) for d in ("remote", "local"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.processes import start_takeover, takeover
+from tests.helpers.processes import run_together, takeover
 
 pytestmark = [pytest.mark.slow, pytest.mark.nightly, pytest.mark.timeout(420)]
 
@@ -26,13 +26,7 @@ TUNE = ("tune", "--queue", "queue_without_extensions:BareQueue", "--target", "20
 
 def _both(*commands: tuple[str, ...], timeout: float = 360) -> list[tuple[int, str, str]]:
     """Run the commands side by side; each one's exit code, stdout and stderr."""
-    procs = [start_takeover(*c) for c in commands]
-    try:
-        outs = [p.communicate(timeout=timeout) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    procs, outs = run_together(list(commands), timeout)
     return [(p.returncode, o, e) for p, (o, e) in zip(procs, outs, strict=True)]
 
 
