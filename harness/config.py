@@ -311,8 +311,10 @@ def read_toml(path: Path, what: str, known: set[str]) -> dict[str, Any]:
     """A profile or grid file as a dict; unreadable, malformed or unknown keys are one-line errors."""
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{what} {str(path)!r} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{what} {str(path)!r} is not valid TOML: nested too deeply to read") from None
     unknown = set(data) - known
     if unknown:
         raise UsageError(f"{what} {str(path)!r}: unknown key(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")

@@ -34,16 +34,17 @@ The format, as the spec's own file has it (every key of the spec's file is accep
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from takeover import store
 from takeover.contract import OUTCOMES, STATES
 from takeover.errors import UsageError
 from takeover.scenario_replay import LANGS, RESOLUTIONS, STEP_KINDS
 
 DEFAULT_LEASE = 30.0  # the spec's lease, for a file that does not name one
+_SHOWN = 80  # characters of a bad value quoted in an error
 
 _TOP_KEYS = {"scenarios", "lease_seconds", "title", "source", "claimable", "finish_accepted", "queue"}
 _SCENARIO_KEYS = {"id", "title", "steps", "heading", "task", "lease_seconds", "final_ledger_actions"}
@@ -76,7 +77,22 @@ def _is_int(value: object) -> bool:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number that a float holds: an integer of 400 digits is text of a number, not a clock."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past a float's range
+        return False
+
+
+def _shown(value: object) -> str:
+    """A value quoted in an error, cut short: the error stays one readable line whatever the file holds."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return "a value nested too deeply to show"
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
 
 
 def _text(value: object, what: str, where: str, w: _Where) -> dict[str, str]:
@@ -87,7 +103,7 @@ def _text(value: object, what: str, where: str, w: _Where) -> dict[str, str]:
     if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         first = next(iter(value.values()))
         return {lang: value.get(lang, value.get("en", first)) for lang in LANGS} | value
-    raise w.fail(where, f"'{what}' must be text or {{\"en\": text, ...}}, got {value!r}")
+    raise w.fail(where, f"'{what}' must be text or {{\"en\": text, ...}}, got {_shown(value)}")
 
 
 def _unknown(obj: dict[str, Any], allowed: set[str], where: str, w: _Where) -> None:
@@ -98,7 +114,7 @@ def _unknown(obj: dict[str, Any], allowed: set[str], where: str, w: _Where) -> N
 
 def _lease(value: object, what: str, where: str, w: _Where) -> float:
     if not _is_number(value) or float(value) <= 0:  # type: ignore[arg-type]
-        raise w.fail(where, f"'{what}' must be a positive number of seconds, got {value!r}")
+        raise w.fail(where, f"'{what}' must be a positive number of seconds, got {_shown(value)}")
     return float(value)  # type: ignore[arg-type]
 
 
@@ -142,16 +158,16 @@ def _check_expected(step: dict[str, Any], where: str, w: _Where) -> None:
             want = {"claim": "a generation (an integer above 0) or null", "finish": "true or false",
                     "resolve": "true or false", "extend": "the new lease_until (a number) or null",
                     "external_action": '"timeout" or the number of actions performed'}.get(kind, "null")
-            raise w.fail(where, f"'returns' of a {kind} step must be {want}, got {got!r}")
+            raise w.fail(where, f"'returns' of a {kind} step must be {want}, got {_shown(got)}")
     if "state" in step and step["state"] is not None and step["state"] not in STATES:
-        raise w.fail(where, f"'state' must be one of {', '.join(STATES)} or null, got {step['state']!r}")
+        raise w.fail(where, f"'state' must be one of {', '.join(STATES)} or null, got {_shown(step['state'])}")
     if "generation" in step and step["generation"] is not None and not (_is_int(step["generation"])
                                                                         and step["generation"] >= 0):
-        raise w.fail(where, f"'generation' must be an integer of 0 or more, or null, got {step['generation']!r}")
+        raise w.fail(where, f"'generation' must be an integer of 0 or more, or null, got {_shown(step['generation'])}")
     if "lease_until" in step and step["lease_until"] is not None and not _is_number(step["lease_until"]):
-        raise w.fail(where, f"'lease_until' must be a number or null, got {step['lease_until']!r}")
+        raise w.fail(where, f"'lease_until' must be a number or null, got {_shown(step['lease_until'])}")
     if "ledger_actions" in step and not (_is_int(step["ledger_actions"]) and step["ledger_actions"] >= 0):
-        raise w.fail(where, f"'ledger_actions' must be an integer of 0 or more, got {step['ledger_actions']!r}")
+        raise w.fail(where, f"'ledger_actions' must be an integer of 0 or more, got {_shown(step['ledger_actions'])}")
 
 
 def _check_step(raw: object, where: str, w: _Where) -> dict[str, Any]:
@@ -161,43 +177,44 @@ def _check_step(raw: object, where: str, w: _Where) -> dict[str, Any]:
     step = dict(raw)
     for key in ("t", "step"):
         if key not in step:
-            raise w.fail(where, f"missing key {key!r}")
+            raise w.fail(where, f"missing key {_shown(key)}")
     if not _is_number(step["t"]):
-        raise w.fail(where, f"'t' must be a number (the logical clock), got {step['t']!r}")
+        raise w.fail(where, f"'t' must be a number (the logical clock), got {_shown(step['t'])}")
     kind = step["step"]
     if kind not in STEP_KINDS:
-        raise w.fail(where, f"unknown step {kind!r} (choose from {', '.join(STEP_KINDS)})")
+        raise w.fail(where, f"unknown step {_shown(kind)} (choose from {', '.join(STEP_KINDS)})")
     for key in _NEEDS.get(kind, ()):
         if step.get(key) is None:
-            raise w.fail(where, f"a {kind} step needs {key!r}")
+            raise w.fail(where, f"a {kind} step needs {_shown(key)}")
     step.setdefault("actor", None)
     if step["actor"] is not None and not isinstance(step["actor"], str):
-        raise w.fail(where, f"'actor' must be text or null, got {step['actor']!r}")
+        raise w.fail(where, f"'actor' must be text or null, got {_shown(step['actor'])}")
     if "with_generation" in step and not _is_int(step["with_generation"]):
-        raise w.fail(where, f"'with_generation' must be an integer, got {step['with_generation']!r}")
+        raise w.fail(where, f"'with_generation' must be an integer, got {_shown(step['with_generation'])}")
     if kind == "finish" and step["outcome"] not in OUTCOMES:
-        raise w.fail(where, f"'outcome' of a finish must be one of {', '.join(OUTCOMES)}, got {step['outcome']!r}")
+        raise w.fail(where, f"'outcome' of a finish must be one of {', '.join(OUTCOMES)}, "
+                            f"got {_shown(step['outcome'])}")
     if kind == "resolve" and step["outcome"] not in RESOLUTIONS:
         raise w.fail(where, f"'outcome' of a resolve must be one of {', '.join(RESOLUTIONS)}, "
-                            f"got {step['outcome']!r}")
+                            f"got {_shown(step['outcome'])}")
     if "lease" in step:
         step["lease"] = _lease(step["lease"], "lease", where, w)
     if "response_lost" in step and not isinstance(step["response_lost"], bool):
-        raise w.fail(where, f"'response_lost' must be true or false, got {step['response_lost']!r}")
+        raise w.fail(where, f"'response_lost' must be true or false, got {_shown(step['response_lost'])}")
     if "generation" in step and kind == "external_action" and not _is_int(step["generation"]):
-        raise w.fail(where, f"'generation' must be an integer, got {step['generation']!r}")
+        raise w.fail(where, f"'generation' must be an integer, got {_shown(step['generation'])}")
     if "batch" in step and (kind != "register" or not isinstance(step["batch"], bool)):
-        raise w.fail(where, f"'batch' is true or false on a register step (register_many), got {step['batch']!r}")
+        raise w.fail(where, f"'batch' is true or false on a register step (register_many), got {_shown(step['batch'])}")
     if "pause_before_statement" in step:
         pause = step["pause_before_statement"]
         if not (_is_int(pause) and pause >= 1):
-            raise w.fail(where, f"'pause_before_statement' must be an integer of 1 or more, got {pause!r}")
+            raise w.fail(where, f"'pause_before_statement' must be an integer of 1 or more, got {_shown(pause)}")
         if kind not in _PAUSABLE:
             raise w.fail(where, f"a {kind} step cannot be paused (only {', '.join(_PAUSABLE)})")
     if "gap_first" in step:
         other = step["gap_first"]
         if kind != "resume" or not isinstance(other, dict):
-            raise w.fail(where, f"'gap_first' is an object on a resume step, got {other!r}")
+            raise w.fail(where, f"'gap_first' is an object on a resume step, got {_shown(other)}")
         _unknown(other, _GAP_FIRST_KEYS, f"{where} gap_first", w)
     _check_expected(step, where, w)
     step["label"] = _text(step.get("label", _label(step)), "label", where, w)
@@ -227,22 +244,22 @@ def _check_scenario(raw: object, n: int, seen: set[str], w: _Where) -> dict[str,
     _unknown(raw, _SCENARIO_KEYS, where, w)
     for key in ("id", "title", "steps"):
         if key not in raw:
-            raise w.fail(where, f"missing key {key!r}")
+            raise w.fail(where, f"missing key {_shown(key)}")
     sc = dict(raw)
     if not isinstance(sc["id"], str) or not sc["id"].strip():
-        raise w.fail(where, f"'id' must be non-empty text, got {sc['id']!r}")
+        raise w.fail(where, f"'id' must be non-empty text, got {_shown(sc['id'])}")
     if sc["id"] in seen:
         raise w.fail(where, "the id is used by an earlier scenario too")
     seen.add(sc["id"])
     if not isinstance(sc["title"], str):
-        raise w.fail(where, f"'title' must be text, got {sc['title']!r}")
+        raise w.fail(where, f"'title' must be text, got {_shown(sc['title'])}")
     if "task" in sc and (not isinstance(sc["task"], str) or not sc["task"]):
-        raise w.fail(where, f"'task' must be a non-empty task id, got {sc['task']!r}")
+        raise w.fail(where, f"'task' must be a non-empty task id, got {_shown(sc['task'])}")
     if "lease_seconds" in sc:
         sc["lease_seconds"] = _lease(sc["lease_seconds"], "lease_seconds", where, w)
     final = sc.get("final_ledger_actions", 0)
     if not (_is_int(final) and final >= 0):
-        raise w.fail(where, f"'final_ledger_actions' must be an integer of 0 or more, got {final!r}")
+        raise w.fail(where, f"'final_ledger_actions' must be an integer of 0 or more, got {_shown(final)}")
     if not isinstance(sc["steps"], list) or not sc["steps"]:
         raise w.fail(where, "'steps' must be a non-empty list")
     sc["steps"] = [_check_step(st, f"{where} step {i}", w) for i, st in enumerate(sc["steps"], start=1)]
@@ -263,7 +280,7 @@ def validate_scenarios(doc: object, source: str) -> dict[str, Any]:
     if not isinstance(doc["scenarios"], list) or not doc["scenarios"]:
         raise w.fail("", "'scenarios' must be a non-empty list")
     if "queue" in doc and (not isinstance(doc["queue"], str) or doc["queue"].count(":") != 1):
-        raise w.fail("", f"'queue' must be MODULE:ATTR, got {doc['queue']!r}")
+        raise w.fail("", f"'queue' must be MODULE:ATTR, got {_shown(doc['queue'])}")
     out = dict(doc)
     out["lease_seconds"] = _lease(doc.get("lease_seconds", DEFAULT_LEASE), "lease_seconds", "", w)
     out["title"] = _text(doc.get("title", Path(source).name), "title", "", w)
@@ -282,7 +299,7 @@ def load_scenario_file(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a text file (UTF-8 JSON expected)") from None
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        doc = store.loads_json(text)
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from None
     return validate_scenarios(doc, str(path))

@@ -210,22 +210,72 @@ def _replace(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def read_json_object(path: Path, what: str = "a JSON object", *, fast: bool = False) -> dict[str, Any]:
-    """A JSON file that must hold an object; anything else is a one-line usage error."""
+def loads_json(raw: str | bytes, *, fast: bool = False) -> Any:
+    """Parse JSON text; every way it can fail is a ``ValueError`` whose text says what is wrong.
+
+    Why one function: ``json.loads`` has more ways to fail than a ``JSONDecodeError``. Deep nesting
+    (100,000 ``[``) raises ``RecursionError``, and an integer of more than 4300 digits a plain
+    ``ValueError`` (Python's limit on integer text). Each caller caught a different subset, and the
+    rest reached the user as a traceback. ``fast`` (the snapshot, 100k+ tasks) tries orjson first:
+    it is several times faster, and refuses a few things json accepts (NaN, lone surrogates), which
+    then go to json; config.json stays with json alone, since orjson reads an integer past 64 bits (a
+    seed) as a float."""
     try:
-        raw = path.read_bytes()
-        # ``fast`` (the snapshot, 100k+ tasks): orjson is several times faster. It refuses a few
-        # things json accepts (NaN, lone surrogates), which then go to json; config.json stays
-        # with json alone, since orjson reads an integer past 64 bits (a seed) as a float.
-        try:
-            data = orjson.loads(raw) if fast else json.loads(raw)
-        except orjson.JSONDecodeError:
-            data = json.loads(raw)
-    except (OSError, ValueError) as exc:
+        if fast:
+            try:
+                return orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to read (more than Python's recursion limit)") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def read_json(path: Path, what: str = "JSON") -> Any:
+    """A JSON file's value; a file that is missing, unreadable or not JSON is one :class:`UsageError`
+    naming the file and what is wrong with it (``what``: what the file should be, for the message)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({what}): {exc.strerror or exc}") from None
+    try:
+        return loads_json(raw)
+    except ValueError as exc:
+        raise UsageError(f"{path} is not valid JSON ({what}): {exc}") from None
+
+
+def read_json_object(path: Path, what: str = "a JSON object", *, fast: bool = False,
+                     keys: Mapping[str, type | tuple[type, ...]] | None = None) -> dict[str, Any]:
+    """A JSON file that must hold an object (with ``keys``: each of them, of that type); anything else is
+    one :class:`UsageError` naming the file and what is wrong: the one reader of every JSON file takeover
+    is handed back (a run folder's, a shard's, a hunt's, a soak's), so a damaged file is never a traceback."""
+    try:
+        data = loads_json(Path(path).read_bytes(), fast=fast)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
         raise UsageError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise UsageError(f"{path} must hold {what}")
+        raise UsageError(f"{path} must hold {what}, not {_json_type(data)}")
+    for key, kind in (keys or {}).items():
+        if key not in data:
+            raise UsageError(f"{path} must hold {what}: its key {key!r} is missing")
+        value = data[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float, (int, float))):
+            names = " or ".join(_json_type(t) for t in (kind if isinstance(kind, tuple) else (kind,)))
+            raise UsageError(f"{path} must hold {what}: its {key!r} must be {names}, not {_json_type(value)}")
     return data
+
+
+def _json_type(value: Any) -> str:
+    """What a JSON value (or a Python type standing for one) is called in an error message."""
+    kind = value if isinstance(value, type) else type(value)
+    return {dict: "an object", list: "a list", str: "text", int: "an integer", float: "a number", bool: "true or false",
+            type(None): "null"}.get(kind, kind.__name__)
 
 
 # -- config.json ----------------------------------------------------------------------------------------------
@@ -361,8 +411,16 @@ def write_hunt_summary(root: Path, summary: Mapping[str, Any]) -> None:
 
 
 def read_hunt_summary(root: Path) -> dict[str, Any] | None:
-    """The hunt's ``hunt.json``; None when the hunt never wrote one."""
+    """The hunt's ``hunt.json``; None when the hunt never wrote one. Its runs are checked to be rows with
+    a number, a verdict and a folder (what a merge of hunts reads of them): a damaged file is one line."""
     path = root / HUNT_FILE
     if not path.is_file():
         return None
-    return read_json_object(path)
+    what = "a hunt's summary (status, runs)"
+    doc = read_json_object(path, what, keys={"status": str, "runs": list})
+    for row in doc["runs"]:
+        if not (isinstance(row, dict) and type(row.get("run")) is int and isinstance(row.get("verdict"), str)
+                and isinstance(row.get("run_dir"), str)):
+            raise UsageError(f"{path} must hold {what}: every run must be an object with 'run' (an integer), "
+                             f"'verdict' and 'run_dir' (texts), not {str(row)[:80]}")
+    return doc

@@ -30,7 +30,6 @@ from __future__ import annotations
 import bisect
 import csv
 import io
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+from takeover import store
 from takeover.errors import UsageError
 
 SUMMARY_POINTS = 1000  # quantiles a percentile summary is expanded to
@@ -124,9 +124,9 @@ def parse_task_times(text: str, name: str, column: str | None = None, *, json_li
     stripped = text.lstrip()
     if json_like or stripped[:1] in "[{":
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{name} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+            data = store.loads_json(text)
+        except ValueError as exc:
+            raise UsageError(f"{name} is not valid JSON: {exc}") from None
         if column is not None:
             raise UsageError(f"{name}: a column ({column!r}) is for CSV files; this one is JSON")
         if isinstance(data, dict):

@@ -79,7 +79,6 @@ def _merge_tune(shards: list[dict[str, Any]], out: Path) -> ExitCode:
     """The unsharded search walked over the shards' runs (:func:`takeover.tune.shard.replay`): its runs in
     ``tune.csv`` and their folders, ``tuning.json`` and the reports, the answer and exit code of a tuning."""
     import csv
-    import json
 
     from takeover.commands.tune import say
     from takeover.reports.tuning import write_tuning_report
@@ -92,7 +91,7 @@ def _merge_tune(shards: list[dict[str, Any]], out: Path) -> ExitCode:
         path = s["dir"] / RUNS_FILE
         if not path.is_file():
             raise UsageError(f"merge: {s['dir']} has no {RUNS_FILE} (the shard did not finish)")
-        for m in json.loads(path.read_text())["runs"]:
+        for m in store.read_json_object(path, "a tuning shard's runs", keys={"runs": list})["runs"]:
             made.append(m)
             sources[Path(str(m["row"]["run_dir"])).name] = s["dir"] / store.SWEEP_CELLS
     meta = shards[0]["meta"]
@@ -123,7 +122,6 @@ def _merge_tune(shards: list[dict[str, Any]], out: Path) -> ExitCode:
 def _merge_selftest(shards: list[dict[str, Any]], out: Path) -> ExitCode:
     """The planted bugs in the unsharded order, the reference seeds in order, every run folder copied; the
     verdict from them all (:func:`takeover.commands.selftest.passed`)."""
-    import json
     import shutil
 
     from takeover.commands.selftest import RESULT_FILE, conclude, passed, ref_line, row_line
@@ -135,7 +133,7 @@ def _merge_selftest(shards: list[dict[str, Any]], out: Path) -> ExitCode:
         path = s["dir"] / RESULT_FILE
         if not path.is_file():
             raise UsageError(f"merge: {s['dir']} has no {RESULT_FILE} (the shard did not finish)")
-        doc = json.loads(path.read_text())
+        doc = store.read_json_object(path, "a selftest shard's result", keys={"planted": list, "reference": list})
         for run in sorted(p for p in s["dir"].iterdir() if p.is_dir()):
             shutil.copytree(run, out / run.name)
         for row in doc["planted"]:

@@ -10,7 +10,6 @@ and what its report needs), so a missing, repeated or foreign shard is found bef
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ def read_shards(dirs: list[Path]) -> list[dict[str, Any]]:
         path = d / SHARD_FILE
         if not path.is_file():
             raise UsageError(f"merge: {d} is not a shard's folder (no {SHARD_FILE}; run the command with --shard I/N)")
-        shards.append({**json.loads(path.read_text()), "dir": d})
+        shards.append({**_read_shard(path), "dir": d})
     first = shards[0]
     for s in shards[1:]:
         if s["command"] != first["command"] or s["order"] != first["order"] or s["shard"][1] != first["shard"][1]:
@@ -47,3 +46,15 @@ def read_shards(dirs: list[Path]) -> list[dict[str, Any]]:
                          + "; ".join([*([f"missing {missing}"] if missing else []),
                                       *([f"repeated {repeated}"] if repeated else [])]))  # fmt: skip
     return shards
+
+
+def _read_shard(path: Path) -> dict[str, Any]:
+    """One ``shard.json``, its shape checked: a damaged file (cut short, edited, another tool's) is one line."""
+    what = "a shard's record (command, shard [I, N], order, meta)"
+    doc = store.read_json_object(path, what, keys={"command": str, "shard": list, "order": list, "meta": dict})
+    shard = doc["shard"]
+    if len(shard) != 2 or not all(type(n) is int for n in shard) or not 1 <= shard[0] <= shard[1]:
+        raise UsageError(f"{path} must hold {what}: its 'shard' must be [I, N] with 1 <= I <= N, not {shard!r}")
+    if not all(isinstance(key, str) for key in doc["order"]):
+        raise UsageError(f"{path} must hold {what}: its 'order' must be a list of texts")
+    return doc

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from takeover import db
+from takeover import db, store
 from takeover.errors import UsageError
 
 MUTATE_FILE = "mutate.json"
@@ -37,7 +37,7 @@ def select(mutants: list[Any], only: list[str] | None, sample: int | None, seed:
 def read_prior(path: str, queue: str, seed: int, stress_seconds: float) -> dict[str, dict[str, Any]]:
     """The mutants of an earlier mutate.json, by id; UsageError unless it is one of the same queue and runs."""
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = store.loads_json(Path(path).read_bytes())
     except (OSError, ValueError) as exc:
         raise UsageError(f"--resume {path!r}: cannot read it as a mutate.json: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("mutants"), list):

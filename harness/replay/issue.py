@@ -30,7 +30,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from takeover import db
+from takeover import db, store
 from takeover.contract import load_queue_factory
 from takeover.replay.judge import judge
 from takeover.replay.model import SPEC
@@ -252,7 +252,7 @@ def _embedded(raw: dict[str, Any]) -> str:
 def issue_markdown(queue: str, scenario_file: Path, run_dir: Path | None = None) -> str:
     """The bug report for every scenario of ``scenario_file`` (as ``takeover replay`` writes it), each
     replayed once more on ``queue`` in this process (on the database :func:`takeover.db.current` serves)."""
-    raw = json.loads(scenario_file.read_text(encoding="utf-8"))
+    raw = store.read_json(scenario_file, "a scenario file")
     doc = validate_scenarios(raw, str(scenario_file))
     factory = load_queue_factory(queue)
     words = Vocabulary(factory)

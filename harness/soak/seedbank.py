@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from takeover import store
 from takeover.config import RunConfig
 from takeover.errors import UsageError
 from takeover.store import DEFAULT_BASE, QUEUE_CAPABILITIES
@@ -55,7 +56,7 @@ def load(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     try:
-        data = json.loads(path.read_text())
+        data = store.loads_json(path.read_bytes())
         entries = data["entries"]
         for e in entries:
             RunConfig.from_dict(e["config"]).validate()

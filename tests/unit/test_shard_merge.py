@@ -243,3 +243,63 @@ def test_a_violation_in_a_run_the_search_did_not_read_is_still_the_merged_answer
     merged = replay(plan, tmp_path / "m2", made)
     data = tuning_json(merged, command="c", interrupted=False, elapsed_s=0)
     assert data["lease"] is None and [v["lease"] for v in data["violations"]] == [50.0]
+
+
+# -- damaged shard files (issue 34): one line, exit 2, nothing merged -------------------------------------------
+
+
+def _hunt_shards(tmp_path: Path) -> list[Path]:
+    dirs = []
+    for i in (1, 2):
+        d = tmp_path / f"h{i}"
+        d.mkdir()
+        write_shard(d, "hunt", (i, 2), [], {"command": "takeover hunt"})
+        store.write_hunt_summary(d, {"status": "finished", "verdict": "valid", "elapsed_s": 1.0, "found": None,
+                                     "runs": [{"run": i, "verdict": "valid", "run_dir": str(d / f"run-{i}")}]})
+        dirs.append(d)
+    return dirs
+
+
+def _damage_shard(d: Path, text: str) -> None:
+    (d / "shard.json").write_text(text)
+
+
+def _damage_hunt(d: Path, text: str) -> None:
+    (d / store.HUNT_FILE).write_text(text)
+
+
+@pytest.mark.parametrize(("damage", "words"), [
+    (lambda d: _damage_shard(d, (d / "shard.json").read_text()[:25]), "shard.json is not valid JSON: not JSON"),
+    (lambda d: _damage_shard(d, json.dumps({"command": "hunt", "shard": [2, 2], "meta": {}})),
+     "its key 'order' is missing"),
+    (lambda d: _damage_shard(d, json.dumps({"command": "hunt", "shard": [2], "order": [], "meta": {}})),
+     "its 'shard' must be [I, N]"),
+    (lambda d: _damage_shard(d, json.dumps({"command": "hunt", "shard": [2, 2], "order": {}, "meta": {}})),
+     "its 'order' must be a list, not an object"),
+    (lambda d: _damage_shard(d, "[" * 100_000), "nested too deeply"),
+    (lambda d: _damage_shard(d, "[]"), "must hold a shard's record (command, shard [I, N], order, meta), not a list"),
+    (lambda d: _damage_hunt(d, json.dumps({"status": "finished", "runs": "all of them"})),
+     "its 'runs' must be a list, not text"),
+    (lambda d: _damage_hunt(d, json.dumps({"status": "finished", "runs": [{"seed": 1}]})),
+     "every run must be an object with 'run'"),
+    (lambda d: _damage_hunt(d, '{"status": "finished", "runs": [1' + "0" * 5000 + "]}"),
+     "Exceeds the limit (4300 digits)"),
+], ids=["truncated", "no-order", "short-shard", "order-object", "nested", "a-list", "runs-text", "run-row",
+        "huge-int"])
+def test_a_damaged_shard_folder_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       damage: Any, words: str) -> None:
+    one, two = _hunt_shards(tmp_path)
+    damage(two)
+    out = tmp_path / "m"
+    assert main(["merge", str(one), str(two), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("takeover: error: ") and str(two) in err, err
+    assert words in err and len(err) < 300, err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_undamaged_hunt_shards_merge(tmp_path: Path) -> None:
+    """The other side of the test above: the same two shards, undamaged, merge (the damage is what fails)."""
+    one, two = _hunt_shards(tmp_path)
+    assert main(["merge", str(one), str(two), "--out", str(tmp_path / "m")]) == 0
+    assert [r["run"] for r in store.read_json_object(tmp_path / "m" / store.HUNT_FILE)["runs"]] == [1, 2]
