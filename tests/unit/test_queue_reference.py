@@ -9,7 +9,6 @@ temporary B-tree for sorting grows with them. Both are exact, so the test cannot
 
 from __future__ import annotations
 
-import math
 import sqlite3
 
 import pytest
@@ -17,6 +16,12 @@ import pytest
 from takeover.contract import REFERENCE_QUEUE, check_queue_object
 from takeover.queues import sqlite_lease
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
+from tests.helpers.reference_promises import (
+    BAD_ARGUMENTS,
+    assert_claim_order,
+    assert_refused_unchanged,
+    assert_return_types,
+)
 
 LEASE = 30.0
 
@@ -78,47 +83,17 @@ def test_register_is_idempotent(queue):
 
 
 def test_claim_order_expired_first_then_pending_in_registration_order(queue):
-    for name in ("p1", "p2", "p3"):
-        queue.register(name, 0)
-    assert queue.claim("A", 0, 10)[0] == "p1"
-    assert queue.claim("A", 5, 10)[0] == "p2"
-    # at t=20 both leases ran out; the oldest expiry goes first, before the pending p3
-    assert queue.claim("B", 20, 10)[:2] == ("p1", 2)
-    assert queue.claim("B", 20, 10)[:2] == ("p2", 2)
-    assert queue.claim("B", 20, 10)[:2] == ("p3", 1)
-    assert queue.claim("B", 20, 10) is None
+    assert_claim_order(queue)
 
 
 def test_return_types_match_the_contract(queue):
-    queue.register("a", 0)
-    task_id, generation, lease_until = queue.claim("A", 1, 30)  # integer inputs
-    assert type(task_id) is str and type(generation) is int and type(lease_until) is float
-    assert type(queue.finish("a", 1, "done", 2)) is bool
-    row = queue.snapshot()[0]
-    assert row == ("a", "done", 1, None) and type(row[2]) is int
+    assert_return_types(queue)
 
 
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (lambda q: q.register("x", math.nan), "now must be a finite number"),
-        (lambda q: q.register("", 0), "task_id must be a non-empty string"),
-        (lambda q: q.register(None, 0), "task_id must be a non-empty string"),
-        (lambda q: q.claim("A", math.nan, 30), "now must be a finite number"),
-        (lambda q: q.claim("A", 1, math.inf), "lease must be a finite number"),
-        (lambda q: q.claim("A", 1, 0), "lease must be positive"),
-        (lambda q: q.claim("A", 1, -5), "lease must be positive"),
-        (lambda q: q.finish("a", 1, "failed", 2), "outcome must be one of"),
-        (lambda q: q.finish("a", 1, "done", math.nan), "now must be a finite number"),
-    ],
-)
+@pytest.mark.parametrize(("call", "message"), BAD_ARGUMENTS)
 def test_bad_arguments_raise_and_change_nothing(queue, call, message):
     """SQLite stores NaN as NULL: unchecked, a NaN time would strand a task forever."""
-    queue.register("a", 0)
-    before = queue.snapshot()
-    with pytest.raises(ValueError, match=message):
-        call(queue)
-    assert queue.snapshot() == before
+    assert_refused_unchanged(queue, call, message)
 
 
 # ------------------------------------------------------------------------------ scale with done rows

@@ -85,7 +85,7 @@ def test_a_mark_naming_a_package_the_script_does_not_know_is_an_error(pytester, 
         ["*needs_package('fuse'): scripts/system-packages knows only fuse3, postgresql, iptables, iproute2, nodejs,*"])
 
 
-KNOWN = "fuse3 postgresql iptables iproute2 nodejs npm python3-venv"
+KNOWN = "fuse3 postgresql iptables iproute2 nodejs npm redis-server python3-venv"
 
 
 def test_the_script_refuses_an_unknown_package_or_command_in_one_line() -> None:
