@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import importlib.metadata
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from takeover.adapters.pins import require_library  # noqa: F401 - the PostgreSQL adapters call pg.require_library
 from takeover.contract import SnapshotRow
 from takeover.errors import ContractError
 
@@ -61,24 +61,6 @@ def require_url(db: str, name: str) -> str:
             f"{name} runs on PostgreSQL only: run it with --db postgres or --db postgresql://..., got {db!r}"
         )
     return db
-
-
-def require_library(distribution: str, pinned: str) -> None:
-    """Each adapter translates one release's code (file:line references in docs/adapters.md): a
-    missing library, or another release that may differ, is refused in one line rather than tested
-    as something else. The extra of the same name installs the pinned release."""
-    try:
-        found = importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        raise ContractError(
-            f"takeover.adapters.{distribution} needs the {distribution} library: "
-            f"pip install 'takeover[{distribution}]'"
-        ) from None
-    if found != pinned:
-        raise ContractError(
-            f"takeover.adapters.{distribution} was written for {distribution} {pinned}, found {found}: "
-            f"pip install 'takeover[{distribution}]'"
-        )
 
 
 def clock_value(now: float) -> str:
