@@ -240,6 +240,13 @@ def _table(headers: list[str] | tuple[str, ...], rows: list[list[str]]) -> list[
             *("| " + " | ".join(cell(c) for c in row) + " |" for row in rows), ""]
 
 
+def _whole_bench(bench: dict[str, Any], name: str) -> str:
+    """When a row from before the per-figure load was measured: its bench's time, and the load at that bench's end."""
+    kept = (bench.get("kept_from") or {}).get(name)
+    load = (bench.get("machine") or {}).get("load_avg") or ["?"]
+    return f"{kept or bench.get('when', '?')}" + ("" if kept else f", load {load[0]} at the bench's end")
+
+
 def bench_tables(bench: dict[str, Any] | None) -> str:
     """The figures of a bench.json as Markdown: the targets, detection power, the mutation score."""
     if bench is None:
@@ -252,11 +259,23 @@ def bench_tables(bench: dict[str, Any] | None) -> str:
                                                else "") + ".\n"]
     results = bench.get("results", [])
     if results:
-        out += ["## Overhead: takeover against bare SQLite\n"]
-        out += _table(("figure", "value", "target", "verdict", "what", "absolute figures"), [
+        from takeover.commands.bench import load_text, row_verdict, spread_text
+
+        out += ["## Overhead: takeover against bare SQLite\n",
+                "Each value is the median of its rounds' ratios (subject and baseline in alternating turns); the "
+                "verdict is PASS or MISS only when the whole interquartile range of the rounds is on one side of the "
+                "target, *noisy* otherwise. *Measured* is when, and the 1-minute load average meanwhile (min–max): "
+                "figures measured at a load above 2 are for direction only.\n"]
+        out += _table(("figure", "value", "target", "verdict", "spread", "measured", "what", "absolute figures"), [
             [f"`{r['name']}`", f"{r['value']:.0f} MB" if r.get("unit") == "MB" else f"{r['value']:.3f}",
-             r["target"], ("PASS" if r["pass"] else "MISS") + ("" if r["enforced"] else " (not enforced)"),
-             r.get("what", ""), r.get("absolute", "")] for r in results])
+             r["target"], row_verdict(r) + ("" if r["enforced"] else " (not enforced)"), spread_text(r),
+             load_text(r) or _whole_bench(bench, r["name"]), r.get("what", ""), r.get("absolute", "")]
+            for r in results])
+    suite = bench.get("suite")
+    if suite:
+        from takeover.benchmarks.suite_log import table
+
+        out += table(suite)
     detection = bench.get("detection")
     if detection:
         from takeover.benchmarks.detection_table import HEADERS, footer, rows

@@ -17,14 +17,13 @@ is a few library calls in-process and the figure is close to the bridge's cost a
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from takeover import db
 from takeover.benchmarks import queue_raw
-from takeover.benchmarks.timing import Sample, rate, ratio_figures
+from takeover.benchmarks.timing import Turns
 from takeover.contract import open_queue
 from takeover.errors import UsageError
 
@@ -50,7 +49,8 @@ def bridge_vs_native(pairs: int, repetitions: int, database: str = db.POSTGRES) 
     Each repetition opens both queues on fresh databases, then times them in alternation, ``CHUNK`` pairs
     at a time (A B B A ...), rather than a whole repetition each: a commit on the served PostgreSQL waits
     for an fsync (fsync=on), which on a shared disk took from 0.4 to 9 ms within one minute, so only
-    turns of a fraction of a second see the same disk. The rates are the chunks'.
+    turns of a fraction of a second see the same disk. The rates are the chunks', the figure the median of
+    the rounds' ratios (takeover.benchmarks.timing.Turns).
     """
     spec = js_reference(database)
     if database == db.POSTGRES:
@@ -59,29 +59,17 @@ def bridge_vs_native(pairs: int, repetitions: int, database: str = db.POSTGRES) 
         fresh: Any = FreshDatabases(pairs + 2 * CHUNK)
     else:
         fresh = queue_raw.FreshQueues(pairs + 2 * CHUNK)
-    bridged_rates: list[float] = []
-    native_rates: list[float] = []
+    turns = Turns()
     with fresh:
-        for rep in range(repetitions):
+        for _ in range(repetitions):
             bridged = fresh.track(open_queue(spec, fresh.path()))
             native = fresh.queue()
-            for queue in (bridged, native):  # untimed: connections made, statements prepared
-                queue_raw.queue_pairs(queue, CHUNK)
-            for turn in range(max(1, pairs // CHUNK)):
-                order = [(native, native_rates), (bridged, bridged_rates)]
-                if (rep + turn) % 2:
-                    order.reverse()  # neither always goes first
-                for queue, rates in order:
-                    rates.append(rate(partial(_turn, queue)))
-    figures: dict[str, Any] = ratio_figures("bridge_vs_native", Sample(tuple(bridged_rates)),
-                                            Sample(tuple(native_rates)), "bridge_pairs_per_s",
-                                            "native_pairs_per_s")  # fmt: skip
+            # The first (untimed) turn of each makes the connections and prepares the statements.
+            turns.run(partial(queue_raw.queue_pairs, bridged, CHUNK), partial(queue_raw.queue_pairs, native, CHUNK),
+                      max(1, pairs // CHUNK))
+    figures = turns.figures("bridge_vs_native", "bridge_pairs_per_s", "native_pairs_per_s")
     per_pair_us = 1e6 / figures["bridge_pairs_per_s"] - 1e6 / figures["native_pairs_per_s"]
     figures["per_call_overhead_us"] = round(per_pair_us / 2, 1)
     figures["db"] = database
     return figures
 
-
-def _turn(queue: Any) -> Callable[[], int]:
-    """One timed turn of ``queue`` (timing.rate's prepare: nothing to prepare)."""
-    return partial(queue_raw.queue_pairs, queue, CHUNK)

@@ -10,7 +10,9 @@ refused), lost replies (uncertain) — and writes the real run folder: history.j
     python -m takeover.benchmarks.check_1m [--events 1000000] [--dir DIR] [--seed 1] [--repeat 3]
 
 Prints one JSON object: events, read (fastest reader) and check (load + invariants + counts)
-seconds and peak RSS (MB), and their ratios. Medians over ``--repeat`` interleaved runs.
+seconds and peak RSS (MB), and their ratios. ``--repeat`` rounds, read and check alternating (the order
+flipped each round); ``time_ratio`` is the median of the rounds' check/read ratios, with its IQR and range
+(``time_ratio_iqr``, ``time_ratio_range``); the peak RSS is the largest of the rounds', its IQR beside it.
 ``read_all_files_s`` / ``time_ratio_all_files`` read every file the checker loads (history,
 snapshot, ledger); ``time_ratio`` is against the history alone.
 """
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 
 from takeover import store
+from takeover.benchmarks.timing import Load, Spread
 from takeover.exit_codes import ExitCode
 from takeover.run.ledger import Ledger
 
@@ -217,23 +220,35 @@ def main(argv: list[str] | None = None) -> ExitCode:
     n = generate(folder, args.events, args.seed)
     gen_s = time.perf_counter() - started
     reads, checks, read_alls = [], [], []
-    for _ in range(args.repeat):  # interleaved, so background load drifts hit both alike
-        reads.append(_measure(_READ, str(folder / store.HISTORY_FILE)))
-        checks.append(_measure(_CHECK, str(folder)))
+    load = Load()
+    for i in range(args.repeat):  # alternating, the order flipped each round: load drifts hit both alike
+        hist = str(folder / store.HISTORY_FILE)
+        if i % 2 == 0:
+            reads.append(_measure(_READ, hist))
+            checks.append(_measure(_CHECK, str(folder)))
+        else:
+            checks.append(_measure(_CHECK, str(folder)))
+            reads.append(_measure(_READ, hist))
         read_alls.append(_measure(_READ_ALL, *(str(folder / name) for name in (
             store.HISTORY_FILE, store.SNAPSHOT_FILE, store.LEDGER_FILE))))
+        load.sample()
     read_s = statistics.median(r[0] for r in reads)
     check_s = statistics.median(c[0] for c in checks)
     read_all_s = statistics.median(r[0] for r in read_alls)
     read_mb = max(r[1] for r in reads)
     check_mb = max(c[1] for c in checks)
+    ratios = Spread(tuple(c[0] / r[0] for c, r in zip(checks, reads, strict=True)))
+    ratios_all = Spread(tuple(c[0] / r[0] for c, r in zip(checks, read_alls, strict=True)))
+    peaks = Spread(tuple(c[1] for c in checks))
     print(json.dumps({
         "events": n, "history_mb": round((folder / store.HISTORY_FILE).stat().st_size / 2**20, 1),
         "generate_s": round(gen_s, 2),
         "read_s": round(read_s, 3), "read_peak_rss_mb": round(read_mb), "check_s": round(check_s, 3),
-        "check_peak_rss_mb": round(check_mb), "time_ratio": round(check_s / read_s, 2),
+        "check_peak_rss_mb": round(check_mb), "time_ratio": round(ratios.median, 2),
         "rss_ratio": round(check_mb / read_mb, 2), "repeat": args.repeat, "dir": str(folder),
-        "read_all_files_s": round(read_all_s, 3), "time_ratio_all_files": round(check_s / read_all_s, 2),
+        "read_all_files_s": round(read_all_s, 3), "time_ratio_all_files": round(ratios_all.median, 2),
+        **ratios.keys("time_ratio", 2), **ratios_all.keys("time_ratio_all_files", 2),
+        **peaks.keys("check_peak_rss_mb", 0), **load.figures(),
     }))
     return ExitCode.VALID
 

@@ -15,21 +15,22 @@ import multiprocessing
 import os
 import tempfile
 from functools import partial
+from typing import Any
 
-from takeover.benchmarks.queue_raw import FreshQueues, queue_pairs
-from takeover.benchmarks.timing import compare, ratio_figures
+from takeover.benchmarks.queue_raw import TURN, FreshQueues, queue_pairs
+from takeover.benchmarks.timing import Turns
 from takeover.history import HistoryWriter
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.run.freeze_in_call import CallFreezer
 from takeover.run.phases import PhaseBoard
 
 
-def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
+def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, Any]:
     board = PhaseBoard.create(multiprocessing.get_context("spawn"), 1)
     fd, history = tempfile.mkstemp(prefix="takeover-bench-", suffix=".jsonl")
     os.close(fd)
     try:
-        with FreshQueues(pairs + 10) as fresh:
+        with FreshQueues(pairs + 2 * TURN + 10) as fresh:
             hist = fresh.track(HistoryWriter(history, 1))
 
             def watched() -> SQLiteLeaseQueue:
@@ -38,14 +39,17 @@ def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
                 fresh.track(queue)
                 return queue
 
-            cand, base = compare(
-                lambda: partial(queue_pairs, watched(), pairs),
-                lambda: partial(queue_pairs, fresh.queue(), pairs),
-                repetitions=repetitions,
-            )
+            turns = Turns()
+            size = min(TURN, pairs)
+            for _ in range(repetitions):
+                turns.run(
+                    partial(queue_pairs, watched(), size),
+                    partial(queue_pairs, fresh.queue(), size),
+                    max(1, pairs // size),
+                )
     finally:
         os.unlink(history)
-    return ratio_figures("watched_vs_plain", cand, base, "watched_pairs_per_s", "plain_pairs_per_s")
+    return turns.figures("watched_vs_plain", "watched_pairs_per_s", "plain_pairs_per_s")
 
 
 if __name__ == "__main__":

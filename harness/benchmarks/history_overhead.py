@@ -4,8 +4,8 @@ Why: the history must be complete (an invoke before every call, a completion aft
 ``os.write`` so SIGKILL cannot lose it) and still cheap, or takeover would measure its own
 recording instead of the queue. The candidate records exactly what a worker records for a pair
 (claim invoke/ok, finish invoke/ok, same fields, same writer); the baseline makes the same queue
-calls with nothing around them. Both run in one process on fresh queue files, interleaved, and
-the figure is the ratio of medians (see :mod:`takeover.benchmarks.timing`).
+calls with nothing around them. Both run in one process on fresh queue files, in alternating turns,
+and the figure is the median of the turns' ratios (see :mod:`takeover.benchmarks.timing`).
 
 Run it: ``python -m takeover.benchmarks.history_overhead [--pairs N] [--repetitions R]``.
 """
@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
 from functools import partial
+from typing import Any
 
-from takeover.benchmarks.queue_raw import FreshQueues
-from takeover.benchmarks.timing import compare
+from takeover.benchmarks.queue_raw import TURN, FreshQueues
+from takeover.benchmarks.timing import Turns
 from takeover.history import HistoryWriter
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
@@ -49,24 +49,21 @@ def bare_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
     return pairs
 
 
-def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, float]:
-    """Return the ratio (recorded / bare) with its absolute figures, medians of ``repetitions``."""
-    with FreshQueues(pairs + 10) as fresh:
-
-        def prepare_recorded() -> Callable[[], int]:
+def measure(pairs: int = 3000, repetitions: int = 5, turn: int = TURN) -> dict[str, Any]:
+    """Return the ratio (recorded / bare) with its absolute figures: each repetition opens both on fresh
+    queue files (and a fresh history) and times them in alternating turns of ``turn`` pairs, ``pairs`` each."""
+    turns = Turns()
+    size = min(turn, pairs)
+    with FreshQueues(pairs + 2 * size + 10) as fresh:
+        for _ in range(repetitions):
             queue = fresh.queue()
             hist = fresh.track(HistoryWriter(fresh.dir / f"h{fresh.n}.jsonl", 1))
-            return partial(recorded_pairs, queue, hist, pairs)
-
-        cand, base = compare(
-            prepare_recorded, lambda: partial(bare_pairs, fresh.queue(), pairs), repetitions=repetitions
-        )
-    return {
-        "history_overhead": cand.median / base.median,
-        "recorded_pairs_per_s": cand.median,
-        "bare_pairs_per_s": base.median,
-        "history_overhead_spread": max(cand.spread, base.spread),
-    }
+            turns.run(
+                partial(recorded_pairs, queue, hist, size),
+                partial(bare_pairs, fresh.queue(), size),
+                max(1, pairs // size),
+            )
+    return turns.figures("history_overhead", "recorded_pairs_per_s", "bare_pairs_per_s")
 
 
 def main() -> None:

@@ -16,13 +16,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from takeover.benchmarks.timing import compare, ratio_figures
+from takeover.benchmarks.timing import Turns
 from takeover.contract import LeaseQueue
 from takeover.queues import sqlite_lease
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.sqlite_util import open_wal
 
 LEASE = 30.0
+# Pairs per turn (Turns): a few tens of milliseconds of SQLite, long enough to time, short enough that both
+# sides of a round see the same machine.
+TURN = 250
 
 
 class Closeable(Protocol):
@@ -105,13 +108,15 @@ def raw_pairs(conn: sqlite3.Connection, pairs: int) -> int:
 
 
 def measure(pairs: int = 5000, repetitions: int = 5, fresh_queues: Any = FreshQueues,
-            raw: Callable[[Any, int], int] = raw_pairs) -> dict[str, float]:
-    """Return the ratio and its absolute figures (pairs per second, medians). ``fresh_queues`` and ``raw``
-    are the database's: takeover.benchmarks.postgres gives PostgreSQL's."""
-    with fresh_queues(pairs + 10) as fresh:
-        cand, base = compare(
-            lambda: partial(queue_pairs, fresh.queue(), pairs),
-            lambda: partial(raw, fresh.raw(), pairs),
-            repetitions=repetitions,
-        )
-    return ratio_figures("queue_vs_raw", cand, base, "queue_pairs_per_s", "raw_pairs_per_s")
+            raw: Callable[[Any, int], int] = raw_pairs, turn: int = TURN) -> dict[str, Any]:
+    """Return the ratio and its absolute figures: each repetition opens the queue and the bare connection on
+    fresh databases and times them in alternating turns of ``turn`` pairs, ``pairs`` pairs each
+    (:class:`takeover.benchmarks.timing.Turns`). ``fresh_queues`` and ``raw`` are the database's:
+    takeover.benchmarks.postgres gives PostgreSQL's."""
+    turns = Turns()
+    size = min(turn, pairs)
+    with fresh_queues(pairs + 2 * size + 10) as fresh:
+        for _ in range(repetitions):
+            queue, conn = fresh.queue(), fresh.raw()
+            turns.run(partial(queue_pairs, queue, size), partial(raw, conn, size), max(1, pairs // size))
+    return turns.figures("queue_vs_raw", "queue_pairs_per_s", "raw_pairs_per_s")

@@ -1,21 +1,31 @@
-"""Trustworthy timing for ratios: warm-ups, interleaved repetitions, medians.
+"""Trustworthy timing for ratios: short alternating turns, the median of their ratios, and its spread.
 
-Why interleave: on a shared 2-core machine the background load drifts over seconds. Running the
-candidate and its baseline in alternation (A B A B ...) exposes both to the same drift, so their
-ratio is far steadier than either absolute figure.
+Why turns: on a shared 2-core machine the background load drifts over seconds. Timing a candidate for a
+whole repetition and then its baseline lets a change of load land in the ratio (``takeover bench
+--only queue_vs_raw`` three times in a row gave 0.756, 0.942 and 0.959). Here the two take short turns (A B
+B A A B ..., the order flipped every round), each round's ratio comes from two turns a fraction of a
+second apart, which see the same machine, and the figure is the median of the rounds' ratios. Its spread
+(the interquartile range and min-max of those ratios) says whether the figure can judge a target at all:
+:func:`verdict` gives PASS or MISS only when the whole interquartile range is on one side of it, "noisy"
+otherwise. The 1-minute load average is sampled at every round, so a figure says under what load it was
+measured.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+PASS, MISS, NOISY = "PASS", "MISS", "noisy"
 
 
 @dataclass(frozen=True)
 class Sample:
-    """Rates (operations per second) of repeated runs; the median is the figure reported."""
+    """Rates (operations per second) of repeated turns; the median is the figure reported."""
 
     rates: tuple[float, ...] = field(default_factory=tuple)
 
@@ -25,53 +35,143 @@ class Sample:
 
     @property
     def spread(self) -> float:
-        """(max - min) / median: how much to trust the median."""
+        """(max - min) / median: how much the rates themselves moved."""
         if len(self.rates) < 2 or not self.median:
             return 0.0
         return (max(self.rates) - min(self.rates)) / self.median
 
 
-Prepared = Callable[[], Callable[[], int]]
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """The first and third quartiles (inclusive method: with one value both are it, with two the
+    interpolations between them), so a figure of a single round has an IQR of zero width."""
+    if not values:
+        return float("nan"), float("nan")
+    if len(values) == 1:
+        return float(values[0]), float(values[0])
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
 
 
-def ratio_figures(ratio: str, cand: Sample, base: Sample, cand_rate: str, base_rate: str) -> dict[str, float]:
-    """What a measurement reports: the ratio of the medians, both medians, and the larger spread."""
-    return {ratio: cand.median / base.median, cand_rate: cand.median, base_rate: base.median,
-            f"{ratio}_spread": max(cand.spread, base.spread)}
+@dataclass(frozen=True)
+class Spread:
+    """A figure from repeated rounds: the median of the rounds' values, their IQR and min-max."""
+
+    values: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values) if self.values else float("nan")
+
+    @property
+    def iqr(self) -> tuple[float, float]:
+        return quartiles(self.values)
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return (min(self.values), max(self.values)) if self.values else (float("nan"), float("nan"))
+
+    def keys(self, name: str, digits: int = 3) -> dict[str, Any]:
+        """bench.json's keys for the figure ``name`` beside its value: ``<name>_iqr`` [q1, q3], ``<name>_range``
+        [min, max] and ``<name>_rounds`` (how many ratios the median is of)."""
+        return {
+            f"{name}_iqr": [round(x, digits) for x in self.iqr],
+            f"{name}_range": [round(x, digits) for x in self.range],
+            f"{name}_rounds": len(self.values),
+        }
 
 
-def rate(prepare: Prepared) -> float:
-    """Prepare untimed (fresh files, connections), then time one run; operations per second."""
-    fn = prepare()
+def verdict(op: str, bound: float, iqr: Sequence[float]) -> str:
+    """PASS when the whole interquartile range meets ``op bound`` (">=" or "<="), MISS when the whole of it
+    misses, "noisy" when the target falls inside it: that figure cannot say which."""
+    lo, hi = min(iqr), max(iqr)
+    if op == ">=":
+        return PASS if lo >= bound else MISS if hi < bound else NOISY
+    return PASS if hi <= bound else MISS if lo > bound else NOISY
+
+
+class Load:
+    """The 1-minute load average sampled during a measurement: at its start, at every round, at its end."""
+
+    def __init__(self) -> None:
+        self.when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.samples: list[float] = []
+        self.sample()
+
+    def sample(self) -> None:
+        self.samples.append(os.getloadavg()[0])
+
+    def figures(self) -> dict[str, Any]:
+        """``when`` the measurement started, and ``load_avg``: the 1-minute load's min, median and max."""
+        self.sample()
+        s = self.samples
+        return {"when": self.when, "load_avg": {"min": round(min(s), 2), "median": round(statistics.median(s), 2),
+                                                "max": round(max(s), 2)}}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What a turn returns when it timed itself (a child process, a run's steady window): its rate."""
+
+    rate: float
+
+
+Turn = Callable[[], "int | Timed"]  # one turn: the operations it made (the runner times it), or its own Timed
+
+
+def _timed(turn: Turn) -> float:
     start = time.perf_counter()
-    ops = fn()
+    done = turn()
     elapsed = time.perf_counter() - start
-    return ops / elapsed if elapsed > 0 else float("inf")
+    if isinstance(done, Timed):
+        return done.rate
+    return done / elapsed if elapsed > 0 else float("inf")
 
 
-def compare(
-    candidate: Prepared,
-    baseline: Prepared,
-    *,
-    repetitions: int = 5,
-    warmups: int = 1,
-) -> tuple[Sample, Sample]:
-    """Interleaved A/B measurement of two workloads; returns (candidate, baseline) samples.
+@dataclass
+class Turns:
+    """Rates of a candidate and its baseline in alternating turns, a ratio per round, and the load meanwhile.
 
-    Each workload is a ``prepare`` function that does its untimed set-up and returns the timed
-    closure, which returns the number of operations it performed.
-    """
-    for _ in range(warmups):
-        rate(baseline)
-        rate(candidate)
-    cand: list[float] = []
-    base: list[float] = []
-    for i in range(repetitions):
-        # Alternate which goes first so neither always runs on a warmer cache.
-        if i % 2 == 0:
-            base.append(rate(baseline))
-            cand.append(rate(candidate))
-        else:
-            cand.append(rate(candidate))
-            base.append(rate(baseline))
-    return Sample(tuple(cand)), Sample(tuple(base))
+    :meth:`run` adds rounds; several calls (one per repetition, each on fresh databases) add to the same
+    figures. Each round runs both once, the order flipped from one round to the next, so neither always
+    runs first (on a warmer cache, or on the machine the other just left)."""
+
+    cand: list[float] = field(default_factory=list)
+    base: list[float] = field(default_factory=list)
+    load: Load = field(default_factory=Load)
+
+    def run(self, candidate: Turn, baseline: Turn, rounds: int, *, warmups: int = 1) -> Turns:
+        for _ in range(warmups):  # untimed: connections made, statements prepared, caches warm
+            candidate()
+            baseline()
+        for _ in range(rounds):
+            first_base = len(self.cand) % 2 == 0
+            if first_base:
+                b = _timed(baseline)
+                c = _timed(candidate)
+            else:
+                c = _timed(candidate)
+                b = _timed(baseline)
+            self.cand.append(c)
+            self.base.append(b)
+            self.load.sample()
+        return self
+
+    @property
+    def ratios(self) -> Spread:
+        """Candidate over baseline, round by round (rates: above 1, the candidate is the faster)."""
+        return Spread(tuple(c / b for c, b in zip(self.cand, self.base, strict=True) if b > 0))
+
+    def figures(self, ratio: str, cand_rate: str, base_rate: str, *, inverse: bool = False) -> dict[str, Any]:
+        """bench.json's figures: ``ratio`` (the median of the rounds' ratios; baseline over candidate with
+        ``inverse``, for a ratio of times), the median rates, ``<ratio>_spread`` (the larger relative
+        max-min of the two rates), the ratio's IQR, range and rounds, ``when`` and ``load_avg``."""
+        spread = Spread(tuple(1 / r for r in self.ratios.values)) if inverse else self.ratios
+        cand, base = Sample(tuple(self.cand)), Sample(tuple(self.base))
+        return {ratio: spread.median, cand_rate: cand.median, base_rate: base.median,
+                f"{ratio}_spread": max(cand.spread, base.spread), **spread.keys(ratio),
+                **self.load.figures()}  # fmt: skip
+
+
+def rate(prepare: Callable[[], Callable[[], int]]) -> float:
+    """Prepare untimed (fresh files, connections), then time one run; operations per second."""
+    return _timed(prepare())

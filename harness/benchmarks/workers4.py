@@ -11,7 +11,8 @@ The candidate's rate is read from the run's own history, during the steady state
 moment every worker has completed its first claim (process start-up, imports and the first
 connection are not the queue's cost) to the faults_stop record or the finish that leaves 5% of the
 tasks, whichever comes first (the tail, where workers start to find the queue empty, is not the
-steady state either). Candidate and baseline alternate, medians of the repetitions.
+steady state either). Candidate and baseline alternate, a round of each step per repetition (the order
+rotated each round); each ratio is the median of the rounds' ratios, with its IQR and range.
 
 Beside them, in the same rotation (:mod:`takeover.benchmarks.queue4`): the queue alone in 4 processes
 (the ceiling, ``workers4_vs_queue4``), the same with one action per pair on a real service
@@ -39,7 +40,7 @@ from typing import Any
 
 from takeover.benchmarks import queue_raw
 from takeover.benchmarks.queue4 import queue4_rate
-from takeover.benchmarks.timing import Sample, rate
+from takeover.benchmarks.timing import Load, Sample, Spread, rate
 from takeover.config import RunConfig, TaskTime
 from takeover.contract import REFERENCE_QUEUE
 from takeover.options import FAULT_KINDS
@@ -199,6 +200,7 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
     echoing: list[float] = []
     runs: list[dict[str, Any]] = []
     fresh_queues = fresh_queues or queue_raw.FreshQueues
+    load = Load()
     with fresh_queues(raw_pairs + 10) as fresh, tempfile.TemporaryDirectory(prefix="takeover-bench-w4-") as d:
 
         def prepare_raw() -> Callable[[], int]:
@@ -222,27 +224,39 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
                 shift = i % len(order)
                 for name in order[shift:] + order[:shift]:
                     steps[name]()
+                load.sample()
     w4, raw, q4, q4s, q4e = (Sample(tuple(r["rate"] for r in runs)), Sample(tuple(raws)), Sample(tuple(alone)),
                              Sample(tuple(acting)), Sample(tuple(echoing)))  # fmt: skip
+
+    def per_round(num: Sample, den: Sample) -> Spread:
+        """The ratio round by round: both measured in the same rotation, a few seconds apart."""
+        return Spread(tuple(a / b for a, b in zip(num.rates, den.rates, strict=True) if b > 0))
+
+    ratios = {"workers4_vs_raw": per_round(w4, raw), "queue4_vs_raw": per_round(q4, raw),
+              "workers4_vs_queue4": per_round(w4, q4), "queue4_service_vs_queue4": per_round(q4s, q4),
+              "workers4_vs_queue4_service": per_round(w4, q4s), "queue4_echo_vs_queue4": per_round(q4e, q4)}
     return {
-        "workers4_vs_raw": w4.median / raw.median,
+        "workers4_vs_raw": ratios["workers4_vs_raw"].median,
         "workers4_pairs_per_s": w4.median,
         "raw_pairs_per_s": raw.median,
         "queue4_pairs_per_s": q4.median,
-        "queue4_vs_raw": q4.median / raw.median,  # SQLite's multi-process ceiling here, with nothing of takeover's
-        "workers4_vs_queue4": w4.median / q4.median,  # takeover's own cost on top of that ceiling
+        "queue4_vs_raw": ratios["queue4_vs_raw"].median,  # SQLite's multi-process ceiling, nothing of takeover's
+        "workers4_vs_queue4": ratios["workers4_vs_queue4"].median,  # takeover's own cost on top of that ceiling
         # the same ceiling when each pair also acts once on a real service, and what takeover's bookkeeping keeps of it
         "queue4_service_pairs_per_s": q4s.median,
-        "queue4_service_vs_queue4": q4s.median / q4.median,
-        "workers4_vs_queue4_service": w4.median / q4s.median,
+        "queue4_service_vs_queue4": ratios["queue4_service_vs_queue4"].median,
+        "workers4_vs_queue4_service": ratios["workers4_vs_queue4_service"].median,
         # the floor of the action's cost: the same round trip to a bare echo peer (no ledger), the most a run
         # could keep of queue4 with a service that costs nothing (workers4_vs_queue4 cannot reach it)
         "queue4_echo_pairs_per_s": q4e.median,
-        "queue4_echo_vs_queue4": q4e.median / q4.median,
+        "queue4_echo_vs_queue4": ratios["queue4_echo_vs_queue4"].median,
         "workers4_vs_raw_spread": max(w4.spread, raw.spread, q4.spread, q4s.spread, q4e.spread),
         "workers4_window_s": statistics.median(r["window"] for r in runs),
         # from the median run: where a worker's claim -> action -> finish cycle goes, in ms
         "workers4_split_ms": sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]["split"],
+        # each ratio's spread over the rounds (the medians above are of the rounds' ratios)
+        **{k: v for name, spread in ratios.items() for k, v in spread.keys(name).items()},
+        **load.figures(),
     }
 
 

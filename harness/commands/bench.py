@@ -33,6 +33,7 @@ from typing import Any
 from takeover import db
 from takeover.benchmarks.bench_file import bench_doc, keep_earlier
 from takeover.benchmarks.sources import MEASURE, MEASURE_POSTGRES, bridge
+from takeover.benchmarks.timing import MISS, NOISY, PASS, verdict
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, db_given
@@ -107,6 +108,12 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes (a few seconds): proves the benchmarks run; figures mean nothing")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="N times the rounds of every figure (N times as long): a tighter spread where a "
+                             "figure came out noisy")  # fmt: skip
+    parser.add_argument("--suite-log", default=None, metavar="FILE",
+                        help="measure nothing: record the suite's own time (session wall time, the 15 slowest tests) "
+                             "from FILE, the output of make test, into --out's suite key")  # fmt: skip
     parser.add_argument("--out", default=None, metavar="FILE|DIR",
                         help="where to write the results (default bench.json); with --shard the shard's folder "
                              "(new or empty), which takeover merge joins with the others")  # fmt: skip
@@ -151,7 +158,11 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"--out {str(out)!r}: folder {str(out.absolute().parent)!r} is missing or not writable")
     if args.detection_seeds < 1 or args.detection_jobs < 1 or not args.detection_seconds > 0:
         raise UsageError("--detection-seeds and --detection-jobs must be at least 1, --detection-seconds above 0")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     mutants_sample(args)  # a bad --mutants stops here
+    if args.suite_log is not None:
+        return _suite(Path(args.suite_log), out)
     _check_detection_hosts(args)
     database = db_given(args)
     measure = MEASURE if database == db.DEFAULT else MEASURE_POSTGRES
@@ -176,7 +187,7 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
     for source in SOURCES:
         if source not in sources:
             continue
-        size = SIZES[source][1 if quick else 0]
+        size = scaled(SIZES[source][1 if quick else 0], args.repeat)
         print(f"takeover bench: measuring {source} {size} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
         figures[source] = measure[source](**size)
@@ -226,11 +237,36 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
               f"{tx['skip_locked_missed_s']} s (idle_in_transaction_session_timeout "
               f"{tx['idle_in_transaction_session_timeout']})")
     print(f"wrote {out}")
-    missed = [r["name"] for r in results if not r["pass"] and r["enforced"]]
+    advice = quieter(results)
+    if advice and not quick:
+        print(advice, file=sys.stderr)
+    missed = [r["name"] for r in results if row_verdict(r) == MISS and r["enforced"]]
     if missed and not quick:
         print(f"takeover bench: target missed: {', '.join(missed)}", file=sys.stderr)
         return ExitCode.VIOLATED
     return ExitCode.VALID
+
+
+def _suite(log: Path, out: Path) -> ExitCode:
+    """``--suite-log``: the suite's time into ``out``'s ``suite`` key, everything else in it kept."""
+    from takeover.benchmarks.suite_log import record
+
+    suite = record(log)
+    try:
+        doc = json.loads(out.read_text()) if out.exists() else {}
+    except (OSError, ValueError):
+        raise UsageError(f"--out {str(out)!r} is not a bench.json (not JSON): give the file the bench wrote") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"--out {str(out)!r} is not a bench.json (not a JSON object)")
+    doc["suite"] = suite
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"takeover bench: the suite took {suite['wall_s']:.0f} s ({len(suite['slowest'])} slowest tests) -> {out}")
+    return ExitCode.VALID
+
+
+def scaled(size: dict[str, Any], repeat: int) -> dict[str, Any]:
+    """A measurement's size with ``repeat`` times its rounds (``repetitions``, or ``repeat`` for check_1m)."""
+    return {k: v * repeat if k in ("repetitions", "repeat") else v for k, v in size.items()}
 
 
 def _shard(args: argparse.Namespace) -> ExitCode:
@@ -264,18 +300,63 @@ def _shard(args: argparse.Namespace) -> ExitCode:
 
 
 def evaluate(figures: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per target whose measurement ran: value, target, PASS/MISS, absolute figures."""
+    """One row per target whose measurement ran: value, target, verdict, spread, load, absolute figures.
+
+    ``value`` is the figure (the median of its rounds' ratios), ``pass`` whether it meets the target;
+    ``verdict`` (added later) is PASS or MISS only when the whole interquartile range of the rounds is on
+    one side of the target, "noisy" otherwise (takeover.benchmarks.timing.verdict); ``iqr``, ``range`` and
+    ``rounds`` are that spread, ``when`` and ``load_avg`` when and under what load it was measured."""
     rows = []
     for t in TARGETS:
         fig = figures.get(t.source)
         if fig is None:
             continue
-        value = float(fig[t.key or t.name])
+        key = t.key or t.name
+        value = float(fig[key])
+        iqr = fig.get(f"{key}_iqr") or [value, value]  # a figure without rounds: its value alone
         rows.append({
             "name": t.name, "value": round(value, 3), "unit": t.unit, "target": f"{t.op} {t.bound:g}",
             "pass": t.passes(value), "enforced": t.enforced, "what": t.what, "absolute": absolute(t.name, fig),
+            "verdict": verdict(t.op, t.bound, iqr), "iqr": iqr, "range": fig.get(f"{key}_range") or [value, value],
+            "rounds": fig.get(f"{key}_rounds", 1), "when": fig.get("when"), "load_avg": fig.get("load_avg"),
+            "source": t.source,
         })  # fmt: skip
     return rows
+
+
+def row_verdict(row: dict[str, Any]) -> str:
+    """A row's verdict; a row from before verdicts (kept from an older bench.json) has only ``pass``."""
+    return str(row.get("verdict") or (PASS if row["pass"] else MISS))
+
+
+def spread_text(row: dict[str, Any]) -> str:
+    """The row's IQR and min-max over its rounds, as the table and the page show them."""
+    if "iqr" not in row:
+        return ""
+    fmt = "{:.0f}" if row.get("unit") == "MB" else "{:.3f}"
+    (q1, q3), (lo, hi) = row["iqr"], row["range"]
+    return (f"IQR {fmt.format(q1)}–{fmt.format(q3)}, range {fmt.format(lo)}–{fmt.format(hi)}, "
+            f"{row['rounds']} rounds")  # fmt: skip
+
+
+def load_text(row: dict[str, Any]) -> str:
+    """When the row was measured and the 1-minute load average meanwhile (min–max)."""
+    load = row.get("load_avg")
+    if not load:
+        return ""
+    return f"{row.get('when', '?')}, load {load['min']:g}–{load['max']:g}"
+
+
+def quieter(results: list[dict[str, Any]]) -> str | None:
+    """What to do about the noisy rows: the command that measures them again with more rounds, alone."""
+    noisy = [r for r in results if row_verdict(r) == NOISY]
+    if not noisy:
+        return None
+    names = ", ".join(f"{r['name']} ({spread_text(r).split(',')[0]} around {r['target']})" for r in noisy)
+    only = " ".join(f"--only {s}" for s in dict.fromkeys(r["source"] for r in noisy if r.get("source")))
+    return (f"takeover bench: noisy, no verdict: {names}. For a quieter figure run them alone on an idle machine "
+            f"(1-minute load average below 2; now {os.getloadavg()[0]:.1f}), with more rounds: takeover bench "
+            f"{only} --repeat 3")  # fmt: skip
 
 
 def absolute(name: str, fig: dict[str, Any]) -> str:
@@ -313,12 +394,14 @@ def print_table(results: list[dict[str, Any]], quick: bool) -> None:
 
     title = "takeover bench" + (" --quick (sizes too small to judge: a smoke test)" if quick else "")
     table = Table(title=title)
-    for col in ("figure", "value", "target", "", "absolute figures"):
-        table.add_column(col)
+    for col in ("figure", "value", "target", "", "spread (rounds)", "load", "absolute figures"):
+        table.add_column(col, no_wrap=col in ("figure", "value", "target"))
     for r in results:
-        verdict = _verdict(r["pass"]) + ("" if r["enforced"] else " (info)")
+        shown = _VERDICT_STYLE[row_verdict(r)] + ("" if r["enforced"] else " (info)")
         value = f"{r['value']:.0f} MB" if r["unit"] == "MB" else f"{r['value']:.3f}"
-        table.add_row(r["name"], value, r["target"], verdict, r["absolute"])
+        load = r.get("load_avg")
+        table.add_row(r["name"], value, r["target"], shown, spread_text(r),
+                      f"{load['min']:g}–{load['max']:g}" if load else "", r["absolute"])
     Console(file=sys.stdout, width=max(120, _width())).print(table)
 
 
@@ -344,8 +427,11 @@ def print_detection(fig: dict[str, Any]) -> None:
         console.print(line, markup=False)
 
 
+_VERDICT_STYLE = {PASS: "[green]PASS[/green]", MISS: "[red]MISS[/red]", NOISY: "[yellow]noisy[/yellow]"}
+
+
 def _verdict(ok: bool) -> str:
-    return "[green]PASS[/green]" if ok else "[red]MISS[/red]"
+    return _VERDICT_STYLE[PASS if ok else MISS]
 
 
 def _frozen_holder() -> dict[str, Any]:

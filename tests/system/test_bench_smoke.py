@@ -29,6 +29,9 @@ def test_quick_bench_writes_every_figure(tmp_path):
     for row in doc["results"]:
         assert row["value"] > 0, row
         assert isinstance(row["pass"], bool)
+        # its spread over the rounds, the verdict that spread allows, and when and under what load
+        assert row["verdict"] in ("PASS", "MISS", "noisy") and row["iqr"][0] <= row["value"] <= row["iqr"][1], row
+        assert row["rounds"] >= 1 and row["when"] and set(row["load_avg"]) == {"min", "median", "max"}
         assert row["target"].split()[0] in (">=", "<=")
         assert row["absolute"], row
         assert row["name"] in proc.stdout

@@ -1,0 +1,124 @@
+"""The bench's arithmetic: alternating turns, the median of their ratios, its spread, and when it may judge.
+
+Deterministic fake turns (each returns the rate it is given): this tests the statistics and the verdict
+rules, not the machine, so nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from takeover.benchmarks.suite_log import parse
+from takeover.benchmarks.timing import MISS, NOISY, PASS, Spread, Timed, Turns, quartiles, verdict
+from takeover.commands.bench import TARGETS, evaluate, quieter
+from takeover.errors import UsageError
+
+
+def _turns(rates: list[float], log: list[str], name: str):
+    it = iter(rates)
+
+    def turn() -> Timed:
+        log.append(name)
+        return Timed(next(it))
+
+    return turn
+
+
+def test_turns_alternate_the_order_every_round_and_take_the_median_of_the_rounds_ratios():
+    log: list[str] = []
+    # one warm-up each (untimed), then 5 rounds; the candidate's rate over the baseline's, per round
+    cand = _turns([1.0, 90, 80, 100, 50, 95], log, "A")
+    base = _turns([1.0, 100, 100, 100, 100, 100], log, "B")
+    turns = Turns().run(cand, base, 5)
+    assert log[2:] == ["B", "A", "A", "B", "B", "A", "A", "B", "B", "A"]  # flipped each round
+    assert turns.ratios.values == (0.9, 0.8, 1.0, 0.5, 0.95)
+    fig = turns.figures("x", "a_per_s", "b_per_s")
+    assert fig["x"] == 0.9 and fig["a_per_s"] == 90 and fig["b_per_s"] == 100
+    assert fig["x_iqr"] == [0.8, 0.95] and fig["x_range"] == [0.5, 1.0] and fig["x_rounds"] == 5
+    assert fig["x_spread"] == pytest.approx(0.5 / 0.9)  # the rates' own (max - min) / median, as before
+    assert set(fig["load_avg"]) == {"min", "median", "max"} and fig["when"]
+    # a second repetition (fresh databases) adds rounds and keeps alternating where the first stopped
+    log.clear()
+    turns.run(_turns([1.0, 70], log, "A"), _turns([1.0, 100], log, "B"), 1)
+    assert log == ["A", "B", "A", "B"] and len(turns.ratios.values) == 6
+
+
+def test_a_ratio_of_times_is_the_inverse_of_the_rates():
+    turns = Turns().run(_turns([0, 1.0, 2.0], [], "check"), _turns([0, 2.0, 2.0], [], "read"), 2)
+    fig = turns.figures("time_ratio", "c", "r", inverse=True)
+    assert fig["time_ratio"] == 1.5 and fig["time_ratio_range"] == [1.0, 2.0]
+
+
+def test_quartiles_of_one_two_and_many_values():
+    assert quartiles([0.7]) == (0.7, 0.7)
+    assert quartiles([1.0, 2.0]) == (1.25, 1.75)
+    assert quartiles([1, 2, 3, 4, 5]) == (2, 4)
+    assert Spread((3.0, 1.0, 2.0)).median == 2.0 and Spread((3.0, 1.0, 2.0)).range == (1.0, 3.0)
+
+
+@pytest.mark.parametrize(("op", "iqr", "expected"), [
+    (">=", [0.91, 0.95], PASS), (">=", [0.9, 0.95], PASS), (">=", [0.85, 0.89], MISS), (">=", [0.85, 0.92], NOISY),
+    ("<=", [1.5, 1.9], PASS), ("<=", [1.5, 2.0], PASS), ("<=", [2.1, 2.5], MISS), ("<=", [1.8, 2.2], NOISY),
+])  # fmt: skip
+def test_a_verdict_only_when_the_whole_iqr_is_on_one_side(op, iqr, expected):
+    bound = 0.9 if op == ">=" else 2.0
+    assert verdict(op, bound, iqr) == expected
+
+
+def test_the_bench_fails_only_a_miss_and_says_how_to_quieten_a_noisy_figure():
+    figures = {"queue_vs_raw": {"queue_vs_raw": 0.92, "queue_pairs_per_s": 1, "raw_pairs_per_s": 1,
+                                "queue_vs_raw_iqr": [0.85, 0.97], "queue_vs_raw_range": [0.7, 1.0],
+                                "queue_vs_raw_rounds": 20, "when": "w", "load_avg": {"min": 3, "median": 4, "max": 5}},
+               "history_overhead": {"history_overhead": 0.5, "recorded_pairs_per_s": 1, "bare_pairs_per_s": 2,
+                                    "history_overhead_iqr": [0.45, 0.55]}}  # fmt: skip
+    rows = {r["name"]: r for r in evaluate(figures)}
+    assert rows["queue_vs_raw"]["verdict"] == NOISY and rows["queue_vs_raw"]["pass"] is True
+    assert rows["history_overhead"]["verdict"] == MISS
+    advice = quieter(list(rows.values()))
+    assert advice is not None and "queue_vs_raw" in advice and "history_overhead" not in advice
+    assert "--only queue_vs_raw --repeat" in advice and "load average below 2" in advice
+    assert {t.name for t in TARGETS} >= set(rows)
+
+
+LOG = """\
+tests/unit/test_a.py ....                                     [100%]
+============================= slowest 15 durations =============================
+41.20s call     tests/system/test_stress.py::test_kill_storm[sqlite]
+3.05s setup    tests/system/test_db.py::test_server
+0.50s teardown tests/unit/test_a.py::test_x
+
+(12 durations < 0.005s hidden.  Use -vv to show these durations.)
+=========================== short test summary info ============================
+\x1b[32m= 712 passed, 12 skipped, 3 deselected, 1 xfailed in 498.12s (0:08:18) =\x1b[0m
+"""
+
+
+def test_the_suite_log_gives_the_session_time_and_the_slowest_tests():
+    suite = parse(LOG)
+    assert suite["wall_s"] == 498.12
+    assert suite["counts"] == {"passed": 712, "skipped": 12, "deselected": 3, "xfailed": 1}
+    assert suite["slowest"] == [
+        {"seconds": 41.2, "phase": "call", "test": "tests/system/test_stress.py::test_kill_storm[sqlite]"},
+        {"seconds": 3.05, "phase": "setup", "test": "tests/system/test_db.py::test_server"},
+        {"seconds": 0.5, "phase": "teardown", "test": "tests/unit/test_a.py::test_x"}]
+    with pytest.raises(UsageError, match="no pytest summary line"):
+        parse(LOG.rsplit("\n", 2)[0])  # cut off before its last line
+
+
+def test_bench_suite_log_records_into_the_bench_file_and_keeps_the_rest(tmp_path, capsys):
+    from takeover.cli import main
+
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps({"results": [{"name": "queue_vs_raw"}], "measurements": {}}))
+    log = tmp_path / "test.log"
+    log.write_text(LOG)
+    assert main(["bench", "--suite-log", str(log), "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["results"] == [{"name": "queue_vs_raw"}] and doc["suite"]["wall_s"] == 498.12
+    assert len(doc["suite"]["slowest"]) == 3 and doc["suite"]["log"] == "test.log"
+    log.write_text("not a pytest log\n")
+    assert main(["bench", "--suite-log", str(log), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no pytest summary line" in err and err.count("\n") == 1
