@@ -21,11 +21,22 @@ What the adapter must never outlive or outrun:
   the other processes get a group of their own, out of reach of a terminal's Ctrl-C, which is the
   coordinator's to handle.
 
-What can go wrong on the wire is one line naming the adapter and the line: a first line that is not
-the hello, a line that is not JSON, an answer to another request, an adapter that exits. Before the run
-(the contract check opens the queue once) that is a :class:`ContractError`, exit 2; during it, the
-call that met it raises, which the history records as a call whose outcome is unknown, and every later
-call on that adapter raises the same line. An ``{"error": ...}`` answer is an ordinary exception.
+- its own children: when takeover is done with an adapter (``close()``, or a broken one) it SIGKILLs the
+  adapter's process group and every descendant it had, so a ``sleep 3000`` an adapter forked does not
+  outlive the run. (A SIGKILL of takeover itself leaves the kernel's death signal to kill the adapter;
+  children the adapter forked and left running are then its own to end: nothing of takeover is alive to
+  do it.)
+
+What can go wrong on the wire is one line naming the adapter, the request and what it did instead: a
+first line that is not the hello, a line that is not JSON or longer than :data:`MAX_LINE`, an answer to
+another request (one never sent, or one answered already), an adapter that exits (its child holding its
+stdout open or not) or does not answer within :data:`CALL_TIMEOUT` seconds (of this process's own
+waking time: a worker frozen with its adapter does not count the freeze). Every read has that deadline,
+``close`` and the hello included. Before the run (the contract check opens the queue once) that is a
+:class:`ContractError`, exit 2; during it, the call that met it raises :class:`AdapterBroken`, which the
+run records as the adapter's failure (the run is then INCONCLUSIVE, never a verdict on the queue's
+semantics), and every later call on that adapter raises the same line. An ``{"error": ...}`` answer is
+an ordinary exception.
 """
 
 from __future__ import annotations
@@ -57,10 +68,18 @@ DB_ENV = "TAKEOVER_DB"  # the run's database, as every Python queue's constructo
 LOG_ENV = "TAKEOVER_RUN_DIR"  # set by the supervisor in every process of a run (takeover.run.lifeline)
 LOG_FILE = ADAPTER_LOG  # in the run folder: everything the run's adapters printed on stderr
 HELLO_TIMEOUT = 60.0  # seconds an adapter may take to start (a library that migrates its schema first)
-CLOSE_WAIT = 5.0  # seconds an adapter gets to exit after its stdin closed, before SIGKILL
+CLOSE_WAIT = 5.0  # seconds an adapter gets to answer close, and to exit after its stdin closed, before SIGKILL
+# Seconds an adapter may take over one answer before it is called hung; a run sets its own (its drain
+# timeout, the time after which the coordinator calls one of its own queue calls stuck: set_call_timeout).
+CALL_TIMEOUT = 60.0
+MAX_LINE = 1 << 20  # bytes of one line on the adapter's stdout (docs/reference/protocol.md): 1 MiB
+_READ = 1 << 16
+_SLICE = 0.25  # seconds of one wait for the adapter's stdout: then whether it still lives is looked at
+_LOG_LINES = 3  # lines of adapter.log quoted when an adapter breaks
 OPTIONAL = ("extend", "register_many")  # the hello's flags for the optional methods
 _PR_SET_PDEATHSIG = 1
 _SHOWN = 120  # characters of a bad line shown in an error
+_ERROR_SHOWN = 300  # characters of an {"error": TEXT} answer kept: the text goes into every record of the call
 # Made once: json.dumps with any option builds a new encoder on every call, and json.loads of bytes first
 # guesses their encoding; a call through the bridge pays both twice per claim+finish (bench bridge_vs_native).
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -77,6 +96,13 @@ class AdapterError(Exception):
 
 class AdapterBroken(ContractError):
     """The adapter broke the protocol or exited: this call and every later one on it fail with this line."""
+
+
+def set_call_timeout(seconds: float) -> None:
+    """How long every adapter this process starts from now on may take over one answer (a run's workers
+    set their run's drain timeout: the coordinator gives up its own calls after that long too)."""
+    global CALL_TIMEOUT
+    CALL_TIMEOUT = float(seconds)
 
 
 # -- which process group an adapter joins ----------------------------------------------------------------------
@@ -195,9 +221,12 @@ class ExecQueue:
         self.spec = spec
         self.broken: str | None = None
         self.next_id = 0
-        self._buffer = b""
+        self.timeout = CALL_TIMEOUT
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer already searched for a newline
         env = {**os.environ, DB_ENV: database}
         log, close_log = _log_target()
+        self._log = log.name if close_log and log is not None else None
         owner = os.getpid()
 
         def popen() -> subprocess.Popen[bytes]:
@@ -216,6 +245,8 @@ class ExecQueue:
         self._in: IO[bytes] = self.proc.stdin
         self._in_fd = self._in.fileno()  # written with os.write: one write(2) a request, no buffer to flush
         self._out = self.proc.stdout.fileno()
+        self._poll = select.poll()
+        self._poll.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
         try:
             self._hello(database)
         except BaseException:
@@ -228,16 +259,16 @@ class ExecQueue:
 
     def _fail(self, what: str) -> AdapterBroken:
         pid = getattr(getattr(self, "proc", None), "pid", None)
-        self.broken = f"adapter {self.name} (pid {pid}): {what}"
+        self.broken = f"adapter {self.name} (pid {pid}): {what}{_log_tail(self._log)}"
         return AdapterBroken(self.broken)
 
     def _hello(self, database: str) -> None:
         from takeover.db import kind
 
-        line = self._line(HELLO_TIMEOUT)
+        line = self._line(HELLO_TIMEOUT, "its first line (the hello)")
         try:
             hello = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             hello = None
         want = f'{{"takeover": {VERSION}, "databases": [...]}}'
         if not isinstance(hello, dict) or "takeover" not in hello:
@@ -257,32 +288,65 @@ class ExecQueue:
                 setattr(self, flag, getattr(self, f"_{flag}"))
 
     # -- the wire ------------------------------------------------------------------------------------------------
-    def _line(self, timeout: float | None = None) -> bytes:
-        """The adapter's next line on stdout; an adapter that exits or says nothing in time breaks it."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self._out], [], [], left)[0]:
-                    raise self._fail(f"said nothing within {timeout:g}s of its start (its first line must be "
-                                     "the hello)")
-            chunk = os.read(self._out, 65536)
+    def _line(self, timeout: float, waiting_for: str) -> bytes:
+        """The adapter's next line on stdout. An adapter that exits (even while a child of its holds its stdout
+        open), prints more than :data:`MAX_LINE` bytes without a newline, or says nothing for ``timeout``
+        seconds of this process's waking time breaks it. The buffer grows by appending and is searched from
+        where the last search stopped: a long line costs its length once, not once per read."""
+        waited = 0.0
+        while True:
+            end = self._buffer.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                self._scanned = 0
+                return line
+            self._scanned = len(self._buffer)
+            if len(self._buffer) > MAX_LINE:
+                raise self._fail(f"{waiting_for}: printed a line longer than {MAX_LINE} bytes without its end, the "
+                                 f"protocol's limit: {_shown(bytes(self._buffer[:_SHOWN]))}")  # fmt: skip
+            left = timeout - waited
+            if left <= 0:
+                raise self._fail(f"{waiting_for}: no answer within {timeout:g}s")
+            step = min(left, _SLICE)
+            started = time.monotonic()
+            ready = self._poll.poll(step * 1000)
+            # Only up to the step counts: a process frozen with its adapter (SIGSTOP) wakes late, and that
+            # freeze is not the adapter's delay.
+            waited += min(time.monotonic() - started, step)
+            if not ready:
+                if self._exited() is not None:  # gone, and a child of its keeps its stdout open
+                    raise self._fail(f"{waiting_for}: {self._exit_text()}")
+                continue
+            chunk = os.read(self._out, _READ)
             if not chunk:
-                raise self._fail(self._exit_text())
+                raise self._fail(f"{waiting_for}: {self._exit_text()}")
             self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line
+
+    def _exited(self) -> int | None:
+        """The adapter's wait status code as Popen gives it (signal: negative) once it has exited, else None;
+        it is not reaped (WNOWAIT), so its pid, and its process group's id, stay its own until :meth:`_stop`."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self.proc.poll()
+        if info is None or info.si_pid == 0:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
     def _exit_text(self) -> str:
-        try:
-            code = self.proc.wait(1.0)
-        except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + 1.0
+        while (code := self._exited()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if code is None:
             return "closed its stdout"
-        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"code {code}"
-        partial = f" after printing {_shown(self._buffer)}" if self._buffer else ""
+        how = f"signal {_signal_name(-code)}" if code < 0 else f"code {code}"
+        partial = f" after printing {_shown(bytes(self._buffer))}" if self._buffer else ""
         return f"exited with {how}{partial} (its stderr is in the run folder's {LOG_FILE}, or on this terminal)"
 
-    def _call(self, request: dict[str, Any]) -> Any:
+    def _call(self, request: dict[str, Any], timeout: float | None = None) -> Any:
         if self.broken is not None:
             raise AdapterBroken(self.broken)
         self.next_id += 1
@@ -292,31 +356,47 @@ class ExecQueue:
             while data:
                 data = data[os.write(self._in_fd, data):]
         except OSError:
-            raise self._fail(self._exit_text()) from None
-        line = self._line()
+            raise self._fail(f"request {rid} ({request['op']}): {self._exit_text()}") from None
+        line = self._line(self.timeout if timeout is None else timeout, f"request {rid} ({request['op']})")
         try:
             answer = _DECODE(line.decode())
-        except ValueError:  # UnicodeDecodeError included
+        except (ValueError, RecursionError):  # UnicodeDecodeError included
             answer = None
         if not isinstance(answer, dict) or "id" not in answer or ("result" not in answer and "error" not in answer):
             raise self._fail(f"answered request {rid} ({request['op']}) with a line that is not "
                              f'{{"id": {rid}, "result": ...}}: {_shown(line)}')  # fmt: skip
         if answer["id"] != rid:
-            raise self._fail(f"answered request {rid} ({request['op']}) with id {answer['id']!r}: {_shown(line)}")
+            other = answer["id"]
+            known = isinstance(other, int) and not isinstance(other, bool)
+            which = (f"an answer to request {other}, answered already" if known and 0 < other < rid else
+                     f"an answer to request {other}, never sent" if known and other > rid else f"id {_quoted(other)}")
+            raise self._fail(f"answered request {rid} ({request['op']}) with {which}: {_shown(line)}")
         if "error" in answer:
-            raise AdapterError(str(answer["error"]))
+            text = str(answer["error"])
+            if len(text) > _ERROR_SHOWN:
+                text = f"{text[:_ERROR_SHOWN]}... ({len(text)} characters)"
+            raise AdapterError(text)
         return answer["result"]
 
     def _stop(self) -> None:
-        """Close its stdin, give it a moment to leave, SIGKILL it otherwise; reaped either way."""
+        """Close its stdin, give it a moment to leave (none when it broke), then SIGKILL what is left of it:
+        itself, its process group when it has one of its own, and every descendant it had; reaped either way.
+        The group is killed before the adapter is reaped, so its id cannot belong to anyone else yet."""
+        kids = _descendants(self.proc.pid)
         with contextlib.suppress(OSError):
             self._in.close()
-        try:
-            self.proc.wait(CLOSE_WAIT)
-        except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + (0.0 if self.broken is not None else CLOSE_WAIT)
+        while self._exited() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if not _join_group:  # its own group (a worker's adapter is in the worker's group, killed with it)
             with contextlib.suppress(OSError):
-                self.proc.kill()
-            self.proc.wait()
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        self.proc.wait()
+        for kid in kids:
+            with contextlib.suppress(Exception):
+                kid.kill()  # psutil: never a pid that was reused meanwhile
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
@@ -357,12 +437,53 @@ class ExecQueue:
 
     def close(self) -> None:
         try:
-            if self.broken is None and self.proc.poll() is None:
-                self._call({"op": "close"})
+            if self.broken is None and self._exited() is None:
+                self._call({"op": "close"}, CLOSE_WAIT)
         finally:
             self._stop()
 
 
 def _shown(line: bytes) -> str:
-    text = line.decode("utf-8", "replace")
-    return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")
+    text = line[: _SHOWN * 4].decode("utf-8", "replace")
+    return repr(text if len(text) <= _SHOWN and len(line) <= _SHOWN * 4 else text[:_SHOWN] + "...")
+
+
+def _quoted(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _signal_name(number: int) -> str:
+    """``SIGKILL``, or ``SIGRTMIN+2`` for a real-time signal (which has no name in :class:`signal.Signals`)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        rtmin = getattr(signal, "SIGRTMIN", 0)
+        return f"SIGRTMIN+{number - rtmin}" if rtmin and number >= rtmin else f"number {number}"
+
+
+def _descendants(pid: int) -> list[Any]:
+    """The adapter's children, theirs, ...: taken while it lives, killed once it is gone (psutil knows them
+    by pid and start time, so a pid reused meanwhile is never signalled)."""
+    try:
+        import psutil
+
+        return list(psutil.Process(pid).children(recursive=True))
+    except Exception:  # noqa: BLE001 - gone already, or no /proc: nothing to collect
+        return []
+
+
+def _log_tail(path: str | None) -> str:
+    """``; adapter.log ends: "..." | "..."``: the last lines the run's adapters printed on stderr, cut short,
+    so the one line that names a broken adapter says what it said last (empty outside a run)."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 4096))
+            tail = fh.read().decode("utf-8", "replace").splitlines()[-_LOG_LINES:]
+    except OSError:
+        return ""
+    lines = [line.strip()[:_SHOWN] for line in tail if line.strip()]
+    return f"; {LOG_FILE} ends: " + " | ".join(lines) if lines else f"; {LOG_FILE} is empty"

@@ -15,6 +15,13 @@ from typing import Any
 ACTION_KEYS = ("outcome", "with_generation", "lease", "response_lost", "batch", "pause_before_statement")
 # What is compared, in the order mismatches are reported.
 OBSERVED_KEYS = ("returns", "state", "generation", "lease_until", "ledger_actions")
+SHOWN = 200  # characters of an answer (or an error's text) a line quotes: a queue may answer megabytes
+
+
+def cut(text: str, limit: int = SHOWN) -> str:
+    """``text`` as a line shows it: at most ``limit`` characters, with how long it was when it was longer
+    (a queue that answered a 1 MB string, ten steps in a row, must not print 10 MB)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def same(expected: Any, got: Any) -> bool:
@@ -114,9 +121,10 @@ class ReplayedScenario:
         scenario fails, without the transcript's table."""
         lines = [f"{self.id}: {self.hung.error}"] if self.hung is not None else []
         for step in self.failed_steps():
-            parts = [f"{k} expected {step.spec.get(k)!r}, got {step.observed.get(k)!r}" for k in step.mismatches]
+            parts = [f"{k} expected {step.spec.get(k)!r}, got {cut(repr(step.observed.get(k)))}"
+                     for k in step.mismatches]
             where = f"{self.id} step {step.index} (t={step.spec['t']} {step.spec['actor'] or ''} {step.spec['step']})"
-            lines.append(f"{where}: {'; '.join(parts + step.errors)}")
+            lines.append(f"{where}: {'; '.join(parts + [cut(e) for e in step.errors])}")
         if not self.ledger_ok:
             lines.append(f"{self.id}: ledger actions expected {self.spec.get('final_ledger_actions')!r}, "
                          f"got {self.final_ledger_actions!r}")

@@ -40,6 +40,7 @@ from takeover.scenario_replay import (
     results_to_json,
     run_scenarios,
 )
+from takeover.scenario_results import cut
 
 HELP = "replay the spec's five reference scenarios (S1-S5) against a queue and check every step"
 
@@ -189,7 +190,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 def fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return str(value)
+    return cut(str(value))
 
 
 def _state(obs: dict[str, Any]) -> str:
@@ -295,7 +296,7 @@ def _describe(step: StepResult, result: ReplayedScenario, words: dict[str, str],
         f"{words[k]}: {words['expected']} {fmt(spec.get(k))}, {words['got']} {fmt(obs.get(k))}"
         for k in step.mismatches
     ]
-    parts += [f"{words['error']}: {e}" for e in step.errors]
+    parts += [f"{words['error']}: {cut(e)}" for e in step.errors]
     where = f"{result.id} {words['step_n'].format(n=step.index)} (t={fmt(spec['t'])}"
     where += f" {spec['actor']}" if spec["actor"] else ""
     where += f" {spec['label'][lang]})"

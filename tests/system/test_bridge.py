@@ -9,6 +9,7 @@ line, the call that fails, a verdict, nothing left running.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -44,17 +45,29 @@ def test_the_hello_is_checked(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("mode", "error", "text"), [
     ("error_on_claim", bridge.AdapterError, "^RuntimeError: database is locked$"),
-    ("wrong_id", bridge.AdapterBroken, r"answered request 2 \(claim\) with id 3"),
+    ("wrong_id", bridge.AdapterBroken, r"answered request 2 \(claim\) with id \"one\""),
     ("not_json", bridge.AdapterBroken, r"a line that is not .*'claiming now\.\.\.'"),
     ("exit_on_claim", bridge.AdapterBroken, "exited with code 3"),
+    # issue 34: each of these once hung, tracebacked or took ~20 s
+    ("never_sent", bridge.AdapterBroken, r"request 2 \(claim\) with an answer to request 7, never sent"),
+    ("twice", bridge.AdapterBroken, r"request 2 \(claim\) with an answer to request 1, answered already"),
+    ("child_holds_stdout", bridge.AdapterBroken, r"request 2 \(claim\): exited with code 4"),
+    ("rt_signal", bridge.AdapterBroken, r"request 2 \(claim\): exited with signal SIGRTMIN\+2"),
+    ("big_line", bridge.AdapterBroken, r"request 2 \(claim\): printed a line longer than 1048576 bytes"),
+    ("hang_on_claim", bridge.AdapterBroken, r"request 2 \(claim\): no answer within 1s"),
 ])
 def test_a_call_that_breaks_the_protocol_fails(tmp_path, monkeypatch, mode, error, text):
     monkeypatch.chdir(REPO)
+    monkeypatch.setattr(bridge, "CALL_TIMEOUT", 1.0)
     queue = open_queue(f"{ADAPTER} {mode}", str(tmp_path / "q.sqlite"))
+    group = queue.proc.pid
     try:
         queue.register("t1", 1.0)
-        with pytest.raises(error, match=text):
+        started = time.monotonic()
+        with pytest.raises(error, match=text) as caught:
             queue.claim("w1", 2.0, 1.0)
+        assert time.monotonic() - started < 8, "a broken adapter is named at once (a hung one after its timeout)"
+        assert len(str(caught.value)) < 600 and "\n" not in str(caught.value)
         if error is bridge.AdapterBroken:  # the adapter is done for: every later call says why at once
             with pytest.raises(bridge.AdapterBroken, match=text):
                 queue.snapshot()
@@ -63,6 +76,55 @@ def test_a_call_that_breaks_the_protocol_fails(tmp_path, monkeypatch, mode, erro
     finally:
         queue.close()
     assert not psutil.pid_exists(queue.proc.pid) or psutil.Process(queue.proc.pid).status() == psutil.STATUS_ZOMBIE
+    assert _group(group) == [], "the adapter's process group (a child holding its stdout) is gone too"
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of a process group (zombies are dead: their parent reaps them)."""
+    found = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return found
+
+
+def test_an_adapters_forked_children_end_with_it(tmp_path, monkeypatch):
+    """issue 34: ``sleep 3000`` children an adapter forked outlived the run; closing the queue ends them."""
+    monkeypatch.chdir(REPO)
+    queue = open_queue(f"{ADAPTER} forks", str(tmp_path / "q.sqlite"))
+    queue.register("t1", 1.0)
+    assert queue.claim("w1", 2.0, 1.0) is not None
+    kids = psutil.Process(queue.proc.pid).children(recursive=True)
+    assert len(kids) == 2 and all(k.name() == "sleep" for k in kids)
+    queue.close()
+    psutil.wait_procs(kids, timeout=5)
+    assert not any(k.is_running() and k.status() != psutil.STATUS_ZOMBIE for k in kids)
+
+
+@pytest.mark.parametrize("mode", ["huge_error", "big_answer"])
+def test_scenarios_quote_a_huge_answer_cut_short(mode):
+    """issue 34: ``scenarios`` echoed a 50 MB answer ten times (524 MB on stdout)."""
+    result = takeover("scenarios", "--queue", f"{ADAPTER} {mode}")
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stdout) < 60_000, len(result.stdout)
+    assert "characters)" in result.stdout  # the cut says how long the answer was
+
+
+def test_a_close_that_is_never_answered_stops_the_check_before_a_run(tmp_path):
+    """issue 34: the check before a run waited forever for an adapter's answer to ``close``."""
+    out = tmp_path / "run"
+    started = time.monotonic()
+    result = takeover("stress", "--profile", "smoke", "--queue", f"{ADAPTER} hang_on_close", "--out", str(out),
+                      timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert time.monotonic() - started < 30
+    error = [line for line in result.stderr.splitlines() if line.startswith("takeover: error:")]
+    assert len(error) == 1 and "request 1 (close): no answer within 5s" in error[0], result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
 
 
 OWNER = """
