@@ -197,7 +197,7 @@ class ExecFactory:
     """What ``load_queue_factory("exec:COMMAND")`` returns: ``factory(database)`` starts the adapter."""
 
     # The kinds of database are the adapter's to say, in its hello; the check is made there (ExecQueue).
-    databases = ("sqlite", "postgres")
+    databases = ("sqlite", "postgres", "redis")
 
     def __init__(self, spec: str) -> None:
         command = spec[len(PREFIX):].strip()
@@ -263,7 +263,7 @@ class ExecQueue:
         return AdapterBroken(self.broken)
 
     def _hello(self, database: str) -> None:
-        from takeover.db import kind
+        from takeover.db import db_option_for, kind
 
         line = self._line(HELLO_TIMEOUT, "its first line (the hello)")
         try:
@@ -280,7 +280,7 @@ class ExecQueue:
             raise self._fail(f"its first line's \"databases\" must be a list of names, got {_shown(line)}")
         wanted = kind(database)
         if wanted not in databases:
-            option = "--db postgres or --db postgresql://..." if "postgres" in databases else "--db sqlite"
+            option = db_option_for(databases)
             raise ContractError(f"queue {self.spec!r} takes only {' or '.join(databases) or 'no known'} databases "
                                 f"(its hello's \"databases\"), not {wanted}: run it with {option}")
         for flag in OPTIONAL:

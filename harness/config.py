@@ -26,7 +26,17 @@ from typing import Any
 from takeover import db, options
 from takeover.contract import REFERENCE_QUEUE, reference_queue
 from takeover.errors import UsageError
-from takeover.options import BY_DEST, BY_FIELD, DB_OPTION, DEFAULT_PROFILE, FAULT_KINDS, NET_FIELDS, RUN_OPTIONS
+from takeover.options import (
+    BY_DEST,
+    BY_FIELD,
+    DB_OPTION,
+    DEFAULT_PROFILE,
+    DEFAULT_REDIS_PERSISTENCE,
+    FAULT_KINDS,
+    NET_FIELDS,
+    REDIS_LOCAL_FAULTS,
+    RUN_OPTIONS,
+)
 
 # The profiles travel with the package (takeover.workloads), found the way the import system found it.
 PROFILE_DIR = Path(str(resources.files("takeover.workloads")))
@@ -149,6 +159,9 @@ class RunConfig:
     partition_rate: float = 0.0  # partitions per second: a drawn set of hosts cut from the database, then healed
     conn_kill_rate: float = 0.0  # a drawn worker's database session terminated by the server, per second
     db_restart_rate: float = 0.0  # database crashes (immediate stop) and restarts, per second
+    db_pause_rate: float = 0.0  # database freezes (SIGSTOP, then SIGCONT after a drawn time), per second
+    # How the run's private Redis server keeps its data (--db redis only; takeover.db.redis_server).
+    redis_persistence: str = DEFAULT_REDIS_PERSISTENCE
     net_delay: float = 0.0  # seconds added each way on every host's path (a proxy)
     net_loss: float = 0.0  # share of packets dropped each way on every host's path
 
@@ -205,6 +218,10 @@ class RunConfig:
                 del data[name]
             elif name == "pause_time_samples":
                 data[name] = list(data[name])
+        if db.kind(self.db) == db.REDIS:  # a Redis run says how its server kept its data, default or not
+            data["redis_persistence"] = self.redis_persistence
+        else:
+            del data["redis_persistence"]
         if self.hosts > 0:  # where each worker ran (every incarnation of a slot on the same host)
             from takeover.net.hosts import placement
 
@@ -252,6 +269,9 @@ class RunConfig:
             raise UsageError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
         check_values(self)
         db.check(self.db)
+        if self.redis_persistence != db.DEFAULT_REDIS_PERSISTENCE and self.db != db.REDIS:
+            raise UsageError("redis-persistence: sets how the run's private Redis server keeps its data, so it "
+                             "needs --db redis (a server given by URL keeps its own settings)")
         if self.power_loss_rate > 0:
             _check_power_loss(self)
         _check_hosts(self)
@@ -395,6 +415,11 @@ def check_network(database: str, values: Mapping[str, Any]) -> None:
     hosts = values.get("hosts") or 0
     if hosts <= 0:
         for name in NET_FIELDS[1:]:
+            if database == db.REDIS and name in REDIS_LOCAL_FAULTS:
+                continue  # the run's own redis-server, on this machine: crashed, frozen and its clients killed here
+            if (values.get(name) or 0) > 0 and db.is_redis_url(database) and name in REDIS_LOCAL_FAULTS:
+                raise UsageError(f"{name.replace('_', '-')}: faults of the server need --db redis (a server takeover "
+                                 "starts); it never crashes, freezes or ends the connections of a server given by URL")
             if (values.get(name) or 0) > 0:
                 raise UsageError(f"{name.replace('_', '-')}: network faults need --hosts N (workers on hosts of "
                                  "their own, reaching the database over the run's network)")

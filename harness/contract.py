@@ -7,10 +7,11 @@ and returns an object
 with the five methods of :class:`LeaseQueue`. ``database`` is the run's database (takeover.db,
 chosen with ``--db``): a SQLite file's path (``--db sqlite``, the default), or the
 ``postgresql://`` URL of a fresh, empty PostgreSQL database (``--db postgres`` or a URL), created
-for the run (for each scenario) and dropped afterwards. Every process of a run gets the same string.
+for the run (for each scenario) and dropped afterwards, or the ``redis://HOST:PORT/N`` URL of an empty
+Redis database (``--db redis`` or a URL). Every process of a run gets the same string.
 
-Which kinds a queue takes it says with an attribute of ``ATTR``: ``databases = ("postgres",)``, or
-``("sqlite", "postgres")`` for both. A queue without one takes SQLite paths only, as every queue did
+Which kinds a queue takes it says with an attribute of ``ATTR``: ``databases = ("postgres",)``,
+``("redis",)``, or ``("sqlite", "postgres")`` for both. A queue without one takes SQLite paths only, as every queue did
 before PostgreSQL; given the other kind, takeover stops with one line and exit 2 before anything runs.
 
 Everything takeover concludes about a queue comes from what these methods return, recorded in the
@@ -67,13 +68,14 @@ OUTCOMES = ("done", "uncertain")
 
 REFERENCE_QUEUE = "takeover.queues.sqlite_lease:SQLiteLeaseQueue"
 POSTGRES_REFERENCE_QUEUE = "takeover.queues.postgres_lease:PostgresLeaseQueue"
+REDIS_REFERENCE_QUEUE = "takeover.queues.redis_lease:RedisLeaseQueue"
 
 
 def reference_queue(db: str) -> str:
     """The default queue for a ``--db`` value: the reference queue of that kind of database."""
-    from takeover.db import POSTGRES, kind
+    from takeover.db import POSTGRES, REDIS, kind
 
-    return POSTGRES_REFERENCE_QUEUE if kind(db) == POSTGRES else REFERENCE_QUEUE
+    return {POSTGRES: POSTGRES_REFERENCE_QUEUE, REDIS: REDIS_REFERENCE_QUEUE}.get(kind(db), REFERENCE_QUEUE)
 
 
 

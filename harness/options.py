@@ -77,6 +77,8 @@ FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
 
 # How the external service treats a repeated action (takeover.run.ledger): the choices of --remedy.
 REMEDIES = ("none", "idempotency-key", "fencing")
+REDIS_PERSISTENCE = db.REDIS_PERSISTENCE  # --redis-persistence (takeover.db.redis_server)
+DEFAULT_REDIS_PERSISTENCE = db.DEFAULT_REDIS_PERSISTENCE
 
 TASK_DISTS = ("fixed", "uniform", "exponential", "lognormal", "pareto", "empirical")
 
@@ -196,12 +198,24 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               nonneg, profile=False, omit=0.0, sweep_help="partitions per second (needs --hosts)"),
     RunOption("--conn-kill-rate", "conn_kill_rate", float,
               "a drawn worker's database session terminated by the server (pg_terminate_backend, as a pooler or "
-              "a failover does), per second (needs --hosts)", nonneg, profile=False, omit=0.0,
-              sweep_help="connection kills per second (needs --hosts)"),
+              "a failover does; Redis: CLIENT KILL of its connections), per second (needs --hosts, or --db redis)",
+              nonneg, profile=False, omit=0.0, sweep_help="connection kills per second (needs --hosts or --db redis)"),
     RunOption("--db-restart-rate", "db_restart_rate", float,
-              "database crashes (an immediate stop, no checkpoint) and restarts, per second; every session drops "
-              "and what was committed must survive (needs --hosts)", nonneg, profile=False, omit=0.0,
-              sweep_help="database restarts per second (needs --hosts)"),
+              "database crashes (an immediate stop, no checkpoint; Redis: SIGKILL, then a start that replays its "
+              "append-only file) and restarts, per second; every session drops and what was committed must survive "
+              "(needs --hosts, or --db redis)", nonneg, profile=False, omit=0.0,
+              sweep_help="database restarts per second (needs --hosts or --db redis)"),
+    RunOption("--db-pause-rate", "db_pause_rate", float,
+              "database freezes per second: the server is stopped (SIGSTOP; PostgreSQL: its whole process group) "
+              "for a drawn time, then continued; every client waits at once while leases run out on the workers' "
+              "clocks (needs --hosts, or --db redis)", nonneg, profile=False, omit=0.0,
+              sweep_help="database freezes per second (needs --hosts or --db redis)"),
+    RunOption("--redis-persistence", "redis_persistence", str,
+              "with --db redis, how the run's server keeps its data: always (an append-only file synced before "
+              "every reply), everysec (synced once a second: a power loss can lose the last second of acknowledged "
+              "writes) or none (no file: a restart loses every task)", choices=REDIS_PERSISTENCE, profile=False,
+              metavar="|".join(REDIS_PERSISTENCE),
+              omit=DEFAULT_REDIS_PERSISTENCE, sweep_help="how every run's Redis server keeps its data (--db redis)"),
     RunOption("--net-delay", "net_delay", float,
               "seconds added each way on every host's path to the database, by a proxy (needs --hosts)",
               nonneg, profile=False, omit=0.0, metavar="SECONDS",
@@ -221,12 +235,15 @@ def database(name: str, value: Any) -> None:
 DB_OPTION = RunOption(
     "--db", "db", str,
     "the run's database: sqlite (default: a file in the run folder), postgres (a private PostgreSQL server "
-    "started for the command and removed afterwards), or a postgresql:// URL of your own server (a fresh "
-    "database per run, dropped afterwards); with postgres the default queue is the PostgreSQL reference queue",
-    database, metavar="sqlite|postgres|URL", profile=False, grid=GRID_FIXED)  # fmt: skip
+    "started for the command and removed afterwards), redis (a private redis-server likewise, and one per run), "
+    "a postgresql:// URL of your own server (a fresh database per run, dropped afterwards) or a "
+    "redis://HOST:PORT/N URL (database N of your own server, which must be empty; emptied afterwards); with "
+    "postgres or redis the default queue is that database's reference queue",
+    database, metavar="sqlite|postgres|redis|URL", profile=False, grid=GRID_FIXED)  # fmt: skip
 KEEP_DB_OPTION = RunOption(
     "--keep-db", "keep_db", bool,
-    "with a postgresql:// URL: keep each run's database instead of dropping it (its name is printed)",
+    "with a postgresql:// or redis:// URL: keep each run's database instead of dropping (emptying) it (its "
+    "name is printed)",
     boolean, default=False, profile=False, reproduce=False)  # fmt: skip
 DB_OPTIONS = (DB_OPTION, KEEP_DB_OPTION)
 
@@ -350,7 +367,10 @@ BY_FIELD: dict[str, RunOption] = {o.field: o for o in RUN_OPTIONS}
 FAULT_RATES = tuple(o for o in RUN_OPTIONS if o.field.startswith("faults."))
 # The run's hosts and the network faults (takeover.net), as one group: tune takes them apart from the rest,
 # and config.json has them only when not at their defaults.
-NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss")
+NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss", "db_pause_rate")
+# The network faults a run on a private Redis server has without hosts (takeover.run.redis_site): the server is
+# the run's own on this machine, and its connections are the workers' own.
+REDIS_LOCAL_FAULTS = ("conn_kill_rate", "db_restart_rate", "db_pause_rate")
 NET_OPTIONS = tuple(BY_FIELD[f] for f in NET_FIELDS)
 
 

@@ -55,7 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run each test that uses the takeover fixture once per seed 1..N (default 1)")
     group.addoption("--takeover-db", default=None, metavar="DB",
                     help="the database of every takeover.stress() and takeover.scenarios() call that does not set "
-                         "its own db: sqlite, postgres (a private server) or a postgresql:// URL (default: sqlite)")
+                         "its own db: sqlite, postgres or redis (a private server), or a postgresql:// or redis:// URL "
+                         "(default: sqlite)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -157,6 +157,8 @@ def _stress(cfg: RunConfig, run_dir: Path, database: str, *, reconcile: bool, ga
 
     out, err = console or io.StringIO(), progress or io.StringIO()  # None: printed nowhere
     print(f"takeover stress: run folder {run_dir}", file=out)
+    if cfg.db == db.REDIS:
+        print(f"redis persistence: {cfg.redis_persistence} ({db.PERSISTENCE_WORDS[cfg.redis_persistence]})", file=out)
     if cfg.swarm:
         print(f"swarm mix (seed {cfg.seed}): {swarm.describe(cfg)}", file=out)
     print(f"reproduce with: {cfg.command()}", file=out, flush=True)

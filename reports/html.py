@@ -92,7 +92,8 @@ def render(summary: Summary, figures: dict[str, tuple[bytes | None, str]], tasks
              f"<h1 class='{cls}'>{_e(verdict_word(s))}</h1>",
              f"<p>Run <code>{_e(s['run_dir'])}</code> — queue <code>{_e(cfg.get('queue', '?'))}</code>, seed "
              f"{_e(cfg.get('seed', '?'))}, profile {_e(cfg.get('profile', '?'))}, lease {_e(cfg.get('lease', '?'))} s"
-             "</p>"]
+             + (f", on Redis with persistence {_e(cfg['redis_persistence'])}" if cfg.get("redis_persistence") else "")
+             + "</p>"]
     if s["inconclusive"]:
         parts.append(f"<p class='bad'>Inconclusive: {_e(s['inconclusive'])}</p>")
     parts.append(_diagnosis(s))

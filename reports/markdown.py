@@ -72,7 +72,9 @@ def render(summary: Summary) -> str:
     cfg = s.get("config", {})
     lines.append(f"Run `{s['run_dir']}` — queue `{cfg.get('queue', '?')}`, seed {cfg.get('seed', '?')}, "
                  f"profile {cfg.get('profile', '?')}, {cfg.get('workers', '?')} workers, lease "
-                 f"{cfg.get('lease', '?')} s.")
+                 f"{cfg.get('lease', '?')} s"
+                 + (f", on Redis with persistence {cfg['redis_persistence']}." if cfg.get("redis_persistence")
+                    else "."))
     if s["inconclusive"]:
         lines += ["", f"**Inconclusive:** {s['inconclusive']} — this run proves nothing about the queue."]
     if s["failed_on_duplicates"]:

@@ -30,8 +30,8 @@ from takeover.checker.verdict import combine, exit_code, inconclusive_reason
 from takeover.exit_codes import ExitCode
 from takeover.summary_types import Example, Summary, Verdict
 
-CONFIG_KEYS = ("queue", "db", "seed", "profile", "workers", "tasks", "duration", "lease", "remedy", "heartbeat",
-               "faults", "command")
+CONFIG_KEYS = ("queue", "db", "redis_persistence", "seed", "profile", "workers", "tasks", "duration", "lease",
+               "remedy", "heartbeat", "faults", "command")
 
 
 @dataclass(frozen=True)

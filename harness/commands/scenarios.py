@@ -54,6 +54,7 @@ WORDS: dict[str, dict[str, str]] = {
         "clock": "lease {lease} s, logical clock, {fresh} per scenario, {timeout:g} s per queue call",
         "fresh_sqlite": "a fresh SQLite file",
         "fresh_postgres": "a fresh PostgreSQL database",
+        "fresh_redis": "an empty Redis database",
         "col_t": "t",
         "col_actor": "actor",
         "col_step": "step",
@@ -90,6 +91,7 @@ WORDS: dict[str, dict[str, str]] = {
         "clock": "租约 {lease} 秒，逻辑时钟，每个场景{fresh}，每次队列调用限时 {timeout:g} 秒",
         "fresh_sqlite": "一个新的 SQLite 文件",
         "fresh_postgres": "一个新的 PostgreSQL 数据库",
+        "fresh_redis": "一个空的 Redis 数据库",
         "col_t": "t",
         "col_actor": "角色",
         "col_step": "步骤",
@@ -320,7 +322,7 @@ def _hang_line(result: ReplayedScenario, words: dict[str, str]) -> str:
 def header_line(words: dict[str, str], queue: str, lease: str, step_timeout: float, db_kind: str) -> str:
     """The line under the title: the queue, the lease, the clock, the database each scenario gets (the
     kind being served: a user on --db postgres is not told of a SQLite file), the per-call deadline."""
-    fresh = words["fresh_postgres" if db_kind == db.POSTGRES else "fresh_sqlite"]
+    fresh = words[f"fresh_{db_kind}" if db_kind in (db.POSTGRES, db.REDIS) else "fresh_sqlite"]
     return words["queue"].format(queue=queue) + words["clock"].format(lease=lease, fresh=fresh, timeout=step_timeout)
 
 

@@ -1,4 +1,4 @@
-"""The run's database: a SQLite file in the run folder, or a fresh PostgreSQL database.
+"""The run's database: a SQLite file in the run folder, a fresh PostgreSQL database, or an empty Redis one.
 
 Why a notion of its own: takeover's promises and its checker do not depend on the database, only the
 queue does, and the queue is handed "the run's database" by its constructor (takeover.contract). What
@@ -8,7 +8,12 @@ that is, is chosen once per command with ``--db``:
 - ``postgres``: a private PostgreSQL server that takeover starts for the command and removes afterwards,
   whatever ends the command (takeover.db.server);
 - a ``postgresql://`` URL: the user's own server. Every run gets a fresh database there, dropped
-  afterwards unless ``--keep-db`` is given.
+  afterwards unless ``--keep-db`` is given;
+- ``redis``: a private redis-server started for the command (takeover.db.redis_server); every queue gets
+  an empty logical database of it (takeover.db.redis), and every stress run a server of its own, whose
+  persistence is the run's and which its faults crash, freeze and power off (takeover.run.redis_site);
+- a ``redis://HOST:PORT/N`` URL: database N of the user's own server, which must be empty (refused
+  otherwise) and is emptied after each use unless ``--keep-db`` is given.
 
 A command serves its ``--db`` once (:func:`serve`), and everything that opens a queue inside it — the
 contract check on a scratch database, each run, each scenario, the diagnosis' confirmation — asks the
@@ -30,14 +35,23 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from takeover.errors import ContractError, UsageError
 
 SQLITE = "sqlite"
 POSTGRES = "postgres"
-KINDS = (SQLITE, POSTGRES)
+REDIS = "redis"
+KINDS = (SQLITE, POSTGRES, REDIS)
 URL_SCHEMES = ("postgresql", "postgres")  # libpq takes both spellings
+REDIS_SCHEMES = ("redis",)
+# How a run's private redis-server keeps its data (--redis-persistence; takeover.db.redis_server): an AOF
+# synced before every reply, one synced once a second, or nothing on disk at all.
+REDIS_PERSISTENCE = ("always", "everysec", "none")
+DEFAULT_REDIS_PERSISTENCE = "always"
+PERSISTENCE_WORDS = {"always": "an append-only file synced before every reply",
+                     "everysec": "an append-only file synced once a second",
+                     "none": "nothing on disk: a restart loses every task"}
 DEFAULT = SQLITE
 
 # A queue's factory may say which kinds of database it takes (``databases = ("postgres",)``); one that
@@ -48,20 +62,34 @@ DEFAULT_DATABASES = (SQLITE,)
 # The admin URL of a private server started by an outer takeover command: a ``takeover stress`` started
 # by ``takeover selftest --db postgres`` uses its parent's server rather than starting one per run.
 SERVER_ENV = "TAKEOVER_POSTGRES_SERVER"
+REDIS_SERVER_ENV = "TAKEOVER_REDIS_SERVER"  # the same for --db redis: the URL of the parent's private server
+REDIS_PASSWORD_ENV = "TAKEOVER_REDIS_PASSWORD"  # a redis:// URL's password, for the commands this one starts
+ONE_OF = "sqlite, postgres, redis, a postgresql:// URL or a redis:// URL"
 
 
 def is_url(value: str) -> bool:
+    """A ``postgresql://`` URL (a user's PostgreSQL server)."""
     return value.partition("://")[0] in URL_SCHEMES and "://" in value
+
+
+def is_redis_url(value: str) -> bool:
+    """A ``redis://`` URL (a user's Redis server)."""
+    return value.partition("://")[0] in REDIS_SCHEMES and "://" in value
 
 
 def check(value: Any) -> str:
     """``--db``'s value, or a one-line UsageError naming what is wrong with it."""
     if not isinstance(value, str) or not value:
-        raise UsageError(f"--db must be sqlite, postgres or a postgresql:// URL, got {value!r}")
+        raise UsageError(f"--db must be {ONE_OF}, got {value!r}")
     if value in KINDS:
         return value
+    if is_redis_url(value):
+        from takeover.db.redis import check_url
+
+        check_url(value)
+        return value
     if not is_url(value):
-        raise UsageError(f"--db must be sqlite, postgres or a postgresql:// URL, got {redact(value)!r}")
+        raise UsageError(f"--db must be {ONE_OF}, got {redact(value)!r}")
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a port that is not a number
@@ -73,9 +101,11 @@ def check(value: Any) -> str:
 
 
 def kind(value: str) -> str:
-    """``sqlite`` or ``postgres``: what a ``--db`` value, or a queue's database string, is."""
+    """``sqlite``, ``postgres`` or ``redis``: what a ``--db`` value, or a queue's database string, is."""
     if value == SQLITE:
         return SQLITE
+    if value == REDIS or is_redis_url(value):
+        return REDIS
     return POSTGRES if value == POSTGRES or is_url(value) else SQLITE
 
 
@@ -91,16 +121,17 @@ def redact(value: str) -> str:
         return value
     netloc = parts.netloc.rpartition("@")
     user = netloc[0].partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[2]}"))
+    # redis://:secret@host (a password and no user, as Redis before 6 had) becomes redis://host
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[2]}" if user else netloc[2]))
 
 
 def check_keep(value: str, keep: bool) -> None:
-    if keep and value != POSTGRES and not is_url(value):
-        raise UsageError("--keep-db keeps a run's database on a postgresql:// server; a SQLite run's file stays "
-                         "in its run folder anyway")
-    if keep and value == POSTGRES:
-        raise UsageError("--keep-db needs a postgresql:// URL: a private server (--db postgres) is removed with "
-                         "its databases when the command ends")
+    if keep and value == SQLITE:
+        raise UsageError("--keep-db keeps a run's database on a postgresql:// or redis:// server; a SQLite run's "
+                         "file stays in its run folder anyway")
+    if keep and value in (POSTGRES, REDIS):
+        raise UsageError(f"--keep-db needs a {'postgresql' if value == POSTGRES else 'redis'}:// URL: a private "
+                         f"server (--db {value}) is removed with its databases when the command ends")
 
 
 # -- the queue's side: which kinds it takes -----------------------------------------------------------------
@@ -119,9 +150,18 @@ def check_queue_takes(spec: str, factory: object, database: str) -> None:
     wanted = kind(database)
     takes = queue_databases(factory)
     if wanted not in takes:
-        option = "--db postgres or --db postgresql://..." if POSTGRES in takes else "--db sqlite"
+        option = db_option_for(takes)
         raise ContractError(f"queue {spec!r} takes only {' or '.join(takes) or 'no known'} databases "
                             f"(its {DATABASES_ATTR!r}), not {wanted}: run it with {option}")
+
+
+def db_option_for(takes: tuple[str, ...] | list[str]) -> str:
+    """The ``--db`` to run a queue with that takes these kinds (the first of them)."""
+    if POSTGRES in takes:
+        return "--db postgres or --db postgresql://..."
+    if REDIS in takes:
+        return "--db redis or --db redis://HOST:PORT/N"
+    return "--db sqlite"
 
 
 # -- hosts: where a run's database comes from ---------------------------------------------------------------
@@ -194,6 +234,52 @@ class ReusedHost(Host):
         yield self.url
 
 
+class RedisHost(Host):
+    """A Redis server: each database is an empty logical database of it.
+
+    ``private``: takeover's own server (``--db redis``, or its parent command's): each use takes a database
+    number nobody else holds and gives it back emptied (takeover.db.redis.take_database). Otherwise the
+    user's URL: the one database it names, emptied after each use unless kept."""
+
+    kind = REDIS
+
+    def __init__(self, url: str, value: str, private: bool, keep: bool = False) -> None:
+        self.url = url  # the server's URL (database 0 for a private server), with its password
+        self.value = redact(value)
+        self.private = private
+        self.keep = keep
+        self.kept: list[str] = []
+
+    @contextlib.contextmanager
+    def database(self, folder: Path, label: str = "run") -> Iterator[str]:
+        from takeover.db import redis
+
+        if not self.private:
+            redis.check_empty(self.url)
+            try:
+                yield self.url
+            finally:
+                if self.keep:
+                    self.kept.append(redact(self.url))
+                else:
+                    _quietly(lambda: redis.flush(self.url), f"could not empty {self.value}")
+            return
+        number = redis.take_database(self.url)
+        try:
+            url = redis.with_database(self.url, number)
+            redis.flush(url)
+            yield url
+        finally:
+            _quietly(lambda: redis.give_back(self.url, number), f"could not empty database {number} of {self.value}")
+
+
+def _quietly(fn: Any, what: str) -> None:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - the run is over and kept: its verdict must not be lost
+        print(f"takeover: {what}: {exc}", file=sys.stderr)
+
+
 @contextlib.contextmanager
 def reused(folder: Path, label: str) -> Iterator[Host]:
     """Inside, every database asked of a PostgreSQL host is one database of it, emptied before each use
@@ -239,6 +325,10 @@ def serve(value: str, keep: bool = False) -> Iterator[Host]:
         finally:
             _active.pop()
         return
+    if kind(value) == REDIS:
+        with _serve_redis(value, keep) as host:
+            yield host
+        return
     with contextlib.ExitStack() as stack:
         if value == POSTGRES:
             admin = os.environ.get(SERVER_ENV)
@@ -257,14 +347,49 @@ def serve(value: str, keep: bool = False) -> Iterator[Host]:
                 # A takeover command this one starts gets the URL without it (redact) and finds it here.
                 stack.enter_context(_env("PGPASSWORD", password))
             postgres.check_reachable(admin)
-        host = PostgresHost(admin, value, keep)
-        _active.append(host)
-        try:
-            yield host
-        finally:
-            _active.pop()
-            for url in host.kept:
-                print(f"takeover: kept database {url} (--keep-db)", file=sys.stderr)  # stdout may be --json
+        yield stack.enter_context(_serving(PostgresHost(admin, value, keep)))
+
+
+@contextlib.contextmanager
+def _serving(host: PostgresHost | RedisHost) -> Iterator[Host]:
+    """``host`` is the current one inside; what it kept is said at the end."""
+    _active.append(host)
+    try:
+        yield host
+    finally:
+        _active.pop()
+        for url in host.kept:
+            print(f"takeover: kept database {url} (--keep-db)", file=sys.stderr)  # stdout may be --json
+
+
+@contextlib.contextmanager
+def _serve_redis(value: str, keep: bool) -> Iterator[Host]:
+    """``--db redis``: a private server (or the parent command's, from REDIS_SERVER_ENV); a URL: the user's
+    server, whose database must be empty now (one line, exit 2, nothing touched otherwise)."""
+    from takeover.db import redis
+
+    with contextlib.ExitStack() as stack:
+        if value == REDIS:
+            url = os.environ.get(REDIS_SERVER_ENV)
+            if not url:
+                from takeover.db.redis_server import NONE, PrivateRedis
+
+                # Scratch databases only (contract checks, scenarios, explore): a run has a server of its own
+                # with the run's persistence; here nothing is crashed, so nothing needs to be on disk.
+                url = stack.enter_context(PrivateRedis(NONE)).url
+                stack.enter_context(_env(REDIS_SERVER_ENV, url))
+            host = RedisHost(url, value, private=True)
+        else:
+            parts = urlsplit(value)
+            if parts.password is not None:  # a takeover command this one starts gets the URL without it
+                stack.enter_context(_env(REDIS_PASSWORD_ENV, parts.password))
+            elif os.environ.get(REDIS_PASSWORD_ENV):  # ... and finds it here
+                user = parts.netloc.rpartition("@")[0]
+                value = urlunsplit(parts._replace(netloc=f"{quote(user)}:{quote(os.environ[REDIS_PASSWORD_ENV])}@"
+                                                         f"{parts.netloc.rpartition('@')[2]}"))  # fmt: skip
+            redis.check_empty(value)
+            host = RedisHost(value, value, private=False, keep=keep)
+        yield stack.enter_context(_serving(host))
 
 
 @contextlib.contextmanager

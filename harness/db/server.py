@@ -100,9 +100,10 @@ def _server_user() -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def _child_setup(user: tuple[int, int] | None, netns: str = "") -> None:
+def _child_setup(user: tuple[int, int] | None, netns: str = "", deathsig: bool = True) -> None:
     """In the child, before exec: enter the run's network namespace (a server on the run's own network,
-    takeover.net), become the server's user, then die with takeover (initdb, pg_ctl)."""
+    takeover.net), become the server's user, then die with takeover (initdb, pg_ctl; ``deathsig``: with
+    the thread that started it, which must then be one that lives as long as takeover)."""
     if netns:  # before setuid, which would drop the right to enter it
         from takeover.net.namespaces import enter
 
@@ -111,10 +112,30 @@ def _child_setup(user: tuple[int, int] | None, netns: str = "") -> None:
         os.setgroups([])
         os.setgid(user[1])
         os.setuid(user[0])
-    if sys.platform.startswith("linux"):  # after setuid, which would clear it
+    if deathsig and sys.platform.startswith("linux"):  # after setuid, which would clear it
         with contextlib.suppress(OSError):
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def start_watchdog(folder: Path) -> subprocess.Popen[bytes]:
+    """The watchdog of a private server's ``folder`` (takeover/db/watchdog.py), started before the server:
+    from here on, however takeover ends, the folder and the server go."""
+    return subprocess.Popen(
+        [sys.executable, "-I", str(Path(__file__).with_name("watchdog.py")), str(folder)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, close_fds=True)  # fmt: skip
+
+
+def release_watchdog(watchdog: subprocess.Popen[bytes] | None) -> None:
+    """Close the watchdog's pipe (the server and its folder are gone already: it finds nothing to do)."""
+    if watchdog is None:
+        return
+    with contextlib.suppress(OSError):
+        assert watchdog.stdin is not None
+        watchdog.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        watchdog.wait(timeout=10)
 
 
 class PrivateServer:
@@ -164,11 +185,7 @@ class PrivateServer:
 
     def start(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="takeover-pg-", dir=_socket_parent()))
-        # The watchdog first: from here on, however takeover ends, the folder and the server go.
-        self.watchdog = subprocess.Popen(
-            [sys.executable, "-I", str(Path(__file__).with_name("watchdog.py")), str(self.folder)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True)  # fmt: skip
+        self.watchdog = start_watchdog(self.folder)
         if self.user is not None:
             os.chown(self.folder, *self.user)
         self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", RUN_AS, "--auth=trust", "-E", "UTF8",
@@ -198,16 +215,31 @@ class PrivateServer:
         """Start the server again on the same data after :meth:`crash` (it recovers from its WAL)."""
         self._start_server()
 
+    def _postmaster(self) -> int | None:
+        try:
+            return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
+
+    def pause(self) -> None:
+        """SIGSTOP to the postmaster's process group (pg_ctl makes it a session leader, its backends in its
+        group): every session stalls at once until :meth:`resume`."""
+        pid = self._postmaster()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        pid = self._postmaster()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """Immediate shutdown (the data is thrown away), then the folder; the watchdog is released."""
         if self.folder is not None:
             stop_server(self.data)
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
-        if self.watchdog is not None:
-            with contextlib.suppress(OSError):
-                assert self.watchdog.stdin is not None
-                self.watchdog.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.watchdog.wait(timeout=10)
-            self.watchdog = None
+        release_watchdog(self.watchdog)
+        self.watchdog = None

@@ -1,10 +1,12 @@
 """The private server's watchdog: when takeover goes, however it goes, the server and its folder go too.
 
-Run as ``python -I watchdog.py FOLDER`` in a session of its own (takeover.db.server), with a pipe from
-takeover as its standard input. It reads until the pipe closes, which the kernel does when takeover
-ends for any reason, SIGKILL included; then it shuts down the server whose data is in ``FOLDER/data``
-and removes ``FOLDER``. Standard library only, and nothing of takeover: it must start in milliseconds
-and must not depend on the package that may be half gone (an uninstall, an edited checkout).
+Run as ``python -I watchdog.py FOLDER`` in a session of its own (takeover.db.server,
+takeover.db.redis_server), with a pipe from takeover as its standard input. It reads until the pipe
+closes, which the kernel does when takeover ends for any reason, SIGKILL included; then it shuts down
+the PostgreSQL server whose data is in ``FOLDER/data``, kills the redis-server named in
+``FOLDER/redis.pid`` (a stopped one too: SIGKILL ends it), and removes ``FOLDER``. Standard library
+only, and nothing of takeover: it must start in milliseconds and must not depend on the package that
+may be half gone (an uninstall, an edited checkout).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ def stop_server(data: Path, timeout: float = 10.0) -> None:
     when takeover died while the server was starting (no pid file yet), the ``postgres -D data`` found
     among the running processes."""
     for pid in _postmasters(data):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGCONT)  # a server frozen by --db-pause-rate must run to end its backends
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGQUIT)
         deadline = time.monotonic() + timeout
@@ -78,12 +82,37 @@ def _is_postmaster(pid: int) -> bool:
         return True  # no /proc here: trust the pid file
 
 
+def stop_redis(folder: Path, timeout: float = 10.0) -> None:
+    """SIGKILL the redis-server whose pid is in ``folder/redis.pid`` (when that pid is still a redis-server)
+    and wait until it is gone. No shutdown is asked of it: its data is thrown away with the folder."""
+    try:
+        pid = int((folder / REDIS_PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return
+    try:
+        if b"redis-server" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass  # no /proc here: trust the pid file
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+REDIS_PID_FILE = "redis.pid"
+
+
 def main(folder: str) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # only the pipe's end ends us
     while sys.stdin.buffer.read(4096):
         pass
     stop_server(Path(folder) / "data")
+    stop_redis(Path(folder))
     shutil.rmtree(folder, ignore_errors=True)
 
 

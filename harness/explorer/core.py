@@ -243,7 +243,7 @@ def check_budget(seed: Any, examples: Any, seconds: Any, steps: Any) -> None:
 
 def _probe_database() -> str:
     """A database string of the served kind, for the check that the queue takes it."""
-    return "queue.sqlite" if db.current().kind == db.SQLITE else "postgresql://probe"
+    return {db.SQLITE: "queue.sqlite", db.REDIS: "redis://probe:6379/0"}.get(db.current().kind, "postgresql://probe")
 
 
 def project(failure: Failure) -> tuple[str, list[dict[str, Any]]]:

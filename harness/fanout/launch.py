@@ -140,9 +140,10 @@ def check_cluster(cluster: str | None, *, db: str = "sqlite") -> None:
     if not cluster:
         return
     check_address(cluster)
-    if db == "postgres":
-        raise UsageError("--cluster with --db postgres: that server is private to this machine; give the "
-                         "runs a postgresql:// URL every dask worker reaches")  # fmt: skip
+    if db in ("postgres", "redis"):
+        scheme = "postgresql" if db == "postgres" else "redis"
+        raise UsageError(f"--cluster with --db {db}: that server is private to this machine; give the "
+                         f"runs a {scheme}:// URL every dask worker reaches")  # fmt: skip
     check_cluster_extra()
 
 

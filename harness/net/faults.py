@@ -1,5 +1,6 @@
-"""The network's nemesis: partitions, connection kills and database restarts (``--partition-rate``,
-``--conn-kill-rate``, ``--db-restart-rate``), on a run with hosts (takeover.net.site).
+"""The network's nemesis: partitions, connection kills, database restarts and freezes (``--partition-rate``,
+``--conn-kill-rate``, ``--db-restart-rate``, ``--db-pause-rate``), on a run with hosts (takeover.net.site)
+or on a run's own Redis server (takeover.run.redis_site: no hosts, so no partitions).
 
 Why a nemesis of its own beside takeover.run.nemesis: those faults act on the network and the server,
 not on a worker process, and need no view of the phase board. They arrive on the same stratified
@@ -15,10 +16,14 @@ tell what a duplicate or a violation owes to it (takeover.checker.diagnosis):
   (``detail``: ``one`` host, a ``minority``, a ``majority``, or ``one_way``: one host whose requests
   arrive and whose replies are lost), for a drawn time, then healed. One at a time.
 - ``conn_kill``: a drawn live worker's database sessions terminated by the server
-  (``pg_terminate_backend``, as a pooler or a failover does); ``value`` is how many it ended.
+  (``pg_terminate_backend``, as a pooler or a failover does; Redis: ``CLIENT KILL`` of its connections);
+  ``value`` is how many it ended.
 - ``db_restart``: the server crashes (immediate stop, no checkpoint) and starts again after a drawn
   down time, in a thread so the run's loop goes on meanwhile; every session drops, and what was
   committed must survive (the checker's invariants say whether it did).
+- ``db_pause``: the server frozen (SIGSTOP; PostgreSQL's postmaster with its whole process group) for a
+  drawn time (``value``, seconds), then continued: every client's call waits at once, and leases run out
+  on the workers' clocks meanwhile. Not while the server restarts, nor two at once.
 - ``net_loss`` (with ``--net-loss``): one ``ok`` record when faults stop, ``value`` = how many packets the
   loss rules had dropped by then, ``detail`` = the probability: the evidence that the loss reached the run.
 
@@ -43,13 +48,16 @@ from takeover.seeds import stream_seed
 PARTITION = "partition"
 CONN_KILL = "conn_kill"
 DB_RESTART = "db_restart"
+DB_PAUSE = "db_pause"
 NET_LOSS = "net_loss"  # not a fault window: the packets ``--net-loss`` dropped, written when faults stop
-KINDS = (PARTITION, CONN_KILL, DB_RESTART)
+KINDS = (PARTITION, CONN_KILL, DB_RESTART, DB_PAUSE)
 SHAPES = ("one", "minority", "majority", "one_way")
 # A partition lasts this many leases (uniform): from shorter than a lease (nothing expires) to long enough
 # for the server to end the cut-off sessions (a few seconds) and another worker to take the task over.
 PARTITION_LEASES = (0.5, 4.0)
 DOWN_TIME = (0.2, 1.0)  # seconds a crashed database stays down before it starts again
+# A freeze lasts this many leases (uniform): from shorter than a lease to long enough for every lease to run out.
+PAUSE_LEASES = (0.5, 3.0)
 
 
 def rate_of(cfg: RunConfig, kind: str) -> float:
@@ -81,6 +89,7 @@ class NetworkFaults:
         self._t0 = 0.0
         self.partition: tuple[float, str, list[int], dict[str, Any]] | None = None  # (heal at, shape, hosts, fields)
         self.restart: threading.Thread | None = None
+        self.paused: tuple[float, dict[str, Any]] | None = None  # (continue at, fields) of a freeze
         self.tally: Counter[str] = Counter()  # faults started, by kind
         self.skipped: Counter[str] = Counter()  # arrivals that found their kind (or the server) busy
 
@@ -99,6 +108,8 @@ class NetworkFaults:
         """Do what is due; how long the caller may sleep before the next tick."""
         if self.partition is not None and now >= self.partition[0]:
             self._heal()
+        if self.paused is not None and now >= self.paused[0]:
+            self._resume()
         for kind, due in list(self.next_at.items()):
             if now >= due:
                 self.next_at[kind] = self._plan(kind)
@@ -106,6 +117,8 @@ class NetworkFaults:
         waits = [t - time.time() for t in self.next_at.values()]
         if self.partition is not None:
             waits.append(self.partition[0] - time.time())
+        if self.paused is not None:
+            waits.append(self.paused[0] - time.time())
         return max(0.0, min(waits, default=0.05))
 
     def stop(self) -> None:
@@ -113,6 +126,8 @@ class NetworkFaults:
         self.next_at.clear()
         if self.partition is not None:
             self._heal()
+        if self.paused is not None:
+            self._resume()
         if self.restart is not None:
             self.restart.join()
             self.restart = None
@@ -149,24 +164,29 @@ class NetworkFaults:
         live = self.live()
         slots = sorted(live)
         pick = rng.random()  # one fixed-size draw per arrival
-        if not slots or self._restarting():
+        if not slots or self._restarting() or self.paused is not None:
             self.skipped[CONN_KILL] += 1
             return
         slot = slots[int(pick * len(slots))]
         process = live[slot]
-        fields = {"worker": f"w{slot}", "target": process, "host": self.site.host_name(slot)}
+        host = self.site.host_name(slot)
+        fields = {"worker": f"w{slot}", "target": process, **({"host": host} if host else {})}
         self.hist.write("invoke", CONN_KILL, **fields)
         try:
-            ended = self._terminate(application_name(slot, process))
+            ended = self._terminate(slot, process)
         except Exception as exc:  # noqa: BLE001 - the server may be starting up: the kill is recorded as failed
             self.hist.write("info", CONN_KILL, error=error_text(exc), **fields)
             return
         self.hist.write("ok", CONN_KILL, value=str(ended), **fields)
         self.tally[CONN_KILL] += 1
 
-    def _terminate(self, name: str) -> int:
+    def _terminate(self, slot: int, process: int) -> int:
+        kill = getattr(self.site, "kill_connections", None)
+        if kill is not None:  # a site that knows its clients its own way (Redis: takeover.run.redis_site)
+            return int(kill(slot, process))
         from takeover.db import postgres
 
+        name = application_name(slot, process)
         with postgres.connect(self.site.server.admin_url) as conn:
             rows = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
                                 (name,)).fetchall()  # fmt: skip
@@ -175,9 +195,27 @@ class NetworkFaults:
     def _restarting(self) -> bool:
         return self.restart is not None and self.restart.is_alive()
 
+    def _db_pause(self, rng: random.Random) -> None:
+        seconds = round(rng.uniform(*PAUSE_LEASES) * self.cfg.lease, 3)
+        if self._restarting() or self.paused is not None:
+            self.skipped[DB_PAUSE] += 1
+            return
+        fields = {"value": f"{seconds:g}"}
+        self.hist.write("invoke", DB_PAUSE, **fields)
+        self.site.server.pause()
+        self.paused = (time.time() + seconds, fields)
+        self.tally[DB_PAUSE] += 1
+
+    def _resume(self) -> None:
+        assert self.paused is not None
+        _, fields = self.paused
+        self.paused = None
+        self.site.server.resume()
+        self.hist.write("ok", DB_PAUSE, **fields)
+
     def _db_restart(self, rng: random.Random) -> None:
         down = round(rng.uniform(*DOWN_TIME), 3)
-        if self._restarting():
+        if self._restarting() or self.paused is not None:
             self.skipped[DB_RESTART] += 1
             return
         self.hist.write("invoke", DB_RESTART, value=f"{down:g}")

@@ -33,7 +33,7 @@ from typing import Any
 from takeover import store
 from takeover.config import RunConfig
 from takeover.contract import TERMINAL_STATES, capabilities, open_queue
-from takeover.db import run_database
+from takeover.db import REDIS, run_database
 from takeover.history import HistoryWriter, error_text
 from takeover.run.effectors import Effectors
 from takeover.run.nemesis import Nemesis
@@ -139,6 +139,8 @@ class Coordinator:
         database on the server the command serves."""
         if self.cfg.hosts > 0:
             return self._run_on_hosts()
+        if self.cfg.db == REDIS:
+            return self._run_on_redis()
         if self.database is not None:
             return self._run(self.database)
         with run_database(self.cfg.db, self.run_dir) as database:
@@ -156,6 +158,20 @@ class Coordinator:
             self.site = site
             sup = self.supervisor
             # The live workers that opened their queue: a connection kill has a session to end.
+            self.net_faults = NetworkFaults(self.cfg, site, self.hist, lambda: {
+                s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None and self.board.ready(s)})
+            return self._run(site.database)
+
+    def _run_on_redis(self) -> RunOutcome:
+        """With ``--db redis``: the run on a redis-server of its own, with the run's persistence, which the
+        server faults crash, freeze and cut the connections of (takeover.run.redis_site); gone afterwards."""
+        from takeover.net.faults import NetworkFaults
+        from takeover.run.redis_site import RedisSite
+
+        with RedisSite(self.cfg) as site:
+            self.site = site
+            sup = self.supervisor
+            site.pid_of = lambda slot: (sup.handles[slot].proc.pid if slot in sup.handles else None)
             self.net_faults = NetworkFaults(self.cfg, site, self.hist, lambda: {
                 s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None and self.board.ready(s)})
             return self._run(site.database)

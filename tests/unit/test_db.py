@@ -21,17 +21,22 @@ from takeover.errors import ContractError, UsageError
 
 
 @pytest.mark.parametrize("value", ["sqlite", "postgres", "postgresql://me@host/db", "postgres://me:pw@host:5433/db",
-                                   "postgresql:///db?host=/tmp/sock&port=5432"])
+                                   "postgresql:///db?host=/tmp/sock&port=5432", "redis", "redis://h:6379/3",
+                                   "redis://:pw@h/0"])
 def test_good_values_are_taken_as_given(value: str):
     assert db.check(value) == value
 
 
 @pytest.mark.parametrize(("value", "problem"), [
-    ("", "must be sqlite, postgres or a postgresql:// URL"),
-    ("mysql://me@host/db", "must be sqlite, postgres or a postgresql:// URL"),
-    ("Postgres", "must be sqlite, postgres or a postgresql:// URL"),
+    ("", "must be sqlite, postgres, redis, a postgresql:// URL or a redis:// URL"),
+    ("mysql://me@host/db", "must be sqlite, postgres, redis, a postgresql:// URL or a redis:// URL"),
+    ("Postgres", "must be sqlite, postgres, redis, a postgresql:// URL or a redis:// URL"),
     ("postgresql://me:secret@host:notaport/db", "is not a valid URL"),
     ("postgresql://me@host/db#frag", "has a #fragment"),
+    ("Redis", "must be sqlite, postgres, redis"),
+    ("redis://:secret@host:notaport/0", "is not a valid redis:// URL"),
+    ("redis://:secret@host:6379/zero", "is not a valid redis:// URL"),
+    ("redis://:secret@/0", "names no host"),
 ])  # fmt: skip
 def test_bad_values_are_one_line_naming_the_problem_never_the_password(value: str, problem: str):
     with pytest.raises(UsageError, match=problem) as info:
@@ -43,12 +48,15 @@ def test_a_password_is_never_shown():
     assert db.redact("postgresql://me:s3cr%40t@host:5433/db?sslmode=disable") == \
         "postgresql://me@host:5433/db?sslmode=disable"
     assert db.redact("postgresql://me@host/db") == "postgresql://me@host/db"
+    assert db.redact("redis://:secret@host:6379/2") == "redis://host:6379/2"
+    assert db.redact("redis://me:secret@host:6379/2") == "redis://me@host:6379/2"
     assert db.redact("sqlite") == "sqlite" and db.redact("/runs/x/queue.sqlite") == "/runs/x/queue.sqlite"
 
 
 def test_the_kind_of_a_value_or_of_a_database_string():
     assert [db.kind(v) for v in ("sqlite", "/tmp/q.sqlite", "postgres", "postgres://h/d", "postgresql://h/d")] == \
         ["sqlite", "sqlite", "postgres", "postgres", "postgres"]
+    assert [db.kind(v) for v in ("redis", "redis://127.0.0.1:6379/4")] == ["redis", "redis"]
 
 
 def test_a_fresh_database_url_keeps_the_server_and_the_credentials():
@@ -68,7 +76,8 @@ def test_fresh_database_names_are_valid_and_unique():
 def test_keep_db_needs_a_server_that_outlives_the_command():
     db.check_keep("postgresql://me@h/d", True)
     db.check_keep("postgres", False)
-    for value in ("sqlite", "postgres"):
+    db.check_keep("redis://h:6379/1", True)
+    for value in ("sqlite", "postgres", "redis"):
         with pytest.raises(UsageError, match="--keep-db"):
             db.check_keep(value, True)
 
@@ -80,6 +89,29 @@ def test_config_json_records_the_database_only_when_it_is_not_sqlite():
     assert pg.to_dict()["db"] == "postgres" and pg.command().endswith("--db postgres")
     assert RunConfig.from_dict(json.loads(pg.to_json())) == pg
     assert RunConfig.from_dict(json.loads(cfg.to_json())).db == "sqlite"
+
+
+def test_a_redis_run_records_its_persistence_and_a_sqlite_run_does_not():
+    cfg = RunConfig()
+    assert "redis_persistence" not in cfg.to_dict() and "redis-persistence" not in cfg.command()
+    rd = dataclasses.replace(cfg, db="redis")
+    assert rd.to_dict()["redis_persistence"] == "always" and "--redis-persistence" not in rd.command()
+    every = dataclasses.replace(rd, redis_persistence="everysec")
+    assert every.to_dict()["redis_persistence"] == "everysec" and "--redis-persistence everysec" in every.command()
+    assert RunConfig.from_dict(json.loads(every.to_json())) == every
+    with pytest.raises(UsageError, match="redis-persistence: .*needs --db redis"):
+        dataclasses.replace(cfg, redis_persistence="none").validate()
+
+
+def test_server_faults_need_no_hosts_on_a_private_redis_server_only():
+    base = RunConfig(db="redis", db_restart_rate=0.1, conn_kill_rate=0.2, db_pause_rate=0.1)
+    assert base.validate() == base
+    with pytest.raises(UsageError, match="partition-rate: network faults need --hosts"):
+        dataclasses.replace(base, partition_rate=0.1).validate()
+    with pytest.raises(UsageError, match="db-pause-rate: network faults need --hosts"):
+        RunConfig(db_pause_rate=0.1).validate()
+    with pytest.raises(UsageError, match="conn-kill-rate: faults of the server need --db redis"):
+        RunConfig(db="redis://h:6379/1", conn_kill_rate=0.1).validate()
 
 
 def test_stress_records_a_url_without_its_password():
@@ -144,7 +176,7 @@ def test_every_command_that_runs_a_queue_refuses_a_bad_db_in_one_line(command: s
         argv += ["--task-times", str(tmp_path / "times.csv")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "sqlite, postgres or a postgresql:// URL" in err[0], err
+    assert len(err) == 1 and "sqlite, postgres, redis, a postgresql:// URL or a redis:// URL" in err[0], err
 
 
 def test_a_postgres_only_queue_under_sqlite_stops_the_scenarios_with_exit_2(capsys):

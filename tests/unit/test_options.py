@@ -151,7 +151,9 @@ def test_the_grid_fixed_table_takes_the_options_the_grid_neither_varies_nor_deci
 
 # stress.resolve checks that FUSE can mount when power losses are asked for, and that this machine can make
 # hosts (root, iptables) when hosts or network faults are: those need --db postgres, and the faults --hosts.
-NET_DESTS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss")
+NET_DESTS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss", "db_pause_rate")
+# --redis-persistence is a Redis run's own: it needs --db redis (no server is started to resolve it).
+REDIS_DESTS = ("redis_persistence",)
 
 
 def _marks(o: RunOption) -> Any:
@@ -171,6 +173,8 @@ def test_every_overriding_option_reaches_its_field(o: RunOption):
     assert {p.dest for p in RUN_OPTIONS if p.value_in(cfg) != p.value_in(BASE)} == {o.dest}
     assert with_overrides(BASE, {o.dest: None}) == BASE, "None means not given"
     needs = [] if o.dest not in NET_DESTS else ["--db", "postgres", *([] if o.dest == "hosts" else ["--hosts", "1"])]
+    if o.dest in REDIS_DESTS:
+        needs = ["--db", "redis"]
     resolved = stress.resolve(parser_for(stress.configure).parse_args(["--profile", "smoke", *o.argv(value), *needs]))
     assert o.value_in(resolved) == value
 

@@ -1,0 +1,224 @@
+"""``--db redis`` and ``redis://`` URLs on real redis-server processes (takeover.db.redis, takeover.db.redis_server,
+takeover.run.redis_site).
+
+The private servers (the command's, and each run's) must be gone when the command is, however it ends (a normal
+end, Ctrl-C, SIGKILL of takeover itself); every queue gets an empty database; a user's database is refused when
+not empty and emptied afterwards unless kept; each server fault (a restart, a freeze, a connection kill) happens
+and is recorded with its start and end. The queue is the small Lua queue of tests/fixtures/queues/redis_queues.py,
+so these tests judge the plumbing, not takeover's own Redis queue. The values and URLs are tests/unit/test_db.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from takeover import db
+from takeover.db import redis as redis_db
+from takeover.db.redis_server import PrivateRedis, owner_of
+from takeover.scenario_replay import run_scenarios
+from tests.helpers.processes import REPO, child_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_package("redis-server")]
+
+MARKER_ENV = "TAKEOVER_TEST_HANG_MARKER"
+QUEUE = "redis_queues:LuaQueue"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """A takeover child's environment without a server an enclosing serve() published: each command here must
+    start (and remove) its own."""
+    env = child_env()
+    env.pop(db.REDIS_SERVER_ENV, None)
+    env.update(extra)
+    return env
+
+
+def servers_of(pid: int) -> list[psutil.Process]:
+    """The live (not zombie) redis-servers started by the takeover process ``pid``."""
+    found = []
+    for p in psutil.process_iter(["name"]):
+        try:
+            if p.info["name"] == "redis-server" and p.status() != psutil.STATUS_ZOMBIE \
+                    and owner_of(p.cmdline()) == pid:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def folders_of(procs: list[psutil.Process]) -> list[Path]:
+    """Each server's own folder (its data folder's parent: ``--dir FOLDER/data``)."""
+    out = []
+    for p in procs:
+        out.append(Path(p.cwd()).parent)  # redis-server chdirs to --dir
+    return out
+
+
+def wait_gone(pid: int, folders: list[Path], timeout: float = 20.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = servers_of(pid)
+        if not left and not any(f.exists() for f in folders):
+            return []
+        time.sleep(0.05)
+    return servers_of(pid)
+
+
+def _hang(argv: list[str], tmp_path: Path, servers: int) -> tuple[subprocess.Popen, list[psutil.Process]]:
+    """A takeover command whose queue's claim blocks, once ``servers`` of its redis-servers are up."""
+    marker = tmp_path / "hung"
+    proc = subprocess.Popen([sys.executable, "-m", "takeover", *argv], cwd=REPO,
+                            env=_env(**{MARKER_ENV: str(marker)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 90
+    while (not marker.exists() or len(servers_of(proc.pid)) < servers) and proc.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), proc.communicate(timeout=30)
+    procs = servers_of(proc.pid)
+    assert len(procs) >= servers, "the command's private servers are running"
+    return proc, procs
+
+
+HUNG = {
+    # the command's server alone
+    "scenarios": (["scenarios", "--db", "redis", "--queue", "redis_queues:ClaimHangs", "--step-timeout", "100"], 1),
+    # the command's server and the run's own, one of them frozen by a pause now and then
+    "stress": (["stress", "--db", "redis", "--queue", "redis_queues:ClaimHangs", "--profile", "smoke", "--no-faults",
+                "--duration", "30", "--tasks", "5", "--db-pause-rate", "2"], 2),
+}
+
+
+@pytest.mark.parametrize("command", list(HUNG))
+@pytest.mark.parametrize("how", ["ctrl-c", "sigkill"])
+def test_the_private_servers_are_gone_after_ctrl_c_and_after_takeover_is_killed(how: str, command: str,
+                                                                                tmp_path: Path):
+    argv, servers = HUNG[command]
+    if command == "stress":
+        argv = [*argv, "--out", str(tmp_path / "run")]
+    proc, procs = _hang(argv, tmp_path, servers)
+    folders = folders_of(procs)
+    assert all(f.name.startswith("takeover-redis-") for f in folders), folders
+    try:
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C on a terminal sends: the whole group
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 130, err
+        else:
+            proc.kill()  # takeover alone: no finally of its own runs; the watchdogs must do it all
+            proc.communicate(timeout=30)
+        assert wait_gone(proc.pid, folders) == [], "no redis-server is left"
+        assert not any(f.exists() for f in folders), "their folders are removed"
+    finally:
+        for p in servers_of(proc.pid):
+            p.kill()
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _stress(out: Path, *extra: str, timeout: float = 150) -> tuple[subprocess.CompletedProcess[str], dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "takeover", "stress", "--db", "redis", "--queue", QUEUE, "--profile", "smoke",
+         "--tasks", "20", "--seed", "3", "--out", str(out), *extra],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc, json.loads((out / "summary.json").read_text())
+
+
+def _records(out: Path, kind: str) -> list[dict]:
+    return [r for r in map(json.loads, (out / "history.jsonl").read_text().splitlines()) if r.get("f") == kind]
+
+
+def test_a_stress_run_on_redis_has_its_own_server_with_its_persistence_and_leaves_none(tmp_path: Path):
+    out = tmp_path / "run"
+    proc, summary = _stress(out, "--no-faults", "--duration", "1", "--redis-persistence", "everysec")
+    assert proc.returncode == 0 and summary["valid"] is True and summary["counts"]["tasks"] >= 20
+    config = json.loads((out / "config.json").read_text())
+    assert config["db"] == "redis" and config["redis_persistence"] == "everysec"
+    assert config["command"].endswith("--db redis") and "--redis-persistence everysec" in config["command"]
+    assert not (out / "queue.sqlite").exists()
+    assert "redis persistence: everysec" in proc.stdout
+
+
+def test_each_server_fault_happens_and_is_recorded_with_its_start_and_end(tmp_path: Path):
+    """A restart (SIGKILL, a start that replays the AOF), a freeze (SIGSTOP, SIGCONT) and connection kills (CLIENT
+    KILL of a worker's connection), without --hosts, and the queue keeps every acknowledged promise."""
+    out = tmp_path / "run"
+    proc, summary = _stress(out, "--no-faults", "--duration", "4", "--tasks", "60", "--db-restart-rate", "0.5",
+                            "--db-pause-rate", "0.5", "--conn-kill-rate", "2")
+    assert summary["valid"] is True, proc.stdout[-3000:]
+    for kind in ("db_restart", "db_pause", "conn_kill"):
+        records = _records(out, kind)
+        starts = [r for r in records if r["type"] == "invoke"]
+        ends = [r for r in records if r["type"] == "ok"]
+        assert starts and len(ends) == len(starts), (kind, records)
+    kills = [r for r in _records(out, "conn_kill") if r["type"] == "ok"]
+    assert any(int(r["value"]) >= 1 for r in kills), f"a kill ended a worker's connection: {kills}"
+    assert all(r["worker"].startswith("w") and "host" not in r for r in kills)
+    assert summary["counts"]["lost"] == 0 if "lost" in summary["counts"] else True
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """A private server for the in-process tests below: its URL stands for a user's own server."""
+    with PrivateRedis("none") as s:
+        yield s.url
+
+
+def _keys(url: str) -> int:
+    client = redis_db.connect(url)
+    try:
+        return int(client.dbsize())
+    finally:
+        client.close()
+
+
+def test_a_users_database_that_is_not_empty_is_refused_in_one_line_and_left_alone(server: str, tmp_path: Path):
+    url = redis_db.with_database(server, 7)
+    client = redis_db.connect(url)
+    client.set("someone:else", "theirs")
+    client.close()
+    proc = subprocess.run([sys.executable, "-m", "takeover", "scenarios", "--db", url, "--queue", QUEUE], cwd=REPO,
+                          env=_env(), capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not empty (1 keys)" in lines[0], lines
+    assert _keys(url) == 1, "nothing of the user's was touched"
+
+
+def test_a_users_database_is_emptied_afterwards_unless_kept(server: str, capsys: pytest.CaptureFixture[str]):
+    url = redis_db.with_database(server, 8)
+    with db.serve(url):
+        results = run_scenarios(QUEUE)
+    assert all(r.ok for r in results)
+    assert _keys(url) == 0
+    with db.serve(url, keep=True) as host, host.database(Path("."), "run") as got:
+        assert got == url
+        client = redis_db.connect(got)
+        client.set("left", "1")
+        client.close()
+    assert _keys(url) == 1 and f"kept database {url}" in capsys.readouterr().err
+    redis_db.flush(url)
+
+
+def test_every_queue_of_a_command_gets_an_empty_database_of_its_own(tmp_path: Path):
+    with db.serve("redis") as host:
+        assert isinstance(host, db.RedisHost) and host.private
+        with host.database(tmp_path, "a") as a, host.database(tmp_path, "b") as b:
+            assert a != b and _keys(a) == 0 and _keys(b) == 0
+            client = redis_db.connect(a)
+            client.set("x", "1")
+            client.close()
+        with host.database(tmp_path, "c") as c:
+            assert _keys(c) == 0
+        assert all(r.ok for r in run_scenarios(QUEUE))
