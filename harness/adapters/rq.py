@@ -7,8 +7,8 @@ or a ``redis://`` URL). File:line references into the release: docs/analyses/rq.
 
 What RQ's own worker (``rq worker``: the forking ``Worker``) does, and what each contract call is:
 
-* register: ``Queue.enqueue(func, job_id=task)``: a job hash and its id pushed on the queue's list.
-  A producer that checks first (``Job.exists``): enqueueing an existing job id overwrites the job.
+* register: ``Queue.enqueue(func, job_id=task, unique=True)``: a job hash and its id pushed on the
+  queue's list, in one script that raises ``DuplicateJobError`` when the job id exists.
 * claim: one turn of ``Worker.work``: ``heartbeat()``, ``run_maintenance_tasks()`` when
   ``should_run_maintenance_tasks`` says so (every ``maintenance_interval``, 600 s, under a lock: it runs
   ``StartedJobRegistry.cleanup``, which fails or retries the jobs whose entry has expired), then
@@ -56,6 +56,7 @@ RQ2 = VERSION == BEFORE_FIX
 import redis  # noqa: E402 - after the check, so a missing library is one line
 import rq.utils  # noqa: E402
 from rq import Queue, Retry, Worker  # noqa: E402
+from rq.exceptions import DuplicateJobError  # noqa: E402
 from rq.executions import Execution  # noqa: E402
 from rq.job import Job, JobStatus  # noqa: E402
 
@@ -189,7 +190,7 @@ class RQAdapter:
     # What each contract call is in RQ's API, for `takeover replay --issue` (takeover.replay.issue).
     library = "rq"
     library_calls = {
-        "register": "`Queue.enqueue(func, job_id=task)` (after `Job.exists`)",
+        "register": "`Queue.enqueue(func, job_id=task, unique=True)`",
         "claim": "`Worker.heartbeat()`, `run_maintenance_tasks()` when due (`StartedJobRegistry.cleanup`), "
         "`Queue.dequeue_any`, `prepare_execution(job)`, `prepare_job_execution(job)`",
         "extend": "`Worker.maintain_heartbeats(job, execution)`",
@@ -219,12 +220,14 @@ class RQAdapter:
         self.register_many([task_id], now)
 
     def register_many(self, task_ids: list[str], now: float) -> None:
+        """``unique=True``: RQ's own dedupe (one Lua script, rq/scripts.py) refuses a job id that exists."""
         with self.clock.at(now):
             for task in dict.fromkeys(task_ids):
-                if Job.exists(task, connection=self.conn):
+                self.conn.sadd(TASKS_KEY, task)  # first: snapshot() skips an id with no job yet
+                try:
+                    self.queue.enqueue(FUNC, job_id=task, retry=self.retry, unique=True)
+                except DuplicateJobError:
                     continue
-                self.queue.enqueue(FUNC, job_id=task, retry=self.retry)
-                self.conn.sadd(TASKS_KEY, task)
 
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
         with self.clock.at(now, lease):
@@ -290,6 +293,8 @@ class RQAdapter:
         out: list[SnapshotRow] = []
         for raw_id, raw_status, raw_handouts in rows:
             task, status = raw_id.decode(), raw_status.decode()
+            if not status and int(raw_handouts) == 0:
+                continue  # register() in flight: the id is listed, its job not enqueued yet
             state = STATES.get(status, f"unknown({status or 'no job hash'})")
             until = self.clock.harness_time(expiry[task]) if state == "running" and task in expiry else None
             out.append((task, state, int(raw_handouts), until))
