@@ -98,6 +98,11 @@ class AdapterBroken(ContractError):
     """The adapter broke the protocol or exited: this call and every later one on it fail with this line."""
 
 
+# Told once per broken adapter, with the request's op (``hello`` for the first line) and the line naming it:
+# a run's processes record it in the history (an ``adapter`` record), which makes the run INCONCLUSIVE.
+on_broken: Callable[[str, str], None] | None = None
+
+
 def set_call_timeout(seconds: float) -> None:
     """How long every adapter this process starts from now on may take over one answer (a run's workers
     set their run's drain timeout: the coordinator gives up its own calls after that long too)."""
@@ -221,6 +226,7 @@ class ExecQueue:
         self.spec = spec
         self.broken: str | None = None
         self.next_id = 0
+        self.op = "hello"  # the request under way, for on_broken
         self.timeout = CALL_TIMEOUT
         self._buffer = bytearray()
         self._scanned = 0  # bytes of the buffer already searched for a newline
@@ -260,6 +266,9 @@ class ExecQueue:
     def _fail(self, what: str) -> AdapterBroken:
         pid = getattr(getattr(self, "proc", None), "pid", None)
         self.broken = f"adapter {self.name} (pid {pid}): {what}{_log_tail(self._log)}"
+        if on_broken is not None:
+            with contextlib.suppress(Exception):  # telling it must never hide the line itself
+                on_broken(self.op, self.broken)
         return AdapterBroken(self.broken)
 
     def _hello(self, database: str) -> None:
@@ -351,6 +360,7 @@ class ExecQueue:
             raise AdapterBroken(self.broken)
         self.next_id += 1
         rid = self.next_id
+        self.op = request["op"]
         data = _ENCODE({"id": rid, **request}).encode() + b"\n"
         try:
             while data:

@@ -75,6 +75,8 @@ def worker_main(spec: WorkerSpec, board: PhaseBoard) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # so is a hangup of the terminal
     if bridge.is_exec(spec.config.queue):
         bridge.share_group()  # its adapter process is frozen and killed with it (takeover.bridge)
+        # An answer later than the drain timeout is a hung adapter: the coordinator gives up its own calls then.
+        bridge.set_call_timeout(spec.config.effective_drain_timeout)
     Worker(spec, board).run()
 
 
@@ -91,8 +93,14 @@ class Worker:
         self.queue: LeaseQueue | None = None
         self.clock = WorkerClock(skew_of(self.cfg.seed, spec.process, self.cfg.clock_skew_max), board, spec.slot)
         self.boosted: Boost | None = None  # what lining up for a race changed, until the claim returned
+        bridge.on_broken = self.adapter_broke
 
     # -- helpers ----------------------------------------------------------------------------------
+    def adapter_broke(self, op: str, line: str) -> None:
+        """An ``exec:`` queue's adapter broke the protocol (takeover.bridge): recorded, so the run is
+        INCONCLUSIVE with this line rather than judged on what a broken adapter answered."""
+        self.hist.write("info", "adapter", worker=self.name, value=op, detail=line)
+
     def publish(self, phase: str, task: str | None = None, gen: int = 0, lease_until: float = 0.0) -> None:
         """The lease goes on the board on the real clock (when this worker's clock will reach it), so the
         nemesis times pauses against the holder's own view of its lease whatever its clock's offset."""
@@ -149,11 +157,13 @@ class Worker:
                 backoff = min(backoff * 2, 1.0)
 
     def reopen(self) -> None:
-        """On a run with hosts, a queue call that raised leaves the queue's connection in doubt (cut off,
+        """An ``exec:`` queue whose adapter broke the protocol is closed (which kills it) and opened again.
+        On a run with hosts, a queue call that raised leaves the queue's connection in doubt (cut off,
         ended by the server, a server that crashed): close the queue and open it again, as a real worker's
         pool does, before the next call. The call itself stays ``info``. Other runs keep their queue: a
         SQLite queue's error (``database is locked``) says nothing about its connection."""
-        if not self.cfg.hosts or self.queue is None or self.should_stop():
+        broken = getattr(self.queue, "broken", None) is not None  # an exec: adapter that broke: start another
+        if not (self.cfg.hosts or broken) or self.queue is None or self.should_stop():
             return
         queue, self.queue = self.queue, None
         try:

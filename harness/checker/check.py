@@ -16,7 +16,7 @@ from typing import cast
 
 from takeover.checker import network
 from takeover.checker.counts import counts, coverage, warnings
-from takeover.checker.diagnosis import diagnose
+from takeover.checker.diagnosis import Diagnosis, diagnose
 from takeover.checker.duplicate_causes import duplicates, extra_actions
 from takeover.checker.facts import Facts, build_facts
 from takeover.checker.gate import Gate, judge
@@ -26,7 +26,7 @@ from takeover.checker.load import load_run
 from takeover.checker.model_coverage import model_coverage
 from takeover.checker.power import power_loss
 from takeover.checker.remedies import feature_sections
-from takeover.checker.verdict import combine, exit_code, inconclusive_reason
+from takeover.checker.verdict import broken_adapter, combine, exit_code, inconclusive_reason
 from takeover.exit_codes import ExitCode
 from takeover.summary_types import Example, Summary, Verdict
 
@@ -104,15 +104,21 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     run = load_run(run_dir)
     fx = build_facts(run)
     results = check_invariants(fx)
+    broken = broken_adapter(run.history)
     diagnosis = diagnose(fx, results)
+    if broken is not None:  # no sentence on the queue's semantics built on a broken wire
+        diagnosis = Diagnosis(diagnosis.rows, [])
     cnt = counts(fx)
     extra = extra_actions(fx)
     dup, dup_tasks = duplicates(fx, extra)
     cov = coverage(fx)
     cov["model"] = model_coverage(fx)
     warn = warnings(fx, cov, dup)
-    why = inconclusive_reason(cnt, run.stats.lines)
-    valid = combine(results, why)
+    why = broken or inconclusive_reason(cnt, run.stats.lines)
+    valid = combine(results, why, adapter_broke=broken is not None)
+    if valid is False and why is not None:  # a violation was found all the same: say so as a warning, not as
+        warn = [*warn, f"{why} (yet an invariant is violated)"]  # "inconclusive" beside an INVALID verdict
+        why = None
     judged = judge(fx, extra, cnt["tasks"], gate) if gate.requested else None
     dup_fail = bool(judged and judged["failed"])
     code = exit_code(valid, dup_fail)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from takeover.exit_codes import ExitCode
 from takeover.summary_types import UNKNOWN, Verdict
 
@@ -14,8 +16,18 @@ if TYPE_CHECKING:
 
 
 
-def combine(results: Mapping[str, InvariantResult], inconclusive: str | None) -> Verdict:
+# A check whose violation stands even when the adapter broke: a malformed answer is the queue's own word
+# (takeover.answers), not a verdict on its semantics built on a broken wire.
+STANDS_ON_ITS_OWN = ("answers_well_formed",)
+ADAPTER_RECORD = "adapter"  # history.jsonl: {"type": "info", "f": "adapter", "value": OP, "detail": LINE}
+
+
+def combine(results: Mapping[str, InvariantResult], inconclusive: str | None, adapter_broke: bool = False) -> Verdict:
+    """Worst wins; but when the queue's adapter broke the protocol nothing it answered can be judged, so
+    the run is inconclusive whatever the invariants say (except a check that stands on its own)."""
     values = [r.valid for r in results.values()]
+    if adapter_broke:
+        return False if any(results[n].valid is False for n in STANDS_ON_ITS_OWN if n in results) else UNKNOWN
     if any(v is False for v in values):
         return False
     if inconclusive or any(v == UNKNOWN for v in values):
@@ -34,6 +46,19 @@ def inconclusive_reason(counts: Counts, history_lines: int) -> str | None:
     if claims["ok"] == 0:
         return "no task was ever claimed"
     return None
+
+
+def broken_adapter(history: pd.DataFrame) -> str | None:
+    """Why the run is inconclusive when an ``exec:`` queue's adapter broke the protocol (the ``adapter``
+    records its processes wrote): the first such line, which names the adapter, the request and what it
+    did, and how many more there were. None when no adapter broke."""
+    if not len(history):
+        return None
+    lines = history.loc[(history["f"] == ADAPTER_RECORD).to_numpy(dtype=bool), "detail"]
+    if not len(lines):
+        return None
+    more = f" (and {len(lines) - 1} more: the history's '{ADAPTER_RECORD}' records)" if len(lines) > 1 else ""
+    return f"the queue's adapter broke the protocol, so the run says nothing about the queue: {lines.iloc[0]}{more}"
 
 
 def exit_code(valid: Verdict, duplicates_fail: bool) -> ExitCode:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover import store
+from takeover import bridge, store
 from takeover.config import RunConfig
 from takeover.contract import TERMINAL_STATES, capabilities, open_queue
 from takeover.db import REDIS, run_database
@@ -196,6 +196,7 @@ class Coordinator:
         sup = self.supervisor
         sup.open()
         faults_stopped = False
+        told, bridge.on_broken = bridge.on_broken, self._adapter_broke
         try:
             store.write_config(self.run_dir, self.cfg.to_dict())
             if self.power is not None:
@@ -252,6 +253,7 @@ class Coordinator:
             self.caller.stop()
             if self.power is not None:
                 self.power.close()
+            bridge.on_broken = told
             self.hist.close()
             sup.close()
             self.result.tally = self.nemesis.tally
@@ -267,6 +269,10 @@ class Coordinator:
     def signals(self) -> int:
         """Stop requests so far (signals taken by the supervisor, or :meth:`request_stop`)."""
         return self.supervisor.signals
+
+    def _adapter_broke(self, op: str, line: str) -> None:
+        """The coordinator's own adapter broke the protocol (takeover.bridge): recorded as a worker's is."""
+        self.hist.write("info", "adapter", value=op, detail=line)
 
     def request_stop(self) -> None:
         """Stop the run the way a first Ctrl-C does: faults end, no drain, the run is marked interrupted."""

@@ -172,14 +172,42 @@ def test_freezing_or_killing_a_worker_freezes_or_kills_its_adapter(tmp_path, ada
 @pytest.mark.slow
 def test_a_stress_run_through_the_bridge_is_valid_and_leaves_nothing(tmp_path):
     out = tmp_path / "run"
-    result = takeover("stress", "--profile", "smoke", "--queue", ADAPTER, "--duration", "1", "--tasks", "30",
-                      "--out", str(out))
+    # ``forks``: the adapter forks a ``sleep 3000`` at its start and at each claim (issue 34: they outlived the run)
+    result = takeover("stress", "--profile", "smoke", "--queue", f"{ADAPTER} forks", "--duration", "1", "--tasks",
+                      "30", "--out", str(out))
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads((out / "summary.json").read_text())["valid"] is True
     assert f"cd {REPO} && takeover stress" in result.stdout  # the command is run from where it was given
     started = (out / "adapter.log").read_text().splitlines()
     # one adapter for each worker incarnation, the coordinator and the probe process
-    assert len(started) >= 4 and all("pyadapter ok started on " in line for line in started)
+    assert len(started) >= 4 and all("pyadapter forks started on " in line for line in started)
+    assert wait_no_stragglers(out) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mode", "words"), [
+    ("exit_on_claim", "(claim): exited with code 3"),
+    ("hang_on_claim", "(claim): no answer within"),
+    # the bridge's tests above show each of these breaks named; a whole run of each is for the nightly tier
+    pytest.param("wrong_id", 'with id "one"', marks=pytest.mark.nightly),
+    pytest.param("rt_signal", "(claim): exited with signal SIGRTMIN+2", marks=pytest.mark.nightly),
+])
+def test_a_stress_run_whose_adapter_breaks_is_inconclusive_and_names_it(tmp_path, mode, words):
+    """issue 34: an adapter that exits mid-run, answers with a wrong id or hangs gave INVALID with diagnoses of
+    the queue's semantics (S1, S2) and "inconclusive: no queue operation completed" beside exit 1."""
+    out = tmp_path / "run"
+    result = takeover("stress", "--profile", "smoke", "--queue", f"{ADAPTER} {mode}", "--duration", "1",
+                      "--tasks", "10", "--out", str(out), timeout=240)
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    said = [line for line in result.stdout.splitlines() if line.strip().startswith("inconclusive:")]
+    assert len(said) == 1, result.stdout
+    assert "the queue's adapter broke the protocol" in said[0] and "pyadapter.py" in said[0] and words in said[0]
+    assert f"adapter.log ends: pyadapter {mode} started on" in said[0]
+    assert "diagnosis" not in result.stdout and "(S1)" not in result.stdout and "(S2)" not in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["exit_code"] == 3 and summary["valid"] == "unknown" and words in summary["inconclusive"]
+    assert "diagnosis" not in summary
     assert wait_no_stragglers(out) == []
 
 
