@@ -3,9 +3,10 @@
 Why: a page of docs/analyses states, for each finding, the scenario file that reproduces it, the step
 where the library departs from the lease rules and the promise that step breaks (its findings table).
 This runs each file against its adapter, as ``takeover scenarios --file FILE --queue ADAPTER`` does
-(on a private PostgreSQL server for the PostgreSQL libraries), and holds the page to it: the first
-step that differs is the page's step, and the replay's judge names the page's invariant there. A
-library release or an adapter change that moves a finding fails here, not in a reader's terminal.
+(on a private PostgreSQL server for the PostgreSQL libraries, a private redis-server for the Redis
+ones), and holds the page to it: the first step that differs is the page's step, and the replay's judge
+names the page's invariant there. A library release or an adapter change that moves a finding fails
+here, not in a reader's terminal.
 
 A library that is not installed (an optional extra) skips its findings with the reason; under CI
 (``CI=true``, where ``.[test]`` installs them all) it fails instead, as a missing PostgreSQL does.
@@ -57,14 +58,24 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def _served(kind: str) -> Iterator[None]:
+    try:
+        with db.serve(kind):
+            yield
+    except UsageError as exc:  # no PostgreSQL server programs (or no redis-server) on this machine
+        _unavailable(str(exc))
+
+
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[None]:
     """One private server for the module's PostgreSQL findings (each scenario gets a fresh database)."""
-    try:
-        with db.serve("postgres"):
-            yield
-    except UsageError as exc:  # no PostgreSQL server programs on this machine
-        _unavailable(str(exc))
+    yield from _served("postgres")
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[None]:
+    """One private redis-server for the module's Redis findings (each scenario gets an empty database)."""
+    yield from _served("redis")
 
 
 def test_every_committed_finding_is_on_a_page_and_every_row_has_its_file():
@@ -88,9 +99,10 @@ def test_finding_departs_where_its_page_says(page: str, file: str, step: int, in
     if importlib.util.find_spec(library) is None:
         _unavailable(f"{library} is an optional extra, not installed: pip install '.[{library}]'")
     factory = load_queue_factory(queue)
-    database = "postgres" if db.queue_databases(factory) == ("postgres",) else "sqlite"
-    if database == "postgres":
-        request.getfixturevalue("postgres")  # the module's server: the serve below uses it again
+    takes = db.queue_databases(factory)
+    database = takes[0] if len(takes) == 1 and takes[0] in ("postgres", "redis") else "sqlite"
+    if database != "sqlite":
+        request.getfixturevalue(database)  # the module's server: the serve below uses it again
     with db.serve(database):
         results = run_scenarios(queue, doc=doc)
     assert len(results) == 1, f"{file}: one finding, one scenario"

@@ -1,0 +1,107 @@
+"""RQ and Celery (kombu's Redis transport) behind the contract, on a private redis-server.
+
+One smoke test per library in the gate: the contract calls as two worker processes make them (two
+adapter objects), through a takeover and a stale holder's completion, asserting what the library's
+page (docs/analyses/rq.md, celery.md) says each call answers. The findings themselves are held by
+tests/system/test_analyses.py; a short stress run per adapter is nightly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from takeover import db
+from takeover.contract import check_queue_object, has_extension
+from takeover.replay.judge import judge
+from takeover.scenario_file import load_scenario_file
+from takeover.scenario_replay import run_scenarios
+from tests.helpers.processes import REPO, takeover
+
+pytestmark = [pytest.mark.needs_package("redis-server")]
+
+ANALYSES = REPO / "docs" / "analyses"
+
+
+def adapter(library: str, name: str) -> Any:
+    if importlib.util.find_spec(library) is None:
+        pytest.skip(f"{library} is an optional extra: pip install '.[{library}]'")
+    return getattr(importlib.import_module(f"takeover.adapters.{library}"), name)
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[db.Host]:
+    """One private redis-server for the module; each test gets empty databases on it."""
+    with db.serve("redis") as served:
+        yield served
+
+
+@pytest.mark.parametrize("library, name", [("rq", "RQRetryAdapter"), ("celery", "CeleryAcksLateAdapter")])
+def test_takeover_and_the_stale_holder_as_each_library_does_it(
+    library: str, name: str, host: db.Host, tmp_path: Path
+) -> None:
+    cls = adapter(library, name)
+    assert cls.databases == ("redis",)
+    with host.database(tmp_path, library) as url:
+        a, b = cls(url), cls(url)  # two processes' worth: each opens its own connections
+        try:
+            check_queue_object(a, library)
+            assert has_extension(a, "register_many")
+            assert has_extension(a, "extend") == (library == "rq")  # Celery has no heartbeat for a task
+            a.register_many(["t1"], 100.0)
+            a.register("t1", 100.5)  # registering again changes nothing
+            assert b.snapshot() == [("t1", "pending", 0, None)]
+
+            first = a.claim("A", 101.0, 30.0)
+            assert first == ("t1", 1, pytest.approx(131.0, abs=0.5))
+            assert b.claim("B", 102.0, 30.0) is None  # held
+            # Past A's lease a worker's sweep takes it back: a new worker's (RQ runs maintenance on a
+            # worker's first turn, then every 600 s: B's was at t=102).
+            second = b.claim("C", 132.0, 30.0)
+            assert second is not None and second[:2] == ("t1", 2)
+            assert a.snapshot() == [("t1", "running", 2, pytest.approx(162.0, abs=0.5))]
+            # The stale holder's completion is accepted: nothing in either library checks the holder.
+            assert a.finish("t1", 1, "done", 133.0) is True
+            assert b.snapshot() == [("t1", "done", 2, None)]
+        finally:
+            a.close()
+            b.close()
+
+
+@pytest.mark.parametrize("library, name", [("rq", "RQAdapter"), ("celery", "CeleryAdapter")])
+def test_a_redis_adapter_refuses_another_database_in_one_line(library: str, name: str) -> None:
+    with pytest.raises(Exception, match="needs a Redis database"):
+        adapter(library, name)("/tmp/queue.sqlite")
+
+
+def test_rq_3_no_longer_runs_a_finished_job_again(host: db.Host) -> None:
+    """rq #2424's fix (3.0.0): after a stale completion, the cleanup of the current holder's expired
+    entry leaves the finished job alone; 2.12.0 hands it out a third time (docs/analyses/rq.md)."""
+    adapter("rq", "RQRetryAdapter")
+    doc = load_scenario_file(ANALYSES / "rq" / "stale-completion.json")
+    [result] = run_scenarios(doc["queue"], doc=doc)
+    outcome = judge(result, float(doc["lease_seconds"]))
+    step5 = [d for d in outcome.departures if d.index == 5]
+    assert not any("no_reclaim_after_terminal" in d.invariants for d in step5), step5
+    assert result.steps[4].observed["returns"] is None  # C's claim: the finished job is not handed out
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize(
+    "queue", ["takeover.adapters.rq:RQRetryAdapter", "takeover.adapters.celery:CeleryAcksLateAdapter"]
+)
+def test_a_short_stress_run_checks_every_invariant(queue: str, tmp_path: Path) -> None:
+    adapter(queue.split(".")[2].split(":")[0], queue.split(":")[1])
+    out = tmp_path / "run"
+    proc = takeover("stress", "--db", "redis", "--queue", queue, "--profile", "smoke", "--duration", "6",
+                    "--seed", "1", "--out", str(out), timeout=600)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["invariants"], "no invariant was checked"
+    assert summary.get("tasks", summary.get("task_count", 1)), summary.keys()
