@@ -35,6 +35,7 @@ MAX_LANES = 40
 MAX_TASKS = 12
 FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5", "kill": "#d62828",
                  "aimed": "#6a040f", "partition": "#457b9d", "db_restart": "#6c757d", "conn_kill": "#1d3557",
+                 "db_pause": "#b5838d",
                  "path": "#a8dadc"}
 ONE_WAY = "one_way"  # a partition's shape when only the replies are lost (takeover.net.faults)
 # How the timeline labels a freeze made by an aimed fault (a pause whose ``detail`` names the fault).
@@ -91,11 +92,12 @@ def windows(fx: Facts, kind: str) -> pd.DataFrame:
 
 
 def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> list[Artist]:
-    """A run with hosts: a partition shades the lanes of the workers it cut off (hatched when one way), a
-    database restart every lane, a connection kill is a tick on its worker's lane, and a path's delay or
-    loss (the whole run's) a strip along the bottom (takeover.checker.network). Returns the legend entries
-    of what was drawn: none without hosts, so other runs' legends stay as they were."""
-    from takeover.checker.network import CONN_KILL, DB_RESTART, PARTITION, has_network, process_hosts
+    """A run with hosts (or on a Redis server of its own): a partition shades the lanes of the workers it cut
+    off (hatched when one way), a database restart or freeze every lane, a connection kill is a tick on its
+    worker's lane, and a path's delay or loss (the whole run's) a strip along the bottom
+    (takeover.checker.network). Returns the legend entries of what was drawn: none without hosts, so other
+    runs' legends stay as they were."""
+    from takeover.checker.network import CONN_KILL, DB_PAUSE, DB_RESTART, PARTITION, has_network, process_hosts
 
     if not has_network(fx):
         return []
@@ -114,9 +116,10 @@ def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> li
                                alpha=0.18, edgecolors=FAULT_COLOURS[PARTITION] if one_way else "none",
                                hatch="\\\\" if one_way else None, linewidth=0, zorder=0)  # fmt: skip
                 drawn.add(ONE_WAY if one_way else PARTITION)
-    for start, stop in zip(f.loc[f["f"] == DB_RESTART, "t_inv"], end[f["f"] == DB_RESTART], strict=True):
-        ax.axvspan(start - rel, stop - rel, color=FAULT_COLOURS[DB_RESTART], alpha=0.15, zorder=0)
-        drawn.add(DB_RESTART)
+    for kind in (DB_RESTART, DB_PAUSE):
+        for start, stop in zip(f.loc[f["f"] == kind, "t_inv"], end[f["f"] == kind], strict=True):
+            ax.axvspan(start - rel, stop - rel, color=FAULT_COLOURS[kind], alpha=0.15, zorder=0)
+            drawn.add(kind)
     kills = f[(f["f"] == CONN_KILL) & f["target"].isin(list(lane))]
     ax.scatter(kills["t_inv"] - rel, kills["target"].map(lane), marker="x", s=50, c=FAULT_COLOURS[CONN_KILL], zorder=3)
     if len(kills):
@@ -132,6 +135,8 @@ def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> li
                  label="one-way cut: requests arrive, replies lost")] if ONE_WAY in drawn else []),
         *([Patch(color=FAULT_COLOURS[DB_RESTART], alpha=0.25, label="database restart: down, every session lost")]
           if DB_RESTART in drawn else []),
+        *([Patch(color=FAULT_COLOURS[DB_PAUSE], alpha=0.25, label="database frozen (SIGSTOP): every call waits")]
+          if DB_PAUSE in drawn else []),
         *([Line2D([], [], marker="x", ls="", color=FAULT_COLOURS[CONN_KILL],
                   label="connection killed by the server")] if CONN_KILL in drawn else []),
         *([Patch(color=FAULT_COLOURS["path"], label=path)] if path else []),

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from takeover.checker import network
-from takeover.checker.facts import Facts, power_loss_between
+from takeover.checker.facts import Facts, power_loss_between, volatile_restart_between
 from takeover.checker.invariant_result import InvariantResult
 from takeover.checker.patterns import PATTERNS, Fields
 from takeover.summary_types import DiagnosisJson, Example
@@ -174,6 +174,16 @@ def _across_power_loss(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[fl
     events is the queue's own, as in any run."""
     hit, at = power_loss_between(fx, lo, hi)
     return hit, [fx.rel(t) if h else None for t, h in zip(at, hit, strict=True)]
+
+
+def _vanished(fx: Facts, f: pd.DataFrame, keys: np.ndarray) -> dict[str, Any]:
+    """Rows whose acknowledged answer came before a restart of a server without persistence: pattern
+    ``vanished_on_restart`` (set in ``keys``), with when that restart began and how many tasks vanished."""
+    hit, at = volatile_restart_between(fx, _answered_at(fx, f), np.full(len(f), np.inf))
+    keys[hit] = "vanished_on_restart"
+    count = len(set(f.loc[hit, "task"].tolist())) if hit.any() else 0
+    return {"restart_at": [fx.rel(t) if h else None for t, h in zip(at, hit, strict=True)],
+            "vanished": [count] * len(f)}
 
 
 def _per_task(frame: pd.DataFrame, how: str, task: Any) -> np.ndarray:
@@ -340,10 +350,12 @@ def _state_matches(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     keys[reset] = "reset_by_register"
     power, at = _across_power_loss(fx, _answered_at(fx, f), np.full(len(f), np.inf))
     keys[power] = "power_loss"
+    vanished = _vanished(fx, f, keys)
     probed = f["probe"].notna().to_numpy(dtype=bool) if "probe" in f else np.zeros(len(f), dtype=bool)
     if probed.any():
         keys[probed] = _probe_keys(fx, f[probed])
-    return keys, {"stale_gen": [None if np.isnan(g) else int(g) for g in stale_gen], "power_loss_at": at}
+    return keys, {"stale_gen": [None if np.isnan(g) else int(g) for g in stale_gen], "power_loss_at": at,
+                  **vanished}
 
 
 def _probe_keys(fx: Facts, f: pd.DataFrame) -> np.ndarray:
@@ -402,7 +414,7 @@ def _no_lost_task(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult
                  (unfinished & np.isin(task, _lost_commits(fx)), "finish_not_durable"),
                  (unfinished & finished, "reopened"), (passed, "passed_over"), (starved, "starved"),
                  (never, "never_claimed"), (unfinished & (state == "running"), "left_running"))
-    return keys, {"power_loss_at": at}
+    return keys, {"power_loss_at": at, **_vanished(fx, f, keys)}
 
 
 CLASSIFY: dict[str, Callable[[Facts, pd.DataFrame, dict[str, InvariantResult]], Classified]] = {

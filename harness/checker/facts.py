@@ -88,14 +88,31 @@ def power_loss_times(fx: Facts) -> np.ndarray:
     return np.sort(faults.loc[faults["f"] == "power_loss", "t_inv"].to_numpy(dtype="float64"))
 
 
+def volatile_restart_times(fx: Facts) -> np.ndarray:
+    """When each restart of a Redis server that kept nothing on disk began (``--redis-persistence none``),
+    sorted; empty for any other run: such a restart empties the queue, whatever the queue does."""
+    if fx.config.get("redis_persistence") != "none":
+        return np.zeros(0)
+    faults = fx.ops.faults
+    return np.sort(faults.loc[faults["f"] == "db_restart", "t_inv"].to_numpy(dtype="float64"))
+
+
+def volatile_restart_between(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`power_loss_between`, for the restarts of :func:`volatile_restart_times`."""
+    return _first_between(volatile_restart_times(fx), lo, hi)
+
+
 def power_loss_between(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, np.ndarray]:
     """Per row: whether a power loss began after ``lo`` (an acknowledged answer) and before ``hi``
     (what goes back on it), and when the first power loss after ``lo`` began (NaN: none). A NaN ``lo``
     never has one after it; a NaN ``hi`` stands for the end of the run. Every reader that excuses or
     blames a power loss uses this rule: the diagnosis, the probes and the duplicates' causes."""
+    return _first_between(power_loss_times(fx), lo, hi)
+
+
+def _first_between(losses: np.ndarray, lo: Any, hi: Any) -> tuple[np.ndarray, np.ndarray]:
     lo = np.asarray(lo, dtype="float64")
     hi = np.asarray(hi, dtype="float64")
-    losses = power_loss_times(fx)
     if not len(losses) or not len(lo):
         return np.zeros(len(lo), dtype=bool), np.full(len(lo), np.nan)
     pos = np.searchsorted(losses, np.nan_to_num(lo, nan=np.inf), side="right")

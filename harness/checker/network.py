@@ -1,9 +1,10 @@
-"""What the network did to a worker (runs with ``--hosts``): which partition cut it off, which connection
-kill ended its session, which database restart dropped it, while it held a task.
+"""What the network did to a worker (runs with ``--hosts``, or on a run's own Redis server): which partition
+cut it off, which connection kill ended its session, which database restart dropped it, which freeze of
+the server stalled it, while it held a task.
 
 Why a module of its own: the duplicates' causes (takeover.checker.duplicate_causes) and the diagnosis' sentences
 (takeover.checker.diagnosis) both ask it, and both must answer alike. A run without hosts has none of
-these records, so nothing here changes what is said of it.
+these records (nor a run on SQLite), so nothing here changes what is said of it.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from takeover.checker.facts import Facts
 PARTITION = "partition"
 CONN_KILL = "conn_kill"
 DB_RESTART = "db_restart"
-NETWORK_CAUSES = (PARTITION, CONN_KILL, DB_RESTART)  # first match wins, in this order
+DB_PAUSE = "db_pause"
+NETWORK_CAUSES = (PARTITION, CONN_KILL, DB_RESTART, DB_PAUSE)  # first match wins, in this order
+COUNTED = (PARTITION, CONN_KILL, DB_RESTART)  # summary.json's ``network.faults`` always has these (a freeze when any)
 
 
 def has_network(fx: Facts) -> bool:
-    """Whether the run had hosts: only then do the duplicates list the network's causes."""
+    """Whether the run had hosts, or a Redis server of its own (whose faults need none): only then do the
+    duplicates list the network's causes."""
     hosts = fx.config.get("hosts")
-    return isinstance(hosts, int) and hosts > 0
+    return (isinstance(hosts, int) and hosts > 0) or str(fx.config.get("db", "")).partition("://")[0] == "redis"
 
 
 def process_hosts(fx: Facts) -> dict[float, str]:
@@ -80,6 +84,9 @@ def hits(fx: Facts, process: float, since: float, until: float) -> list[Hit]:
     for s, e, _, _ in _windows(fx, DB_RESTART):
         if since <= s <= until:
             found.append(Hit(DB_RESTART, s, e, host))
+    for s, e, _, _ in _windows(fx, DB_PAUSE):
+        if s <= until and e >= since:
+            found.append(Hit(DB_PAUSE, s, e, host))
     return found
 
 
@@ -111,12 +118,16 @@ def _s(fx: Facts, t: float) -> str:
 
 def _reached(fx: Facts, who: str, hit: Hit) -> str:
     """What the fault did to the worker, in words: the first half of a story."""
+    if hit.host:
+        who = f"{who} on host {hit.host}"
     if hit.kind == PARTITION:
-        return f"{who} on host {hit.host} was cut off from the database at {_s(fx, hit.start)} until {_s(fx, hit.end)}"
+        return f"{who} was cut off from the database at {_s(fx, hit.start)} until {_s(fx, hit.end)}"
     if hit.kind == CONN_KILL:
-        return f"{who} on host {hit.host} had its database session ended by the server at {_s(fx, hit.start)}"
-    return (f"the database crashed at {_s(fx, hit.start)} and was back at {_s(fx, hit.end)} while {who} on host "
-            f"{hit.host} held the task")
+        return f"{who} had its database session ended by the server at {_s(fx, hit.start)}"
+    if hit.kind == DB_PAUSE:
+        return (f"the database was frozen from {_s(fx, hit.start)} until {_s(fx, hit.end)} while {who} held the "
+                "task")
+    return f"the database crashed at {_s(fx, hit.start)} and was back at {_s(fx, hit.end)} while {who} held the task"
 
 
 def duplicate_story(fx: Facts, row: Any) -> str | None:
@@ -154,7 +165,8 @@ DEEDS = {
                              ("claimed_by", "claimed_at", "claimed it again at a generation not above")),
 }
 # What a worker's deed after the fault ended is said to have waited for.
-BACK = {PARTITION: "when the network came back", CONN_KILL: "on a new session", DB_RESTART: "after the restart"}
+BACK = {PARTITION: "when the network came back", CONN_KILL: "on a new session", DB_RESTART: "after the restart",
+        DB_PAUSE: "once the server ran again"}
 
 
 def violation_hit(fx: Facts, row: dict[str, Any]) -> tuple[float, Hit] | None:
@@ -179,6 +191,8 @@ def violation_cause(fx: Facts, row: dict[str, Any]) -> str:
     """violations.csv's ``cause``: ``partition``, ``conn_kill`` or ``db_restart`` when that network fault reached
     one of the violation's workers in the leases before it, ``power_loss`` for a violation a power loss
     explains (its pattern), empty otherwise: the queue broke its promise without either."""
+    if row.get("pattern") == "vanished_on_restart":  # a server without persistence: its restart emptied the queue
+        return DB_RESTART
     hit = violation_hit(fx, row)
     if hit is not None:
         return hit[1].kind
@@ -219,7 +233,8 @@ def section(fx: Facts, extra: Any, rows: list[dict[str, Any]]) -> dict[str, Any]
         mine = extra[extra["cause"].isin(NETWORK_CAUSES)].sort_values("t").head(STORIES)
         stories += [s for s in (duplicate_story(fx, r) for r in mine.itertuples()) if s][: STORIES - len(stories)]
     out: dict[str, Any] = {"hosts": fx.config.get("hosts"), "placement": fx.config.get("placement") or {},
-                           "faults": {k: int((f["f"] == k).sum()) for k in NETWORK_CAUSES},
+                           "faults": {k: int((f["f"] == k).sum()) for k in NETWORK_CAUSES
+                                      if k in COUNTED or (f["f"] == k).any()},
                            "partitions": {str(k): int(v) for k, v in part["detail"].value_counts().items()},
                            "stories": stories}  # fmt: skip
     lost = lost_packets(fx)

@@ -34,6 +34,18 @@ POWER_LOSS = ("the queue answers before its commit is on disk, so a power loss t
               "syncs every commit before it returns)")
 
 
+# The vanished tasks of a run on Redis without persistence (--redis-persistence none): no defect of the queue's
+# logic, but the configuration's promise, said in words (cause db_restart in violations.csv).
+NO_PERSISTENCE = ("the Redis server kept nothing on disk (--redis-persistence none: no append-only file, no "
+                  "snapshot), so its restart lost every task; not a defect of the queue's logic: run the server "
+                  "with persistence (appendonly yes) to keep them")
+
+
+def _vanished(f: Fields) -> str:
+    return (f"the server restarted without persistence at {_s(f.get('restart_at'))}: {f.get('vanished')} tasks "
+            f"vanished (task {f['task']} among them)")
+
+
 def _lost(f: Fields) -> str:
     return f"the power loss at {_s(f.get('power_loss_at'))}"
 
@@ -200,6 +212,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
     },
     "state_matches_history": {
         "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),
+        "vanished_on_restart": Pattern("S1", NO_PERSISTENCE, replay=False, what=_vanished),
         "snapshot_behind": Pattern("S1", OFF_BY_ONE, lambda f: (
             f"snapshot() shows task {f['task']} at generation {f['gen']}, one below generation "
             f"{f['highest_claimed_gen']} that a claim returned")),
@@ -266,6 +279,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
     },
     "no_lost_task": {
         "power_loss": Pattern("S1", POWER_LOSS, replay=False, what=lambda f: _gone_back(f)),
+        "vanished_on_restart": Pattern("S1", NO_PERSISTENCE, replay=False, what=_vanished),
         "passed_over": Pattern("S1", "the claim's pick passes over some pending tasks", replay=False, what=lambda f: (
             f"task {f['task']} stayed pending through the run and the drain, never handed out, while tasks "
             f"registered after it were, or claims answered that nothing was claimable")),

@@ -222,3 +222,28 @@ def test_every_queue_of_a_command_gets_an_empty_database_of_its_own(tmp_path: Pa
         with host.database(tmp_path, "c") as c:
             assert _keys(c) == 0
         assert all(r.ok for r in run_scenarios(QUEUE))
+
+
+def test_a_restart_without_persistence_is_named_as_the_cause_of_the_vanished_tasks(tmp_path: Path):
+    """--redis-persistence none: the restart empties the server. The run is INVALID (acknowledged tasks are gone),
+    and the diagnosis says why in words, with cause db_restart, instead of blaming the queue's logic."""
+    out = tmp_path / "run"
+    proc, summary = _stress(out, "--no-faults", "--duration", "3", "--redis-persistence", "none",
+                            "--db-restart-rate", "0.5")
+    assert proc.returncode == 1 and summary["valid"] is False
+    restarts = [r for r in _records(out, "db_restart") if r["type"] == "invoke"]
+    assert restarts, "the run had a restart"
+    patterns = {d["pattern"] for d in summary["diagnosis"]}
+    assert patterns == {"vanished_on_restart"}, summary["diagnosis"]
+    sentence = summary["diagnosis"][0]["sentence"]
+    assert "the server restarted without persistence" in sentence and "tasks vanished" in sentence
+    assert "the server restarted without persistence" in proc.stdout
+    rows = (out / "violations.csv").read_text().splitlines()
+    assert len(rows) > 1 and all(",vanished_on_restart," in r and ",db_restart," in r for r in rows[1:])
+
+
+def test_with_persistence_a_restart_loses_nothing(tmp_path: Path):
+    out = tmp_path / "run"
+    proc, summary = _stress(out, "--no-faults", "--duration", "3", "--db-restart-rate", "0.5")
+    assert [r for r in _records(out, "db_restart") if r["type"] == "ok"], "the server came back"
+    assert summary["valid"] is True, proc.stdout[-3000:]
