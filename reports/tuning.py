@@ -58,6 +58,7 @@ def headline(data: dict[str, Any]) -> list[str]:
     hb = (f", heartbeat every {data['heartbeat']:g} s" if data["heartbeat"] is not None
           else (" (fixed lease: the queue has no extend())" if not data["has_extend"] else ""))
     lines = [f"recommended lease: {data['lease']:g} s{hb}" + _unresolved(data),
+             *(f"  in the library's settings: {line}" for line in data.get("library_settings") or []),
              f"lease-caused duplicates: {_s(data['duplicates_per_1000'])} per 1000 tasks (95% upper "
              f"{_s(data['duplicates_per_1000_upper'])}; target {data['target']:g}); crash-caused at your crash rate: "
              f"{_s(data['crash_duplicates_per_1000'])} per 1000"]

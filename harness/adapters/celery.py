@@ -38,6 +38,7 @@ and the restore's ceiling: ``kombu.transport.redis.time`` is the harness's ``now
 
 from __future__ import annotations
 
+import math
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -127,6 +128,24 @@ class CeleryAdapter:
 
     databases = ("redis",)
     acks_late = False
+
+    @classmethod
+    def library_settings(cls, lease: float, heartbeat: float | None) -> list[str]:
+        """``takeover tune``'s lease (production seconds) in Celery's settings: the visibility timeout, an
+        int (Celery's Redis caveats), set in all three places they ask for, and the restore sweep as often."""
+        vt = math.ceil(lease)
+        options = f"{{'visibility_timeout': {vt}, 'unacked_restore_interval': {vt}, 'unacked_restore_throttle': 1}}"
+        lines = [
+            f"app.conf.broker_transport_options = {options}",
+            f"app.conf.result_backend_transport_options = {{'visibility_timeout': {vt}}}; "
+            f"app.conf.visibility_timeout = {vt}",
+        ]
+        if not cls.acks_late:
+            lines.append("task_acks_late = True, or the visibility timeout protects a task only until its worker "
+                         "accepts it (acknowledged before it runs)")  # fmt: skip
+        if heartbeat is not None:
+            lines.append("Celery cannot renew a task's visibility (no heartbeat): use the fixed-lease recommendation")
+        return lines
 
     def __init__(self, db: str) -> None:
         if not db.startswith(("redis://", "rediss://")):

@@ -20,8 +20,9 @@ What RQ's own worker (``rq worker``: the forking ``Worker``) does, and what each
   answers nothing; the adapter returns the entry's new expiry, or ``None`` when the entry is gone.
 * finish done: the horse's ``_finalize_success(job, queue, execution, None)`` (ended_at, success
   callback, ``handle_job_success``: status ``finished``, entry removed); finish uncertain: the horse's
-  ``_finalize_failure`` with an exception (``handle_job_failure``: ``failed``, or requeued while the job
-  has retries left). Neither checks who holds the job: both return nothing, so ``finish`` returns True.
+  ``_finalize_failure`` with an exception after ``job.retries_left = 0`` (RQ's documented idiom for a
+  failure that must not be retried: ``handle_job_failure`` then fails it for good). Neither checks who
+  holds the job: both return nothing, so ``finish`` returns True.
 
 What is *not* added: no fence anywhere. The generation is an observation: the adapter counts hand-outs
 (``INCR takeover:rq:handouts:ID`` right after the dequeue; RQ has no attempt counter it checks).
@@ -40,6 +41,7 @@ on the server's real clock (docs/analyses/rq.md, "what the dilation changes").
 from __future__ import annotations
 
 import datetime
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -202,6 +204,26 @@ class RQAdapter:
     databases = ("redis",)  # the run's database must be a redis:// URL
     retry: Retry | None = None  # RQ's default: an abandoned or failed job is not run again
 
+    @staticmethod
+    def library_settings(lease: float, heartbeat: float | None) -> list[str]:
+        """``takeover tune``'s lease (production seconds) in RQ's settings. The lease is RQ's heartbeat TTL,
+        ``min(job timeout, job_monitoring_interval) + 60`` (worker/base.py:1124), renewed every
+        ``job_monitoring_interval``: one setting decides both the lease and the heartbeat."""
+        interval = math.ceil(lease) - 60
+        if interval < 1:
+            return [f"RQ cannot hold a job for only {lease:g} s: its heartbeat TTL is job_monitoring_interval + 60 s, "
+                    "at least 61 s (job_monitoring_interval=1); its takeovers come no sooner"]  # fmt: skip
+        lines = [
+            f"Worker(job_monitoring_interval={interval}) (rq worker --job-monitoring-interval {interval}): "
+            f"a heartbeat TTL of {interval + 60} s, renewed every {interval} s",
+            f"job_timeout above your longest task and at least {interval} s (RQ stops a job at its timeout)",
+            "enqueue with retry=Retry(max=N): without it an abandoned job is failed, not run again",
+        ]
+        if heartbeat is not None and abs(heartbeat - interval) >= 1:
+            lines.append(f"the recommended heartbeat (every {heartbeat:g} s) is not a setting of its own in RQ: "
+                         f"it beats every job_monitoring_interval ({interval} s)")  # fmt: skip
+        return lines
+
     def __init__(self, db: str) -> None:
         if not db.startswith(("redis://", "rediss://", "unix://")):
             from takeover.errors import ContractError
@@ -269,6 +291,10 @@ class RQAdapter:
             return False  # no such job: nothing RQ could finish
         job, execution, w = held
         with self.clock.at(now):
+            if outcome == "uncertain":
+                # Not to be run again: RQ has no such outcome; its documentation's idiom is to set the
+                # job's retries_left to 0 before it fails (docs/analyses/rq.md). Without Retry it is 0 anyway.
+                job.retries_left = 0
             if RQ2:
                 _finish_rq2(w, job, self.queue, execution, outcome)
             elif outcome == "done":

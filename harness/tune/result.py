@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from takeover import bridge
+from takeover.contract import load_queue_factory
+from takeover.errors import ContractError
 from takeover.sweep.wilson import wilson
 from takeover.tune.driver import Tuning
 from takeover.tune.plan import HEARTBEAT_FRACTION
@@ -124,6 +127,23 @@ def scale_check(tuning: Tuning) -> dict[str, Any] | None:
             "recommended": recommended}
 
 
+def library_settings(queue: str, lease: float | None, heartbeat: float | None) -> list[str] | None:
+    """The recommendation in the library's own setting names (Celery's ``visibility_timeout``, RQ's
+    ``job_monitoring_interval``), when the queue's adapter says how: its optional class attribute
+    ``library_settings(lease, heartbeat) -> list of lines`` (docs/adapters.md). None otherwise, and for an
+    ``exec:`` queue (its factory lives in another process)."""
+    if lease is None or bridge.is_exec(queue):
+        return None
+    try:
+        factory = load_queue_factory(queue)
+    except ContractError:
+        return None
+    translate = getattr(factory, "library_settings", None)
+    if not callable(translate):
+        return None
+    return [str(line) for line in translate(lease, heartbeat)]
+
+
 def tuning_json(tuning: Tuning, *, command: str, interrupted: bool, elapsed_s: float) -> dict[str, Any]:
     plan = tuning.plan
     violations = tuning.violations()
@@ -161,6 +181,7 @@ def tuning_json(tuning: Tuning, *, command: str, interrupted: bool, elapsed_s: f
     times = plan.times
     return {
         "lease": lease, "heartbeat": heartbeat, "heartbeat_fraction": fraction if heartbeat is not None else None,
+        "library_settings": library_settings(plan.queue, lease, heartbeat),
         "duplicates_per_1000": fig.get("duplicates_per_1000"),
         "duplicates_per_1000_upper": fig.get("duplicates_per_1000_upper"),
         "crash_duplicates_per_1000": fig.get("crash_duplicates_per_1000"),

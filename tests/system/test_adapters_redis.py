@@ -92,6 +92,25 @@ def test_rq_3_no_longer_runs_a_finished_job_again(host: db.Host) -> None:
     assert result.steps[4].observed["returns"] is None  # C's claim: the finished job is not handed out
 
 
+def test_rq_runs_again_a_job_completed_late_while_requeued(host: db.Host, tmp_path: Path) -> None:
+    """docs/analyses/rq.md, finding 4 (two tasks, so no one-task scenario file shows it): the cleanup
+    retried A's expired job behind another; A then completes it; the queued copy is handed out again."""
+    cls = adapter("rq", "RQRetryAdapter")
+    with host.database(tmp_path, "rq-rerun") as url:
+        a, b = cls(url), cls(url)
+        try:
+            a.register_many(["t1", "t2"], 0.0)
+            assert a.claim("A", 0.0, 30.0) == ("t1", 1, pytest.approx(30.0, abs=0.5))
+            assert b.claim("B", 31.0, 30.0) == ("t2", 1, pytest.approx(61.0, abs=0.5))  # t1 requeued behind t2
+            assert a.finish("t1", 1, "done", 32.0) is True  # late, accepted
+            assert ("t1", "done", 1, None) in a.snapshot()
+            again = b.claim("C", 33.0, 30.0)
+            assert again is not None and again[:2] == ("t1", 2)  # the finished job runs again
+        finally:
+            a.close()
+            b.close()
+
+
 @pytest.mark.nightly
 @pytest.mark.parametrize(
     "queue", ["takeover.adapters.rq:RQRetryAdapter", "takeover.adapters.celery:CeleryAcksLateAdapter"]

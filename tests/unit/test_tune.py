@@ -347,3 +347,24 @@ def test_the_examples_are_light_and_heavy_tailed():
     assert 1.7 < light.p99 / light.p50 < 2.3 and light.source == "samples"
     assert 17 < heavy.p99 / heavy.p50 < 23 and heavy.source == "summary"
     assert json.loads(HEAVY.read_text())["max"] == heavy.max
+
+
+def test_the_recommendation_is_also_given_in_the_librarys_own_settings(tmp_path: Path):
+    """An adapter's optional ``library_settings(lease, heartbeat)`` turns the answer into the library's words
+    (RQ's job_monitoring_interval, Celery's visibility_timeout); a queue without it gets none."""
+    import importlib.util
+
+    from takeover.reports.tuning import headline
+    from takeover.tune.result import library_settings
+
+    assert library_settings("takeover.queues.reference:ReferenceQueue", 90.0, None) is None
+    assert library_settings("exec:node adapters/js/reference.js", 90.0, None) is None
+    assert library_settings("takeover.queues.reference:ReferenceQueue", None, None) is None
+    if importlib.util.find_spec("rq") is None:
+        pytest.skip("rq is an optional extra: pip install '.[rq]'")
+    rq = library_settings("takeover.adapters.rq:RQRetryAdapter", 95.3, None)
+    assert rq and rq[0].startswith("Worker(job_monitoring_interval=36)") and "TTL of 96 s" in rq[0]
+    assert "at least 61 s" in library_settings("takeover.adapters.rq:RQAdapter", 12.0, None)[0]  # type: ignore[index]
+    data = _unresolved_fixed_beside_a_resolved_heartbeat(tmp_path)
+    data["library_settings"] = rq
+    assert f"  in the library's settings: {rq[0]}" in headline(data)
