@@ -36,6 +36,7 @@ Records are Jepsen-style operations. Keys (absent means null; see docs/history.m
 ``order``      str, (added later) a ``stale_return`` window's order (``stale_first`` or
                ``new_first``), on its invoke and its ok: one window of each order may be open
                at once, and the reader pairs the records per order
+``cell``       str, (added later) the model-coverage cell an ``aim_unreached`` window aimed at, on its ok
 ``host``       str, (added later) with ``--hosts``: the host a worker was spawned on (``h2``),
                the hosts a ``partition`` cut (``h1,h3``), the host of a ``conn_kill``'s worker
 =============  ==========================================================================
@@ -75,6 +76,7 @@ COLUMNS: dict[str, str] = {
     "detail": "string",
     "order": "string",
     "state": "string",  # the task state an aimed fault's window took (duplicate_register), on its end record
+    "cell": "string",  # (added later) the model-coverage cell an aim_unreached window aimed at, on its end record
     "host": "string",  # with --hosts: the host a worker was spawned on, the hosts a network fault reached
 }
 

@@ -70,7 +70,7 @@ QUEUE_FORMS = 'MODULE:ATTR or "exec:COMMAND"'
 # probabilities for the faults a worker draws itself.
 # The aimed faults (takeover.run.aimed) steer workers into one of the spec's narrow windows each.
 AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call",
-                "stale_heartbeat", "lease_edge")
+                "stale_heartbeat", "lease_edge", "aim_unreached")
 NEMESIS_FAULTS = ("kill", "kill_before_action", "kill_after_action", "kill_during_finish", "pause", *AIMED_FAULTS)
 WORKER_FAULTS = ("lose_reply", "slow")
 FAULT_KINDS = NEMESIS_FAULTS + WORKER_FAULTS
@@ -108,6 +108,9 @@ _FAULT_HELP = {
     "lease_edge": "aimed: a holder frozen before its finish and resumed alone, so that its finish comes just "
                   "before its lease's end, just after it or up to 0.3 s past it (a side per window, from a "
                   "seeded deck), before any takeover, per second",
+    "aim_unreached": "aimed, steered: each window aimed at a model-coverage cell the run has not reached yet "
+                     "(a lost reply then a stale return, a stale or never-claimed generation's finish, heartbeat or "
+                     "resolve, a holder frozen to its lease's edge), per second",
     "lose_reply": "probability that the service performs an action and never answers",
     "slow": "probability that a task's work outlives its lease",
 }

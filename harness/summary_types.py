@@ -211,6 +211,8 @@ class ModelCoverage(TypedDict):
     unreached: list[str]  # the possible cells no call reached
     unreached_important: list[str]  # of them, those where the spec says no, or at a lease's edge
     impossible: dict[str, int]  # reason -> how many cells it rules out
+    # (Added later) each unreached possible cell -> why no call reached it (takeover.checker.model_coverage).
+    unreached_why: NotRequired[dict[str, str]]
     # Only when some call fell in a cell the spec rules out (a queue answering outside it): key -> calls.
     impossible_reached: NotRequired[dict[str, int]]
 

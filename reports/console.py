@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from takeover.reports.coverage import coverage_line, needs_lines
+from takeover.reports.coverage import coverage_line, needs_lines, unreached_lines
 from takeover.reports.words import aimed_brief, clock_brief, diagnosis_lines, feature_lines, gate_line, verdict_word
 from takeover.store import VIOLATIONS_CSV, json_default
 
@@ -48,6 +48,7 @@ def short_summary(summary: Summary, written: list[str]) -> str:
     for brief in (aimed_brief(summary), clock_brief(summary), coverage_line(summary)):
         if brief:
             lines.append(f"  {brief}")
+    lines += [f"  {line}" for line in unreached_lines(summary)]
     lines += [f"  {line}" for line in needs_lines(summary)]
     for w in summary["warnings"]:
         lines.append(f"  warning: {w}")

@@ -52,6 +52,26 @@ def coverage_line(summary: Summary) -> str | None:
     return line
 
 
+WHY_SHOWN = 6  # unreached cells named with their reason on the console, the important ones first
+
+
+def unreached_lines(summary: Summary, shown: int = WHY_SHOWN) -> list[str]:
+    """``never reached: extend/running/stale/edge — 2 aim_unreached window(s) aimed at it; the last: missed,
+    ...``: the unreached cells (the important ones first, stale and expired callers first among them),
+    each with why (summary.json ``coverage.model.unreached_why``), then how many more."""
+    m = model(summary)
+    why = m.get("unreached_why") if m else None
+    if not m or not why:
+        return []
+    important = set(m["unreached_important"])
+    cells = sorted(why, key=lambda k: (k not in important, _priority(k)))
+    lines = [f"never reached: {k} — {why[k]}" for k in cells[:shown]]
+    if len(cells) > shown:
+        lines.append(f"never reached: {len(cells) - shown} more cell(s), each with why in summary.json "
+                     "(coverage.model.unreached_why)")
+    return lines
+
+
 def planted_needs() -> dict[str, tuple[str, ...]]:
     """The planted bugs' cells (takeover.queues.planted.NEEDS_CELLS; the PostgreSQL ones share them)."""
     from takeover.queues.planted import NEEDS_CELLS
@@ -106,6 +126,9 @@ def markdown(summary: Summary) -> list[str]:
     if m["unreached_important"]:
         out += ["", "Important cells not reached (the spec says no there, or a lease is at its edge): "
                 + ", ".join(f"`{k}`" for k in sorted(m["unreached_important"], key=_priority)) + "."]
+    if m.get("unreached_why"):
+        out += ["", "Why each possible cell was never reached:", "",
+                *[f"- `{k}`: {why}" for k, why in m["unreached_why"].items()]]
     needs = needs_lines(summary)
     if needs:
         out += ["", *[f"- {line}" for line in needs]]

@@ -27,6 +27,8 @@ AIMED_MEANING = {
     "stale_heartbeat": "a stale holder's heartbeat (extend) while a newer generation holds the task (lease_exclusive)",
     "lease_edge": "a finish just before, just after or up to 0.3 s past its lease's end, before any takeover "
                   "(finish_within_lease)",
+    "aim_unreached": "a situation of the spec the run had not reached yet (model coverage), built on purpose: the "
+                     "call a correct queue refuses there (every invariant)",
 }
 
 

@@ -32,10 +32,12 @@ import numpy as np
 import pandas as pd
 
 from takeover import coverage_space as cs
+from takeover.checker.counts import requested_faults
 from takeover.checker.facts import Facts
 from takeover.checker.probes import probe_operations
 from takeover.checker.remedies import queue_has
 from takeover.checker.resolves import resolves
+from takeover.coverage_aims import way, why_not
 from takeover.summary_types import ModelCoverage
 
 STATE_CODE = {s: n for n, s in enumerate(cs.STATES)}
@@ -225,7 +227,43 @@ def model_coverage(fx: Facts) -> ModelCoverage:
     (the important ones apart), and the impossible ones by reason."""
     tick = cs.stress_tick(fx.lease)
     counts = reached_counts(fx, tick)
-    return summarize(counts, extensions(fx, counts), tick)
+    out = summarize(counts, extensions(fx, counts), tick)
+    out["unreached_why"] = unreached_why(fx, out["unreached"])
+    return out
+
+
+AIM = "aim_unreached"
+
+
+def unreached_why(fx: Facts, unreached: list[str]) -> dict[str, str]:
+    """Each possible cell no call reached -> why, in words: what the aim_unreached windows aimed at it
+    did (their end records name their ``cell``), or why no window can reach it (takeover.coverage_aims),
+    or that no window came to it (the kind was off, or its windows went to cells before it in the seed's
+    order)."""
+    faults = fx.ops.faults
+    mine = faults[faults["f"] == AIM] if len(faults) else faults
+    cells = mine["cell_c"].to_numpy(dtype=object) if "cell_c" in mine else np.zeros(0, dtype=object)
+    ends = mine["value_c"].to_numpy(dtype=object) if len(mine) else np.zeros(0, dtype=object)
+    aimed: dict[str, list[str]] = {}
+    for cell, end in zip(cells, ends, strict=True):
+        if isinstance(cell, str):
+            aimed.setdefault(cell, []).append(str(end) if isinstance(end, str) else "its end was never recorded")
+    rate = requested_faults(fx.config).get(AIM, 0.0)
+    out = {}
+    for cell in unreached:
+        tried = aimed.get(cell)
+        if tried:
+            last = tried[-1].removeprefix("missed: ")
+            out[cell] = (f"{len(tried)} aim_unreached window(s) aimed at it; the last: "
+                         + ("hit, but no call landed in the cell" if last == "hit" else f"missed, {last}"))
+        elif way(cell) is None:
+            out[cell] = why_not(cell)
+        elif not rate and not len(mine):
+            out[cell] = "no aim_unreached window in the run (--aim-unreached-rate 0, or a run from before the kind)"
+        else:
+            out[cell] = (f"none of the {len(mine)} aim_unreached window(s) came to it: each went to an unreached "
+                         "cell earlier in the seed's order")
+    return out
 
 
 def summarize(counts: np.ndarray, exts: tuple[str, ...], tick: float) -> ModelCoverage:

@@ -24,7 +24,7 @@ QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
 # with ``value`` = ``hit`` or ``missed: <reason>`` when it ends. Named here, not taken from the runner's
 # options: the checker imports no part of the runner.
 AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call",
-                "stale_heartbeat", "lease_edge")
+                "stale_heartbeat", "lease_edge", "aim_unreached")
 # ``power_loss`` (added later): process 0, no target, one at a time, so paired in order as the aimed ones.
 # The network's faults (takeover.net.faults), recorded only by runs with hosts.
 NETWORK_FAULTS = ("partition", "conn_kill", "db_restart", "db_pause")
@@ -156,7 +156,7 @@ def pair_operations(h: pd.DataFrame) -> Ops:
     registers["task"] = registers["task"].fillna(registers["task_c"])
     # Only faults carry ``detail`` (a pause's class, or the aimed fault that froze the worker).
     # And an aimed fault's end record its ``state`` (duplicate_register's: the task's, as ``state_c``).
-    faults = part(*FAULTS, extra=("detail", "host"), comp_extra=("state",))
+    faults = part(*FAULTS, extra=("detail", "host"), comp_extra=("state", "cell"))
     faults["task"] = faults["task"].fillna(faults["task_c"])
     faults["gen"] = faults["gen"].fillna(faults["gen_c"])
 

@@ -93,13 +93,18 @@ class Frozen:
 
 
 class Producer(Protocol):
-    """The coordinator's side of registration, for duplicate_register and claim_stampede; and what the
-    open queue can do (its optional methods, takeover.contract.capabilities), for the kinds that need one."""
+    """The coordinator's side of registration, for duplicate_register and claim_stampede; what the
+    open queue can do (its optional methods, takeover.contract.capabilities), for the kinds that need one;
+    and, for aim_unreached, the cells the history has reached so far, the snapshot's rows and the
+    coordinator's own recorded calls (:meth:`ask`: a finish, extend or resolve of a task at a generation)."""
 
     def register_again(self, ids: Sequence[str]) -> int: ...
     def register_new(self) -> str | None: ...
     def states(self) -> list[tuple[str, str]] | None: ...
     def capabilities(self) -> dict[str, bool]: ...
+    def reached(self) -> set[str]: ...
+    def rows(self) -> list[tuple[str, str, int, float | None]] | None: ...
+    def ask(self, op: str, task: str, gen: int) -> bool | float | None: ...
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,11 @@ class AimedFaults:
         self._up_at = 0.0  # when the workers were up (see _workers_up)
         self._released_at = 0.0  # when the last hold let its held workers go
         self._stampedes = 0  # claim_stampede windows so far: every other one races on an expiring task
+        # aim_unreached's (takeover.run.aim_unreached): its seeded order of cells, the last ones it aimed at,
+        # and how many never-registered task ids it has called on.
+        self.cell_plan: list[str] | None = None
+        self.cells_tried: list[str] = []
+        self.absent_calls = 0
 
     # -- driven by the nemesis --------------------------------------------------------------------
     def arrive(self, kind: str, now: float) -> None:

@@ -37,11 +37,13 @@ from takeover.db import REDIS, run_database
 from takeover.history import HistoryWriter, error_text
 from takeover.run.effectors import Effectors
 from takeover.run.nemesis import Nemesis
+from takeover.run.own_calls import OwnCalls
 from takeover.run.phases import COUNTERS, task_id
 from takeover.run.power import PowerLoss
 from takeover.run.probes import Prober
 from takeover.run.progress import Progress
 from takeover.run.queue_caller import QueueCaller, QueueHung
+from takeover.run.reached import Reached
 from takeover.run.registration import register_tasks
 from takeover.run.supervision import Supervisor, WorkerEntry
 from takeover.run.tally import Tally
@@ -471,6 +473,8 @@ class _Producer:
 
     def __init__(self, coordinator: Coordinator) -> None:
         self.c = coordinator
+        self._reached: Reached | None = None  # read on from where it left off, at each aim_unreached window
+        self._own: OwnCalls | None = None
 
     def register_new(self) -> str | None:
         ids = self.c.register_new(1, time.time())
@@ -485,6 +489,37 @@ class _Producer:
     def capabilities(self) -> dict[str, bool]:
         """The open queue's optional methods (none before it is open)."""
         return capabilities(self.c.queue) if self.c.queue is not None else {}
+
+    def reached(self) -> set[str]:
+        """The cells the history reached so far (takeover.run.reached): read on from the last look."""
+        c = self.c
+        if self._reached is None:
+            self._reached = Reached(c.run_dir / store.HISTORY_FILE, c.cfg.lease)
+        return set(self._reached.update())
+
+    def rows(self) -> list[tuple[str, str, int, float | None]] | None:
+        """The snapshot's rows (task, state, generation, lease_until), or None (see :meth:`states`)."""
+        c = self.c
+        try:
+            rows = c.caller.call("snapshot", c.queue.snapshot, timeout=STATES_TIMEOUT, abandon=lambda: c.signals >= 1)
+        except Exception:  # noqa: BLE001 - a locked or broken queue: the window misses
+            return None
+        out = []
+        for r in rows:
+            try:
+                out.append((str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else float(r[3])))
+            except (TypeError, ValueError, IndexError):
+                continue  # a malformed row is the checker's to name (the final snapshot); not a target
+        return out
+
+    def ask(self, op: str, task: str, gen: int) -> bool | float | None:
+        """One of the coordinator's own recorded calls (takeover.run.own_calls)."""
+        c = self.c
+        if self._own is None:
+            call = lambda name, fn, *args: c.caller.call(  # noqa: E731
+                name, fn, *args, timeout=STATES_TIMEOUT, abandon=lambda: c.signals >= 1)
+            self._own = OwnCalls(c.hist, c.cfg.lease, c.run_dir / store.LEDGER_FILE, call)
+        return self._own.ask(c.queue, op, task, gen)
 
     def states(self) -> list[tuple[str, str]] | None:
         """The queue's snapshot, given up after STATES_TIMEOUT: the faulted phase's loop must not wait

@@ -47,6 +47,7 @@ from typing import Any
 
 from takeover.config import AIM_PHASES, KILL_AIMS, RunConfig
 from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
+from takeover.run.aim_unreached import AIM_UNREACHED
 from takeover.run.aimed import OPEN_AT_ONCE, AimedFaults, AimedKind, Producer, early_arrivals
 from takeover.run.claim_stampede import CLAIM_STAMPEDE
 from takeover.run.duplicate_register import DUPLICATE_REGISTER
@@ -69,7 +70,8 @@ JUST_AFTER_MARGIN = (0.002, 0.02)
 # is made per run (it keeps state of the run's config), below.
 AIMED_KINDS: dict[str, AimedKind] = {"expire_and_return": EXPIRE_AND_RETURN, "stale_return": STALE_RETURN,
                                      "claim_stampede": CLAIM_STAMPEDE, "duplicate_register": DUPLICATE_REGISTER,
-                                     "stale_heartbeat": STALE_HEARTBEAT, "lease_edge": LEASE_EDGE}
+                                     "stale_heartbeat": STALE_HEARTBEAT, "lease_edge": LEASE_EDGE,
+                                     "aim_unreached": AIM_UNREACHED}
 CLOCK_JUMP = "clock_jump"  # the plan's name for clock jumps, and their history ``f`` (takeover.run.clock)
 
 

@@ -23,7 +23,6 @@ def script(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -> Scri
     kind = KIND
     order = fields["order"]  # its lane, dealt when it arrived (see arrive)
     old: Frozen | None = None
-    new: Frozen | None = None
     try:
         old = yield from freeze_stale(faults, kind, deadline, fields)
         view = old.view
@@ -33,14 +32,24 @@ def script(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -> Scri
             fields["detail"] = (f"generation {view.gen}'s finish called after generation {new_view.gen}'s "
                                 f"finish had returned")  # fmt: skip
             return
-        new = faults._freeze(taker, new_view, kind, new_view.lease_until - time.time())
-        end = min(new_view.lease_until - 0.002, time.time() + max(1.0, 3 * faults.cfg.local_step))
-        yield from faults._resume_to_finish(old, end, "the stale holder did not call finish while the new "
-                                          "holder's lease was valid")  # fmt: skip
+        yield from finish_while_held(faults, kind, old, taker, new_view)
         fields["detail"] = (f"generation {view.gen}'s finish called while generation {new_view.gen} "
                             f"held the task")  # fmt: skip
     finally:
         faults._thaw(old)
+
+
+def finish_while_held(faults: AimedFaults, kind: str, old: Frozen, taker: int,
+                      new_view: SlotView) -> Generator[float, None, None]:  # fmt: skip
+    """stale_return's first order: the new holder (frozen by its probe) frozen for good, the stale one
+    resumed, and its finish seen through while the new holder's lease is valid; the new holder resumed
+    after (whatever happened)."""
+    new = faults._freeze(taker, new_view, kind, new_view.lease_until - time.time())
+    try:
+        end = min(new_view.lease_until - 0.002, time.time() + max(1.0, 3 * faults.cfg.local_step))
+        yield from faults._resume_to_finish(old, end, "the stale holder did not call finish while the new "
+                                          "holder's lease was valid")  # fmt: skip
+    finally:
         faults._thaw(new)
 
 

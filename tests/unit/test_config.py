@@ -26,8 +26,9 @@ def test_shipped_profiles_are_valid_and_request_every_fault_kind():
     for name in profile_names():
         cfg = load_profile(name).validate()
         assert cfg.profile == name
-    # The smoke profile's 4 s leave the two lease-long aimed kinds no window (workloads/smoke.toml says so).
-    for name, left_out in (("smoke", {"stale_heartbeat", "lease_edge"}), ("stress", set())):
+    # The smoke profile's 4 s leave the two lease-long aimed kinds no window, and it has no steered one
+    # (workloads/smoke.toml says so).
+    for name, left_out in (("smoke", {"stale_heartbeat", "lease_edge", "aim_unreached"}), ("stress", set())):
         faults = load_profile(name).faults
         assert {kind for kind in FAULT_KINDS if not faults[kind] > 0} == left_out, (name, faults)
 
@@ -91,7 +92,8 @@ def test_the_reproduce_line_is_pinned_byte_for_byte():
         "--client-timeout 0.25 --drain-timeout 0 --kill-rate 0.5 --kill-before-action-rate 0 "
         "--kill-after-action-rate 0 --kill-during-finish-rate 0 --pause-rate 1 --expire-and-return-rate 0 "
         "--stale-return-rate 0 --claim-stampede-rate 0 --duplicate-register-rate 0 --freeze-in-call-rate 0 "
-        "--stale-heartbeat-rate 0 --lease-edge-rate 0 --lose-reply-rate 0.2 --slow-rate 1e-07 --probe-rate 0"
+        "--stale-heartbeat-rate 0 --lease-edge-rate 0 --aim-unreached-rate 0 --lose-reply-rate 0.2 --slow-rate 1e-07 "
+        "--probe-rate 0"
     )
     assert stress.resolve(parse(*shlex.split(cfg.command())[2:])).command() == cfg.command()
 
