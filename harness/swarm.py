@@ -8,7 +8,8 @@ simulation does the same with its "buggify" knobs) leaves a random part of the k
 and varies the rates of the rest, so across seeds some runs have a masking kind absent, and the
 set of runs as a whole reaches states that the all-on configuration rarely does.
 
-The draw, for every kind that was not given explicitly: the kind is on with probability 1/2, and
+The draw, for every kind that was not given explicitly: the kind is on with probability 1/2 (the steered
+``aim_unreached`` always: :data:`ALWAYS_ON`), and
 when on its rate is its centre (the profile's rate, or :data:`DEFAULT_RATES` where the profile has
 0) times a factor drawn log-uniform between 1/:data:`SPAN` and :data:`SPAN`; a probability is capped
 at 1. When no kind ends up on, one of the drawn kinds is turned on (chosen by the seed), so a swarm
@@ -42,6 +43,10 @@ P_ON = 0.5  # each kind is in the mix with this probability
 DEFAULT_RATE_PER_S = 0.25
 DEFAULT_PROBABILITY = 0.05
 SIGNIFICANT = 3
+# Kinds a swarm draw never leaves out (their rate is drawn as the others'): aim_unreached steers the run toward
+# the cells its mix has not reached (takeover.run.aim_unreached), whatever the mix, so it is not one of the
+# kinds whose absence a swarm run varies.
+ALWAYS_ON = ("aim_unreached",)
 
 
 def centre(cfg: RunConfig, kind: str) -> float:
@@ -87,7 +92,7 @@ def draw(cfg: RunConfig, pinned: Iterable[str] = ()) -> RunConfig:
     factors: dict[str, float] = {}
     for kind in drawn:
         rng = random.Random(stream_seed(cfg.seed, f"swarm:{kind}"))
-        on = rng.random() < P_ON
+        on = rng.random() < P_ON or kind in ALWAYS_ON
         factors[kind] = math.exp(rng.uniform(-math.log(SPAN), math.log(SPAN)))  # drawn on or off: streams stay put
         rates[kind] = _rate(cfg, kind, factors[kind]) if on else 0.0
     if drawn and not any(rates.values()):
