@@ -180,13 +180,15 @@ def summarise(name: str, expected: tuple[str, ...], runs: list[dict[str, Any]]) 
     first_pass = median is not None and median <= TARGET_MEDIAN_FIRST_S
     end_only = bool(expected) and set(expected) <= SNAPSHOT_ONLY
     defect = planted_defect(name)
+    wordings = planted_wordings(name)  # the same defect in each database's words (a claim race)
     return {
         "expected": list(expected), "runs": len(runs), "caught": len(caught), "caught_fraction": fraction,
         # From a violation to the line to fix: the caught runs whose diagnosis names the planted defect, and
         # those that name it alone (no symptom told as another defect's).
         "defect": defect,
-        "diagnosis_names_defect": sum(defect in r.get("defects", []) for r in caught),
-        "diagnosis_names_only_defect": sum(r.get("defects", []) == [defect] for r in caught),
+        "diagnosis_names_defect": sum(bool(wordings & set(r.get("defects", []))) for r in caught),
+        "diagnosis_names_only_defect": sum(len(r.get("defects", [])) == 1 and r["defects"][0] in wordings
+                                           for r in caught),
         "median_first_violation_s": median, "at_end": sum(r["at_end"] for r in caught),
         "caught_pass": caught_pass,
         "first_pass": first_pass,
@@ -209,6 +211,19 @@ def planted_defect(name: str) -> str | None:
         return None
     invariant, pattern = DIAGNOSED[name]
     return PATTERNS[invariant][pattern].defect
+
+
+def planted_wordings(name: str) -> set[str]:
+    """Every wording of planted bug ``name``'s defect: the SQLite one (:func:`planted_defect`) and, for a defect
+    each database makes in its own way, the others (empty for the reference queue)."""
+    from takeover.checker.patterns import PATTERNS
+    from takeover.queues.planted import DIAGNOSED
+
+    if name not in DIAGNOSED:
+        return set()
+    invariant, pattern = DIAGNOSED[name]
+    p = PATTERNS[invariant][pattern]
+    return {p.defect, *(p.by_database or {}).values(), *([p.elsewhere] if p.elsewhere else [])}
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

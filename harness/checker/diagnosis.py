@@ -33,7 +33,7 @@ import pandas as pd
 from takeover.checker import network
 from takeover.checker.facts import Facts, power_loss_between, volatile_restart_between
 from takeover.checker.invariant_result import InvariantResult
-from takeover.checker.patterns import PATTERNS, Fields
+from takeover.checker.patterns import PATTERNS, Fields, database_kind
 from takeover.summary_types import DiagnosisJson, Example
 
 TASKS_SHOWN = 10  # task ids listed per pattern in summary.json; violations.csv has every one
@@ -235,22 +235,63 @@ def _pick(default: str, *rules: tuple[Any, str]) -> np.ndarray:
     return out
 
 
+def _claim_times(fx: Facts, task: Any, gen: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: when the successful claim that returned the row's (task, generation) was invoked and
+    returned (NaN: no such claim; the first, when several returned it)."""
+    rows = pd.DataFrame({"task": np.asarray(task, dtype="float64"), "gen": np.asarray(gen, dtype="float64")})
+    c = fx.claims_ok[["task", "gen", "t_inv", "t_comp"]].sort_values("t_inv").drop_duplicates(["task", "gen"])
+    m = rows.merge(c, on=["task", "gen"], how="left")
+    return m["t_inv"].to_numpy(dtype="float64"), m["t_comp"].to_numpy(dtype="float64")
+
+
+def _racing_claims(fx: Facts) -> set[tuple[float, float]]:
+    """The (task, generation) of every successful claim that was in flight together with another
+    successful claim of the same task: two claims at once that both took it (a claim race)."""
+    cached = getattr(fx, "_racing_claims", None)
+    if cached is None:
+        c = fx.claims_ok[["task", "gen", "t_inv", "t_comp"]].dropna(subset=["task"]).reset_index(drop=True)
+        m = c.reset_index(names="a").merge(c.reset_index(names="b"), on="task", suffixes=("", "_o"))
+        m = m[(m["a"] != m["b"]) & (m["t_inv"] < m["t_comp_o"]) & (m["t_inv_o"] < m["t_comp"])]
+        cached = set(zip(m["task"].astype(float), m["gen"].astype(float), strict=True))
+        fx._racing_claims = cached  # type: ignore[attr-defined]
+    return cached
+
+
 def _no_stale_commit(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
     reset = _registered_again(fx, f["task"], f["t_inv_c"], f["t_comp_f"])
     finished = _finished_before(fx, f["task"], f["t_inv_f"])
     # The newer claim undone by a power loss: the older generation, handed out again, is current again.
     power, at = _across_power_loss(fx, f["t_comp_c"], f["t_inv_f"])
-    return _pick("stale_commit", (power, "power_loss"), (reset, "reset_by_register"),
-                 (finished, "accepted_when_finished")), {"power_loss_at": at}
+    # The newer claim still in flight when the finish was invoked: it may have taken effect after the finish,
+    # taking the finished task again. It did when its own holder's finish was accepted later (a fenced finish
+    # of a task a stale finish had ended is refused) or when it raced another claim of the task.
+    in_flight = (f["t_comp_c"] > f["t_inv_f"]).to_numpy(dtype=bool)
+    newer = pd.MultiIndex.from_arrays([f["task"].astype(float), f["gen_c"].astype(float)])
+    finished_later = newer.isin(pd.MultiIndex.from_frame(fx.fin_acc[["task", "gen"]].astype(float)))
+    raced = np.array([key in _racing_claims(fx) for key in newer], dtype=bool)
+    retaken = in_flight & (np.asarray(finished_later, dtype=bool) | raced)
+    keys = _pick("stale_commit", (power, "power_loss"), (reset, "reset_by_register"),
+                 (finished, "accepted_when_finished"), (retaken, "claim_race"))
+    # Every stale finish of the run landed while the takeover was in flight, none after it returned: a finish
+    # that is not fenced at all lets a stale holder through whenever it returns; one that checks, then
+    # writes in a second statement, only in the moment between the two (case CheckThenActFinish).
+    stale = keys == "stale_commit"
+    if stale.any() and in_flight[stale].all():
+        keys[stale] = "check_then_act"
+    return keys, {"power_loss_at": at, "in_flight": in_flight.tolist()}
 
 
 def _finish_within_lease(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
     # A register that starts the task over does not explain a late finish (the finish's generation is
     # then gone), so there is no register rule here.
     finished = _finished_before(fx, f["task"], f["t_inv"])
-    rows = f[["task", "gen", "t_inv"]].reset_index(drop=True).reset_index(names="row")
+    # A newer claim invoked before the finish returned: one still in flight may have taken effect first, and
+    # the finish was then judged by the new holder's lease.
+    done_at = f[["rid"]].merge(fx.fin_acc[["i", "t_comp"]], left_on="rid", right_on="i", how="left")["t_comp"]
+    rows = f[["task", "gen", "t_inv"]].assign(t_comp=done_at.to_numpy(dtype="float64"))
+    rows = rows.reset_index(drop=True).reset_index(names="row")
     m = rows.merge(fx.claims_ok[["task", "gen", "t_inv"]], on="task", suffixes=("", "_c"))
-    m = m[(m["gen_c"] > m["gen"]) & (m["t_inv_c"] < m["t_inv"])]
+    m = m[(m["gen_c"] > m["gen"]) & (m["t_inv_c"] < m["t_comp"].fillna(m["t_inv"]))]
     newer = np.full(len(f), np.nan)
     top = m.groupby("row")["gen_c"].max()
     newer[top.index.to_numpy(dtype=np.int64)] = top.to_numpy(dtype="float64")
@@ -314,8 +355,23 @@ def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     claimed = _last_before(rows, fx.claims_ok, "t_inv", "t_inv")
     reclaimed = claimed > f["e_t_comp"].to_numpy(dtype="float64")
     power, at = _across_power_loss(fx, f["e_t_comp"], f["t_inv"])
+    # The claim that gave the later finish's (newer) generation was in flight when the earlier finish
+    # returned: it took the task once that finish had ended it (a claim race), not an idempotent finish.
+    c_inv, c_comp = _claim_times(fx, f["task"], f["gen"])
+    e_comp = f["e_t_comp"].to_numpy(dtype="float64")
+    raced = (f["gen"].to_numpy(dtype="float64") > f["e_gen"].to_numpy(dtype="float64")) & (c_inv < e_comp) \
+        & (c_comp > _earlier_invoked(fx, f))
     return _pick("accepted_when_finished", (power, "power_loss"), (reset, "reset_by_register"),
-                 (reclaimed, "after_reclaim")), {"power_loss_at": at}
+                 (reclaimed, "after_reclaim"), (raced, "claim_race")), {"power_loss_at": at}
+
+
+def _earlier_invoked(fx: Facts, f: pd.DataFrame) -> np.ndarray:
+    """Per ``single_finish`` row: when the earlier accepted finish (its task, ``e_gen``, ``e_t_comp``) was invoked."""
+    rows = pd.DataFrame({"task": f["task"].to_numpy(dtype="float64"), "gen": f["e_gen"].to_numpy(dtype="float64"),
+                         "t_comp": f["e_t_comp"].to_numpy(dtype="float64")})
+    earlier = fx.fin_acc[["task", "gen", "t_comp", "t_inv"]].astype(float).drop_duplicates(["task", "gen", "t_comp"])
+    m = rows.merge(earlier, on=["task", "gen", "t_comp"], how="left")
+    return m["t_inv"].to_numpy(dtype="float64")
 
 
 _STATE_PROBLEMS = {
@@ -467,6 +523,7 @@ def diagnose(fx: Facts, results: dict[str, InvariantResult]) -> Diagnosis:
     """Sort every violation into its pattern and tell each pattern in one sentence."""
     rows: list[Example] = []
     entries: list[DiagnosisJson] = []
+    database = database_kind(fx.config)
     for name, res in results.items():
         if res.valid is not False or res.found is None or not len(res.found):
             continue
@@ -484,7 +541,7 @@ def diagnose(fx: Facts, results: dict[str, InvariantResult]) -> Diagnosis:
         for key, at in by_key.items():
             pattern = PATTERNS[name][key]
             first = {**fields[at[0]], **{k: v[at[0]] for k, v in extra.items()}}
-            defect, scenario = pattern.defect, pattern.scenario
+            defect, scenario = pattern.defect_on(database), pattern.scenario
             leader = next((e for e in entries if e["invariant"] == pattern.follows), None)
             if leader is not None:  # the consequence of another invariant's violations: its defect
                 defect, scenario = leader["defect"], leader["scenario"]

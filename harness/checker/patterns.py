@@ -21,10 +21,23 @@ Fields = dict[str, Any]
 NOT_FENCED = "completion is not fenced by the generation"
 IDEMPOTENT = ("finish() answers True for a task that is already finished, whatever the generation (an "
               "\"idempotent success\"), so a stale holder believes its commit counted")
-REGISTER_RESETS = ("register() of a known task puts it back to pending at generation 0 (an upsert) instead of "
-                   "changing nothing")
+REGISTER_RESETS = ("register() of a known task puts it back to pending (an upsert, at generation 0 or at its own) "
+                   "instead of changing nothing")
+CHECK_THEN_ACT = ("completion checks the generation, then writes by task id in a separate statement (check-then-act, "
+                  "not one conditional UPDATE), so a takeover between the check and the write lets a stale holder's "
+                  "finish through")
 LOST_COMMIT = "finish() answers True without its write being committed (a lost commit)"
+# The claim race, as each database makes it: two claims at once take the same task (or one takes a task the
+# other's holder finished meanwhile). On SQLite the read of the claimable row is outside the write
+# transaction (or the transaction is deferred); on PostgreSQL the pick takes no row lock and the UPDATE
+# does not re-check the row's state, so a second claim that waited for the first's lock takes the row too.
 NOT_ATOMIC = "the claim reads the claimable row outside its write transaction, so it is not atomic"
+NOT_ATOMIC_POSTGRES = ("the claim picks its row without a row lock (no FOR UPDATE SKIP LOCKED) and its UPDATE does "
+                       "not re-check that the row is still claimable, so two claims at once take the same task, "
+                       "even one finished meanwhile")
+NOT_ATOMIC_ANY = ("the claim's read of a claimable task and its write are not one atomic step, so two claims at once "
+                  "take the same task, even one finished meanwhile")
+CLAIM_RACE = {"sqlite": NOT_ATOMIC, "postgres": NOT_ATOMIC_POSTGRES}
 OFF_BY_ONE = "snapshot() reports the generation off by one"
 GENERATION_LOST = "a claim's write of the generation was lost or undone"
 GENERATION_UNREPORTED = "the generation is raised where no claim reports it"
@@ -75,6 +88,32 @@ class Pattern:
     replay: bool = True
     # The invariant whose diagnosis this pattern inherits (its violations are that one's consequence).
     follows: str | None = None
+    # The defect's words per database kind (``sqlite``, ``postgres``, ...), where the same mistake is made
+    # differently on each; ``defect`` is the SQLite one, and ``elsewhere`` what any other database gets.
+    by_database: dict[str, str] | None = None
+    elsewhere: str | None = None
+
+    def defect_on(self, database: str) -> str:
+        """The defect in the words of the run's database kind (:func:`database_kind`)."""
+        if self.by_database is None:
+            return self.defect
+        return self.by_database.get(database, self.elsewhere or self.defect)
+
+
+def database_kind(config: dict[str, Any]) -> str:
+    """``sqlite``, ``postgres`` or a URL's scheme (``redis``): the kind of database a run's config.json names.
+    (The checker reads the run folder only, so this is worked out here, not by takeover.db.)"""
+    value = str(config.get("db") or "sqlite")
+    if value == "postgres" or value.startswith(("postgresql://", "postgres://")):
+        return "postgres"
+    if "://" in value:
+        return value.partition("://")[0]
+    return value
+
+
+def _claim_race(what: Callable[[Fields], str], scenario: str = "S1") -> Pattern:
+    """A claim race's pattern: the words per database, never offered for a one-process replay."""
+    return Pattern(scenario, NOT_ATOMIC, what, replay=False, by_database=CLAIM_RACE, elsewhere=NOT_ATOMIC_ANY)
 
 
 def _s(value: Any) -> str:
@@ -84,6 +123,22 @@ def _s(value: Any) -> str:
 
 def _reset(f: Fields) -> str:
     return f"task {f['task']} was registered again"
+
+
+def _fin(f: Fields) -> str:
+    """The finish as a sentence names it: ``finish(uncertain)`` when that was its outcome (a path of its own
+    in many queues, and where a defect of that path shows), ``finish()`` otherwise."""
+    return "finish(uncertain)" if f.get("outcome") == "uncertain" else "finish()"
+
+
+def _stale_commit(f: Fields) -> str:
+    """A stale holder's finish accepted: after the newer claim returned, or while it was still in flight
+    (then the claim's return comes after the finish, and the sentence says so rather than "after")."""
+    head = f"{_fin(f)} accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])}"
+    if f.get("in_flight"):
+        return (f"{head} while the claim that returned generation {f['claimed_gen']} (at {_s(f['claimed_at'])}) "
+                "was in flight")
+    return f"{head} after generation {f['claimed_gen']} was claimed"
 
 
 def _probe(f: Fields) -> str:
@@ -97,9 +152,12 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])}, after "
             f"generation {f['claimed_gen']} had been claimed: that claim was undone by {_lost(f)}, so the older "
             f"generation was current again")),
-        "stale_commit": Pattern("S3", NOT_FENCED, lambda f: (
-            f"finish() accepted generation {f['finish_gen']} of task {f['task']} at {_s(f['finish_at'])} after "
-            f"generation {f['claimed_gen']} was claimed")),
+        "stale_commit": Pattern("S3", NOT_FENCED, lambda f: _stale_commit(f)),
+        "check_then_act": Pattern("S3", CHECK_THEN_ACT, replay=False, what=lambda f: _stale_commit(f)),
+        "claim_race": _claim_race(lambda f: (
+            f"a claim of task {f['task']} that was in flight when finish() of generation {f['finish_gen']} was "
+            f"accepted at {_s(f['finish_at'])} took the finished task again as generation {f['claimed_gen']} (the "
+            f"claim returned at {_s(f['claimed_at'])})")),
         "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
             f"finish() of generation {f['finish_gen']} of task {f['task']} was answered True at "
             f"{_s(f['finish_at'])}, after generation {f['claimed_gen']} had taken the task over and finished it")),
@@ -109,10 +167,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
     },
     "finish_within_lease": {
         "late_finish": Pattern("S2", "completion does not check now < lease_until", lambda f: (
-            f"finish() accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])}, {_s(f['late_by'])} "
+            f"{_fin(f)} accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])}, {_s(f['late_by'])} "
             f"after its lease ran out at {_s(f['lease_until'])}")),
-        "late_after_takeover": Pattern("S3", NOT_FENCED, lambda f: (
-            f"finish() accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])}, after its lease ran "
+        "late_after_takeover": Pattern("S3", NOT_FENCED, follows="no_stale_commit", what=lambda f: (
+            f"{_fin(f)} accepted generation {f['gen']} of task {f['task']} at {_s(f['now'])}, after its lease ran "
             f"out at {_s(f['lease_until'])} and generation {f['newer_gen']} had claimed the task (the finish was "
             f"judged by the new holder's lease)")),
         "accepted_when_finished": Pattern("S3", IDEMPOTENT, lambda f: (
@@ -159,7 +217,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
                                  "holder from the new", lambda f: (
             f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, the generation worker "
             f"#{f['previous_by']} had been given at {_s(f['previous_at'])}")),
-        "claim_race": Pattern("S1", NOT_ATOMIC, replay=False, what=lambda f: (
+        "claim_race": _claim_race(lambda f: (
             f"two claims of task {f['task']} in flight at the same time were both given generation {f['gen']} "
             f"(workers #{f['previous_by']} and #{f['claimed_by']})")),
         "went_back": Pattern("S2", "the stored generation went back (a lost or rolled-back write)", lambda f: (
@@ -181,7 +239,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"claim() granted task {f['task']} to worker #{f['granted_to']} as generation {f['granted_gen']} at "
             f"{_s(f['granted_now'])} while generation {f['held_gen']}'s lease ran until {_s(f['lease_until'])} "
             f"({_s(f['overlap_s'])} early)")),
-        "claim_race": Pattern("S1", NOT_ATOMIC, replay=False, what=lambda f: (
+        "claim_race": _claim_race(lambda f: (
             f"two claims of task {f['task']} in flight at the same time both took it (generations {f['held_gen']} "
             f"and {f['granted_gen']}, workers #{f['held_by']} and #{f['granted_to']}), their leases overlapping "
             f"by {_s(f['overlap_s'])}")),
@@ -206,6 +264,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
                                  what=lambda f: (
             f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
             f"generation {f['gen']} at {_s(f['finish_at'])}) because it was handed out again in between")),
+        "claim_race": _claim_race(lambda f: (
+            f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
+            f"generation {f['gen']} at {_s(f['finish_at'])}): the claim that gave generation {f['gen']} was in "
+            f"flight when generation {f['earlier_gen']}'s finish was accepted, and took the finished task again")),
         "reset_by_register": Pattern("S1", REGISTER_RESETS, lambda f: (
             f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
             f"generation {f['gen']} at {_s(f['finish_at'])}); {_reset(f)} in between")),
@@ -222,7 +284,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "generation_unreported": Pattern("S1", GENERATION_UNREPORTED, lambda f: (
             f"snapshot() shows task {f['task']} at generation {f['gen']}, above every generation a claim returned "
             f"({f['highest_claimed_gen']})")),
-        "stale_overwrite": Pattern("S3", NOT_FENCED, lambda f: (
+        "stale_overwrite": Pattern("S3", NOT_FENCED, follows="no_stale_commit", what=lambda f: (
             f"task {f['task']} ended {f['state']} at generation {f['gen']}, but the finish accepted for it was "
             f"generation {f['stale_gen']}'s: a stale holder completed the current holder's task")),
         "terminal_unexplained": Pattern("S1", "the stored state was written by something other than an accepted "
