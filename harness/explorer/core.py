@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -246,39 +247,54 @@ def _probe_database() -> str:
     return {db.SQLITE: "queue.sqlite", db.REDIS: "redis://probe:6379/0"}.get(db.current().kind, "postgresql://probe")
 
 
-def project(failure: Failure) -> tuple[str, list[dict[str, Any]]]:
-    """The departing task's steps as one task's scenario: the steps on it, the claims that got it or
-    nothing, and the reopens; the task as the scenario's task (no step names one)."""
+def candidate_tasks(failure: Failure) -> list[str]:
+    """The tasks the departure may be about, likeliest first: those its words name (the snapshot's task,
+    the task a claim should have handed out), the task its step acted on, then every task of the example
+    from the latest step back. A claim that answered None acts on no task: the one it passed over is named
+    in what the spec says, not in the last step that named a task."""
     last = failure.steps[-1]
-    task = last.task or next((s.task for s in reversed(failure.steps) if s.task), "t1")
+    named = re.findall(r"\btask (t\d+)", " ".join((last.what, last.expected, last.answered)))
+    seen = [*named, *([last.task] if last.task else []), *(s.task for s in reversed(failure.steps) if s.task)]
+    return list(dict.fromkeys(seen)) or ["t1"]
+
+
+def project(failure: Failure, task: str) -> list[dict[str, Any]]:
+    """The departing step and ``task``'s steps as one task's scenario: the steps on it, the claims that got
+    it or nothing, and the reopens; the task as the scenario's task (no step names one)."""
+    last = failure.steps[-1]
     keep = [s.spec["step"] == "exit_and_reopen" or s.task == task or s is last
             or (s.spec["step"] == "claim" and s.task is None) for s in failure.steps]
     for i, s in enumerate(failure.steps):  # two calls at once stay together (takeover.overlap)
         if "pause_before_statement" in s.spec and any(keep[i:i + 3]):
             keep[i:i + 3] = [True] * len(keep[i:i + 3])
-    return task, [{k: v for k, v in s.spec.items() if k != "task"} for s, kept in zip(failure.steps, keep,
-                                                                                     strict=True) if kept]
+    return [{k: v for k, v in s.spec.items() if k != "task"} for s, kept in zip(failure.steps, keep,
+                                                                                strict=True) if kept]
 
 
 def write_back(queue_spec: str, factory: Any, lease: float, step_timeout: float, failure: Failure) -> Written:
-    """Replay the departing task's steps alone through the scenario engine: they must break the same
-    invariant again; then the replay's shrinker puts them on whole numbers."""
-    task, steps = project(failure)
-    steps = drop_default_lease(steps, lease)
+    """Replay each candidate task's steps alone through the scenario engine (:func:`candidate_tasks`): the
+    first whose steps break the same invariant again is the departure's task; the replay's shrinker then
+    puts its steps on whole numbers."""
     replayer = Replayer(queue_spec, factory, step_timeout)
-    try:
-        outcome: Outcome = replayer.run(task, lease, steps)
-    except ReplayHung as exc:
-        return Written(task, None, f"the queue hung when the task's steps were replayed alone: {exc}")
-    wanted = next((inv for inv in failure.invariants if outcome.breaks(inv)), None)
-    if wanted is None:
-        got = ", ".join(sorted(outcome.invariants())) or "nothing"
-        return Written(task, None, f"task {task}'s steps alone break {got}, not "
-                                   f"{', '.join(failure.invariants)}: the departure needs the other tasks")
-    try:
-        return Written(task, shrink(replayer, task, lease, steps, wanted))
-    except ReplayHung as exc:
-        return Written(task, None, f"the queue hung while the scenario was shrunk: {exc}")
+    tried: list[str] = []
+    for task in candidate_tasks(failure):
+        steps = drop_default_lease(project(failure, task), lease)
+        try:
+            outcome: Outcome = replayer.run(task, lease, steps)
+        except ReplayHung as exc:
+            return Written(task, None, f"the queue hung when task {task}'s steps were replayed alone: {exc}")
+        wanted = next((inv for inv in failure.invariants if outcome.breaks(inv)), None)
+        if wanted is None:
+            tried.append(f"{task}: {', '.join(sorted(outcome.invariants())) or 'nothing'}")
+            continue
+        try:
+            return Written(task, shrink(replayer, task, lease, steps, wanted))
+        except ReplayHung as exc:
+            return Written(task, None, f"the queue hung while the scenario was shrunk: {exc}")
+    return Written(failure.steps[-1].task or "t1", None,
+                   f"no one task's steps alone break {', '.join(failure.invariants)} (each task's alone breaks: "
+                   f"{'; '.join(tried)}): the departure needs several tasks at once, and a scenario file holds "
+                   "one task")
 
 
 __all__ = ["ExploreResult", "Step", "explore_queue"]

@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from takeover import db
+from takeover.explorer.machine import Step, _claim_words
 from takeover.options import shell_line
 from takeover.replay.core import ReplayReport, TaskReplay
+from takeover.replay.model import SPEC, TaskState, apply, expect
 from takeover.replay.output import write_outputs as write_replay_outputs
+from takeover.replay.shrink import Shrunk
 
 if TYPE_CHECKING:
     from takeover.explorer.core import ExploreResult
-    from takeover.explorer.machine import Step
 
 SCENARIO_FILE = "explore.json"  # the scenario file in the output folder; the pytest file goes beside it
 RESULT_FILE = "explore-result.json"
@@ -38,6 +40,11 @@ def command(result: ExploreResult, examples: int | None = None, seconds: float |
 
 
 def step_line(n: int, step: Step) -> str:
+    return f"{n:>3}. t={step.spec['t']:g} {operation(step)} -> {step.answered}"
+
+
+def operation(step: Step) -> str:
+    """The call in words: who did what to which task (``A finish t1 done with generation 1``)."""
     spec = step.spec
     kind = spec["step"]
     who = f"{spec['actor']} " if spec.get("actor") else ""
@@ -58,21 +65,92 @@ def step_line(n: int, step: Step) -> str:
         what = "close the queue and open a new one on the same database"
     if kind == "resume":
         what = "the paused call resumes"
-    return f"{n:>3}. t={spec['t']:g} {who}{what} -> {step.answered}"
+    return f"{who}{what}"
 
 
-def failure_lines(result: ExploreResult) -> list[str]:
-    """The shrunk sequence, a line a step; the departing step with the spec's answer and the invariant."""
+def promise(invariants: tuple[str, ...] | list[str], kind: str = "the call") -> str:
+    """What a departure breaks, in words: the invariants by name; ``spec`` (an answer no invariant of a run
+    covers: a wrong return value, a raise) is told as the call's wrong answer, never as an invariant."""
+    named = [i for i in invariants if i != SPEC]
+    if not named:
+        return f"a wrong answer to {kind}"
+    return "breaks " + ", ".join(named)
+
+
+def shown_steps(result: ExploreResult) -> list[Step]:
+    """The steps explore shows: the written scenario's, when a departure was written (the minimal sequence,
+    the one explore.json holds, with the queue's answers and the spec's); else the shrunk example's,
+    without the steps that changed nothing the departure needs (calls on other tasks that answered as the
+    spec says, before the departing step)."""
     failure = result.failure
     if failure is None:
         return []
-    lines = [f"DEPARTED from the spec: {', '.join(failure.invariants)} (shrunk to {len(failure.steps)} step(s), "
-             f"{failure.tasks} task(s))"]
-    for n, step in enumerate(failure.steps, start=1):
+    written = result.written
+    if written is not None and written.shrunk is not None:
+        return written_steps(written.shrunk, failure.invariants)
+    return failure.steps
+
+
+def written_steps(sh: Shrunk, invariants: tuple[str, ...]) -> list[Step]:
+    """The written scenario's steps as explore's steps: the queue's answers (the scenario's replay) and the
+    model's, the departing step last, with the departure's invariants and words."""
+    wanted = next((i for i in invariants if sh.outcome.breaks(i)), None)
+    departure = sh.outcome.first(wanted) if wanted else (sh.outcome.departures[0] if sh.outcome.departures else None)
+    state = TaskState()
+    out: list[Step] = []
+    for n, (raw, answer) in enumerate(zip(sh.steps, sh.outcome.answers, strict=False), start=1):
+        spec = {"t": raw.get("t", 0), "actor": raw.get("actor"), **{k: v for k, v in raw.items() if k not in _EXPECTED}}
+        kind = spec["step"]
+        if kind in ("register", "finish", "extend", "resolve"):
+            spec["task"] = sh.task
+        lease = float(spec.get("lease", sh.lease)) if kind == "claim" else sh.lease
+        want = expect(state, spec, sh.lease) if kind in ("claim", "finish", "extend", "resolve") else None
+        if kind == "claim":
+            got = None if answer is None else (sh.task, answer, float(spec["t"]) + lease)
+            answered = _claim_words(got)
+            expected = "None (nothing claimable)" if want is None else _claim_words((sh.task, *want))
+            state = apply(state, spec, None if answer is None else (answer, float(spec["t"]) + lease))
+        elif kind in ("finish", "extend", "resolve"):
+            answered, expected = repr(answer), repr(want)
+            state = apply(state, spec, answer)
+        else:
+            answered = expected = "nothing"
+            state = apply(state, spec, answer) if kind == "register" else state
+        last = departure is not None and n == departure.index
+        out.append(Step(spec, answered, expected, sh.task,
+                        tuple(departure.invariants) if last and departure else (),
+                        departure.what if last and departure else ""))
+        if last:
+            break
+    return out
+
+
+_EXPECTED = ("returns", "state", "generation", "lease_until", "ledger_actions", "label", "why", "gap_first")
+
+
+def failure_lines(result: ExploreResult) -> list[str]:
+    """The minimal sequence, a line a step; the departing step's operation, what the queue answered and
+    what the spec says (or, when the answer was the spec's, what in the snapshot after it differs), and
+    the promise it breaks."""
+    failure = result.failure
+    if failure is None:
+        return []
+    steps = shown_steps(result) or failure.steps
+    tasks = len({s.task for s in steps if s.task}) or failure.tasks
+    last = steps[-1]
+    invariants = last.invariants or failure.invariants
+    what = last.what or failure.what
+    lines = [f"DEPARTED from the spec: {promise(invariants, last.spec['step'])} (shrunk to {len(steps)} step(s), "
+             f"{tasks} task(s))"]
+    for n, step in enumerate(steps, start=1):
         lines.append(step_line(n, step))
-    last = failure.steps[-1]
-    lines.append(f"     the queue answered {last.answered}; the spec says {last.expected}")
-    lines.append(f"     breaks {', '.join(failure.invariants)}: {failure.what}")
+    op = f"step {len(steps)}, {operation(last)}"
+    if last.answered != last.expected:
+        lines.append(f"     {op}: the queue answered {last.answered}; the spec says {last.expected}")
+    else:
+        lines.append(f"     {op}: the queue answered {last.answered}, as the spec says; what differs is after it")
+    named = [i for i in invariants if i != SPEC]
+    lines.append(f"     {'breaks ' + ', '.join(named) if named else 'why'}: {what}")
     written = result.written
     if written is not None and written.shrunk is None:
         lines.append(f"No scenario file: {written.reason}.")
@@ -104,7 +182,8 @@ def result_json(result: ExploreResult) -> dict[str, Any]:
             "what": failure.what,
             "tasks": failure.tasks,
             "steps": [{**{k: v for k, v in s.spec.items()}, "answered": s.answered, "expected": s.expected,
-                       **({"invariants": list(s.invariants)} if s.invariants else {})} for s in failure.steps],
+                       **({"invariants": list(s.invariants)} if s.invariants else {})} for s in shown_steps(result)],
+            "found_steps": len(failure.steps),  # the shrunk example's steps, before the scenario's own shrinking
             "scenario": None if result.written is None or result.written.shrunk is None else {
                 "task": result.written.task, "steps": len(result.written.shrunk.steps)},
             "no_scenario_because": result.written.reason if result.written is not None else "",

@@ -293,8 +293,13 @@ def snapshot_departure(s: TaskState, observed: dict[str, Any]) -> str:
     shown = (observed.get("state"), observed.get("generation"), observed.get("lease_until"))
     implied = (s.state, s.generation, s.lease_until)
     if shown[:2] != implied[:2] or not _same_lease_end(shown[2], implied[2]):
-        return (f"snapshot shows {shown[0]} / generation {shown[1]} / lease_until {_t(shown[2])}, but the answers "
-                f"imply {implied[0]} / generation {implied[1]} / lease_until {_t(implied[2])}")
+        same = (shown[0] == implied[0], shown[1] == implied[1], _same_lease_end(shown[2], implied[2]))
+        a, b = _t(shown[2]), _t(implied[2])
+        if a == b and not same[2]:  # equal at six digits, not equal: every digit, so the difference is seen
+            a, b = repr(shown[2]), repr(implied[2])
+        differs = [name for name, ok in zip(("state", "generation", "lease_until"), same, strict=True) if not ok]
+        return (f"snapshot shows {shown[0]} / generation {shown[1]} / lease_until {a}, but the answers "
+                f"imply {implied[0]} / generation {implied[1]} / lease_until {b} ({', '.join(differs)} differs)")
     if s.state in TERMINAL_STATES and s.finishes and (s.generation, s.state) not in s.finishes:
         gen, outcome = s.finishes[-1]
         return (f"snapshot shows {s.state} at generation {s.generation}, but no accepted finish explains it "

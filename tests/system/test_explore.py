@@ -82,3 +82,20 @@ def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path, capsys, monkeyp
     lines = err.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], err
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_the_printed_sequence_is_the_written_one(tmp_path):
+    """The steps explore prints are the scenario it writes (minimal: no step the departure does not need), and
+    explore-result.json's departure holds the same; "spec" is never told as an invariant (issue 36)."""
+    on_path()
+    result = explore_queue("user_mistakes:ExtendIgnoresGeneration", seed=1, examples=30, out=tmp_path)
+    assert result.failure is not None and result.written is not None and result.written.shrunk is not None
+    written = json.loads((tmp_path / "explore.json").read_text())["scenarios"][0]["steps"]
+    text = result.message()
+    shown = [line for line in text.splitlines() if line[:4].strip().rstrip(".").isdigit()]
+    assert len(shown) == len(written), text
+    for line, step in zip(shown, written, strict=True):
+        assert f" {step['step']}" in line, (line, step)
+    assert [(s["step"], s["t"]) for s in result.to_json()["departure"]["steps"]] == \
+        [(s["step"], s["t"]) for s in written]
+    assert not text.startswith("DEPARTED from the spec: spec") and "breaks spec" not in text, text
