@@ -22,6 +22,13 @@ COMMANDS = ("scenarios", "stress", "check", "replay", "explore", "selftest", "hu
             "soak", "merge", "bench", "init-ci", "mutate")
 
 
+DESCRIPTION = (
+    "Stress a lease-based task queue with real processes and real faults, and check every promise of its "
+    "spec. The queue keeps its tasks in a database (SQLite, PostgreSQL, Redis), or is any queue behind "
+    "exec:COMMAND: a queue in any language, spoken to over JSON lines."
+)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse prints a usage block before its error; the error contract wants one line."""
 
@@ -34,7 +41,7 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="takeover",
-        description="Stress a lease-based SQLite task queue with real processes and real faults.",
+        description=DESCRIPTION,
     )
     from takeover.version import __version__
 
@@ -47,8 +54,22 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure(cmd)
+        name_defaults(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
+
+
+def name_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every option that takes a value says its default in ``--help``: those whose help does not say it yet
+    get argparse's default (``none``: not given, the option does nothing). A flag is off unless given."""
+    for action in parser._actions:
+        if not action.option_strings or action.nargs == 0 or not action.help or action.help == argparse.SUPPRESS:
+            continue
+        if "default" in action.help:
+            continue
+        default = action.default
+        shown = "none" if default is None or default == [] else default
+        action.help += f" (default: {shown})".replace("%", "%%")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -366,6 +366,12 @@ def load_profile(name: str) -> RunConfig:
     )
 
 
+def profile_defaults() -> dict[str, Any]:
+    """Every run option's value in the default profile, by dest: the defaults ``--help`` names."""
+    cfg = load_profile(DEFAULT_PROFILE)
+    return {o.dest: o.value_in(cfg) for o in RUN_OPTIONS}
+
+
 def profile_description(name: str) -> str:
     try:
         return str(tomllib.loads(profile_path(name).read_text()).get("description", ""))

@@ -395,8 +395,10 @@ def add_option(parser: argparse.ArgumentParser, o: RunOption, text: str | None =
     parser.add_argument(o.flag, default=o.default, help=o.help if text is None else text, **extra)
 
 
-def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles: Sequence[str] = ()) -> None:
-    """Add the run options ``command`` takes. Soak keeps the ones it refuses, hidden, to say why it refuses them."""
+def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles: Sequence[str] = (),
+                    profile_values: Mapping[str, Any] | None = None) -> None:
+    """Add the run options ``command`` takes. Soak keeps the ones it refuses, hidden, to say why it refuses them.
+    ``profile_values`` (by dest: the default profile's values) puts each option's default in its help."""
     for o in taken_by(command):
         if command == "sweep":
             text = o.sweep_help
@@ -404,7 +406,23 @@ def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles:
             text = argparse.SUPPRESS
         else:
             text = o.help.replace("{profiles}", ", ".join(profiles))
+            if profile_values is not None:
+                text += default_words(o, profile_values.get(o.dest))
         add_option(parser, o, text)
+
+
+def default_words(o: RunOption, profile_value: Any) -> str:
+    """What ``--help`` says of an option's default: the profile's value, named as the profile's (an option
+    overrides its profile: ``--profile smoke`` changes the default), or the option's own default. Empty
+    where the help already says it, and for a flag (off unless given)."""
+    if o.is_flag or "default" in o.help:
+        return ""
+    if o.overrides and o.profile:
+        shown = "not set" if profile_value in (None, "") else o.render(profile_value)
+        return f" (default: the profile's; {shown} in {DEFAULT_PROFILE})"
+    if o.default is not None:
+        return f" (default: {o.render(o.default)})"
+    return " (default: none)" if profile_value is None else f" (default: {o.render(profile_value)})"
 
 
 def given(args: argparse.Namespace, command: Command) -> dict[str, Any]:

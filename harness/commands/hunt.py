@@ -14,18 +14,20 @@ import argparse
 import sys
 
 from takeover import store
-from takeover.config import profile_names
+from takeover.config import profile_defaults, profile_names
 from takeover.exit_codes import ExitCode
 from takeover.hunter.core import DEFAULT_BUDGET, DEFAULT_KEEP_VALID, DEFAULT_RUN_SECONDS, PASSED_ON, HuntOptions
-from takeover.options import BY_DEST, add_db_options, add_option, shell_line
+from takeover.options import BY_DEST, add_db_options, add_option, default_words, shell_line
 
 HELP = "hunt for a bug: short runs on successive seeds, aimed and swarm in turn, until the first violation"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    defaults = profile_defaults()
     for dest in PASSED_ON:
         o = BY_DEST[dest]
-        add_option(parser, o, o.help.replace("{profiles}", ", ".join(profile_names())))
+        text = o.help.replace("{profiles}", ", ".join(profile_names()))
+        add_option(parser, o, text + default_words(o, defaults.get(dest)))
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed; each run takes the next (default 1)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="SECONDS",
                         help=f"seconds the hunt may take (default {DEFAULT_BUDGET:g}); a run is not started when it "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from takeover.config import profile_names
+from takeover.config import profile_defaults, profile_names
 from takeover.exit_codes import ExitCode
 from takeover.options import (
     NO_FAULTS_OPTION,
@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> N
     ``takeover soak`` builds its parser with this too (``command="soak"``); it checks each segment
     as it ran, so ``--reconcile`` is kept there only to be refused with a reason.
     """
-    add_run_options(parser, command, profile_names())
+    add_run_options(parser, command, profile_names(), profile_defaults())
     add_db_options(parser)
     add_option(parser, NO_FAULTS_OPTION)
     add_option(parser, RECONCILE_OPTION, None if command == "stress" else argparse.SUPPRESS)

@@ -341,3 +341,39 @@ def test_the_database_is_written_into_the_reproduce_line_only_when_it_is_not_sql
     again = stress.resolve(parser_for(stress.configure).parse_args(argv[2:]))
     assert again == dataclasses.replace(cfg, queue=again.queue) and again.db == value
     assert again.queue == BASE.queue, "a queue written explicitly stays as written"
+
+
+def test_every_option_that_takes_a_value_says_its_default_in_help():
+    """Issue 36: a user learned the lease and the worker count from the reproduce line, since --help showed no
+    defaults. Every command's every option that takes a value now says its default."""
+    import argparse
+
+    from takeover.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [f"{name} {a.option_strings[0]}" for name, cmd in sub.choices.items() for a in cmd._actions
+               if a.option_strings and a.nargs != 0 and a.help not in (None, argparse.SUPPRESS)
+               and "default" not in a.help]
+    assert missing == []
+
+
+def test_a_run_options_default_is_the_profiles_named_as_such():
+    from takeover.config import load_profile
+    from takeover.options import BY_DEST, DEFAULT_PROFILE
+
+    cfg = load_profile(DEFAULT_PROFILE)
+    for dest, command in (("lease", "stress"), ("workers", "stress"), ("workers", "hunt")):
+        o = BY_DEST[dest]
+        words = f"{o.flag} {o.flag.upper().lstrip('-').replace('-', '_')} {o.help} (default: the profile's; " \
+                f"{o.render(o.value_in(cfg))} in {DEFAULT_PROFILE})"
+        assert words in _help(command), (command, words)
+
+
+def test_the_top_level_help_names_every_backend():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(out.getvalue().split())
+    assert "SQLite, PostgreSQL, Redis" in text and "exec:COMMAND" in text
+    assert "lease-based SQLite task queue" not in text
