@@ -57,12 +57,12 @@ import inspect
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from takeover import bridge, locate
+from takeover import answers, bridge, locate
 from takeover.errors import ContractError
 from takeover.locate import canonical_module
 from takeover.queue_types import Claim, SnapshotRow
 
-STATES = ("pending", "running", "done", "uncertain")
+STATES = answers.STATES
 TERMINAL_STATES = ("done", "uncertain")
 OUTCOMES = ("done", "uncertain")
 
@@ -180,8 +180,10 @@ def open_queue(spec: str, database: str, factory: QueueFactory | None = None) ->
         queue = factory(database)
     except ContractError:
         raise
-    except Exception as exc:  # noqa: BLE001 - report the user's constructor failure in one line
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+    except KeyboardInterrupt:  # on this thread a Ctrl-C: the command's to handle (exit 130)
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the constructor's failure in one line, sys.exit() included
+        detail = answers.exception_text(exc)
         raise ContractError(f"queue {spec!r} failed to open {redact(database)}: {detail}") from None
     check_queue_object(queue, spec)
     return queue
@@ -204,65 +206,8 @@ def capabilities(queue: object) -> dict[str, bool]:
 
 # -- run-time shape checks ----------------------------------------------------------------------
 # check_queue_object() can only see names and arities; what the methods *return* is seen at run
-# time. These helpers turn a wrong return value into a one-line ContractError that names the method,
-# the value and what the contract wants, instead of a TypeError deep in a worker or the checker.
-# They check shape only, never semantics: semantics are what the scenarios and the checker judge.
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def validate_claim_result(value: object, spec: str) -> Claim | None:
-    """``claim()`` must return None or ``(task_id: str, generation: int, lease_until: float)``."""
-    if value is None:
-        return None
-    want = "None or (task_id: str, generation: int, lease_until: float)"
-    if not isinstance(value, tuple | list) or len(value) != 3:
-        raise ContractError(f"queue {spec!r}: claim() returned {value!r}; the contract wants {want}")
-    task_id, generation, lease_until = value
-    if not isinstance(task_id, str):
-        raise ContractError(f"queue {spec!r}: claim() returned task_id {task_id!r}, not a str")
-    if not _is_int(generation):
-        raise ContractError(f"queue {spec!r}: claim() returned generation {generation!r}, not an int")
-    if not _is_number(lease_until):
-        raise ContractError(f"queue {spec!r}: claim() returned lease_until {lease_until!r}, not a number")
-    return task_id, generation, float(lease_until)
-
-
-def validate_finish_result(value: object, spec: str) -> bool:
-    """``finish()`` must return a bool: True accepted, False rejected (None is not "rejected")."""
-    if not isinstance(value, bool):
-        raise ContractError(
-            f"queue {spec!r}: finish() returned {value!r}; the contract wants True (accepted) or False"
-        )
-    return value
-
-
-def validate_snapshot(rows: object, spec: str) -> list[SnapshotRow]:
-    """``snapshot()`` must return ``[(task_id, state, generation, lease_until | None), ...]``."""
-    if not isinstance(rows, list | tuple):
-        raise ContractError(f"queue {spec!r}: snapshot() returned {type(rows).__name__}, not a list of rows")
-    out: list[SnapshotRow] = []
-    for row in rows:
-        if not isinstance(row, tuple | list) or len(row) != 4:
-            raise ContractError(
-                f"queue {spec!r}: snapshot() row {row!r} is not (task_id, state, generation, lease_until)"
-            )
-        task_id, state, generation, lease_until = row
-        if not isinstance(task_id, str):
-            raise ContractError(f"queue {spec!r}: snapshot() row {row!r}: task_id is not a str")
-        if state not in STATES:
-            raise ContractError(
-                f"queue {spec!r}: snapshot() row {row!r}: state {state!r} is not one of {', '.join(STATES)}"
-            )
-        if not _is_int(generation):
-            raise ContractError(f"queue {spec!r}: snapshot() row {row!r}: generation is not an int")
-        if lease_until is not None and not _is_number(lease_until):
-            raise ContractError(f"queue {spec!r}: snapshot() row {row!r}: lease_until is not a number or None")
-        out.append((task_id, state, generation, None if lease_until is None else float(lease_until)))
-    return out
+# time, and checked in one place for every command: takeover.answers. These are its checks under the
+# names the callers have long used.
+validate_claim_result = answers.claim
+validate_finish_result = answers.finish
+validate_snapshot = answers.snapshot

@@ -122,7 +122,15 @@ class HistoryWriter:
 def error_text(exc: BaseException) -> str:
     """An exception as a record's ``error``: its type and message on one line, at most 300 characters
     (a user's queue may raise with a multi-line message or a whole SQL statement)."""
-    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+    return f"{type(exc).__name__}: {message_of(exc)}".replace("\n", " ")[:300]
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder when the exception's ``__str__`` raises (a queue's may)."""
+    try:
+        return str(exc)
+    except BaseException:  # noqa: BLE001 - a queue's exception whose __str__ raises is still recorded
+        return "<its message cannot be read: __str__ raised>"
 
 
 _dumps = orjson.dumps

@@ -40,7 +40,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from takeover import db
+from takeover import answers, db
 from takeover.contract import (
     LeaseQueue,
     QueueFactory,
@@ -55,7 +55,8 @@ from takeover.errors import ContractError, UsageError
 from takeover.run.ledger import Ledger
 from takeover.run.queue_caller import QueueCaller, QueueHung
 from takeover.scenario_results import OBSERVED_KEYS as OBSERVED_KEYS
-from takeover.scenario_results import Hang, ReplayedScenario, StepResult, same
+from takeover.scenario_results import Hang, ReplayedScenario, StepResult
+from takeover.scenario_results import same as same
 from takeover.store import LEDGER_FILE
 
 TASK_ID = "task"
@@ -82,8 +83,7 @@ def scenario_ids(spec: dict[str, Any] | None = None) -> list[str]:
 
 def one_line(exc: BaseException) -> str:
     """An exception as one line: the transcript and --json must never carry a traceback."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return answers.exception_text(exc)
 
 
 class StepHung(Exception):
@@ -236,8 +236,9 @@ class _Replay:
             if task_id not in self.tasks:
                 known = " or ".join(repr(k) for k in sorted(self.tasks))
                 result.errors.append(f"claim returned task {task_id!r}, only {known} exists")
-            if not same(t + lease, lease_until):
-                result.errors.append(f"claim returned lease_until {lease_until!r}, expected {t + lease:g}")
+            departed = answers.lease_departure("claim", lease_until, t, lease, tolerance=0.0, context=False)
+            if departed:
+                result.errors.append(departed)
             return generation
         if kind == "finish":
             accepted = self._call("finish", self._queue().finish, task, st["with_generation"], st["outcome"], t)
@@ -248,19 +249,13 @@ class _Replay:
                 raise ContractError(f"queue {self.queue_spec!r} has no extend() (an optional method this step needs)")
             lease = st.get("lease", self.lease)
             got = self._call("extend", q.extend, task, st["with_generation"], t, lease)  # type: ignore[attr-defined]
-            if got is not None and (isinstance(got, bool) or not isinstance(got, int | float)):
-                raise ContractError(f"queue {self.queue_spec!r}: extend() returned {got!r}; the contract wants "
-                                    "the new lease_until or None")
-            return None if got is None else float(got)
+            return answers.extend(got, self.queue_spec)
         if kind == "resolve":
             q = self._queue()
             if not has_extension(q, "resolve"):
                 raise ContractError(f"queue {self.queue_spec!r} has no resolve() (an optional method this step needs)")
             got = self._call("resolve", q.resolve, task, st["with_generation"], st["outcome"], t)  # type: ignore[attr-defined]
-            if not isinstance(got, bool):
-                raise ContractError(f"queue {self.queue_spec!r}: resolve() returned {got!r}; the contract wants "
-                                    "True (resolved) or False")
-            return got
+            return answers.resolve(got, self.queue_spec)
         if kind == "exit_and_reopen":
             queue, self.queue = self.queue, None
             if queue is not None:

@@ -21,6 +21,10 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 Verdict: TypeAlias = bool | Literal["unknown"]
 UNKNOWN: Literal["unknown"] = "unknown"
 
+# The note of every invariant of a run whose history is damaged (empty, or cut short): nothing was judged,
+# and ``inconclusive`` says why (takeover.checker.verdict.damaged_reason).
+NOT_JUDGED = "not judged: the history is damaged"
+
 # One example of a violation or of a duplicate side effect: JSON values (task names, generations,
 # process numbers, times since the run started) under keys that differ from one invariant to the next,
 # so the reports show them as a table of whatever columns the examples have.

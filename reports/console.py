@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from takeover.reports.coverage import coverage_line, needs_lines, unreached_lines
 from takeover.reports.words import aimed_brief, clock_brief, diagnosis_lines, feature_lines, gate_line, verdict_word
 from takeover.store import VIOLATIONS_CSV, json_default
+from takeover.summary_types import NOT_JUDGED
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.summary_types import Summary
@@ -19,6 +20,10 @@ def short_summary(summary: Summary, written: list[str]) -> str:
     lines = [f"{verdict_word(summary)}: {summary['run_dir']}"]
     if summary["inconclusive"]:
         lines.append(f"  inconclusive: {summary['inconclusive']}")
+    if summary["invariants"] and all(inv.get("note") == NOT_JUDGED for inv in summary["invariants"].values()):
+        # A damaged history: nothing was judged, and the one line above says why.
+        lines.append(f"  wrote {', '.join(written)} in {summary['run_dir']}")
+        return "\n".join(lines) + "\n"
     for name, inv in summary["invariants"].items():
         if inv["valid"] is not True:
             state = "VIOLATED" if inv["valid"] is False else "unknown"

@@ -30,6 +30,8 @@ MEANING = {
     "single_finish": "at most one finish per task takes effect",
     "state_matches_history": "the final snapshot follows from the recorded operations",
     "no_lost_task": "after the drain every task is terminal, and none terminal without an attempted action",
+    # Listed only when violated (takeover.checker.well_formed): the answers the invariants are judged on.
+    "answers_well_formed": "every answer had the contract's form, and every lease end was the one asked for",
 }
 
 # What each duplicate cause means (``duplicates.by_cause`` in summary.json; see

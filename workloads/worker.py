@@ -24,7 +24,7 @@ import signal
 import time
 from typing import cast
 
-from takeover import bridge
+from takeover import answers, bridge
 from takeover.config import TaskTime
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
 from takeover.history import HistoryWriter, error_text
@@ -101,6 +101,21 @@ class Worker:
         INCONCLUSIVE with this line rather than judged on what a broken adapter answered."""
         self.hist.write("info", "adapter", worker=self.name, value=op, detail=line)
 
+    def failed(self, f: str, exc: BaseException, **fields: object) -> None:
+        """A queue call that raised, or answered what the contract does not allow: its outcome is unknown
+        (an ``info`` completion). A malformed answer, or an escape (``sys.exit()``, a ``BaseException``),
+        is also recorded as such, an ``answer`` record that the check answers_well_formed reads."""
+        if isinstance(exc, answers.MalformedAnswer):
+            what = exc.what
+        elif not isinstance(exc, Exception):
+            what = answers.QueueEscaped(f, exc).what
+        else:
+            self.hist.write("info", f, error=error_text(exc), **fields)
+            return
+        self.hist.write("info", f, error=what[:300], **fields)
+        fields.pop("worker", None)
+        self.hist.write("info", answers.ANSWER_RECORD, worker=self.name, value=f, detail=what, **fields)
+
     def publish(self, phase: str, task: str | None = None, gen: int = 0, lease_until: float = 0.0) -> None:
         """The lease goes on the board on the real clock (when this worker's clock will reach it), so the
         nemesis times pauses against the holder's own view of its lease whatever its clock's offset."""
@@ -151,7 +166,7 @@ class Worker:
                 # With freeze_in_call on, every connection the queue opens is watched (takeover.run.freeze_in_call).
                 self.queue = watched(self.cfg, self.board, self.slot, self.hist, self.name,
                                      lambda: open_queue(self.cfg.queue, self.spec.queue_path))
-            except Exception as exc:  # noqa: BLE001 - recorded, retried: never a crash of the run
+            except BaseException as exc:  # noqa: BLE001 - recorded, retried: never a crash of the run
                 self.hist.write("info", "open", worker=self.name, error=error_text(exc))
                 self.nap(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -168,7 +183,7 @@ class Worker:
         queue, self.queue = self.queue, None
         try:
             queue.close()
-        except Exception:  # noqa: BLE001 - a dead connection may fail to close; it is dropped either way
+        except BaseException:  # noqa: BLE001 - a dead connection may fail to close; it is dropped either way
             pass
         self.open()
         if self.queue is None:  # stopping while it opened: the old one stands in until the loop ends
@@ -189,7 +204,7 @@ class Worker:
             if self.queue is not None:
                 try:
                     self.queue.close()
-                except Exception:  # noqa: BLE001 - nothing left to protect at exit
+                except BaseException:  # noqa: BLE001 - nothing left to protect at exit, sys.exit() included
                     pass
             self.hist.close()
 
@@ -203,9 +218,9 @@ class Worker:
         now = self.now()
         hist.write("invoke", "claim", worker=name, now=now, lease=cfg.lease)
         try:
-            claimed = self.opened.claim(name, now, cfg.lease)
-        except Exception as exc:  # noqa: BLE001
-            hist.write("info", "claim", worker=name, now=now, error=error_text(exc))
+            claimed = answers.claim(self.opened.claim(name, now, cfg.lease), cfg.queue)
+        except BaseException as exc:  # noqa: BLE001 - the queue's failure, sys.exit() included: never the worker's end
+            self.failed("claim", exc, worker=name, now=now)
             self.reopen()
             self.publish("idle")
             self.poll_pause()
@@ -219,7 +234,7 @@ class Worker:
             self.publish("idle")
             self.poll_pause()
             return
-        task, gen, lease_until = claimed[0], int(claimed[1]), float(claimed[2])
+        task, gen, lease_until = claimed
         hist.write("ok", "claim", worker=name, task=task, gen=gen, lease_until=lease_until, now=now)
         self.publish("working", task, gen, lease_until)
         kept = self.work(task, gen, lease_until)
@@ -309,9 +324,10 @@ class Worker:
         kept: float | None
         try:
             # Called only once has_extension found the method, so the queue is an ExtendingQueue.
-            new = cast(ExtendingQueue, self.opened).extend(task, gen, now, self.cfg.lease)
-        except Exception as exc:  # noqa: BLE001
-            self.hist.write("info", "extend", task=task, gen=gen, error=error_text(exc))
+            new = answers.extend(cast(ExtendingQueue, self.opened).extend(task, gen, now, self.cfg.lease),
+                                 self.cfg.queue)
+        except BaseException as exc:  # noqa: BLE001 - the queue's failure, sys.exit() included
+            self.failed("extend", exc, task=task, gen=gen)
             self.reopen()
             kept = lease_until  # unknown: keep working on what we believe
         else:
@@ -319,8 +335,8 @@ class Worker:
                 self.hist.write("fail", "extend", task=task, gen=gen, error="lost")
                 kept = None
             else:
-                self.hist.write("ok", "extend", task=task, gen=gen, lease_until=float(new))
-                kept = float(new)
+                self.hist.write("ok", "extend", task=task, gen=gen, lease_until=new)
+                kept = new
         self.board.count(self.slot, EXTEND_CALLS)
         return kept
 
@@ -375,10 +391,10 @@ class Worker:
         self.board.count(self.slot, FINISH_CALLS)
         self.publish("finishing", task, gen, lease_until)
         try:
-            accepted = self.opened.finish(task, gen, outcome, now)
-        except Exception as exc:  # noqa: BLE001
+            accepted = answers.finish(self.opened.finish(task, gen, outcome, now), self.cfg.queue)
+        except BaseException as exc:  # noqa: BLE001 - the queue's failure, sys.exit() included
             self.publish("finished", task, gen, lease_until)
-            self.hist.write("info", "finish", task=task, gen=gen, outcome=outcome, error=error_text(exc))
+            self.failed("finish", exc, task=task, gen=gen, outcome=outcome)
             self.reopen()
             return
         self.publish("finished", task, gen, lease_until)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from takeover.checker import network
+from takeover.checker import network, well_formed
 from takeover.checker.counts import counts, coverage, warnings
 from takeover.checker.diagnosis import Diagnosis, diagnose
 from takeover.checker.duplicate_causes import duplicates, extra_actions
@@ -26,9 +26,10 @@ from takeover.checker.load import load_run
 from takeover.checker.model_coverage import model_coverage
 from takeover.checker.power import power_loss
 from takeover.checker.remedies import feature_sections
-from takeover.checker.verdict import broken_adapter, combine, exit_code, inconclusive_reason
+from takeover.checker.verdict import broken_adapter, combine, damaged_reason, exit_code, inconclusive_reason
+from takeover.checker.well_formed import answers_well_formed
 from takeover.exit_codes import ExitCode
-from takeover.summary_types import Example, Summary, Verdict
+from takeover.summary_types import NOT_JUDGED, UNKNOWN, Example, Summary, Verdict
 
 CONFIG_KEYS = ("queue", "db", "redis_persistence", "seed", "profile", "workers", "tasks", "duration", "lease",
                "remedy", "heartbeat", "faults", "command")
@@ -108,6 +109,10 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     diagnosis = diagnose(fx, results)
     if broken is not None:  # no sentence on the queue's semantics built on a broken wire
         diagnosis = Diagnosis(diagnosis.rows, [])
+    answers = answers_well_formed(fx)
+    if answers is not None:  # listed only when violated: a run with well-formed answers keeps its summary
+        results = {answers.name: answers, **results}
+        diagnosis = well_formed.qualify(diagnosis, answers)
     cnt = counts(fx)
     extra = extra_actions(fx)
     dup, dup_tasks = duplicates(fx, extra)
@@ -115,6 +120,11 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     cov["model"] = model_coverage(fx)
     warn = warnings(fx, cov, dup)
     why = broken or inconclusive_reason(cnt, run.stats.lines)
+    damaged = damaged_reason(run.stats.lines, set(fx.ops.run_events["value"].astype(object).dropna()))
+    if damaged is not None:  # nothing judged on a damaged history: every rule says so, and why
+        why = damaged
+        results = {name: InvariantResult(name, UNKNOWN, 0, [], note=NOT_JUDGED) for name in results}
+        diagnosis = Diagnosis([], [])
     valid = combine(results, why, adapter_broke=broken is not None)
     if valid is False and why is not None:  # a violation was found all the same: say so as a warning, not as
         warn = [*warn, f"{why} (yet an invariant is violated)"]  # "inconclusive" beside an INVALID verdict

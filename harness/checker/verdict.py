@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -59,6 +59,20 @@ def broken_adapter(history: pd.DataFrame) -> str | None:
         return None
     more = f" (and {len(lines) - 1} more: the history's '{ADAPTER_RECORD}' records)" if len(lines) > 1 else ""
     return f"the queue's adapter broke the protocol, so the run says nothing about the queue: {lines.iloc[0]}{more}"
+
+
+def damaged_reason(history_lines: int, marks: Collection[str]) -> str | None:
+    """A history that cannot be judged at all, said in one line: empty, or cut short. A run's coordinator
+    writes ``run start`` when the faulted phase begins and ``run drain_end`` (or ``run interrupted``) when
+    it ends; a history with the first and neither of the others ends before its run did (cut in half, a
+    disk that filled, a copy made mid-run), and every rule judged on it would blame the queue for what is
+    missing. (A history written by hand, as the checker's own tests do, has no run records: judged.)"""
+    if history_lines == 0:
+        return "the history is empty: nothing was recorded, so nothing can be judged (a damaged run folder?)"
+    if "start" in marks and not {"drain_end", "interrupted"} & set(marks):
+        return ("the history ends before its run did (a 'run start' record and no 'run drain_end'): it is cut "
+                "short or damaged, so nothing is judged")
+    return None
 
 
 def exit_code(valid: Verdict, duplicates_fail: bool) -> ExitCode:

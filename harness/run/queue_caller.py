@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from takeover import answers
+
 STEP = 0.05  # how often a waiting coordinator looks at its signals
 
 
@@ -41,11 +43,13 @@ class QueueCaller:
             job = self._jobs.get()
             if job is None:
                 return
-            fn, args, box, done = job
+            name, fn, args, box, done = job
             try:
                 box.append((True, fn(*args)))
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting coordinator
-                box.append((False, exc))
+                # sys.exit() or a KeyboardInterrupt raised by the queue on this thread is the queue's
+                # failure, an ordinary exception for the caller (takeover.answers), never its end.
+                box.append((False, answers.escaped(name, exc)))
             done.set()
 
     def call(
@@ -66,7 +70,7 @@ class QueueCaller:
         if self._busy is not None:
             raise QueueHung(f"{self._busy}() has not returned for {time.time() - self._busy_since:.1f}s")
         pending = Pending(self, name)
-        self._jobs.put((fn, args, pending.box, pending.done))
+        self._jobs.put((name, fn, args, pending.box, pending.done))
         return pending
 
     def _mark_busy(self, name: str, started: float, done: threading.Event) -> None:

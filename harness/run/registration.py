@@ -11,13 +11,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from takeover import answers
 from takeover.contract import has_extension
 from takeover.history import HistoryWriter, error_text
 from takeover.run.queue_caller import QueueHung
 
 
-def _direct(_name: str, fn: Callable[..., Any], *args: Any) -> Any:
-    return fn(*args)
+def _direct(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - sys.exit() from the queue is its failure (takeover.answers)
+        raise answers.escaped(name, exc) from None
+
+
+def _failed(hist: HistoryWriter, tid: str, exc: Exception) -> None:
+    """A register that raised: ``info``; one that escaped with sys.exit() or a BaseException is also
+    recorded as a malformed answer (the ``answer`` record the check answers_well_formed reads)."""
+    hist.write("info", "register", task=tid, error=error_text(exc))
+    if isinstance(exc, answers.QueueEscaped):
+        hist.write("info", answers.ANSWER_RECORD, value="register", task=tid, detail=exc.what)
 
 
 def register_tasks(
@@ -37,7 +51,7 @@ def register_tasks(
             call("register_many", queue.register_many, ids, now)
         except Exception as exc:  # noqa: BLE001 - unknown outcome, recorded as such
             for tid in ids:
-                hist.write("info", "register", task=tid, error=error_text(exc))
+                _failed(hist, tid, exc)
             return 0
         for tid in ids:
             hist.write("ok", "register", task=tid)
@@ -51,7 +65,7 @@ def register_tasks(
                 hist.write("info", "register", task=rest, error=error_text(exc))
             break
         except Exception as exc:  # noqa: BLE001
-            hist.write("info", "register", task=tid, error=error_text(exc))
+            _failed(hist, tid, exc)
             continue
         hist.write("ok", "register", task=tid)
         count += 1
