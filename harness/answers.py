@@ -77,8 +77,10 @@ def quote(value: object) -> str:
     try:
         text = _repr.repr(value)
     except BaseException:  # noqa: BLE001 - a queue's object may break its own repr in any way
-        big = isinstance(value, int) and not isinstance(value, bool)
-        text = f"<an int of {value.bit_length()} bits>" if big else f"<{type(value).__name__} object>"  # type: ignore[union-attr]
+        if isinstance(value, int) and not isinstance(value, bool):
+            text = f"<an int of {value.bit_length()} bits>"
+        else:
+            text = f"<{type(value).__name__} object>"
     if isinstance(value, str | bytes) and len(value) > QUOTE:
         text += f" ({len(value)} characters)" if isinstance(value, str) else f" ({len(value)} bytes)"
     text = " ".join(text.split())
