@@ -403,9 +403,11 @@ def with_overrides(base: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
 
 
 def _check_power_loss(cfg: RunConfig) -> None:
-    """A power loss needs the queue on SQLite files and FUSE on this machine; say which is missing."""
-    if cfg.db != db.DEFAULT:
-        raise UsageError("power-loss-rate: power losses are for SQLite only (the queue's files on a FUSE layer)")
+    """A power loss needs the queue on SQLite files (or a run's own Redis server) and FUSE on this machine;
+    say which is missing."""
+    if cfg.db not in (db.DEFAULT, db.REDIS):
+        raise UsageError("power-loss-rate: power losses are for SQLite and --db redis only (the queue's files, or "
+                         "the run's own server's, on a FUSE layer)")
     from takeover.powerloss.layer import check_available
 
     check_available()

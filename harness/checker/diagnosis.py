@@ -33,7 +33,7 @@ import pandas as pd
 from takeover.checker import network
 from takeover.checker.facts import Facts, power_loss_between, volatile_restart_between
 from takeover.checker.invariant_result import InvariantResult
-from takeover.checker.patterns import PATTERNS, Fields, database_kind
+from takeover.checker.patterns import PATTERNS, REDIS_POWER_LOSS, Fields, database_kind
 from takeover.summary_types import DiagnosisJson, Example
 
 TASKS_SHOWN = 10  # task ids listed per pattern in summary.json; violations.csv has every one
@@ -542,6 +542,8 @@ def diagnose(fx: Facts, results: dict[str, InvariantResult]) -> Diagnosis:
             pattern = PATTERNS[name][key]
             first = {**fields[at[0]], **{k: v[at[0]] for k, v in extra.items()}}
             defect, scenario = pattern.defect_on(database), pattern.scenario
+            if key == "power_loss" and database == "redis":
+                defect = REDIS_POWER_LOSS  # the server's machine lost its power, not the queue's files'
             leader = next((e for e in entries if e["invariant"] == pattern.follows), None)
             if leader is not None:  # the consequence of another invariant's violations: its defect
                 defect, scenario = leader["defect"], leader["scenario"]

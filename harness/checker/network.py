@@ -28,7 +28,12 @@ def has_network(fx: Facts) -> bool:
     """Whether the run had hosts, or a Redis server of its own (whose faults need none): only then do the
     duplicates list the network's causes."""
     hosts = fx.config.get("hosts")
-    return (isinstance(hosts, int) and hosts > 0) or str(fx.config.get("db", "")).partition("://")[0] == "redis"
+    return (isinstance(hosts, int) and hosts > 0) or on_redis(fx)
+
+
+def on_redis(fx: Facts) -> bool:
+    """Whether the run's database was Redis (its own server, or a user's by URL)."""
+    return str(fx.config.get("db", "")).partition("://")[0] == "redis"
 
 
 def process_hosts(fx: Facts) -> dict[float, str]:

@@ -58,6 +58,11 @@ def _vanished(f: Fields) -> str:
     return (f"the server restarted without persistence at {_s(f.get('restart_at'))}: {f.get('vanished')} tasks "
             f"vanished (task {f['task']} among them)")
 
+# The same pattern on a run's own Redis server, whose machine lost its power (takeover.run.power.cut_server).
+REDIS_POWER_LOSS = ("the Redis server answers before its append-only file is synced (appendfsync everysec syncs "
+                    "once a second, so a power loss takes back up to a second of acknowledged writes; appendfsync "
+                    "always syncs before every reply: --redis-persistence always)")
+
 
 def _lost(f: Fields) -> str:
     return f"the power loss at {_s(f.get('power_loss_at'))}"

@@ -170,7 +170,9 @@ class Coordinator:
         from takeover.net.faults import NetworkFaults
         from takeover.run.redis_site import RedisSite
 
-        with RedisSite(self.cfg) as site:
+        if self.power is not None:  # the server's files on the power-loss layer, from its first write
+            self.power.start()
+        with RedisSite(self.cfg, self.power.server_dir if self.power is not None else None) as site:
             self.site = site
             sup = self.supervisor
             site.pid_of = lambda slot: (sup.handles[slot].proc.pid if slot in sup.handles else None)
@@ -193,7 +195,7 @@ class Coordinator:
 
     def _run(self, database: str) -> RunOutcome:
         t0 = time.time()
-        if self.power is None:  # the power-loss layer keeps the SQLite file where it can cut its power
+        if self.power is None or self.cfg.db == REDIS:  # the layer keeps the SQLite file where it can cut its power
             self.supervisor.queue_path = database
         sup = self.supervisor
         sup.open()
@@ -254,6 +256,8 @@ class Coordinator:
                     pass
             self.caller.stop()
             if self.power is not None:
+                if self.cfg.db == REDIS:  # its files are open on the layer: the server goes before the mount
+                    self.site.server.stop()
                 self.power.close()
             bridge.on_broken = told
             self.hist.close()
@@ -295,6 +299,9 @@ class Coordinator:
 
     def _power_loss(self) -> None:
         assert self.power is not None
+        if self.cfg.db == REDIS:  # the server's machine loses its power, not the workers'
+            self.power.cut_server(self.site.server)
+            return
         self.power.cut(self._drop_queue, self._open_queue)
         if self.prober is not None:  # killed with the workers (it has the queue open): back on the rebooted disk
             self.prober.restart()

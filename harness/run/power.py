@@ -75,8 +75,17 @@ class PowerLoss:
         """Where the queue's file is while the layer is mounted."""
         return self.layer.mountpoint / store.QUEUE_FILE
 
+    started = False
+
     def start(self) -> None:
-        self.layer.start()
+        if not self.started:
+            self.layer.start()
+            self.started = True
+
+    @property
+    def server_dir(self) -> Path:
+        """Where a run's own database server keeps its files while the layer is mounted (``--db redis``)."""
+        return self.layer.mountpoint / "redis"
 
     def begin(self, now: float) -> None:
         """The faulted phase starts: what the set-up wrote (the schema, the tasks registered up front)
@@ -133,6 +142,29 @@ class PowerLoss:
         self.hist.write("ok", "power_loss", value=str(self.count), workers=len(victims),
                         seconds=round(time.time() - started, 4), dropped_bytes=stats.get("dropped_bytes", 0),
                         files=stats.get("files", 0))  # fmt: skip
+
+    def cut_server(self, server: Any) -> None:
+        """One power loss of the machine of the run's own database server (``--db redis``: its files are on
+        the layer): the server frozen (SIGSTOP: it acts no more), the cut, the server killed, the reboot
+        (every file back to its last sync), the server started again on what is left. The workers stand
+        for other machines: they live on, and their connections drop with the server, as a client's do."""
+        started = time.time()
+        self.count += 1
+        self.hist.write("invoke", "power_loss", value=str(self.count), workers=0, late=round(self.late, 4),
+                        detail="server")  # fmt: skip
+        server.pause()
+        self.layer.cut()
+        server.crash()
+        stats = self.layer.reboot()
+        error: dict[str, str] = {}
+        try:
+            server.restart()
+        except Exception as exc:  # noqa: BLE001 - recorded: the run goes on, every call fails until the end
+            error = {"error": f"{type(exc).__name__}: {exc}"}
+        self.done_before = self.sup.board.total(DONE)
+        self.hist.write("ok", "power_loss", value=str(self.count), workers=0, seconds=round(time.time() - started, 4),
+                        dropped_bytes=stats.get("dropped_bytes", 0), files=stats.get("files", 0), detail="server",
+                        **error)  # fmt: skip
 
     def close(self) -> None:
         """Unmount, then move the queue's files where every run keeps them (``queue.sqlite`` in the run

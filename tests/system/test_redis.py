@@ -247,3 +247,51 @@ def test_with_persistence_a_restart_loses_nothing(tmp_path: Path):
     proc, summary = _stress(out, "--no-faults", "--duration", "3", "--db-restart-rate", "0.5")
     assert [r for r in _records(out, "db_restart") if r["type"] == "ok"], "the server came back"
     assert summary["valid"] is True, proc.stdout[-3000:]
+
+
+@pytest.mark.needs_package("fuse3")
+def test_a_power_loss_takes_back_acknowledged_writes_with_everysec_and_none_with_always(tmp_path: Path):
+    """The run's server keeps its files on the power-loss layer: everysec answers before it syncs, so a power loss
+    takes acknowledged claims and finishes back (attributed to the power loss); always syncs before it answers."""
+    found = {}
+    for persistence in ("everysec", "always"):
+        out = tmp_path / persistence
+        proc, summary = _stress(out, "--no-faults", "--duration", "4", "--tasks", "200", "--seed", "1",
+                                "--redis-persistence", persistence, "--power-loss-rate", "0.5")
+        losses = [r for r in _records(out, "power_loss") if r["type"] == "ok"]
+        assert losses and all(r["detail"] == "server" for r in losses), losses
+        found[persistence] = (summary, sum(int(r["dropped_bytes"]) for r in losses), proc.stdout)
+    everysec, dropped, stdout = found["everysec"]
+    assert everysec["valid"] is False and dropped > 0, stdout[-3000:]
+    assert {d["pattern"] for d in everysec["diagnosis"]} == {"power_loss"}
+    assert "appendfsync everysec" in everysec["diagnosis"][0]["sentence"]
+    always, dropped, stdout = found["always"]
+    assert always["valid"] is True and dropped == 0, stdout[-3000:]
+
+
+@pytest.mark.needs_package("fuse3")
+def test_sigkill_of_takeover_during_power_losses_leaves_no_server_or_mount(tmp_path: Path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "takeover", "stress", "--db", "redis", "--queue", QUEUE, "--profile", "smoke",
+         "--no-faults", "--duration", "60", "--tasks", "500", "--power-loss-rate", "2", "--out", str(out)],
+        cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not ((out / "history.jsonl").exists()
+                                                   and '"power_loss"' in (out / "history.jsonl").read_text()):
+            time.sleep(0.1)
+        folders = folders_of(servers_of(proc.pid))
+        assert folders, "the run's servers are up"
+        proc.kill()
+        proc.wait(timeout=30)
+        assert wait_gone(proc.pid, folders) == []
+        deadline = time.monotonic() + 20
+        while str(out) in Path("/proc/mounts").read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert str(out) not in Path("/proc/mounts").read_text(), "the power-loss layer is unmounted"
+    finally:
+        for p in servers_of(proc.pid):
+            p.kill()
+        if proc.poll() is None:
+            proc.kill()
