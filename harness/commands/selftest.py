@@ -110,8 +110,9 @@ def unreached_cells(name: str, summary: Summary, needs: dict[str, tuple[str, ...
     None when it reached one, or when its summary has no model coverage (checked before it existed)."""
     from takeover.coverage_space import unreached_needs
     from takeover.queues.planted import NEEDS_CELLS
+    from takeover.queues.planted_redis import NEEDS_CELLS as REDIS_NEEDS_CELLS  # the Redis idioms' own
 
-    table = NEEDS_CELLS if needs is None else needs
+    table = {**REDIS_NEEDS_CELLS, **NEEDS_CELLS} if needs is None else needs
     model = summary["coverage"].get("model")
     if model is None or name not in table:
         return None

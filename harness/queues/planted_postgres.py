@@ -133,4 +133,8 @@ def planted_queues(database: str) -> tuple[str, dict[str, tuple[str, ...]]]:
 
     if db.kind(database) == db.POSTGRES:
         return __name__, PLANTED
+    if db.kind(database) == db.REDIS:
+        from takeover.queues import planted_redis
+
+        return planted_redis.__name__, planted_redis.PLANTED
     return planted.__name__, planted.PLANTED

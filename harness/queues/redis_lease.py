@@ -58,9 +58,8 @@ import os
 from typing import Any
 
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
+from takeover.db import REDIS
 from takeover.queues.sqlite_lease import RESOLUTIONS, check_lease, check_task_id, check_time
-
-REDIS = "redis"  # the kind of database (takeover.db); a queue that declares it takes redis:// URLs
 
 PREFIX = "{tq}:"
 SEQ, ALL, PENDING, RUNNING = (PREFIX + name for name in ("seq", "all", "pending", "running"))
@@ -88,11 +87,7 @@ return 0
 # KEYS: pending, running, request. ARGV: now, lease_until, worker, ttl ms.
 # An expired lease first (lowest lease end, if at or before now), else the oldest pending task.
 CLAIM = """
-local done = redis.call('GET', KEYS[3])
-if done then
-  local gen, until_, id = string.match(done, '^(%%d+) (%%S+) (.*)$')
-  return {id, tonumber(gen), until_}
-end
+%(replay)s
 %(pick)s
 if not id then return false end
 local task = '%(task)s' .. id
@@ -103,10 +98,17 @@ redis.call('ZADD', KEYS[2], ARGV[2], id)
 redis.call('SET', KEYS[3], gen .. ' ' .. ARGV[2] .. ' ' .. id, 'PX', ARGV[4])
 return {id, gen, ARGV[2]}
 """
-PICK = """
-local id = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 1)[1]
-if not id then id = redis.call('ZRANGE', KEYS[1], 0, 0)[1] end
+# A retry of a claim that already ran answers what that run answered.
+REPLAY = """
+local done = redis.call('GET', KEYS[3])
+if done then
+  local gen, until_, id = string.match(done, '^(%d+) (%S+) (.*)$')
+  return {id, tonumber(gen), until_}
+end
 """
+PICK_EXPIRED = "local id = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 1)[1]\n"
+PICK_PENDING = "if not id then id = redis.call('ZRANGE', KEYS[1], 0, 0)[1] end\n"
+PICK = PICK_EXPIRED + PICK_PENDING
 BUMP = "redis.call('HINCRBY', task, 'generation', 1)"
 
 # The fence of finish and extend: this generation, still running, lease not run out at the caller's now.
@@ -117,14 +119,14 @@ FENCE = "s[1] == 'running' and tonumber(s[2]) == tonumber(ARGV[2]) and tonumber(
 FINISH = """
 if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
 local s = redis.call('HMGET', KEYS[1], 'state', 'generation', 'lease_until')
-if not (%(fence)s) then return 0 end
+if not (%(fence)s) then %(refused)s end
 redis.call('HSET', KEYS[1], 'state', ARGV[4])
 %(clear)s
-redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
 return 1
 """
-CLEAR_LEASE = "redis.call('HDEL', KEYS[1], 'lease_until')"
+# A finished task has no lease, and leaves the running set: no claim looks at it again.
+CLEAR_LEASE = "redis.call('HDEL', KEYS[1], 'lease_until') redis.call('ZREM', KEYS[2], ARGV[1])"
 
 # KEYS: task, running, request. ARGV: task id, generation, now, lease_until, ttl ms. Never shortens a lease.
 EXTEND = """
@@ -175,14 +177,15 @@ return out
 """
 
 
-def claim_script(pick: str = PICK, bump: str = BUMP) -> str:
-    """The claim: ``pick`` sets ``id`` to the claimable task (or nil), ``bump`` is its new generation."""
-    return CLAIM % {"pick": pick, "task": TASK, "bump": bump}
+def claim_script(pick: str = PICK, bump: str = BUMP, replay: str = REPLAY) -> str:
+    """The claim: ``pick`` sets ``id`` to the claimable task (or nil), ``bump`` is its new generation,
+    ``replay`` answers a retried call."""
+    return CLAIM % {"pick": pick, "task": TASK, "bump": bump, "replay": replay}
 
 
-def finish_script(fence: str = FENCE, clear: str = CLEAR_LEASE) -> str:
-    """The finish: accepted when ``fence`` holds; ``clear`` drops the lease."""
-    return FINISH % {"fence": fence, "clear": clear}
+def finish_script(fence: str = FENCE, clear: str = CLEAR_LEASE, refused: str = "return 0") -> str:
+    """The finish: accepted when ``fence`` holds (else ``refused`` answers); ``clear`` drops the lease."""
+    return FINISH % {"fence": fence, "clear": clear, "refused": refused}
 
 
 def number(value: float) -> str:
@@ -237,10 +240,12 @@ class RedisLeaseQueue:
     def claim(self, worker: str, now: float, lease: float) -> Claim | None:
         check_time("now", now)
         check_lease(lease)
-        got = self._run(
-            "CLAIM", [PENDING, RUNNING, self._request()], [number(now), number(now + lease), worker, REQUEST_TTL_MS]
-        )
+        got = self._run("CLAIM", [PENDING, RUNNING, self._request()], self._claim_args(worker, now, lease))
         return None if got is None else (got[0], int(got[1]), float(got[2]))
+
+    def _claim_args(self, worker: str, now: float, lease: float) -> list[Any]:
+        """ARGV of the claim: the time its pick judges leases by, the new lease's end, the worker, the TTL."""
+        return [number(now), number(now + lease), worker, REQUEST_TTL_MS]
 
     def finish(self, task_id: str, generation: int, outcome: str, now: float) -> bool:
         if outcome not in OUTCOMES:
