@@ -4,11 +4,11 @@ mutations of its string constants, every applicable site, in a deterministic ord
 Why generated and not written: a mutation score is the honest measure of a harness's power only when
 nobody chose the bugs. The operators are generic (a relational operator changed, ``and`` <-> ``or``, a
 constant off by one, a transaction removed so its statements autocommit one by one, an early return,
-and the SQL operators of :mod:`takeover.mutation.sql`); each is applied at every site it fits, one
-site per mutant. What is mutated: the module's functions and constants, and the body of the queue class
-named by ``MODULE:ATTR`` with the classes it inherits from in the same module; another class's body is
-not (nothing the queue runs is there), nor docstrings, annotations, imports or the messages of
-``raise`` statements.
+the SQL operators of :mod:`takeover.mutation.sql` and the Lua ones of :mod:`takeover.mutation.lua`, for
+a Redis queue's scripts); each is applied at every site it fits, one site per mutant. What is mutated: the
+module's functions and constants, and the body of the queue class named by ``MODULE:ATTR`` with the classes
+it inherits from in the same module; another class's body is not (nothing the queue runs is there), nor
+docstrings, annotations, imports or the messages of ``raise`` statements.
 
 A mutant's id is ``<module>:<site>:<operator>-<n>``: the module's last name, the site (a constant's
 name without its leading underscore, ``RESOLVE.done`` for a dict's value, ``Class.method`` for code),
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from takeover.errors import UsageError
-from takeover.mutation import sql
+from takeover.mutation import lua, sql
 
 # The SQLite helper whose BEGIN is IMMEDIATE (takeover.sqlite_util): the "begin-deferred" operator swaps
 # it for a subclass that BEGINs deferred, appended to the mutant as SHIM.
@@ -324,5 +324,5 @@ def _constant(node: ast.Constant, path: Path_, site: str, line: int) -> Iterator
         for new in (value - 1, value + 1):
             yield _Edit(site, "constant", f"line {line}: {value!r} -> {new!r}", line, path, (ast.Constant(value=new),))
     elif isinstance(value, str):
-        for operator, what, text in sql.mutations(value):
+        for operator, what, text in lua.mutations(value) if lua.is_lua(value) else sql.mutations(value):
             yield _Edit(site, operator, f"line {line}: {what}", line, path, (ast.Constant(value=text),))

@@ -33,34 +33,35 @@ def is_sql(text: str) -> bool:
     return bool(SQL_WORDS.search(text))
 
 
-def _outside_quotes(text: str) -> list[bool]:
-    """For each character: True when it is not inside a quoted SQL string literal."""
+def outside_quotes(text: str, quoted: re.Pattern[str] = _QUOTED) -> list[bool]:
+    """For each character: True when it is not inside a quoted string literal (SQL's, or ``quoted``'s:
+    takeover.mutation.lua passes Lua's)."""
     mask = [True] * len(text)
-    for m in _QUOTED.finditer(text):
+    for m in quoted.finditer(text):
         for i in range(m.start(), m.end()):
             mask[i] = False
     return mask
 
 
-def _finditer(pattern: str, text: str) -> Iterator[re.Match[str]]:
+def finditer(pattern: str, text: str, quoted: re.Pattern[str] = _QUOTED) -> Iterator[re.Match[str]]:
     """Matches of ``pattern`` that start outside quoted literals."""
-    mask = _outside_quotes(text)
+    mask = outside_quotes(text, quoted)
     for m in re.finditer(pattern, text):
         if mask[m.start()]:
             yield m
 
 
-def _replace(text: str, start: int, end: int, new: str) -> str:
+def replace(text: str, start: int, end: int, new: str) -> str:
     return text[:start] + new + text[end:]
 
 
 def _where_clauses(text: str) -> Iterator[tuple[int, int]]:
     """The (start, end) of the condition of every WHERE clause, nested ones included."""
-    for m in _finditer(r"\bWHERE\s+", text):
+    for m in finditer(r"\bWHERE\s+", text):
         start = m.end()
         depth, i = 0, start
         end = len(text)
-        mask = _outside_quotes(text)
+        mask = outside_quotes(text)
         while i < len(text):
             c = text[i]
             if mask[i] and c == "(":
@@ -82,7 +83,7 @@ def _where_clauses(text: str) -> Iterator[tuple[int, int]]:
 def _conjuncts(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """The top-level ``AND`` operands of the condition text[start:end]."""
     parts, depth, last = [], 0, start
-    mask = _outside_quotes(text)
+    mask = outside_quotes(text)
     i = start
     while i < end:
         c = text[i]
@@ -108,7 +109,7 @@ def drop_conjunct(text: str) -> Iterator[SqlMutation]:
             cond = text[a:b].strip()
             if cond.count("(") != cond.count(")"):
                 continue  # a fragment of a statement built around it (an f-string's part): not a whole condition
-            yield "drop-conjunct", f"WHERE ... {cond} dropped", _replace(text, a, b, f"({cond} OR 1=1)")
+            yield "drop-conjunct", f"WHERE ... {cond} dropped", replace(text, a, b, f"({cond} OR 1=1)")
 
 
 _RELATIONAL = {"<=": "<", ">=": ">", "<": "<=", ">": ">="}
@@ -116,9 +117,9 @@ _RELATIONAL = {"<=": "<", ">=": ">", "<": "<=", ">": ">="}
 
 def relational(text: str) -> Iterator[SqlMutation]:
     """``<`` <-> ``<=`` and ``>`` <-> ``>=``, at each comparison."""
-    for m in _finditer(r"(?<![<>!-])(<=|>=|<(?![>=])|>(?!=))", text):
+    for m in finditer(r"(?<![<>!-])(<=|>=|<(?![>=])|>(?!=))", text):
         new = _RELATIONAL[m.group(1)]
-        yield "relational", f"{m.group(1)} -> {new}", _replace(text, m.start(), m.end(), new)
+        yield "relational", f"{m.group(1)} -> {new}", replace(text, m.start(), m.end(), new)
 
 
 def state_literal(text: str) -> Iterator[SqlMutation]:
@@ -127,16 +128,16 @@ def state_literal(text: str) -> Iterator[SqlMutation]:
     for m in re.finditer(pattern, text):
         for other in STATES:
             if other != m.group(1):
-                yield "state", f"'{m.group(1)}' -> '{other}'", _replace(text, m.start(), m.end(), f"'{other}'")
+                yield "state", f"'{m.group(1)}' -> '{other}'", replace(text, m.start(), m.end(), f"'{other}'")
 
 
 def int_literal(text: str) -> Iterator[SqlMutation]:
     """Each integer literal off by one, both ways (``generation + 1`` -> ``+ 0``/``+ 2``, ``LIMIT 1``,
     a ``VALUES (..., 0, ...)``)."""
-    for m in _finditer(r"(?<![\w.%])\d+(?![\w.])", text):
+    for m in finditer(r"(?<![\w.%])\d+(?![\w.])", text):
         n = int(m.group())
         for new in (n - 1, n + 1):
-            yield "int", f"{n} -> {new}", _replace(text, m.start(), m.end(), str(new))
+            yield "int", f"{n} -> {new}", replace(text, m.start(), m.end(), str(new))
 
 
 _PLACEHOLDER = r"(\?|%\(\w+\)s)"
@@ -144,10 +145,10 @@ _PLACEHOLDER = r"(\?|%\(\w+\)s)"
 
 def lease_arith(text: str) -> Iterator[SqlMutation]:
     """A lease set from a placeholder (``lease_until = ?``) a second off, both ways."""
-    for m in _finditer(r"\blease_until = " + _PLACEHOLDER, text):
+    for m in finditer(r"\blease_until = " + _PLACEHOLDER, text):
         for sign in ("+", "-"):
             new = f"lease_until = {m.group(1)} {sign} 1"
-            yield "lease-arith", f"{m.group()} -> {new}", _replace(text, m.start(), m.end(), new)
+            yield "lease-arith", f"{m.group()} -> {new}", replace(text, m.start(), m.end(), new)
 
 
 _COLUMNS = re.compile(r"INTO\s+\w+\s*\(([^)]*)\)")
@@ -158,54 +159,54 @@ def upsert(text: str) -> Iterator[SqlMutation]:
     and -> an upsert; ``ON CONFLICT (k) DO NOTHING`` -> ``DO UPDATE`` of every other inserted column."""
     cols = _COLUMNS.search(text)
     names = [c.strip() for c in cols.group(1).split(",")] if cols else []
-    for m in _finditer(r"\bINSERT OR IGNORE\b", text):
-        yield "or-replace", "INSERT OR IGNORE -> INSERT OR REPLACE", _replace(text, m.start(), m.end(),
+    for m in finditer(r"\bINSERT OR IGNORE\b", text):
+        yield "or-replace", "INSERT OR IGNORE -> INSERT OR REPLACE", replace(text, m.start(), m.end(),
                                                                              "INSERT OR REPLACE")
         if len(names) > 1:
             sets = ", ".join(f"{c} = excluded.{c}" for c in names[1:])
-            new = _replace(text, m.start(), m.end(), "INSERT").rstrip() + f" ON CONFLICT DO UPDATE SET {sets}"
+            new = replace(text, m.start(), m.end(), "INSERT").rstrip() + f" ON CONFLICT DO UPDATE SET {sets}"
             yield "upsert", "INSERT OR IGNORE -> an upsert of every other column", new
-    for m in _finditer(r"\bON CONFLICT \((\w+)\) DO NOTHING\b", text):
+    for m in finditer(r"\bON CONFLICT \((\w+)\) DO NOTHING\b", text):
         others = [c for c in names if c != m.group(1)]
         if others:
             sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in others)
-            yield "upsert", "ON CONFLICT DO NOTHING -> DO UPDATE of every other column", _replace(
+            yield "upsert", "ON CONFLICT DO NOTHING -> DO UPDATE of every other column", replace(
                 text, m.start(), m.end(), f"ON CONFLICT ({m.group(1)}) DO UPDATE SET {sets}")
 
 
 def returning(text: str) -> Iterator[SqlMutation]:
     """A RETURNING clause dropped."""
-    for m in _finditer(r"\s+RETURNING\s+[^()]*?(?=\)|$)", text):
-        yield "drop-returning", "RETURNING dropped", _replace(text, m.start(), m.end(), "")
+    for m in finditer(r"\s+RETURNING\s+[^()]*?(?=\)|$)", text):
+        yield "drop-returning", "RETURNING dropped", replace(text, m.start(), m.end(), "")
 
 
 def order_by(text: str) -> Iterator[SqlMutation]:
     """An ORDER BY dropped, or reversed (``DESC``)."""
-    for m in _finditer(r"\s+ORDER BY\s+([\w.]+)(\s+(?:ASC|DESC))?(?=\s+LIMIT|\s+FOR|\s+ON|\)|$)", text):
-        yield "drop-order-by", f"ORDER BY {m.group(1)} dropped", _replace(text, m.start(), m.end(), "")
+    for m in finditer(r"\s+ORDER BY\s+([\w.]+)(\s+(?:ASC|DESC))?(?=\s+LIMIT|\s+FOR|\s+ON|\)|$)", text):
+        yield "drop-order-by", f"ORDER BY {m.group(1)} dropped", replace(text, m.start(), m.end(), "")
         if not m.group(2):
-            yield "order-desc", f"ORDER BY {m.group(1)} -> DESC", _replace(text, m.end(1), m.end(1), " DESC")
+            yield "order-desc", f"ORDER BY {m.group(1)} -> DESC", replace(text, m.end(1), m.end(1), " DESC")
 
 
 def locking(text: str) -> Iterator[SqlMutation]:
     """Row locking weakened: ``FOR UPDATE SKIP LOCKED`` dropped, or only its ``SKIP LOCKED``; a
     ``BEGIN IMMEDIATE`` made a deferred ``BEGIN``; an ``INDEXED BY`` hint dropped."""
-    for m in _finditer(r"\s+FOR UPDATE( SKIP LOCKED)?", text):
-        yield "drop-for-update", f"{m.group().strip()} dropped", _replace(text, m.start(), m.end(), "")
+    for m in finditer(r"\s+FOR UPDATE( SKIP LOCKED)?", text):
+        yield "drop-for-update", f"{m.group().strip()} dropped", replace(text, m.start(), m.end(), "")
         if m.group(1):
-            yield "drop-skip-locked", "SKIP LOCKED dropped", _replace(text, m.start(1), m.end(1), "")
-    for m in _finditer(r"\bBEGIN IMMEDIATE\b", text):
-        yield "begin-deferred", "BEGIN IMMEDIATE -> BEGIN", _replace(text, m.start(), m.end(), "BEGIN")
-    for m in _finditer(r"\s+INDEXED BY \w+", text):
-        yield "drop-indexed-by", f"{m.group().strip()} dropped", _replace(text, m.start(), m.end(), "")
+            yield "drop-skip-locked", "SKIP LOCKED dropped", replace(text, m.start(1), m.end(1), "")
+    for m in finditer(r"\bBEGIN IMMEDIATE\b", text):
+        yield "begin-deferred", "BEGIN IMMEDIATE -> BEGIN", replace(text, m.start(), m.end(), "BEGIN")
+    for m in finditer(r"\s+INDEXED BY \w+", text):
+        yield "drop-indexed-by", f"{m.group().strip()} dropped", replace(text, m.start(), m.end(), "")
 
 
 def min_max(text: str) -> Iterator[SqlMutation]:
     """``MAX`` <-> ``MIN`` and ``GREATEST`` <-> ``LEAST``."""
     swap = {"MAX": "MIN", "MIN": "MAX", "GREATEST": "LEAST", "LEAST": "GREATEST"}
-    for m in _finditer(r"\b(MAX|MIN|GREATEST|LEAST)\(", text):
+    for m in finditer(r"\b(MAX|MIN|GREATEST|LEAST)\(", text):
         new = swap[m.group(1)]
-        yield "min-max", f"{m.group(1)} -> {new}", _replace(text, m.start(1), m.end(1), new)
+        yield "min-max", f"{m.group(1)} -> {new}", replace(text, m.start(1), m.end(1), new)
 
 
 OPERATORS: tuple[Callable[[str], Iterator[SqlMutation]], ...] = (

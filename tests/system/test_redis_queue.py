@@ -297,3 +297,42 @@ def test_without_a_request_id_the_retried_claim_takes_a_second_task(lossy: tuple
     finally:
         q.close()
 
+
+# -- mutants (takeover.mutation.lua): each compiles, and the generation fence's is killed -----------------------
+def test_every_lua_mutant_of_the_reference_compiles_on_the_server(url: str) -> None:
+    import types
+
+    from takeover.mutation.generate import generate
+
+    client = redis.Redis.from_url(url)
+    checked = 0
+    for mutant in generate(SPEC):
+        if mutant.site not in ("module",) and mutant.operator in (
+            "drop-conjunct",
+            "drop-call",
+            "not-dropped",
+            "boolean",
+            "relational",
+            "int",
+            "state",
+        ):
+            module = types.ModuleType("mutant")
+            exec(compile(mutant.source, mutant.id, "exec"), module.__dict__)  # noqa: S102 - our own generated code
+            for name in ("REGISTER", "CLAIM", "FINISH", "EXTEND", "RESOLVE", "SNAPSHOT"):
+                client.script_load(getattr(module.RedisLeaseQueue, name))
+            checked += 1
+    assert checked > 50
+
+
+def test_mutate_on_redis_kills_the_mutant_without_the_generation_fence(tmp_path: Path) -> None:
+    import json
+
+    from takeover.cli import main
+
+    out = tmp_path / "mutate"
+    code = main(["mutate", "--db", "redis", "--only", "redis_lease:FENCE:drop-conjunct-2", "--stages", "scenarios",
+                 "--min-score", "100", "--out", str(out)])  # fmt: skip
+    doc = json.loads((out / "mutate.json").read_text())
+    [mutant] = doc["mutants"]
+    assert code == 0 and (mutant["verdict"], mutant["stage"]) == ("killed", "scenarios"), mutant
+    assert "tonumber(s[2]) == tonumber(ARGV[2])" in mutant["diff"]
