@@ -228,6 +228,37 @@ def test_the_javascript_reference_passes_and_its_planted_bug_departs(monkeypatch
     assert stale, planted.failures
 
 
+@pytest.mark.slow
+@pytest.mark.needs_package("nodejs", "npm", "redis-server")
+@pytest.mark.needs_node_for("redis.js")
+def test_the_javascript_reference_passes_on_redis_and_its_planted_bug_departs(monkeypatch):
+    import takeover
+    from takeover import db
+
+    monkeypatch.chdir(REPO)
+    with db.serve("redis"):  # one private server for both
+        reference = takeover.scenarios("exec:node adapters/js/reference.js", db="redis")
+        planted = takeover.scenarios("exec:node adapters/js/planted.js", only=["S3"], db="redis")
+    assert reference.ok, reference.message()
+    assert not planted.ok
+    stale = [line for line in planted.failures if "S3 step 6" in line and "expected False, got True" in line]
+    assert stale, planted.failures
+
+
+@pytest.mark.needs_package("nodejs", "npm")
+@pytest.mark.needs_node_for("redis.js")
+def test_the_javascript_redis_queue_runs_the_lua_scripts_of_the_python_reference():
+    """The two Redis references differ in the language and the bridge only: the same scripts, word for word."""
+    from takeover.queues.redis_lease import RedisLeaseQueue
+
+    out = subprocess.run(["node", "-e", "console.log(JSON.stringify(require('./adapters/js/redis').SCRIPTS))"],
+                         cwd=REPO, capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    scripts = json.loads(out.stdout)
+    assert set(scripts) == {"REGISTER", "CLAIM", "FINISH", "EXTEND", "SNAPSHOT"}
+    for name, lua in scripts.items():
+        assert lua.split() == getattr(RedisLeaseQueue, name).split(), name
+
+
 @pytest.mark.needs_package("nodejs", "npm")
 @pytest.mark.needs_node_for("sqlite.js")
 def test_the_javascript_reference_passes_on_sqlite_and_its_planted_bug_departs(monkeypatch):
