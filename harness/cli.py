@@ -9,10 +9,13 @@ after itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from takeover.errors import UsageError, under_error_contract
 from takeover.exit_codes import ExitCode
@@ -73,10 +76,40 @@ def name_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with _stop_signals_as_ctrl_c():
+        try:
+            return under_error_contract(lambda: _main(argv))
+        except BrokenPipeError:  # the reader went away (``| head``): nothing is wrong with the run
+            return ExitCode.VALID
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _stop_signals_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP end every command as Ctrl-C does: a KeyboardInterrupt, so each command's cleanup
+    runs (its temporary folders, its servers, its processes), it says ``interrupted`` and exits 130. Left at
+    their default they killed a command on the spot (``explore`` exited 143 in silence and left its
+    ``takeover-explore-*`` folders). A command that takes them itself while it runs (a stress run's
+    supervisor, the hunt, the soak) does so on top of this; a signal that is ignored (``nohup``) stays so."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for sig, handler in old.items():
+        if handler is signal.SIG_DFL:
+            signal.signal(sig, _interrupt)
     try:
-        return under_error_contract(lambda: _main(argv))
-    except BrokenPipeError:  # the reader went away (``| head``): nothing is wrong with the run
-        return ExitCode.VALID
+        yield
+    finally:
+        for sig, handler in old.items():
+            if handler is signal.SIG_DFL:
+                signal.signal(sig, handler)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 def _main(argv: Sequence[str] | None) -> int:

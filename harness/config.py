@@ -37,6 +37,7 @@ from takeover.options import (
     REDIS_LOCAL_FAULTS,
     RUN_OPTIONS,
 )
+from takeover.run_option import MAX_TASKS
 
 # The profiles travel with the package (takeover.workloads), found the way the import system found it.
 PROFILE_DIR = Path(str(resources.files("takeover.workloads")))
@@ -291,6 +292,9 @@ class RunConfig:
             raise UsageError(f"heartbeat ({self.heartbeat}) must be shorter than the lease ({self.lease})")
         if self.tasks == 0 and self.arrival_rate == 0:
             raise UsageError("nothing to do: tasks is 0 and arrival-rate is 0")
+        if self.tasks + self.arrival_rate * self.duration > MAX_TASKS:
+            raise UsageError(f"tasks + arrival-rate x duration must be at most {MAX_TASKS:,} tasks, got "
+                             f"{self.tasks + self.arrival_rate * self.duration:,.0f}")
         tt = self.task_time
         if tt.dist == "pareto" and tt.spread <= 1:
             raise UsageError(f"task-time-spread is the pareto tail index and must be > 1, got {tt.spread}")

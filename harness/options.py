@@ -48,14 +48,19 @@ from takeover.run_option import (
     GRID_AXIS,
     GRID_FIXED,
     GRID_OWN,
+    MAX_TASKS,
+    MIN_MAX_WORKERS,
+    WORKERS_PER_CORE,
     RunOption,
     boolean,
     integer,
+    max_workers,
     nonneg,
     nonneg_int,
     positive,
-    positive_int,
     probability,
+    task_count,
+    worker_count,
 )
 from takeover.run_option import GridRole as GridRole
 from takeover.run_option import is_number as is_number
@@ -122,8 +127,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               default=DEFAULT_PROFILE, profile=False, grid=GRID_OWN),
     RunOption("--queue", "queue", str, f"the queue under test, {QUEUE_FORMS} (default: the reference queue)",
               sweep_help=f"the queue under test, {QUEUE_FORMS}"),
-    RunOption("--workers", "workers", int, "worker processes", positive_int, sweep_help="workers per run"),
-    RunOption("--tasks", "tasks", int, "tasks registered before the run", nonneg_int, sweep_help="tasks per run"),
+    RunOption("--workers", "workers", int,
+              f"worker processes (at most {max_workers()} here: {WORKERS_PER_CORE} per core, at least "
+              f"{MIN_MAX_WORKERS}, within a quarter of the process limit)", worker_count,
+              sweep_help="workers per run"),
+    RunOption("--tasks", "tasks", int, f"tasks registered before the run (at most {MAX_TASKS:,})", task_count,
+              sweep_help="tasks per run"),
     RunOption("--duration", "duration", float, "seconds of the faulted phase (the drain follows)", positive,
               soak="a soak's segments last --checkpoint seconds, for --minutes in all",
               sweep_help="seconds of each run's faulted phase"),
@@ -336,9 +345,35 @@ SHARD_HELP = ("run only shard I of N of the runs (run i goes to shard i mod N + 
 
 def add_fanout_options(parser: argparse.ArgumentParser, shard: bool = True) -> None:
     """``--cluster ADDRESS`` (and ``--shard I/N``) of sweep, tune, hunt, soak, selftest and bench."""
-    parser.add_argument("--cluster", metavar="tcp://HOST:PORT|local:N", help=CLUSTER_HELP)
+    parser.add_argument("--cluster", metavar="tcp://HOST:PORT|local:N", type=cluster_address, help=CLUSTER_HELP)
     if shard:
         parser.add_argument("--shard", metavar="I/N", type=shard_spec, help=SHARD_HELP)
+
+
+CLUSTER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # the addresses dask's schedulers listen on
+
+
+def cluster_address(text: str) -> str:
+    """``tcp://HOST:PORT`` (a port from 1 to 65535) or ``local:N`` (1 <= N <= the workers this machine holds),
+    checked before anything starts: ``tcp://127.0.0.1:99999`` waited 10 s for a scheduler that cannot exist,
+    and an empty address ran every run here, without a word (issue 34)."""
+    from urllib.parse import urlsplit
+
+    want = "tcp://HOST:PORT of a dask scheduler, or local:N"
+    if text.startswith("local:"):
+        count = text.removeprefix("local:")
+        if not count.isdigit() or not 1 <= int(count) <= max_workers():
+            raise argparse.ArgumentTypeError(f"local:N needs N from 1 to {max_workers()} (dask worker processes "
+                                             f"here), got {text!r}")
+        return text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:  # a port out of 0-65535 or not a number
+        raise argparse.ArgumentTypeError(f"must be {want}; {text!r} has a bad port ({exc})") from None
+    if parts.scheme not in CLUSTER_SCHEMES or not parts.hostname or port == 0 or parts.path not in ("", "/"):
+        raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}")
+    return text
 
 
 def shard_spec(text: str) -> tuple[int, int]:

@@ -61,6 +61,39 @@ def nonneg_int(name: str, value: Any) -> None:
         raise UsageError(f"{name} must be an integer >= 0, got {value!r}")
 
 
+# -- counts that cost processes or memory: bounded by what this machine can hold -------------------------------
+WORKERS_PER_CORE = 32  # a run's worker processes (and, with exec:, as many adapters) per core, at least MIN_MAX_WORKERS
+MIN_MAX_WORKERS = 64
+MAX_TASKS = 10_000_000  # tasks a run registers (before and during it): the checker reads 1M-event runs in seconds
+
+
+def max_workers() -> int:
+    """The most worker processes one run (or job count) may start here: WORKERS_PER_CORE per core (at least
+    MIN_MAX_WORKERS), and at most a quarter of this user's process limit (RLIMIT_NPROC: each worker may have
+    an adapter, and the run has its coordinator, service and probe besides). 100,000 workers spawned hundreds
+    of processes before a Ctrl-C could stop them (issue 34)."""
+    import resource
+
+    limit = max(MIN_MAX_WORKERS, WORKERS_PER_CORE * (os.cpu_count() or 1))
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY and soft > 0:
+        limit = min(limit, max(1, soft // 4))
+    return limit
+
+
+def worker_count(name: str, value: Any) -> None:
+    positive_int(name, value)
+    if value > max_workers():
+        raise UsageError(f"{name} must be at most {max_workers()} on this machine ({WORKERS_PER_CORE} per core, "
+                         f"at least {MIN_MAX_WORKERS}, within a quarter of the process limit), got {value}")
+
+
+def task_count(name: str, value: Any) -> None:
+    nonneg_int(name, value)
+    if value > MAX_TASKS:
+        raise UsageError(f"{name} must be at most {MAX_TASKS:,}, got {value:,}")
+
+
 def boolean(name: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise UsageError(f"{name} must be true or false, got {value!r}")

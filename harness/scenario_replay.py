@@ -34,13 +34,12 @@ import json
 import math
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from takeover import answers, db
+from takeover import answers, db, scratch
 from takeover.contract import (
     LeaseQueue,
     QueueFactory,
@@ -324,7 +323,7 @@ def live_queue(label: str, queue_spec: str, factory: QueueFactory, lease: float,
     # The label in the folder's name says which scenario a file belongs to; a file's own ids may hold
     # anything, so only a safe part of them goes into a path.
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:40]
-    workdir = Path(tempfile.mkdtemp(prefix=f"takeover-{safe}-"))
+    workdir = Path(scratch.mkdtemp(f"takeover-{safe}-"))
     caller = QueueCaller()  # a fresh thread: the previous scenario's may still be stuck in a call
     try:
         with db.current().database(workdir, f"scenario_{safe}") as database:

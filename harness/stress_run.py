@@ -23,7 +23,6 @@ import argparse
 import dataclasses
 import io
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -37,6 +36,7 @@ from takeover.exit_codes import ExitCode
 from takeover.locate import locate
 from takeover.options import DEFAULT_PROFILE, FAULT_RATES, db_given, given
 from takeover.run_result import RunResult
+from takeover.scratch import scratch_dir
 
 if TYPE_CHECKING:
     from takeover.checker import CheckResult
@@ -99,7 +99,7 @@ def check_queue(spec: str) -> None:
     """Open the queue once on a scratch database (of the --db being served): a queue that fails the
     contract, or does not take that kind of database, stops us here."""
     factory = load_queue_factory(spec)
-    with tempfile.TemporaryDirectory(prefix="takeover-check-") as tmp, \
+    with scratch_dir("takeover-check-") as tmp, \
             db.current().database(Path(tmp), "check") as database:
         queue = open_queue(spec, database, factory)
         try:

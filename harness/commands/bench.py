@@ -37,6 +37,7 @@ from takeover.benchmarks.timing import MISS, NOISY, PASS, verdict
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, db_given
+from takeover.run_option import max_workers, worker_count
 
 HELP = ("measure takeover's own overhead as ratios against bare SQLite (or PostgreSQL: --db); print a table, "
         "write bench.json")
@@ -129,7 +130,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detection-seconds", type=float, default=10.0, metavar="S",
                         help="faulted seconds of each of those runs (default 10)")
     parser.add_argument("--detection-jobs", type=int, default=2, metavar="J",
-                        help="detection runs at once (default 2, one per core)")
+                        help=f"detection runs at once (default 2, one per core; at most {max_workers()} here)")
     from takeover.commands.selftest import NETWORK_DURATION
 
     parser.add_argument("--detection-hosts", type=int, default=0, metavar="N",
@@ -158,6 +159,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"--out {str(out)!r}: folder {str(out.absolute().parent)!r} is missing or not writable")
     if args.detection_seeds < 1 or args.detection_jobs < 1 or not args.detection_seconds > 0:
         raise UsageError("--detection-seeds and --detection-jobs must be at least 1, --detection-seconds above 0")
+    worker_count("--detection-jobs", args.detection_jobs)  # each job is a run with its own workers
     if args.repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     mutants_sample(args)  # a bad --mutants stops here
@@ -289,6 +291,7 @@ def _shard(args: argparse.Namespace) -> ExitCode:
                          "folder)")  # fmt: skip
     if args.detection_seeds < 1 or args.detection_jobs < 1 or not args.detection_seconds > 0:
         raise UsageError("--detection-seeds and --detection-jobs must be at least 1, --detection-seconds above 0")
+    worker_count("--detection-jobs", args.detection_jobs)  # each job is a run with its own workers
     i, n = args.shard
     print(f"takeover bench: shard {i}/{n} of the detection runs (the other figures and the mutation score are not "
           "sharded)", file=sys.stderr, flush=True)  # fmt: skip

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from takeover import store
 from takeover.exit_codes import ExitCode
 from takeover.fanout.launch import fanout_outcome
+from takeover.scratch import scratch_dir
 
 if TYPE_CHECKING:  # the sweep's modules are imported when the command runs, not when the CLI starts
     from takeover.fanout.launch import Launcher
@@ -114,7 +114,7 @@ def _heartbeat_note(grid: Grid, queue: str) -> str:
         return ""
     from takeover import db
 
-    with tempfile.TemporaryDirectory(prefix="takeover-sweep-") as tmp, db.current().database(Path(tmp), "sweep") as d:
+    with scratch_dir("takeover-sweep-") as tmp, db.current().database(Path(tmp), "sweep") as d:
         q = open_queue(queue, d)
         try:
             has = has_extension(q, "extend")

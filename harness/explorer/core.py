@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from takeover.overlap import statement_counts
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
 from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, StepHung, check_step_timeout, live_queue
+from takeover.scratch import scratch_dir
 
 DEFAULT_EXAMPLES = 200
 DEFAULT_LEASE = 1.0
@@ -121,7 +121,7 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
         database = DirectoryBasedExampleDatabase(str(out / EXPLORE_DB))
     start = time.monotonic()
     # One database for every example and replay (emptied before each) on PostgreSQL: see db.reused.
-    with tempfile.TemporaryDirectory(prefix="takeover-explore-") as folder, db.reused(Path(folder), "explore"):
+    with scratch_dir("takeover-explore-") as folder, db.reused(Path(folder), "explore"):
         statements = _check_opens(queue_spec, factory, lease, step_timeout) if overlaps else {}
         setup = Setup(queue_spec, factory, lease, step_timeout, recorder, statements)
         try:

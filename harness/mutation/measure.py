@@ -12,13 +12,13 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from takeover import db, store
 from takeover.errors import UsageError
+from takeover.scratch import scratch_dir
 
 MUTATE_FILE = "mutate.json"
 
@@ -72,7 +72,7 @@ def measure(queue: str, database: str, mutants: list[Any], out: Path, seed: int,
     }  # fmt: skip
     outcomes = []
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="takeover-mutants-") as tmp, \
+    with scratch_dir("takeover-mutants-") as tmp, \
             Runner(Path(tmp), out / "runs", settings, EQUIVALENT) as runner:
         try:
             if STRESS in stages:

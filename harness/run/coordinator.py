@@ -220,6 +220,8 @@ class Coordinator:
             )
             sup.start_service()
             for slot in range(self.cfg.workers):
+                if self.signals:  # Ctrl-C while many workers start: stop starting them (issue 34)
+                    break
                 sup.spawn(slot)
             self._await_workers()
             self.board.start()

@@ -33,7 +33,7 @@ from typing import Any
 from takeover import store
 from takeover.config import RunConfig
 from takeover.history import HistoryWriter
-from takeover.lifeline import RUN_ENV
+from takeover.lifeline import RUN_ENV, die_with_parent, parent_alive
 from takeover.run.phases import PhaseBoard
 from takeover.run.service import ServiceAddress, ServiceSpec, address_of, listen_local, listen_path, service_main
 
@@ -69,7 +69,13 @@ def on_host(entry: WorkerEntry, spec: WorkerSpec, board: PhaseBoard) -> None:
     """A worker's entry point on its host: into the host's network namespace, then the worker itself."""
     from takeover.net.namespaces import enter
 
-    enter(spec.netns)
+    die_with_parent(spec.parent_pid)  # a coordinator SIGKILLed while this one started: leave, quietly
+    try:
+        enter(spec.netns)
+    except OSError:  # the host's namespace went with a coordinator that died meanwhile (/proc/N/ns/net)
+        if not parent_alive(spec.parent_pid):
+            os._exit(70)
+        raise
     entry(spec, board)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from takeover import db
 from takeover.config import TaskTime
 from takeover.contract import has_extension, open_queue
 from takeover.errors import UsageError
+from takeover.scratch import scratch_dir
 from takeover.sweep.grid import Cell, Distribution, Grid, Mode
 from takeover.sweep.metrics import ACTION_OVERHEAD
 from takeover.sweep.wilson import tasks_needed
@@ -247,7 +247,7 @@ def measure_call_latency(queue: str, calls: int = 40) -> tuple[float, bool]:
     Why the 90th percentile: the lease decision is hurt by the slow calls, and on a shared machine the
     median hides the scheduler's delays that a run will meet.
     """
-    with tempfile.TemporaryDirectory(prefix="takeover-tune-") as tmp, db.current().database(Path(tmp), "tune") as d:
+    with scratch_dir("takeover-tune-") as tmp, db.current().database(Path(tmp), "tune") as d:
         q = open_queue(queue, d)
         try:
             extend = has_extension(q, "extend")

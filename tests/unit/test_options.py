@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import tempfile
+import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -204,8 +205,8 @@ def test_a_profile_number_becomes_a_float_where_a_float_is_due(tmp_path: Path):
     assert (type(cfg.duration), type(cfg.workers), type(cfg.task_time.mean)) == (float, int, float)
 
 
-_BAD = {options.positive: 0, options.nonneg: -1, options.positive_int: 0, options.nonneg_int: -1,
-        options.integer: 1.5, options.probability: 2.0, options.boolean: "yes"}  # fmt: skip
+_BAD = {options.positive: 0, options.nonneg: -1, options.worker_count: 0, options.nonneg_int: -1,
+        options.task_count: -1, options.integer: 1.5, options.probability: 2.0, options.boolean: "yes"}  # fmt: skip
 
 
 @pytest.mark.parametrize("o", CHECKED, ids=lambda o: o.flag)
@@ -234,13 +235,38 @@ def test_only_the_run_folder_is_left_out_of_the_reproduce_line():
     assert [o.flag for o in RUN_OPTIONS if not o.reproduce] == ["--out"]
 
 
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--workers", "100000"], f"workers must be at most {options.max_workers()} on this machine"),
+    (["--tasks", "100000000"], "tasks must be at most 10,000,000, got 100,000,000"),
+    (["--tasks", "1000", "--arrival-rate", "1e9"], "tasks + arrival-rate x duration must be at most 10,000,000"),
+])
+def test_counts_above_what_the_machine_holds_are_one_line(argv: list[str], words: str,
+                                                          capsys: pytest.CaptureFixture[str]):
+    """issue 34: ``--workers 100000`` was accepted and spawned hundreds of processes before Ctrl-C could stop it."""
+    assert main(["stress", *argv, "--out", os.devnull + "/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err, err
+    with pytest.raises(SystemExit):
+        main(["stress", "--help"])
+    assert f"(at most {options.max_workers()} here" in " ".join(capsys.readouterr().out.split())  # the help says it
+
+
+def test_the_worker_bound_follows_the_cores_and_the_process_limit():
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    cores = max(options.MIN_MAX_WORKERS, options.WORKERS_PER_CORE * (os.cpu_count() or 1))
+    assert options.max_workers() == (cores if soft == resource.RLIM_INFINITY else min(cores, max(1, soft // 4)))
+
+
 # -- the round trip: reproduce line -> stress parser -> the same config -------------------------------------------
 _VALUES = {
     options.positive: st.floats(min_value=0, exclude_min=True, allow_infinity=False),
     options.nonneg: st.floats(min_value=0, allow_infinity=False) | st.just(0.0),
     options.probability: st.floats(min_value=0, max_value=1),
-    options.positive_int: st.integers(1, 512),
+    options.worker_count: st.integers(1, options.max_workers()),
     options.nonneg_int: st.integers(0, 10**9),
+    options.task_count: st.integers(0, options.MAX_TASKS),
     options.integer: st.integers(-(2**63), 2**63),
     options.boolean: st.booleans(),
 }
@@ -377,3 +403,27 @@ def test_the_top_level_help_names_every_backend():
     text = " ".join(out.getvalue().split())
     assert "SQLite, PostgreSQL, Redis" in text and "exec:COMMAND" in text
     assert "lease-based SQLite task queue" not in text
+
+
+@pytest.mark.parametrize(("address", "words"), [
+    ("tcp://127.0.0.1:99999", "has a bad port (Port out of range 0-65535)"),
+    ("", "must be tcp://HOST:PORT of a dask scheduler, or local:N, got ''"),
+    ("tcp://127.0.0.1:0", "got 'tcp://127.0.0.1:0'"),
+    ("tcp://:8786", "got 'tcp://:8786'"),
+    ("127.0.0.1:8786", "got '127.0.0.1:8786'"),
+    ("local:0", "local:N needs N from 1 to"),
+    (f"local:{options.max_workers() + 1}", "local:N needs N from 1 to"),
+])
+def test_a_cluster_address_that_cannot_be_is_refused_at_once(address: str, words: str,
+                                                             capsys: pytest.CaptureFixture[str]):
+    """issue 34: ``--cluster tcp://127.0.0.1:99999`` waited 10 s for a scheduler; ``--cluster ""`` ran locally."""
+    started = time.monotonic()
+    assert main(["sweep", "--cluster", address, "--out", os.devnull + "/x"]) == 2
+    assert time.monotonic() - started < 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --cluster: " in err and words in err and "Traceback" not in err, err
+
+
+def test_a_cluster_address_that_can_be_passes():
+    assert [options.cluster_address(a) for a in ("tcp://127.0.0.1:8786", "tcp://sched", "local:2")] == \
+        ["tcp://127.0.0.1:8786", "tcp://sched", "local:2"]

@@ -1,0 +1,105 @@
+"""Every ending a command can meet leaves nothing behind (issue 34, item 4): SIGTERM is Ctrl-C for every
+command, a SIGKILL leaves no scratch folder (takeover.scratch's janitor removes them), and Ctrl-C stops a
+run while its workers are still starting.
+
+Each test runs ``takeover`` as a real process with its own temporary folder (``TMPDIR``), sends it a real
+signal, and looks at what is left: the exit code, stderr, the folder, the processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.processes import REPO, child_env, records, stop_and_reap, wait_no_stragglers
+
+ADAPTER = f"exec:{sys.executable} tests/fixtures/adapters/pyadapter.py"
+
+
+def _start(tmp: Path, *args: str) -> subprocess.Popen:
+    """``takeover ARGS`` in a session of its own (a signal to its group is what a terminal sends), with its
+    temporary folder ``tmp``."""
+    tmp.mkdir(exist_ok=True)
+    return subprocess.Popen([sys.executable, "-m", "takeover", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**child_env(), "TMPDIR": str(tmp)},
+                            start_new_session=True)  # fmt: skip
+
+
+def _wait_for(pred, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _left(tmp: Path, timeout: float = 5.0) -> list[str]:
+    """What is left in ``tmp`` once the janitor had ``timeout`` seconds to act."""
+    _wait_for(lambda: not any(tmp.iterdir()), timeout)
+    return sorted(p.name for p in tmp.iterdir())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_ends_explore_as_ctrl_c_does(tmp_path, sig):
+    """explore exited 143 in silence on SIGTERM and left its takeover-explore-* folders."""
+    tmp = tmp_path / "tmp"
+    proc = _start(tmp, "explore", "--seconds", "120")
+    try:
+        assert _wait_for(lambda: any(p.name.startswith("takeover-explore-") for p in tmp.iterdir()))
+        time.sleep(1.0)  # well inside its examples
+        os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        stop_and_reap(proc)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "takeover: interrupted" and "Traceback" not in err, err
+    assert _left(tmp) == []
+
+
+@pytest.mark.parametrize(("args", "prefix"), [
+    (("explore", "--seconds", "120"), "takeover-explore-"),
+    # a silent adapter keeps the check before the run waiting for its hello (60 s)
+    (("stress", "--profile", "smoke", "--queue", f"{ADAPTER} silent"), "takeover-check-"),
+])
+def test_sigkill_leaves_no_scratch_folder(tmp_path, args, prefix):
+    """A SIGKILLed explore or stress left takeover-explore-* and takeover-check-* folders."""
+    tmp = tmp_path / "tmp"
+    proc = _start(tmp, *args, "--out", str(tmp_path / "out")) if args[0] == "stress" else _start(tmp, *args)
+    try:
+        assert _wait_for(lambda: any(p.name.startswith(prefix) for p in tmp.iterdir()))
+        time.sleep(0.5)
+        proc.kill()
+        proc.wait(10)
+    finally:
+        stop_and_reap(proc)
+    assert _left(tmp) == []
+
+
+def test_ctrl_c_while_many_workers_start_stops_the_run(tmp_path):
+    """issue 34: with --workers 100000 the coordinator went on spawning after Ctrl-C. The bound is the
+    machine's now (tests/unit/test_options.py); at that bound a Ctrl-C as the first workers start stops it."""
+    from takeover.run_option import max_workers
+
+    out = tmp_path / "run"
+    proc = _start(tmp_path / "tmp", "stress", "--profile", "smoke", "--workers", str(max_workers()), "--duration",
+                  "30", "--out", str(out))
+    try:
+        assert _wait_for(lambda: sum(r.get("f") == "spawn" for r in records(out)) >= 2, 120), proc.stderr
+        os.killpg(proc.pid, signal.SIGINT)
+        started = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+        took = time.monotonic() - started
+    finally:
+        stop_and_reap(proc, out)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    spawned = sum(r.get("f") == "spawn" for r in records(out))
+    assert spawned < max_workers(), f"Ctrl-C did not stop the start-up: {spawned} workers started ({took:.1f} s)"
+    assert wait_no_stragglers(out) == []
