@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from takeover import answers
 from takeover.exit_codes import ExitCode
 from takeover.summary_types import UNKNOWN, Verdict
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 # A check whose violation stands even when the adapter broke: a malformed answer is the queue's own word
 # (takeover.answers), not a verdict on its semantics built on a broken wire.
-STANDS_ON_ITS_OWN = ("answers_well_formed",)
+STANDS_ON_ITS_OWN = (answers.CHECK,)
 ADAPTER_RECORD = "adapter"  # history.jsonl: {"type": "info", "f": "adapter", "value": OP, "detail": LINE}
 
 

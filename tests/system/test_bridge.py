@@ -91,6 +91,24 @@ def _group(pgid: int) -> list[int]:
     return found
 
 
+def test_an_answer_that_breaks_the_contract_goes_to_the_one_check_of_answers(tmp_path, monkeypatch):
+    """The bridge decodes; takeover.answers judges what was decoded, as for a Python queue: an extend answered
+    with text is a malformed answer (answers_well_formed), not an adapter that broke the protocol."""
+    from takeover import answers
+
+    monkeypatch.chdir(REPO)
+    spec = f"{ADAPTER} bad_extend"
+    queue = open_queue(spec, str(tmp_path / "q.sqlite"))
+    try:
+        queue.register("t1", 1.0)
+        assert queue.claim("w1", 2.0, 1.0) == ("t1", 1, 3.0)
+        with pytest.raises(answers.MalformedAnswer, match=r"extend\(\) returned 'soon'"):
+            answers.extend(queue.extend("t1", 1, 2.5, 1.0), spec)
+        assert queue.broken is None
+    finally:
+        queue.close()
+
+
 def test_an_adapters_forked_children_end_with_it(tmp_path, monkeypatch):
     """issue 34: ``sleep 3000`` children an adapter forked outlived the run; closing the queue ends them."""
     monkeypatch.chdir(REPO)
