@@ -25,7 +25,10 @@ from takeover.queues.postgres_lease import PostgresLeaseQueue
 
 class FreshDatabases:
     """``queue_raw.FreshQueues`` for PostgreSQL: a fresh database of the served server, ``tasks`` pending
-    tasks registered, for every repetition; everything opened on them closed, and they dropped, at the end."""
+    tasks registered, for every repetition; everything opened on them closed, and they dropped, at the end.
+    (takeover.benchmarks.redis' is this one with its own queue and bare client.)"""
+
+    QUEUE: Any = PostgresLeaseQueue
 
     def __init__(self, tasks: int) -> None:
         self.tasks = tasks
@@ -37,7 +40,7 @@ class FreshDatabases:
         """A fresh database's URL, its tasks registered (the name ``path`` is FreshQueues')."""
         self.n += 1
         url = self._stack.enter_context(db.current().database(self._folder, f"bench{self.n}"))
-        queue = PostgresLeaseQueue(url)
+        queue = self.QUEUE(url)
         queue.register_many([f"t{i}" for i in range(self.tasks)], 0.0)
         queue.close()
         return url
@@ -47,8 +50,8 @@ class FreshDatabases:
         self._stack.callback(handle.close)
         return handle
 
-    def queue(self) -> PostgresLeaseQueue:
-        return self.track(PostgresLeaseQueue(self.path()))
+    def queue(self) -> Any:
+        return self.track(self.QUEUE(self.path()))
 
     def raw(self) -> Any:
         """A bare autocommit connection to a fresh database, as the queue opens its own."""

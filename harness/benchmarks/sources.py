@@ -90,3 +90,13 @@ MEASURE_POSTGRES: dict[str, Callable[..., dict[str, Any]]] = {
     "workers4_vs_raw": _postgres("workers4_vs_raw"),
     "bridge_vs_native": bridge,
 }
+
+
+def _redis_queue_vs_raw(pairs: int, repetitions: int) -> dict[str, Any]:
+    from takeover.benchmarks import redis
+
+    return redis.queue_vs_raw(pairs, repetitions)
+
+
+# --db redis: the queue figure on the Redis reference queue (takeover.benchmarks.redis; same target).
+MEASURE_REDIS: dict[str, Callable[..., dict[str, Any]]] = {"queue_vs_raw": _redis_queue_vs_raw}

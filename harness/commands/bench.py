@@ -32,7 +32,7 @@ from typing import Any
 
 from takeover import db
 from takeover.benchmarks.bench_file import bench_doc, keep_earlier
-from takeover.benchmarks.sources import MEASURE, MEASURE_POSTGRES, bridge
+from takeover.benchmarks.sources import MEASURE, MEASURE_POSTGRES, MEASURE_REDIS, bridge
 from takeover.benchmarks.timing import MISS, NOISY, PASS, verdict
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
@@ -62,7 +62,8 @@ class Target:
 
 TARGETS = (
     Target("queue_vs_raw", "queue_vs_raw", ">=", 0.9,
-           what="reference queue vs the same SQL in a bare sqlite3 (--db postgres: psycopg) loop, one process"),
+           what="reference queue vs the same SQL in a bare sqlite3 (--db postgres: psycopg; --db redis: the same Lua "
+                "scripts, redis-py) loop, one process"),
     # takeover's own cost: 4 workers of a real run against the queue alone in 4 processes, both measured
     # in the same rotation. The bare single-process loop is not a ceiling 4 processes on one SQLite file
     # can reach (they serialize on the write lock: the queue alone gets 0.61-0.69 of it), so
@@ -96,6 +97,8 @@ TARGETS = (
 SOURCES = tuple(dict.fromkeys(t.source for t in TARGETS))
 
 # (full, quick) sizes of each measurement.
+# --db redis: claim+finish pairs per persistence mode (bench.json's redis_persistence), full and --quick.
+REDIS_PERSISTENCE_PAIRS = (2000, 100)
 SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "queue_vs_raw": ({"pairs": 5000, "repetitions": 7}, {"pairs": 200, "repetitions": 1}),
     "workers4_vs_raw": ({"seconds": 5.0, "repetitions": 3}, {"seconds": 2.0, "repetitions": 1}),
@@ -167,7 +170,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         return _suite(Path(args.suite_log), out)
     _check_detection_hosts(args)
     database = db_given(args)
-    measure = MEASURE if database == db.DEFAULT else MEASURE_POSTGRES
+    measure = MEASURE if database == db.DEFAULT else MEASURE_REDIS if db.kind(database) == db.REDIS \
+        else MEASURE_POSTGRES
     if database == db.DEFAULT and "bridge_vs_native" in (args.only or ()):
         # On SQLite only when asked for by name: a plain `takeover bench` needs no node.
         measure = {**MEASURE, "bridge_vs_native": partial(bridge, database=db.SQLITE)}
@@ -175,8 +179,9 @@ def run(args: argparse.Namespace) -> ExitCode:
         wrong = [name for name in args.only or () if name not in measure]
         if wrong or args.detection:
             raise UsageError(f"with --db {db.redact(database)} the bench measures {', '.join(measure)} (the queue's "
-                             f"figures on PostgreSQL), not {', '.join(wrong) or 'detection'}; the others are "
-                             "SQLite's (takeover selftest --db postgres runs the planted bugs)")
+                             f"figures on {'Redis' if db.kind(database) == db.REDIS else 'PostgreSQL'}), not "
+                             f"{', '.join(wrong) or 'detection'}; the others are SQLite's (takeover selftest --db "
+                             f"{db.kind(database)} runs the planted bugs)")
     with db.serve(database, keep=args.keep_db):
         return _run(args, out, measure, database)
 
@@ -199,7 +204,12 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
     doc = bench_doc(quick, results, figures)
     if database != db.DEFAULT:  # SQLite's bench.json stays as it was
         doc["db"] = db.redact(database)
-        doc["frozen_holder"] = _frozen_holder()
+        if db.kind(database) == db.REDIS:
+            from takeover.benchmarks.redis import persistence_rates
+
+            doc["redis_persistence"] = persistence_rates(REDIS_PERSISTENCE_PAIRS[1 if quick else 0] * args.repeat)
+        else:
+            doc["frozen_holder"] = _frozen_holder()
     if args.detection or "detection" in (args.only or []):
         doc["detection"] = _detection(args, quick, getattr(args, "cluster", None))
         if args.detection_hosts:
@@ -230,6 +240,9 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
 
         for name, fig in doc["mutation"].items():
             print(line(name, fig))
+    if "redis_persistence" in doc:
+        print("redis persistence: the reference queue's claim+finish per second: " + ", ".join(
+            f"{mode} {fig['pairs_per_s']:g}" for mode, fig in doc["redis_persistence"].items()))
     if "frozen_holder" in doc:
         ref, tx = doc["frozen_holder"]["reference"], doc["frozen_holder"]["open_transaction"]
         print(f"frozen holder: the reference queue holds no transaction across calls (others' claims took at most "

@@ -188,6 +188,7 @@ class Plan:
         delay divided by it, as every rate and duration of the tuning; the hosts and the loss as they are.
         A partition's length is drawn in leases, so it scales with them; a restart's down time does not."""
         scaled = {"partition_rate": self.scale, "conn_kill_rate": self.scale, "db_restart_rate": self.scale,
+                  "db_pause_rate": self.scale,
                   "net_delay": 1 / self.scale}
         return {k: round(v * scaled[k], 6) if k in scaled else v for k, v in self.net.items()}
 

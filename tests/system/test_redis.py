@@ -295,3 +295,36 @@ def test_sigkill_of_takeover_during_power_losses_leaves_no_server_or_mount(tmp_p
             p.kill()
         if proc.poll() is None:
             proc.kill()
+
+
+def test_bench_on_redis_measures_the_queue_against_its_bare_scripts_and_each_persistence(tmp_path: Path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "takeover", "bench", "--db", "redis", "--quick", "--out", str(out)],
+                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["db"] == "redis" and "frozen_holder" not in doc
+    assert [r["name"] for r in doc["results"]] == ["queue_vs_raw"] and list(doc["measurements"]) == ["queue_vs_raw"]
+    rates = doc["redis_persistence"]
+    assert list(rates) == ["always", "everysec", "none"]
+    assert all(r["pairs"] == 100 and r["pairs_per_s"] > 0 for r in rates.values())
+    assert "redis persistence: the reference queue's claim+finish per second: always" in proc.stdout
+
+
+@pytest.mark.nightly  # a tuning's three runs: about a minute
+@pytest.mark.timeout(240)
+def test_a_tuning_on_redis_runs_every_run_on_its_own_server_under_the_scaled_server_faults(tmp_path: Path):
+    times = tmp_path / "times.json"
+    times.write_text(json.dumps({"p50": 20, "p90": 30, "p99": 40, "max": 50}))
+    out = tmp_path / "tune"
+    proc = subprocess.run([sys.executable, "-m", "takeover", "tune", "--task-times", str(times), "--db", "redis",
+                           "--target", "200", "--budget", "1", "--time-scale", "33", "--db-restart-rate", "0.005",
+                           "--conn-kill-rate", "0.005", "--out", str(out)],
+                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=220)  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    cells = sorted((out / "cells").glob("*"))
+    assert cells
+    for cell in cells:
+        config = json.loads((cell / "config.json").read_text())
+        assert config["db"] == "redis" and config["redis_persistence"] == "always"
+        assert config["db_restart_rate"] == round(0.005 * config["task_time"]["scale"], 6)
