@@ -266,17 +266,29 @@ def _no_stale_commit(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantRes
     # taking the finished task again. It did when its own holder's finish was accepted later (a fenced finish
     # of a task a stale finish had ended is refused) or when it raced another claim of the task.
     in_flight = (f["t_comp_c"] > f["t_inv_f"]).to_numpy(dtype=bool)
-    newer = pd.MultiIndex.from_arrays([f["task"].astype(float), f["gen_c"].astype(float)])
-    finished_later = newer.isin(pd.MultiIndex.from_frame(fx.fin_acc[["task", "gen"]].astype(float)))
+    # Only a claim that returned after the finish did can have taken effect after it (a claim inside a long
+    # finish call, one retried for seconds, returned first: the finish's write came after the takeover).
+    after = (f["t_comp_c"] > f["t_comp_f"]).to_numpy(dtype=bool)
+    later = fx.fin_acc[["task", "gen", "t_inv"]].rename(columns={"gen": "gen_c", "t_inv": "t_newer"})
+    m = f[["task", "gen_c", "t_comp_f"]].reset_index(drop=True).reset_index(names="row").merge(
+        later, on=["task", "gen_c"])
+    finished_later = np.zeros(len(f), dtype=bool)
+    finished_later[m.loc[m["t_newer"] > m["t_comp_f"], "row"].to_numpy(dtype=np.int64)] = True
+    newer = zip(f["task"].astype(float), f["gen_c"].astype(float), strict=True)
     raced = np.array([key in _racing_claims(fx) for key in newer], dtype=bool)
-    retaken = in_flight & (np.asarray(finished_later, dtype=bool) | raced)
+    retaken = after & (finished_later | raced)
     keys = _pick("stale_commit", (power, "power_loss"), (reset, "reset_by_register"),
                  (finished, "accepted_when_finished"), (retaken, "claim_race"))
-    # Every stale finish of the run landed while the takeover was in flight, none after it returned: a finish
-    # that is not fenced at all lets a stale holder through whenever it returns; one that checks, then
-    # writes in a second statement, only in the moment between the two (case CheckThenActFinish).
+    # Every stale finish of the run was under way while the takeover was, none began after it returned: a
+    # finish that is not fenced at all lets a stale holder through whenever it returns; one that checks,
+    # then writes in a second statement, only in the moment between the two (case CheckThenActFinish).
+    # A finish a network fault reached while it ran (a partition, a killed session) may have been retried
+    # blind once the network healed: the network's doing, never the moment between a check and a write.
+    netted = np.array([bool(network.hits(fx, p, a, b)) for p, a, b in zip(
+        f["process_f"].astype(float), f["t_inv_f"].astype(float), f["t_comp_f"].astype(float), strict=True)],
+        dtype=bool)
     stale = keys == "stale_commit"
-    if stale.any() and in_flight[stale].all():
+    if stale.any() and in_flight[stale].all() and not netted[stale].any():
         keys[stale] = "check_then_act"
     return keys, {"power_loss_at": at, "in_flight": in_flight.tolist()}
 
@@ -310,9 +322,25 @@ def _no_reclaim(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult])
     held = lease.reindex(pd.MultiIndex.from_arrays([f["task"], f["gen_f"]])).to_numpy(dtype="float64")
     after_lease = f["now_c"].to_numpy(dtype="float64") >= held
     power, at = _across_power_loss(fx, f["t_comp_f"], f["t_inv_c"])
-    keys = _pick("reclaimed", (power, "power_loss"), (reset, "reset_by_register"), (lost, "lost_commit"),
-                 (after_lease, "reclaimed_after_lease"))
-    return keys, {"final_state": state, "power_loss_at": at}
+    restart, restart_at = _across_db_restart(fx, f["t_comp_f"], f["t_inv_c"])
+    keys = _pick("reclaimed", (power, "power_loss"), (reset, "reset_by_register"), (restart, "db_restart"),
+                 (lost, "lost_commit"), (after_lease, "reclaimed_after_lease"))
+    return keys, {"final_state": state, "power_loss_at": at, "restart_at": restart_at}
+
+
+def _across_db_restart(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[float | None]]:
+    """Per row: a database restart (``--db-restart-rate``) began after ``lo`` (an acknowledged finish) and
+    before ``hi`` (the claim that handed the task out again), and when the first such one began (relative
+    seconds). A finish answered True and then gone after a crash was acknowledged before it was durable."""
+    lo, hi = np.asarray(lo, dtype="float64"), np.asarray(hi, dtype="float64")
+    hit = np.zeros(len(lo), dtype=bool)
+    at: list[float | None] = [None] * len(lo)
+    starts = sorted(w[0] for w in network._windows(fx, network.DB_RESTART))
+    for j, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        first = next((t for t in starts if a < t < b), None)
+        if first is not None:
+            hit[j], at[j] = True, fx.rel(first)
+    return hit, at
 
 
 def _generation_monotonic(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
@@ -330,9 +358,11 @@ def _generation_monotonic(fx: Facts, f: pd.DataFrame, results: dict[str, Invaria
     t_inv, t_comp = f["t_inv"].to_numpy(dtype="float64"), f["t_comp"].to_numpy(dtype="float64")
     race = dup & (t_inv < f["prev_t"].to_numpy(dtype="float64")) & (f["prev_t_inv"].to_numpy(dtype="float64") < t_comp)
     power, at = _across_power_loss(fx, f["prev_t"], f["t_inv"])
+    restart, restart_at = _across_db_restart(fx, f["prev_t"], f["t_inv"])
     keys = _pick("skipped", ((dup | back) & power, "power_loss"), (reset, "reset_by_register"), (race, "claim_race"),
-                 (dup, "no_bump"), (back, "went_back"))
-    return keys, {"higher_gen": [None if np.isnan(g) else int(g) for g in higher], "power_loss_at": at}
+                 ((dup | back) & restart, "db_restart"), (dup, "no_bump"), (back, "went_back"))
+    return keys, {"higher_gen": [None if np.isnan(g) else int(g) for g in higher], "power_loss_at": at,
+                  "restart_at": restart_at}
 
 
 def _lease_exclusive(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:
@@ -355,23 +385,19 @@ def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     claimed = _last_before(rows, fx.claims_ok, "t_inv", "t_inv")
     reclaimed = claimed > f["e_t_comp"].to_numpy(dtype="float64")
     power, at = _across_power_loss(fx, f["e_t_comp"], f["t_inv"])
-    # The claim that gave the later finish's (newer) generation was in flight when the earlier finish
-    # returned: it took the task once that finish had ended it (a claim race), not an idempotent finish.
+    # The claim that gave the later finish's (newer) generation was invoked before the earlier finish returned
+    # and returned after it: it took the task once that finish had ended it (a claim race), not an idempotent
+    # finish.
     c_inv, c_comp = _claim_times(fx, f["task"], f["gen"])
     e_comp = f["e_t_comp"].to_numpy(dtype="float64")
     raced = (f["gen"].to_numpy(dtype="float64") > f["e_gen"].to_numpy(dtype="float64")) & (c_inv < e_comp) \
-        & (c_comp > _earlier_invoked(fx, f))
+        & (c_comp > e_comp)
+    # A lower generation's finish still under way when the newer one's was invoked: a stale finish that went
+    # through late (after the takeover), not a finish answered True for a task already finished.
+    stale = (f["e_gen"].to_numpy(dtype="float64") < f["gen"].to_numpy(dtype="float64")) \
+        & (f["t_inv"].to_numpy(dtype="float64") < e_comp)
     return _pick("accepted_when_finished", (power, "power_loss"), (reset, "reset_by_register"),
-                 (reclaimed, "after_reclaim"), (raced, "claim_race")), {"power_loss_at": at}
-
-
-def _earlier_invoked(fx: Facts, f: pd.DataFrame) -> np.ndarray:
-    """Per ``single_finish`` row: when the earlier accepted finish (its task, ``e_gen``, ``e_t_comp``) was invoked."""
-    rows = pd.DataFrame({"task": f["task"].to_numpy(dtype="float64"), "gen": f["e_gen"].to_numpy(dtype="float64"),
-                         "t_comp": f["e_t_comp"].to_numpy(dtype="float64")})
-    earlier = fx.fin_acc[["task", "gen", "t_comp", "t_inv"]].astype(float).drop_duplicates(["task", "gen", "t_comp"])
-    m = rows.merge(earlier, on=["task", "gen", "t_comp"], how="left")
-    return m["t_inv"].to_numpy(dtype="float64")
+                 (reclaimed, "after_reclaim"), (raced, "claim_race"), (stale, "stale_overlap")), {"power_loss_at": at}
 
 
 _STATE_PROBLEMS = {
@@ -426,7 +452,12 @@ def _probe_keys(fx: Facts, f: pd.DataFrame) -> np.ndarray:
     task = f["task"].to_numpy(dtype="float64")
     first = _first_claim(fx, task)
     reset = _registered_again(fx, task, first, f["at"].to_numpy(dtype="float64")) & ~np.isnan(first)
+    # A claim's generation the probe no longer shows, with a database restart between the claim's answer and
+    # the probe: the crash took the acknowledged claim back.
+    _inv, claimed = _claim_times(fx, task, top)
+    restart, _at = _across_db_restart(fx, claimed, f["at"].to_numpy(dtype="float64"))
     return _pick("probe_generation_lost", (reset, "probe_reset_by_register"),
+                 ((problem == LOWER) & restart, "probe_db_restart"),
                  ((problem == NOT_TERMINAL) & (gen == top), "probe_finish_lost"),
                  (problem == NOT_TERMINAL, "probe_reopened"),
                  ((problem == LOWER) & (gen == top - 1), "probe_snapshot_behind"),

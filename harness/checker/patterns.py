@@ -38,6 +38,8 @@ NOT_ATOMIC_POSTGRES = ("the claim picks its row without a row lock (no FOR UPDAT
 NOT_ATOMIC_ANY = ("the claim's read of a claimable task and its write are not one atomic step, so two claims at once "
                   "take the same task, even one finished meanwhile")
 CLAIM_RACE = {"sqlite": NOT_ATOMIC, "postgres": NOT_ATOMIC_POSTGRES}
+NOT_DURABLE = ("the queue answers before its commit is durable (on PostgreSQL, synchronous_commit = off acknowledges "
+               "a commit before its WAL is flushed), so a database crash takes acknowledged commits back")
 OFF_BY_ONE = "snapshot() reports the generation off by one"
 GENERATION_LOST = "a claim's write of the generation was lost or undone"
 GENERATION_UNREPORTED = "the generation is raised where no claim reports it"
@@ -204,6 +206,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"claim() handed out task {f['task']} again as generation {f['reclaimed_gen']} at "
             f"{_s(f['reclaimed_at'])}, after generation {f['finished_gen']}'s {f['outcome']} finish had taken "
             f"effect")),
+        "db_restart": Pattern("S1", NOT_DURABLE, replay=False, what=lambda f: (
+            f"task {f['task']}'s {f['outcome']} finish of generation {f['finished_gen']}, answered True at "
+            f"{_s(f['finished_at'])}, was undone by the database restart at {_s(f.get('restart_at'))}, and the task "
+            f"was handed out again as generation {f['reclaimed_gen']} at {_s(f['reclaimed_at'])}")),
         "lost_commit": Pattern("S1", LOST_COMMIT, lambda f: (
             f"generation {f['finished_gen']}'s {f['outcome']} finish of task {f['task']} was answered True at "
             f"{_s(f['finished_at'])}, yet the task was handed out again as generation {f['reclaimed_gen']} once "
@@ -225,6 +231,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "claim_race": _claim_race(lambda f: (
             f"two claims of task {f['task']} in flight at the same time were both given generation {f['gen']} "
             f"(workers #{f['previous_by']} and #{f['claimed_by']})")),
+        "db_restart": Pattern("S1", NOT_DURABLE, replay=False, what=lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, which worker "
+            f"#{f['previous_by']} had already been given ({f['previous_gen']}) at {_s(f['previous_at'])}: the "
+            f"database restart at {_s(f.get('restart_at'))} took that claim back")),
         "went_back": Pattern("S2", "the stored generation went back (a lost or rolled-back write)", lambda f: (
             f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, after generation "
             f"{f['higher_gen']} had been given")),
@@ -269,6 +279,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
                                  what=lambda f: (
             f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
             f"generation {f['gen']} at {_s(f['finish_at'])}) because it was handed out again in between")),
+        "stale_overlap": Pattern("S3", NOT_FENCED, follows="no_stale_commit", what=lambda f: (
+            f"task {f['task']} was finished twice: generation {f['earlier_gen']}'s finish, answered True at "
+            f"{_s(f['earlier_at'])}, was still under way when generation {f['gen']}'s was invoked at "
+            f"{_s(f['finish_at'])}: a stale holder's finish went through after the takeover")),
         "claim_race": _claim_race(lambda f: (
             f"task {f['task']} was finished twice (generation {f['earlier_gen']} at {_s(f['earlier_at'])}, "
             f"generation {f['gen']} at {_s(f['finish_at'])}): the claim that gave generation {f['gen']} was in "
@@ -296,7 +310,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
                                               "finish of that generation", lambda f: (
             f"task {f['task']} is {f['state']} at generation {f['gen']} in the final snapshot, but no accepted "
             f"finish of that generation and outcome explains it")),
-        "finish_not_durable": Pattern("S1", LOST_COMMIT, lambda f: (
+        "finish_not_durable": Pattern("S1", LOST_COMMIT, follows="no_reclaim_after_terminal", what=lambda f: (
             f"a finish of task {f['task']} was answered True, but the final snapshot shows it {f['state']} at "
             f"generation {f['gen']}")),
         "reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",
@@ -321,7 +335,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"({f['problem']}); {_reset(f)} after it was claimed")),
 
         # The mid-run probes' (takeover.checker.probes): the same defects, told at the probe that saw them.
-        "probe_finish_lost": Pattern("S1", LOST_COMMIT, lambda f: (
+        "probe_finish_lost": Pattern("S1", LOST_COMMIT, follows="no_reclaim_after_terminal", what=lambda f: (
             f"a finish of task {f['task']} answered True at {_s(f.get('answered_at'))} was not in the table "
             f"{_s(f.get('later_by'))} later: {_probe(f)} shows it {f['state']} at generation {f['gen']}")),
         "probe_reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",
@@ -331,6 +345,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "probe_snapshot_behind": Pattern("S1", OFF_BY_ONE, lambda f: (
             f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, one below generation "
             f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
+        "probe_db_restart": Pattern("S1", NOT_DURABLE, replay=False, what=lambda f: (
+            f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, below generation "
+            f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before: a database "
+            "restart in between took the claim back")),
         "probe_generation_lost": Pattern("S1", GENERATION_LOST, lambda f: (
             f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']}, below generation "
             f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
@@ -357,7 +375,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "never_claimed": Pattern("S1", "the claim does not hand out every pending task (or the drain ended before "
                                        "it could)", lambda f: (
             f"task {f['task']} stayed pending through the run and the drain, never handed out")),
-        "finish_not_durable": Pattern("S1", LOST_COMMIT, lambda f: (
+        "finish_not_durable": Pattern("S1", LOST_COMMIT, follows="no_reclaim_after_terminal", what=lambda f: (
             f"task {f['task']} is {f['state']} at generation {f['gen']} after the drain, although a finish of it "
             f"was answered True")),
         "reopened": Pattern("S1", "a finished task was handed out again (see no_reclaim_after_terminal)",

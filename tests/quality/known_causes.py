@@ -33,6 +33,7 @@ from takeover.checker.patterns import (
     LOST_COMMIT,
     NOT_ATOMIC,
     NOT_ATOMIC_POSTGRES,
+    NOT_DURABLE,
     NOT_FENCED,
     PATTERNS,
     REGISTER_RESETS,
@@ -67,6 +68,7 @@ class KnownCause:
     seed: int = 1
     user: bool = False  # one of issue 36's user-written mistakes (none of them planted)
     says: str = ""  # words one of the run's sentences must hold (the path the defect is on)
+    mutant: str = ""  # a mutant's id (takeover.mutation): the run's queue is that mutant, as a module of its own
 
     @property
     def archive(self) -> Path:
@@ -80,6 +82,17 @@ class KnownCause:
 def _planted(name: str, invariant: str, pattern: str, *, seed: int = 1) -> KnownCause:
     return KnownCause(f"planted-{name}", f"takeover.queues.planted:{name}", _defect(invariant, pattern),
                       (invariant, pattern), seed=seed)
+
+
+# A mutant's module name (the row's queue) -> the module it mutates.
+MUTATED = {"mutant_postgres_lease": "takeover.queues.postgres_lease"}
+
+
+def _network(name: str, defect: str, pattern: tuple[str, str] | None) -> KnownCause:
+    from takeover.queues.planted_network import FAULT_ARGS
+
+    return KnownCause(f"network-{name}", f"takeover.queues.planted_network:{name}", defect, pattern,
+                      args=(*SMOKE, *POSTGRES, "--hosts", "2", "--duration", "10", *FAULT_ARGS))
 
 
 KNOWN: tuple[KnownCause, ...] = (
@@ -100,6 +113,14 @@ KNOWN: tuple[KnownCause, ...] = (
     # -- claim races on both databases: the same mistake, in each database's words
     KnownCause("postgres-NonAtomicClaim", "takeover.queues.planted_postgres:NonAtomicClaim", NOT_ATOMIC_POSTGRES,
                ("lease_exclusive", "claim_race"), args=(*SMOKE, *POSTGRES)),
+    # -- mutants of the reference queues (takeover.mutation) that a stress run kills
+    KnownCause("mutant-postgres-drop-for-update", "mutant_postgres_lease:PostgresLeaseQueue", NOT_ATOMIC_POSTGRES,
+               ("lease_exclusive", "claim_race"), args=(*SMOKE, *POSTGRES),
+               mutant="postgres_lease:PICK_PENDING:drop-for-update-1"),
+    # -- the network era's planted bugs (takeover.queues.planted_network): PostgreSQL on hosts, network faults
+    _network("AdvisoryLockLease", _defect("lease_exclusive", "lease_stolen"), ("lease_exclusive", "lease_stolen")),
+    _network("BlindFinishRetry", NOT_FENCED, ("no_stale_commit", "stale_commit")),
+    _network("AsyncCommit", NOT_DURABLE, ("no_reclaim_after_terminal", "db_restart")),
     # -- issue 36's user: six mistakes of their own
     KnownCause("user-ClaimSubqueryNoLock", "postgres_mistakes:ClaimSubqueryNoLock", NOT_ATOMIC_POSTGRES,
                ("lease_exclusive", "claim_race"), args=(*SMOKE, *POSTGRES), user=True),
@@ -139,6 +160,13 @@ def record(cause: KnownCause, tries: int = 8) -> bool:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FIXTURE_QUEUES), env.get("PYTHONPATH", "")) if p)
     for seed in range(cause.seed, cause.seed + tries):
         with tempfile.TemporaryDirectory() as tmp:
+            if cause.mutant:  # the mutant's source as the module the row's queue names, first on the path
+                from takeover.mutation.generate import generate
+
+                module, _, attr = cause.queue.partition(":")
+                [mutant] = [m for m in generate(MUTATED[module] + ":" + attr) if m.id == cause.mutant]
+                (Path(tmp) / f"{module}.py").write_text(mutant.source, encoding="utf-8")
+                env["PYTHONPATH"] = os.pathsep.join((tmp, env["PYTHONPATH"]))
             out = Path(tmp) / "run"
             cmd = KnownCause(**{**cause.__dict__, "seed": seed}).command(out)
             print("$", " ".join(cmd[1:]), flush=True)
