@@ -23,7 +23,9 @@ What a Celery worker does with the Redis transport, and what each contract call 
 * finish: what the trace and the request do after the task returns or raises:
   ``backend.mark_as_done`` / ``mark_as_failure`` (the result backend ignores every update after a
   ``SUCCESS``), then, with acks_late, ``message.ack()``: ``ZREM``/``HDEL`` by delivery tag. No check of
-  who holds the message; it returns nothing, so ``finish`` returns True.
+  who holds the message; it returns nothing, so ``finish`` returns True. A finish for a generation that
+  was never handed out answers False without a call: a worker's trace runs only for a message it
+  received (the result backend itself would store a result for any task id).
 * extend: none. Celery has no heartbeat for a task: a message's visibility is fixed at delivery.
 
 What is *not* added: no fence. The generation is an observation (the adapter counts hand-outs: ``INCR``
@@ -199,6 +201,8 @@ class CeleryAdapter:
         """The trace stores the result, then (acks_late) the request acknowledges: nothing is checked."""
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
+        if not 1 <= generation <= int(cast(bytes | None, self.conn.get(HANDOUTS + task_id)) or 0):
+            return False  # never handed out: no worker received it, so no trace would store a result
         backend = self.app.backend
         if outcome == "done":
             backend.mark_as_done(task_id, None)

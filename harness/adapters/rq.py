@@ -22,7 +22,9 @@ What RQ's own worker (``rq worker``: the forking ``Worker``) does, and what each
   callback, ``handle_job_success``: status ``finished``, entry removed); finish uncertain: the horse's
   ``_finalize_failure`` with an exception after ``job.retries_left = 0`` (RQ's documented idiom for a
   failure that must not be retried: ``handle_job_failure`` then fails it for good). Neither checks who
-  holds the job: both return nothing, so ``finish`` returns True.
+  holds the job: both return nothing, so ``finish`` returns True. A finish for a generation that was
+  never handed out answers False without a call: RQ's horse only finishes the job it dequeued, and its
+  success path cannot even run for a job that never started (it reads ``started_at``).
 
 What is *not* added: no fence anywhere. The generation is an observation: the adapter counts hand-outs
 (``INCR takeover:rq:handouts:ID`` right after the dequeue; RQ has no attempt counter it checks).
@@ -286,7 +288,11 @@ class RQAdapter:
         """What the horse does when the job returns (done) or raises (uncertain); nothing is checked."""
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
-        held = self._held.pop((task_id, generation), None) or self._adopt(task_id)
+        held = self._held.pop((task_id, generation), None)
+        if held is None:
+            if not 1 <= generation <= int(self.conn.get(HANDOUTS + task_id) or 0):
+                return False  # never handed out: no horse of RQ's holds it, so there is nothing to call
+            held = self._adopt(task_id)
         if held is None:
             return False  # no such job: nothing RQ could finish
         job, execution, w = held
