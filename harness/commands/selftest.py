@@ -13,6 +13,7 @@ one, or the run that caught it did not (:func:`cells_failed`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import tempfile
@@ -189,11 +190,15 @@ def _runs(args: argparse.Namespace, launcher: Launcher, module: str, planted: di
     done_all: list[Done] = []
     announce(launcher, out if not args.json else sys.stderr)
 
+    # A planted module may name the options a bug's runs need beyond the profile (planted_redis.STRESS_ARGS).
+    own: dict[str, tuple[str, ...]] = getattr(importlib.import_module(module), "STRESS_ARGS", {})
+
     def job(chain: int, seed: int) -> Job:
         queue = f"{module}:{chains[chain]['queue']}" if chain >= 0 else reference_queue(database)
         folder = root / (f"{chains[chain]['queue']}-s{seed}" if chain >= 0 else f"reference-s{seed}")
-        argv = ["stress", "--profile", profile, "--queue", queue, "--seed", str(seed), *extra]
-        return Job(folder.name, folder, argv, lambda: stress_in_child(queue, seed, profile, folder, extra), (),
+        options = (*extra, *own.get(chains[chain]["queue"], ())) if chain >= 0 else extra
+        argv = ["stress", "--profile", profile, "--queue", queue, "--seed", str(seed), *options]
+        return Job(folder.name, folder, argv, lambda: stress_in_child(queue, seed, profile, folder, options), (),
                    len(done_all), {"chain": chain, "seed": seed})
 
     def flush() -> None:

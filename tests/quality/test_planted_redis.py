@@ -48,6 +48,7 @@ def test_the_tables_name_every_planted_class_and_the_carried_ones_keep_their_nam
     assert len(CARRIED) == len(planted.PLANTED)
     assert all(planted_redis.PLANTED[n] == planted.PLANTED[n] for n in CARRIED)
     assert set(planted_redis.NEEDS_CELLS) == set(planted_redis.PLANTED)
+    assert set(planted_redis.STRESS_ARGS) <= set(planted_redis.PLANTED)
     assert all(isinstance(getattr(planted_redis, n), type) for n in planted_redis.PLANTED)
 
 
@@ -102,3 +103,6 @@ def test_the_selftest_on_redis_catches_every_planted_bug(tmp_path: Path) -> None
     missed = [row for row in result["planted"] if not row["caught"]]
     assert out.returncode == 0 and not missed, missed
     assert {row["queue"] for row in result["planted"]} == set(planted_redis.PLANTED)
+    # the reaper on the worker's clock is run with the clock skew it needs, and only it
+    for name, config in ((p.parent.name, json.loads(p.read_text())) for p in tmp_path.glob("*/config.json")):
+        assert config["clock_skew_max"] == (0.5 if name.startswith("ClientClockReaper") else 0), name

@@ -303,3 +303,18 @@ def test_a_stress_run_of_the_javascript_reference_on_sqlite_is_valid_and_leaves_
     summary = json.loads((out / "summary.json").read_text())
     assert summary["valid"] is True and summary["counts"]["claims"]["ok"] > 0
     assert wait_no_stragglers(out) == []
+
+
+@pytest.mark.nightly
+@pytest.mark.slow
+@pytest.mark.needs_package("nodejs", "npm", "redis-server")
+@pytest.mark.needs_node_for("redis.js")
+def test_a_stress_run_of_the_javascript_reference_on_redis_is_valid_and_leaves_nothing(tmp_path):
+    out = tmp_path / "run"
+    result = takeover("stress", "--db", "redis", "--profile", "smoke", "--queue", "exec:node adapters/js/reference.js",
+                      "--duration", "3", "--seed", "1", "--conn-kill-rate", "0.2", "--out", str(out),
+                      timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["valid"] is True and summary["counts"]["claims"]["ok"] > 0
+    assert wait_no_stragglers(out) == []

@@ -336,3 +336,33 @@ def test_mutate_on_redis_kills_the_mutant_without_the_generation_fence(tmp_path:
     [mutant] = doc["mutants"]
     assert code == 0 and (mutant["verdict"], mutant["stage"]) == ("killed", "scenarios"), mutant
     assert "tonumber(s[2]) == tonumber(ARGV[2])" in mutant["diff"]
+
+
+# -- the bar, nightly: explore on ten seeds, stress with the server's faults on five -------------------
+@pytest.mark.nightly
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_explore_passes_the_reference_on_ten_seeds(host: db.Host) -> None:
+    from takeover.explorer import explore_queue
+
+    failed = {seed: r.to_json()["departure"] for seed in range(1, 11) if not (r := explore_queue(SPEC, seed=seed)).ok}
+    assert failed == {}
+
+
+@pytest.mark.nightly
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_the_reference_is_valid_under_stress_with_the_servers_faults(seed: int, tmp_path: Path) -> None:
+    import json
+
+    from tests.helpers.processes import takeover, wait_no_stragglers
+
+    out = tmp_path / "run"
+    result = takeover("stress", "--db", "redis", "--seed", str(seed), "--db-restart-rate", "0.05",
+                      "--conn-kill-rate", "0.2", "--db-pause-rate", "0.05", "--out", str(out),
+                      timeout=1500)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["valid"] is True and summary["config"]["queue"] == SPEC
+    assert wait_no_stragglers(out) == []
