@@ -23,9 +23,10 @@ from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 from takeover.sqlite_util import open_wal
 
 LEASE = 30.0
-# Pairs per turn (Turns): a few tens of milliseconds of SQLite, long enough to time, short enough that both
-# sides of a round see the same machine.
-TURN = 250
+# Pairs per turn (Turns): about a tenth of a second of SQLite on a quiet machine, long enough that one
+# preemption does not decide a turn (turns of 250 pairs spread 0.15-6.0 at a load of 10), short enough that
+# both sides of a round see the same machine.
+TURN = 1000
 
 
 class Closeable(Protocol):

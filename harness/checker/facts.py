@@ -172,20 +172,34 @@ def clock_offsets(h: pd.DataFrame) -> tuple[np.ndarray | None, pd.DataFrame | No
     return offsets, clocks
 
 
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3  # always on from pandas 3 (pandas 2.1+ is declared)
+
+
+def _rows(frame: pd.DataFrame, mask: Any) -> pd.DataFrame:
+    """The rows of ``frame`` where ``mask`` holds, numbered from 0. When every row does (all of a valid run's
+    claims succeed, nearly all its finishes are accepted) a shallow copy: copy-on-write keeps the two
+    apart, and the 1M-event check does not hold two copies of its two largest frames."""
+    keep = np.asarray(mask, dtype=bool)
+    numbered = isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1
+    if _COPY_ON_WRITE and numbered and keep.all():
+        return frame.copy(deep=False)
+    return frame[keep].reset_index(drop=True)
+
+
 def build_facts(run: RunData) -> Facts:
     names = _encode_tasks(run)
     ops = pair_operations(run.history)
     c = ops.claims
-    claims_ok = c[(c["status"] == "ok") & c["task"].notna() & c["gen"].notna()].reset_index(drop=True)
-    claims_ind = c[c["indeterminate"]].reset_index(drop=True)
+    claims_ok = _rows(c, (c["status"] == "ok") & c["task"].notna() & c["gen"].notna())
+    claims_ind = _rows(c, c["indeterminate"])
     fin = ops.finishes
     fin_ok_task = fin["task"].notna() & fin["gen"].notna()
-    fin_acc = fin[fin["accepted"] & fin_ok_task].reset_index(drop=True)
-    fin_ind = fin[fin["indeterminate"] & fin_ok_task].reset_index(drop=True)
-    fin_rej = fin[fin["rejected"] & fin_ok_task].reset_index(drop=True)
+    fin_acc = _rows(fin, fin["accepted"] & fin_ok_task)
+    fin_ind = _rows(fin, fin["indeterminate"] & fin_ok_task)
+    fin_rej = _rows(fin, fin["rejected"] & fin_ok_task)
     e = ops.extends
-    ext_ok = e[(e["status"] == "ok") & e["lease_until_c"].notna()].reset_index(drop=True)
-    ext_ind = e[e["indeterminate"]].reset_index(drop=True)
+    ext_ok = _rows(e, (e["status"] == "ok") & e["lease_until_c"].notna())
+    ext_ind = _rows(e, e["indeterminate"])
     ind_times = np.sort(claims_ind["t_inv"].to_numpy(dtype="float64"))
     lease = run.config.get("lease")
     marks = ops.run_events["value"].astype(object).to_numpy()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import takeover.checker.counts as counts_module
+import takeover.checker.duplicate_causes as causes_module
 from takeover.pipeline import check_and_report
 from tests.helpers.attempts import ATTEMPTS, until_shown
 from tests.helpers.processes import reap_stragglers, records, takeover
@@ -125,7 +125,7 @@ def test_a_queue_that_steals_live_leases_shows_its_duplicates_as_other(tmp_path,
     assert summary["duplicates"]["by_cause"]["other"] > 0, summary["duplicates"]
 
     # Every extra action, not just the first few examples.
-    monkeypatch.setattr(counts_module, "EXAMPLES", 1_000_000)
+    monkeypatch.setattr(causes_module, "EXAMPLES", 1_000_000)
     d = _summary(run_dir)["duplicates"]
     assert len(d["examples"]) == d["extra_actions"] == sum(d["by_cause"].values())
     claims = _claims(run_dir)
