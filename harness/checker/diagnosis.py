@@ -375,8 +375,13 @@ def _lease_exclusive(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantRes
     # A stale generation's heartbeat answered (invariants._stale_extends): its own defect, unless a power
     # loss or a register in between put the older generation back.
     stale = f["stale_extend"].fillna(False).to_numpy(dtype=bool) if "stale_extend" in f else np.zeros(len(f), bool)
+    # The holder's session cut (a partition of its host, its session killed, the database restarted) between
+    # its claim and the claim that took its live lease: the lease ended with the session, not at lease_until.
+    cut = np.array([bool(network.hits(fx, p, a, b)) for p, a, b in zip(
+        f["p_process"].astype(float), f["p_t_comp"].astype(float), f["t_comp"].astype(float), strict=True)],
+        dtype=bool) if "p_process" in f and network.has_network(fx) else np.zeros(len(f), bool)
     return _pick("lease_stolen", (power, "power_loss"), (reset, "reset_by_register"), (stale, "stale_extend"),
-                 (race, "claim_race")), {"power_loss_at": at}
+                 (race, "claim_race"), (cut, "session_lease")), {"power_loss_at": at}
 
 
 def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult]) -> Classified:

@@ -254,6 +254,12 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
             f"claim() granted task {f['task']} to worker #{f['granted_to']} as generation {f['granted_gen']} at "
             f"{_s(f['granted_now'])} while generation {f['held_gen']}'s lease ran until {_s(f['lease_until'])} "
             f"({_s(f['overlap_s'])} early)")),
+        "session_lease": Pattern("S2", "the lease lives in the holder's database session (a session-level lock), "
+                                       "so it ends when the session does, not at lease_until", replay=False,
+                                 what=lambda f: (
+            f"claim() granted task {f['task']} to worker #{f['granted_to']} as generation {f['granted_gen']} at "
+            f"{_s(f['granted_now'])} while generation {f['held_gen']}'s lease ran until {_s(f['lease_until'])} "
+            f"({_s(f['overlap_s'])} early), after a network fault had cut worker #{f['held_by']}'s session")),
         "claim_race": _claim_race(lambda f: (
             f"two claims of task {f['task']} in flight at the same time both took it (generations {f['held_gen']} "
             f"and {f['granted_gen']}, workers #{f['held_by']} and #{f['granted_to']}), their leases overlapping "

@@ -118,7 +118,7 @@ KNOWN: tuple[KnownCause, ...] = (
                ("lease_exclusive", "claim_race"), args=(*SMOKE, *POSTGRES),
                mutant="postgres_lease:PICK_PENDING:drop-for-update-1"),
     # -- the network era's planted bugs (takeover.queues.planted_network): PostgreSQL on hosts, network faults
-    _network("AdvisoryLockLease", _defect("lease_exclusive", "lease_stolen"), ("lease_exclusive", "lease_stolen")),
+    _network("AdvisoryLockLease", _defect("lease_exclusive", "session_lease"), ("lease_exclusive", "session_lease")),
     _network("BlindFinishRetry", NOT_FENCED, ("no_stale_commit", "stale_commit")),
     _network("AsyncCommit", NOT_DURABLE, ("no_reclaim_after_terminal", "db_restart")),
     # -- issue 36's user: six mistakes of their own
