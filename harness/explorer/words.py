@@ -16,7 +16,7 @@ from takeover import db
 from takeover.explorer.machine import Step, _claim_words
 from takeover.options import shell_line
 from takeover.replay.core import ReplayReport, TaskReplay
-from takeover.replay.model import SPEC, TaskState, apply, expect
+from takeover.replay.model import SPEC, STATE_MATCHES, TaskState, apply, expect
 from takeover.replay.output import write_outputs as write_replay_outputs
 from takeover.replay.shrink import Shrunk
 
@@ -148,7 +148,8 @@ def failure_lines(result: ExploreResult) -> list[str]:
     if last.answered != last.expected:
         lines.append(f"     {op}: the queue answered {last.answered}; the spec says {last.expected}")
     else:
-        lines.append(f"     {op}: the queue answered {last.answered}, as the spec says; what differs is after it")
+        after = "the snapshot read after it does not show it" if STATE_MATCHES in invariants else "see why below"
+        lines.append(f"     {op}: the queue answered {last.answered}, as the spec says; {after}")
     named = [i for i in invariants if i != SPEC]
     lines.append(f"     {'breaks ' + ', '.join(named) if named else 'why'}: {what}")
     written = result.written

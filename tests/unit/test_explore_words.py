@@ -40,7 +40,8 @@ def test_an_answer_the_spec_gives_is_not_told_as_the_departure() -> None:
                    "1.0009765625", "t1", (STATE_MATCHES,), what)]
     text = "\n".join(failure_lines(_result(steps, (STATE_MATCHES,), what)))
     assert "the queue answered 1.0009765625; the spec says 1.0009765625" not in text
-    assert "step 2, A extend t1 with generation 1: the queue answered 1.0009765625, as the spec says" in text
+    assert "step 2, A extend t1 with generation 1: the queue answered 1.0009765625, as the spec says; the snapshot " \
+           "read after it does not show it" in text
     assert f"breaks {STATE_MATCHES}: {what}" in text
 
 
