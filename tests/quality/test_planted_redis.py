@@ -73,7 +73,8 @@ def test_the_redis_idioms_depart_in_the_scenarios_takeovers(redis_host: db.Host,
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPLORED))
 def test_explore_finds_the_carried_bugs_the_scenarios_miss(redis_host: db.Host, name: str, tmp_path: Path) -> None:
-    result = explore_queue(f"takeover.queues.planted_redis:{name}", seed=1, out=tmp_path)
+    # Finding the departure is what is tested, not shrinking it: a small shrink budget halves the time.
+    result = explore_queue(f"takeover.queues.planted_redis:{name}", seed=1, out=tmp_path, shrink_budget=10)
     assert not result.ok
     departure = result.to_json()["departure"]
     assert EXPLORED[name] in departure["invariants"], departure
