@@ -28,10 +28,10 @@ Why each piece is shaped as it is:
   survives exactly), stored as that string in the hash and as the same double in the running set, and
   returned as the string it was sent as. Comparisons in Lua use ``tonumber`` of both strings: exact.
 - **A retried call runs once** (the issue's "a lost reply can run a claim twice"). redis-py retries a
-  command on a new connection after a connection error or a timeout (a client made with ``redis.Redis(host=
-  ...)`` does by default since redis-py 6: up to 10 times, 5 s socket timeout; one made with ``from_url`` in
-  redis-py 8.1 does not, so this queue asks for the same retries itself, whatever the version). The first try
-  may have run before its reply was lost: a server killed
+  command on a new connection after a connection error or a timeout (in redis-py 8.1, a client made with
+  ``redis.Redis(host=...)`` does by default: up to 10 times, 5 s socket timeout; one made with ``from_url``
+  does not, so this queue asks for the same retries itself, whatever the version). The first try may have
+  run before its reply was lost: a server killed
   after its fsync, a connection killed, a reply slower than the timeout, a frozen server that reads the old
   connection's command after it resumes. A claim run twice would take two tasks and return one: the other
   stays running under a generation no caller ever saw until its lease runs out, and the snapshot
@@ -66,7 +66,7 @@ SEQ, ALL, PENDING, RUNNING = (PREFIX + name for name in ("seq", "all", "pending"
 TASK = PREFIX + "task:"  # + task id: the task's hash (state, generation, lease_until, seq, worker, registered)
 REQUEST = PREFIX + "req:"  # + request id: the answer of a call that changed state (a retry finds it)
 REQUEST_TTL_MS = 300_000  # five minutes: the longest retry (10 tries, 5 s timeouts) is about one
-RETRIES, BACKOFF_BASE, BACKOFF_CAP = 10, 0.01, 1.0  # redis.Redis(host=...)'s own default in redis-py 6 to 8
+RETRIES, BACKOFF_BASE, BACKOFF_CAP = 10, 0.01, 1.0  # redis.Redis(host=...)'s own default in redis-py 8.1
 
 # KEYS: seq, all, pending. ARGV: now, task ids... Registering a known task (in the store, or earlier in
 # the batch) changes nothing; a batch is one script: registered all at once, in its order.
