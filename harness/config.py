@@ -161,6 +161,7 @@ class RunConfig:
     conn_kill_rate: float = 0.0  # a drawn worker's database session terminated by the server, per second
     db_restart_rate: float = 0.0  # database crashes (immediate stop) and restarts, per second
     db_pause_rate: float = 0.0  # database freezes (SIGSTOP, then SIGCONT after a drawn time), per second
+    db_lost_reply_rate: float = 0.0  # answers of the run's Redis server lost on a worker's connection, per second
     # How the run's private Redis server keeps its data (--db redis only; takeover.db.redis_server).
     redis_persistence: str = DEFAULT_REDIS_PERSISTENCE
     net_delay: float = 0.0  # seconds added each way on every host's path (a proxy)
@@ -425,6 +426,9 @@ def check_network(database: str, values: Mapping[str, Any]) -> None:
     """Network faults need hosts, hosts need a private PostgreSQL server and this machine's means.
     ``database``: the --db value (redacted or not); ``values``: the NET_FIELDS, a missing one at its default."""
     hosts = values.get("hosts") or 0
+    if (values.get("db_lost_reply_rate") or 0) > 0 and (database != db.REDIS or hosts > 0):
+        raise UsageError("db-lost-reply-rate: a reply lost from the server needs --db redis without --hosts (a relay "
+                         "between the workers and the run's own server)")
     if hosts <= 0:
         for name in NET_FIELDS[1:]:
             if database == db.REDIS and name in REDIS_LOCAL_FAULTS:

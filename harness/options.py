@@ -222,6 +222,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "for a drawn time, then continued; every client waits at once while leases run out on the workers' "
               "clocks (needs --hosts, or --db redis)", nonneg, profile=False, omit=0.0,
               sweep_help="database freezes per second (needs --hosts or --db redis)"),
+    RunOption("--db-lost-reply-rate", "db_lost_reply_rate", float,
+              "replies lost from the database per second (--db redis): a drawn worker's connection loses the "
+              "server's next answer and is closed, so the command ran and its client (redis-py retries) sends it "
+              "again on a new connection", nonneg, profile=False, omit=0.0,
+              sweep_help="replies lost from the database per second (--db redis)"),
     RunOption("--redis-persistence", "redis_persistence", str,
               "with --db redis, how the run's server keeps its data: always (an append-only file synced before "
               "every reply), everysec (synced once a second: a power loss can lose the last second of acknowledged "
@@ -405,10 +410,11 @@ BY_FIELD: dict[str, RunOption] = {o.field: o for o in RUN_OPTIONS}
 FAULT_RATES = tuple(o for o in RUN_OPTIONS if o.field.startswith("faults."))
 # The run's hosts and the network faults (takeover.net), as one group: tune takes them apart from the rest,
 # and config.json has them only when not at their defaults.
-NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss", "db_pause_rate")
+NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss", "db_pause_rate",
+              "db_lost_reply_rate")
 # The network faults a run on a private Redis server has without hosts (takeover.run.redis_site): the server is
 # the run's own on this machine, and its connections are the workers' own.
-REDIS_LOCAL_FAULTS = ("conn_kill_rate", "db_restart_rate", "db_pause_rate")
+REDIS_LOCAL_FAULTS = ("conn_kill_rate", "db_restart_rate", "db_pause_rate", "db_lost_reply_rate")
 NET_OPTIONS = tuple(BY_FIELD[f] for f in NET_FIELDS)
 
 

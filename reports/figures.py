@@ -35,7 +35,7 @@ MAX_LANES = 40
 MAX_TASKS = 12
 FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5", "kill": "#d62828",
                  "aimed": "#6a040f", "partition": "#457b9d", "db_restart": "#6c757d", "conn_kill": "#1d3557",
-                 "db_pause": "#b5838d",
+                 "db_pause": "#b5838d", "db_lost_reply": "#7b2cbf",
                  "path": "#a8dadc"}
 ONE_WAY = "one_way"  # a partition's shape when only the replies are lost (takeover.net.faults)
 # How the timeline labels a freeze made by an aimed fault (a pause whose ``detail`` names the fault).
@@ -97,7 +97,15 @@ def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> li
     worker's lane, and a path's delay or loss (the whole run's) a strip along the bottom
     (takeover.checker.network). Returns the legend entries of what was drawn: none without hosts, so other
     runs' legends stay as they were."""
-    from takeover.checker.network import CONN_KILL, DB_PAUSE, DB_RESTART, PARTITION, has_network, process_hosts
+    from takeover.checker.network import (
+        CONN_KILL,
+        DB_LOST_REPLY,
+        DB_PAUSE,
+        DB_RESTART,
+        PARTITION,
+        has_network,
+        process_hosts,
+    )
 
     if not has_network(fx):
         return []
@@ -124,6 +132,11 @@ def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> li
     ax.scatter(kills["t_inv"] - rel, kills["target"].map(lane), marker="x", s=50, c=FAULT_COLOURS[CONN_KILL], zorder=3)
     if len(kills):
         drawn.add(CONN_KILL)
+    lost = f[(f["f"] == DB_LOST_REPLY) & f["target"].isin(list(lane)) & f["t_comp"].notna()]
+    ax.scatter(lost["t_comp"] - rel, lost["target"].map(lane), marker="4", s=70, c=FAULT_COLOURS[DB_LOST_REPLY],
+               zorder=3)  # fmt: skip
+    if len(lost):
+        drawn.add(DB_LOST_REPLY)
     path = _path_words(fx.config)
     if path:
         ax.add_patch(Rectangle((0, 0), fx.t1 - rel, 0.012, transform=ax.get_xaxis_transform(), clip_on=False,
@@ -139,6 +152,8 @@ def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> li
           if DB_PAUSE in drawn else []),
         *([Line2D([], [], marker="x", ls="", color=FAULT_COLOURS[CONN_KILL],
                   label="connection killed by the server")] if CONN_KILL in drawn else []),
+        *([Line2D([], [], marker="4", ls="", color=FAULT_COLOURS[DB_LOST_REPLY],
+                  label="the server's answer lost, the connection closed")] if DB_LOST_REPLY in drawn else []),
         *([Patch(color=FAULT_COLOURS["path"], label=path)] if path else []),
     ]  # fmt: skip
     return legend

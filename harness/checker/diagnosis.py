@@ -430,6 +430,9 @@ def _state_matches(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     stale_gen = np.full(len(f), np.nan)
     stale_gen[stale.index.to_numpy(dtype=np.int64)] = stale.to_numpy(dtype="float64")
     keys[unexplained] = np.where(np.isnan(stale_gen[unexplained]), "terminal_unexplained", "stale_overwrite")
+    for j in np.flatnonzero(keys == "terminal_unexplained"):  # a finish's retry after its answer was lost
+        if network.finish_reply_lost(fx, f["task"].iloc[j], [gen[j]]):
+            keys[j] = "finish_retried"
     first = _first_claim(fx, f["task"])
     reset = _registered_again(fx, f["task"], first, np.full(len(f), np.inf)) & ~np.isnan(first)
     not_durable = keys == "finish_not_durable"

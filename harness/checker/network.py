@@ -20,7 +20,8 @@ PARTITION = "partition"
 CONN_KILL = "conn_kill"
 DB_RESTART = "db_restart"
 DB_PAUSE = "db_pause"
-NETWORK_CAUSES = (PARTITION, CONN_KILL, DB_RESTART, DB_PAUSE)  # first match wins, in this order
+DB_LOST_REPLY = "db_lost_reply"
+NETWORK_CAUSES = (PARTITION, CONN_KILL, DB_RESTART, DB_PAUSE, DB_LOST_REPLY)  # first match wins, in this order
 COUNTED = (PARTITION, CONN_KILL, DB_RESTART)  # summary.json's ``network.faults`` always has these (a freeze when any)
 
 
@@ -92,6 +93,9 @@ def hits(fx: Facts, process: float, since: float, until: float) -> list[Hit]:
     for s, e, _, _ in _windows(fx, DB_PAUSE):
         if s <= until and e >= since:
             found.append(Hit(DB_PAUSE, s, e, host))
+    for s, e, _, target in _windows(fx, DB_LOST_REPLY):
+        if target == process and since <= e <= until:  # when the answer was lost (an arm that met none: the end)
+            found.append(Hit(DB_LOST_REPLY, s, e, host))
     return found
 
 
@@ -129,6 +133,8 @@ def _reached(fx: Facts, who: str, hit: Hit) -> str:
         return f"{who} was cut off from the database at {_s(fx, hit.start)} until {_s(fx, hit.end)}"
     if hit.kind == CONN_KILL:
         return f"{who} had its database session ended by the server at {_s(fx, hit.start)}"
+    if hit.kind == DB_LOST_REPLY:
+        return f"{who} lost the server's answer to a call at {_s(fx, hit.end)} (the call ran; its client sent it again)"
     if hit.kind == DB_PAUSE:
         return (f"the database was frozen from {_s(fx, hit.start)} until {_s(fx, hit.end)} while {who} held the "
                 "task")
@@ -171,7 +177,7 @@ DEEDS = {
 }
 # What a worker's deed after the fault ended is said to have waited for.
 BACK = {PARTITION: "when the network came back", CONN_KILL: "on a new session", DB_RESTART: "after the restart",
-        DB_PAUSE: "once the server ran again"}
+        DB_PAUSE: "once the server ran again", DB_LOST_REPLY: "on a new connection"}
 
 
 def violation_hit(fx: Facts, row: dict[str, Any]) -> tuple[float, Hit] | None:
@@ -198,10 +204,28 @@ def violation_cause(fx: Facts, row: dict[str, Any]) -> str:
     explains (its pattern), empty otherwise: the queue broke its promise without either."""
     if row.get("pattern") == "vanished_on_restart":  # a server without persistence: its restart emptied the queue
         return DB_RESTART
+    if row.get("at") is None and finish_reply_lost(fx, row.get("task"), str(row.get("generations") or "").split()):
+        return DB_LOST_REPLY
     hit = violation_hit(fx, row)
     if hit is not None:
         return hit[1].kind
     return "power_loss" if row.get("pattern") == "power_loss" else ""
+
+
+def finish_reply_lost(fx: Facts, task: Any, gens: list[Any]) -> bool:
+    """A finish of ``task`` (its name, or its code) at one of ``gens`` was refused or failed while the server's
+    answer to its holder was lost (``db_lost_reply``): the first run of the finish counted, and the client's
+    retry was refused (the task was already done)."""
+    if not _windows(fx, DB_LOST_REPLY) or task is None or not gens:
+        return False
+    code = fx.code(task) if isinstance(task, str) else float(task)
+    f = fx.ops.finishes
+    mine = f[(f["task"] == code) & f["gen"].isin([float(g) for g in gens]) & f["rejected"]]
+    for start, end, process in zip(mine["t_inv"], mine["t_comp"].fillna(fx.t1), mine["process"], strict=True):
+        for _, e, _, target in _windows(fx, DB_LOST_REPLY):
+            if target == process and start <= e <= end:
+                return True
+    return False
 
 
 def violation_story(fx: Facts, row: dict[str, Any]) -> str | None:

@@ -312,6 +312,13 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "stale_overwrite": Pattern("S3", NOT_FENCED, follows="no_stale_commit", what=lambda f: (
             f"task {f['task']} ended {f['state']} at generation {f['gen']}, but the finish accepted for it was "
             f"generation {f['stale_gen']}'s: a stale holder completed the current holder's task")),
+        "finish_retried": Pattern("S1", "the finish is not safe to run twice: its first run counted, the server's "
+                                        "answer was lost (db_lost_reply), and the client's retry was refused because "
+                                        "the task was already done (record each call's answer under a request id, or "
+                                        "accept a repeat of the same generation's finish)", replay=False,
+                                  what=lambda f: (
+            f"task {f['task']} is {f['state']} at generation {f['gen']} in the final snapshot, although its holder's "
+            f"finish was answered False: the answer to its first run was lost and the retry was refused")),
         "terminal_unexplained": Pattern("S1", "the stored state was written by something other than an accepted "
                                               "finish of that generation", lambda f: (
             f"task {f['task']} is {f['state']} at generation {f['gen']} in the final snapshot, but no accepted "

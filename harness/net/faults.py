@@ -24,6 +24,9 @@ tell what a duplicate or a violation owes to it (takeover.checker.diagnosis):
 - ``db_pause``: the server frozen (SIGSTOP; PostgreSQL's postmaster with its whole process group) for a
   drawn time (``value``, seconds), then continued: every client's call waits at once, and leases run out
   on the workers' clocks meanwhile. Not while the server restarts, nor two at once.
+- ``db_lost_reply`` (a run's own Redis server, takeover.run.reply_dropper): a drawn live worker's
+  connection loses the server's next answer and is closed; ``invoke`` when armed, ``ok`` when an answer
+  was lost (``value``: its bytes), ``info`` when none came before the faults stopped.
 - ``net_loss`` (with ``--net-loss``): one ``ok`` record when faults stop, ``value`` = how many packets the
   loss rules had dropped by then, ``detail`` = the probability: the evidence that the loss reached the run.
 
@@ -49,8 +52,9 @@ PARTITION = "partition"
 CONN_KILL = "conn_kill"
 DB_RESTART = "db_restart"
 DB_PAUSE = "db_pause"
+DB_LOST_REPLY = "db_lost_reply"
 NET_LOSS = "net_loss"  # not a fault window: the packets ``--net-loss`` dropped, written when faults stop
-KINDS = (PARTITION, CONN_KILL, DB_RESTART, DB_PAUSE)
+KINDS = (PARTITION, CONN_KILL, DB_RESTART, DB_PAUSE, DB_LOST_REPLY)
 SHAPES = ("one", "minority", "majority", "one_way")
 # A partition lasts this many leases (uniform): from shorter than a lease (nothing expires) to long enough
 # for the server to end the cut-off sessions (a few seconds) and another worker to take the task over.
@@ -128,6 +132,10 @@ class NetworkFaults:
             self._heal()
         if self.paused is not None:
             self._resume()
+        dropper = getattr(self.site, "dropper", None)
+        if dropper is not None:  # armed, never met an answer: said so, before the history closes
+            for told in dropper.disarm():
+                told(-1)
         if self.restart is not None:
             self.restart.join()
             self.restart = None
@@ -194,6 +202,28 @@ class NetworkFaults:
 
     def _restarting(self) -> bool:
         return self.restart is not None and self.restart.is_alive()
+
+    def _db_lost_reply(self, rng: random.Random) -> None:
+        live = self.live()
+        slots = sorted(live)
+        pick = rng.random()
+        if not slots or self._restarting() or self.paused is not None:
+            self.skipped[DB_LOST_REPLY] += 1
+            return
+        slot = slots[int(pick * len(slots))]
+        fields = {"worker": f"w{slot}", "target": live[slot]}
+
+        def lost(size: int) -> None:
+            if size < 0:
+                self.hist.write("info", DB_LOST_REPLY, error="no answer came before the faults stopped", **fields)
+            else:
+                self.hist.write("ok", DB_LOST_REPLY, value=str(size), **fields)
+
+        self.hist.write("invoke", DB_LOST_REPLY, **fields)
+        if not self.site.arm_lost_reply(slot, lost):
+            self.hist.write("info", DB_LOST_REPLY, error="the worker had no connection to the server", **fields)
+            return
+        self.tally[DB_LOST_REPLY] += 1
 
     def _db_pause(self, rng: random.Random) -> None:
         seconds = round(rng.uniform(*PAUSE_LEASES) * self.cfg.lease, 3)

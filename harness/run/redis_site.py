@@ -24,6 +24,7 @@ import psutil
 from takeover.config import RunConfig
 from takeover.db import redis as redis_db
 from takeover.db.redis_server import HOST, PrivateRedis
+from takeover.run.reply_dropper import ReplyDropper
 
 KILL_TIMEOUT = 2.0  # seconds the CLIENT KILL may take (the server may be starting again)
 
@@ -40,14 +41,30 @@ class RedisSite:
         self.server = PrivateRedis(cfg.redis_persistence, data_dir=data_dir)
         self.database = ""
         self.pid_of: Callable[[int], int | None] = lambda slot: None
+        self.lost_replies = cfg.db_lost_reply_rate > 0
+        self.dropper: ReplyDropper | None = None
 
     def __enter__(self) -> RedisSite:
         self.server.__enter__()
         self.database = self.server.url
+        if self.lost_replies:  # everybody reaches the server through the relay (only workers' answers are lost)
+            try:
+                self.dropper = ReplyDropper(self.server.port).__enter__()
+            except BaseException:
+                self.server.__exit__(None, None, None)
+                raise
+            self.database = f"redis://{HOST}:{self.dropper.port}/0"
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self.dropper is not None:
+            self.dropper.stop()
         self.server.__exit__(kind, exc, tb)
+
+    @property
+    def client_port(self) -> int:
+        """The port the workers connect to: the relay's when there is one, else the server's."""
+        return self.dropper.port if self.dropper is not None else self.server.port
 
     def host_name(self, slot: int) -> str:
         return ""
@@ -65,7 +82,7 @@ class RedisSite:
                 conns = p.net_connections(kind="tcp4")
             except psutil.Error:
                 continue
-            ports += [c.laddr.port for c in conns if c.raddr and c.raddr.port == self.server.port
+            ports += [c.laddr.port for c in conns if c.raddr and c.raddr.port == self.client_port
                       and c.raddr.ip == HOST]  # fmt: skip
         return sorted(set(ports))
 
@@ -73,6 +90,8 @@ class RedisSite:
         """End every connection of the worker in ``slot`` to the server (``CLIENT KILL ADDR``); how many ended."""
         pid = self.pid_of(slot)
         ports = self.worker_ports(pid) if pid else []
+        if self.dropper is not None:  # the server knows them by the relay's ports
+            ports = self.dropper.upstream_ports(ports)
         if not ports:
             return 0
         client = redis_db.connect(self.server.url, socket_timeout=KILL_TIMEOUT)
@@ -80,3 +99,11 @@ class RedisSite:
             return sum(int(client.client_kill_filter(_id=None, addr=f"{HOST}:{port}")) for port in ports)
         finally:
             client.close()
+
+    def arm_lost_reply(self, slot: int, lost: Callable[[int], None]) -> bool:
+        """The next answer on the worker's connections is lost (takeover.run.reply_dropper); False when it has
+        none open."""
+        pid = self.pid_of(slot)
+        if self.dropper is None or not pid:
+            return False
+        return self.dropper.arm(self.worker_ports(pid), lost)

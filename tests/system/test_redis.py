@@ -328,3 +328,21 @@ def test_a_tuning_on_redis_runs_every_run_on_its_own_server_under_the_scaled_ser
         config = json.loads((cell / "config.json").read_text())
         assert config["db"] == "redis" and config["redis_persistence"] == "always"
         assert config["db_restart_rate"] == round(0.005 * config["task_time"]["scale"], 6)
+
+
+@pytest.mark.parametrize(("queue", "valid"), [("redis_queues:Retrying", False),
+                                              ("takeover.queues.redis_lease:RedisLeaseQueue", True)])
+def test_a_reply_lost_from_the_server_shows_whether_a_retried_call_is_safe(queue: str, valid: bool, tmp_path: Path):
+    """The relay loses the server's answer on a worker's connection: the command ran, redis-py sends it again.
+    A finish that is not safe to run twice is refused on its retry (finish_retried, cause db_lost_reply); the
+    reference queue answers a retry from the first run's recorded answer and stays VALID."""
+    out = tmp_path / "run"
+    proc, summary = _stress(out, "--queue", queue, "--no-faults", "--duration", "4", "--tasks", "60", "--seed", "1",
+                            "--db-lost-reply-rate", "3")
+    lost = [r for r in _records(out, "db_lost_reply") if r["type"] == "ok"]
+    assert lost and all(int(r["value"]) > 0 and r["worker"].startswith("w") for r in lost), lost
+    assert summary["valid"] is valid, proc.stdout[-3000:]
+    if not valid:
+        assert {d["pattern"] for d in summary["diagnosis"]} == {"finish_retried"}
+        rows = (out / "violations.csv").read_text().splitlines()[1:]
+        assert rows and all(",db_lost_reply," in r for r in rows)

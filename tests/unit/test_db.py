@@ -112,6 +112,10 @@ def test_server_faults_need_no_hosts_on_a_private_redis_server_only():
         RunConfig(db_pause_rate=0.1).validate()
     with pytest.raises(UsageError, match="conn-kill-rate: faults of the server need --db redis"):
         RunConfig(db="redis://h:6379/1", conn_kill_rate=0.1).validate()
+    assert dataclasses.replace(base, db_lost_reply_rate=1.0).validate().db_lost_reply_rate == 1.0
+    for other in ({"db": "redis://h:6379/1"}, {"db": "sqlite"}):
+        with pytest.raises(UsageError, match="db-lost-reply-rate: .*needs --db redis"):
+            RunConfig(db_lost_reply_rate=1.0, **other).validate()
 
 
 def test_stress_records_a_url_without_its_password():

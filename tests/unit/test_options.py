@@ -154,7 +154,7 @@ def test_the_grid_fixed_table_takes_the_options_the_grid_neither_varies_nor_deci
 # hosts (root, iptables) when hosts or network faults are: those need --db postgres, and the faults --hosts.
 NET_DESTS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss", "db_pause_rate")
 # --redis-persistence is a Redis run's own: it needs --db redis (no server is started to resolve it).
-REDIS_DESTS = ("redis_persistence",)
+REDIS_DESTS = ("redis_persistence", "db_lost_reply_rate")
 
 
 def _marks(o: RunOption) -> Any:
@@ -290,9 +290,9 @@ def _strategy(o: RunOption) -> st.SearchStrategy[Any]:
 
 @st.composite
 def configs(draw: st.DrawFn) -> RunConfig:
-    # Hosts and network faults need --db postgres and root: a drawn config keeps them off (each is
-    # reproduced in test_every_overriding_option_reaches_its_field, where the machine allows).
-    values = {o.dest: None if o.dest in NET_DESTS else draw(_strategy(o)) for o in RUN_OPTIONS}
+    # Hosts and network faults need --db postgres and root, the Redis options --db redis: a drawn config keeps
+    # them off (each is reproduced in test_every_overriding_option_reaches_its_field, where the machine allows).
+    values = {o.dest: None if o.dest in NET_DESTS + REDIS_DESTS else draw(_strategy(o)) for o in RUN_OPTIONS}
     cfg = with_overrides(load_profile(values.pop("profile")), values)
     tt = cfg.task_time
     if tt.dist == "pareto" and tt.spread <= 1:
