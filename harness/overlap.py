@@ -209,7 +209,9 @@ def statement_counts(replay: _Replay, can: tuple[str, ...]) -> dict[str, int]:
             if kind in ("extend", "resolve") and kind not in can:
                 continue
             peer.on_thread("probe", lambda k=kind: peer.hook.call(k))
-            peer.replay.run_step(StepResult(0, {"t": 0.0, "actor": None, "task": task, **spec}), observe=False)
+            hung = peer.replay.run_step(StepResult(0, {"t": 0.0, "actor": None, "task": task, **spec}), observe=False)
+            if hung is not None:  # the queue does not answer this call: nothing after it can be counted
+                raise hung
             peer.on_thread("probe", lambda: peer.hook.__exit__(None, None, None))
     finally:
         peer.close()

@@ -64,13 +64,16 @@ def run(args: argparse.Namespace) -> ExitCode:
         sys.stdout.write("\n")
     else:
         _print(result, args)
-    return ExitCode.VALID if result.ok else ExitCode.VIOLATED
+    return ExitCode(result.exit_code)
 
 
 def _print(result: ExploreResult, args: argparse.Namespace) -> None:
     out = sys.stdout
     print(f"takeover explore: {result.queue} on {result.db}, seed {result.seed}", file=out)
     print(summary_line(result), file=out)
+    if result.hung is not None:
+        print(f"INCONCLUSIVE: {result.hung}; nothing was explored", file=out)
+        return
     if result.ok:
         print("PASSED: every answer was the spec's.", file=out)
         return

@@ -78,14 +78,17 @@ class ExploreResult:
     first: tuple[float, int, int] | None = None  # seconds, examples, steps when the first departure came
     shrink_examples: int = 0  # of the examples, those run to shrink the departure
     flaky_batches: int = 0  # batches cut short: an overlap's order changed what the same draws met
+    # The queue did not answer the probe made before any example (a call that never returned): nothing was
+    # explored, so the result is neither a pass nor a departure, but INCONCLUSIVE (exit 3), saying which call.
+    hung: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.failure is None
+        return self.failure is None and self.hung is None
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        return 3 if self.hung is not None else 0 if self.ok else 1
 
     def message(self) -> str:
         """What a failed test prints: the shrunk sequence in words."""
@@ -122,7 +125,11 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
     start = time.monotonic()
     # One database for every example and replay (emptied before each) on PostgreSQL: see db.reused.
     with scratch_dir("takeover-explore-") as folder, db.reused(Path(folder), "explore"):
-        statements = _check_opens(queue_spec, factory, lease, step_timeout) if overlaps else {}
+        try:
+            statements = _check_opens(queue_spec, factory, lease, step_timeout) if overlaps else {}
+        except StepHung as hung:  # a queue that does not answer is no bad input: say so, exit 3
+            return ExploreResult(queue_spec, seed, 0, 0, time.monotonic() - start, db.current().value,
+                                 hung=f"the queue does not answer: {hung}")
         setup = Setup(queue_spec, factory, lease, step_timeout, recorder, statements)
         try:
             with _no_local_constants():
@@ -217,16 +224,13 @@ def _no_local_constants() -> Iterator[None]:
 
 def _check_opens(queue_spec: str, factory: Any, lease: float, step_timeout: float) -> dict[str, int]:
     """Open the queue once before any example: one that cannot be built is bad input (ContractError,
-    one line, exit 2), not a departure for Hypothesis to shrink; one whose opening hangs says so.
-    Then count the statements each of its calls issues (where an overlap can pause it:
-    :func:`takeover.overlap.statement_counts`)."""
+    one line, exit 2), not a departure for Hypothesis to shrink. Then count the statements each of its
+    calls issues (where an overlap can pause it: :func:`takeover.overlap.statement_counts`). A call that
+    does not return (the opening included) raises :class:`StepHung`: the queue does not answer."""
     with live_queue("explore-open", queue_spec, factory, lease, step_timeout) as live:
-        try:
-            live.open()
-            can = tuple(e for e in ("extend", "resolve") if has_extension(live.queue, e))
-            return statement_counts(live, can)
-        except StepHung as hung:
-            raise UsageError(f"explore: {hung}") from None
+        live.open()
+        can = tuple(e for e in ("extend", "resolve") if has_extension(live.queue, e))
+        return statement_counts(live, can)
 
 
 def check_budget(seed: Any, examples: Any, seconds: Any, steps: Any) -> None:

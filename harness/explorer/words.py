@@ -164,6 +164,7 @@ def result_json(result: ExploreResult) -> dict[str, Any]:
         "db": result.db,
         "seed": result.seed,
         "ok": result.ok,
+        "hung": result.hung,
         "examples": result.examples,
         "steps": result.steps,
         "seconds": round(result.seconds, 3),

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from takeover import locate
 from takeover.errors import UsageError
 from takeover.mutation import lua, sql
 
@@ -113,6 +114,8 @@ def generate(spec: str, source: str | None = None) -> list[Mutant]:
     module, _, attr = spec.partition(":")
     if not module or not attr:
         raise UsageError(f"queue must be MODULE:ATTR, got {spec!r}")
+    if source is None:
+        locate.cwd_first(spec)  # a module in the current folder, found as stress finds it (python -m's rule)
     text = module_source(module) if source is None else source
     try:
         tree = ast.parse(text)

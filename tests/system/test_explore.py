@@ -99,3 +99,14 @@ def test_the_printed_sequence_is_the_written_one(tmp_path):
     assert [(s["step"], s["t"]) for s in result.to_json()["departure"]["steps"]] == \
         [(s["step"], s["t"]) for s in written]
     assert not text.startswith("DEPARTED from the spec: spec") and "breaks spec" not in text, text
+
+
+def test_a_queue_whose_claim_never_returns_is_inconclusive_not_bad_input(tmp_path):
+    """issue 34: explore on a queue whose claim hangs exited 2 (bad input); it names the call and exits 3."""
+    proc = takeover("explore", "--queue", "hanging_queue:ClaimHangs", "--examples", "5", "--step-timeout", "5",
+                    timeout=120)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr == ""
+    said = [line for line in proc.stdout.splitlines() if line.startswith("INCONCLUSIVE")]
+    assert said == ["INCONCLUSIVE: the queue does not answer: claim() did not return within 5 s; nothing was "
+                    "explored"], proc.stdout

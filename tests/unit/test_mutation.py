@@ -201,3 +201,19 @@ def test_logic_and_concurrency_mutants_are_told_apart_by_operator_not_by_the_sta
     assert f["logic_missed_by_explore"] == ["tinyq:X:early-return-1"]  # killed, but by stress: not explore's
     assert (f["concurrency_mutants"], f["concurrency_killed_by_explore"]) == (2, 1)
     assert f["concurrency_missed_by_explore"] == ["tinyq:X:no-transaction-1"]
+
+
+def test_list_finds_a_queue_module_in_the_current_folder_as_stress_does(tmp_path, monkeypatch, capsys):
+    """issue 34: ``mutate --queue advq:Q --list`` could not find a module in the current folder that ``stress``
+    finds (python -m's rule: the current folder first, takeover.locate)."""
+    import shutil
+    import sys
+
+    from takeover.queues import sqlite_lease
+
+    shutil.copy(sqlite_lease.__file__, tmp_path / "advq_here.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    assert main(["mutate", "--queue", "advq_here:SQLiteLeaseQueue", "--list"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("advq_here:") and "mutants of advq_here:SQLiteLeaseQueue" in err
