@@ -423,4 +423,14 @@ def read_hunt_summary(root: Path) -> dict[str, Any] | None:
                 and isinstance(row.get("run_dir"), str)):
             raise UsageError(f"{path} must hold {what}: every run must be an object with 'run' (an integer), "
                              f"'verdict' and 'run_dir' (texts), not {str(row)[:80]}")
+    elapsed = doc.get("elapsed_s", 0)
+    if not isinstance(elapsed, int | float) or isinstance(elapsed, bool):
+        raise UsageError(f"{path} must hold {what}: its 'elapsed_s' must be a number, not {_json_type(elapsed)}")
+    found = doc.get("found")
+    if found is not None and not (isinstance(found, dict) and type(found.get("run")) is int
+                                  and all(isinstance(found.get(k), str) for k in ("run_dir", "mode", "command"))
+                                  and isinstance(found.get("violated"), list) and "seed" in found
+                                  and all(isinstance(v, str) for v in found["violated"])):
+        raise UsageError(f"{path} must hold {what}: its 'found' must be null or the violating run (run, seed, mode, "
+                         f"violated, command, run_dir), not {str(found)[:80]}")
     return doc
