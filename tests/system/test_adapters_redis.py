@@ -1,8 +1,8 @@
-"""RQ and Celery (kombu's Redis transport) behind the contract, on a private redis-server.
+"""RQ, Celery (kombu's Redis transport) and Huey behind the contract, on a private redis-server.
 
 One smoke test per library in the gate: the contract calls as two worker processes make them (two
 adapter objects), through a takeover and a stale holder's completion, asserting what the library's
-page (docs/analyses/rq.md, celery.md) says each call answers. The findings themselves are held by
+page (docs/analyses/rq.md, celery.md, huey.md) says each call answers. The findings themselves are held by
 tests/system/test_analyses.py; a short stress run per adapter is nightly.
 """
 
@@ -74,7 +74,28 @@ def test_takeover_and_the_stale_holder_as_each_library_does_it(
             b.close()
 
 
-@pytest.mark.parametrize("library, name", [("rq", "RQAdapter"), ("celery", "CeleryAdapter")])
+def test_huey_pops_a_task_and_never_hands_it_out_again(host: db.Host, tmp_path: Path) -> None:
+    """docs/analyses/huey.md: no lease, no acknowledgement; a popped task is Huey's nowhere."""
+    cls = adapter("huey", "HueyAdapter")
+    with host.database(tmp_path, "huey") as url:
+        a, b = cls(url), cls(url)
+        try:
+            check_queue_object(a, "huey")
+            assert not has_extension(a, "extend")
+            a.register_many(["t1"], 0.0)
+            a.register("t1", 0.5)  # registering again changes nothing
+            assert b.claim("A", 1.0, 30.0) == ("t1", 1, 31.0)
+            assert a.snapshot() == [("t1", "running", 1, 31.0)]
+            assert a.claim("B", 40.0, 30.0) is None  # past the lease: nothing brings it back
+            assert a.finish("t1", 2, "done", 41.0) is False  # never handed out: no call
+            assert b.finish("t1", 1, "uncertain", 42.0) is True
+            assert a.snapshot() == [("t1", "uncertain", 1, None)]
+        finally:
+            a.close()
+            b.close()
+
+
+@pytest.mark.parametrize("library, name", [("rq", "RQAdapter"), ("celery", "CeleryAdapter"), ("huey", "HueyAdapter")])
 def test_a_redis_adapter_refuses_another_database_in_one_line(library: str, name: str) -> None:
     with pytest.raises(Exception, match="needs a Redis database"):
         adapter(library, name)("/tmp/queue.sqlite")
