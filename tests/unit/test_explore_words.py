@@ -81,3 +81,15 @@ def test_a_departure_with_no_scenario_file_says_which_tasks_were_tried(tmp_path:
                                          "t2: nothing; t1: nothing): the departure needs several tasks at once")
     text = "\n".join(failure_lines(result))
     assert "No scenario file: no one task's steps alone break no_lost_task (each task's alone breaks: t2" in text
+
+
+def test_two_calls_at_once_are_told_as_a_pair() -> None:
+    steps = [_step({"step": "register", "task": "t1"}, "nothing", "nothing", "t1"),
+             _step({"step": "claim", "actor": "A", "pause_before_statement": 2}, "task t1, generation 1",
+                   "task t1, generation 1", "t1"),
+             _step({"step": "claim", "actor": "B"}, "task t1, generation 1", "task t1, generation 1", "t1"),
+             _step({"step": "resume", "actor": "A"}, "nothing", "nothing", None, ("lease_exclusive",),
+                   "claim at t=0 granted a lease while generation 1's ran until t=1")]
+    text = "\n".join(failure_lines(_result(steps, ("lease_exclusive",), "x")))
+    assert "step 4, A the paused call resumes: the two calls at once (steps 2 and 3) answered as above" in text
+    assert "as the spec says" not in text
