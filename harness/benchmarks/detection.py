@@ -20,7 +20,9 @@ the gain of the aimed faults shows as ratios measured in the same bench run. Per
   evidence exists (``at_end`` says how many did);
 
 and per mode ``bugs_per_minute``: caught runs per minute of wall time spent in that mode's runs
-(faults, drain and check of every run, caught or not). The reference queue runs over the same seeds
+(faults, drain and check of every run, caught or not), and (added later) ``model_coverage``: how many of the
+spec's situations (takeover.coverage_space cells) the mode's runs reached, median and range over every run
+of the mode, the reference queue's included. The reference queue runs over the same seeds
 in both modes: a false alarm there (an INVALID run) is a release blocker, so its folder is kept.
 
 Targets: caught in at least 95 % of runs, median time to the first violation at most 3 s. The time
@@ -151,6 +153,9 @@ def judge(name: str, expected: tuple[str, ...], seed: int, mode: str, out: Path,
     row: dict[str, Any] = {"seed": seed, "mode": mode, "exit": int(code), "caught": bool(hits), "violated": fired,
                            "first_violation_s": first, "first_invariant": first_invariant, "at_end": at_end,
                            "wall_s": round(took, 2), "aimed": _aimed(result)}
+    model = result.summary["coverage"].get("model")
+    if model is not None:  # the spec's situations the run reached (takeover.checker.model_coverage)
+        row["model"] = {"reached": model["reached"], "possible": model["possible"]}
     if name != REFERENCE:  # the defects the diagnosis names, each once, in the order it tells them
         row["defects"] = list(dict.fromkeys(e["defect"] for e in result.summary.get("diagnosis", [])))
     if name == REFERENCE:
@@ -236,6 +241,19 @@ def _per_minute(runs: list[dict[str, Any]]) -> dict[str, Any]:
     minutes = sum(r["wall_s"] for r in runs) / 60
     return {"caught_runs": caught, "total_runs": len(runs), "run_minutes": round(minutes, 2),
             "bugs_per_minute": round(caught / minutes, 3) if minutes else 0.0}
+
+
+def _model_coverage(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The model coverage of a mode's runs (every queue's, the reference's included): how many of the possible
+    cells a run reached, the median and the range, as counts and as fractions of the possible cells."""
+    rows = [r["model"] for r in runs if r.get("model") and r["model"]["possible"]]
+    if not rows:
+        return {"runs": 0}
+    fractions = [m["reached"] / m["possible"] for m in rows]
+    return {"runs": len(rows), "possible": max(m["possible"] for m in rows),
+            "median_reached": statistics.median(m["reached"] for m in rows),
+            "median_fraction": round(statistics.median(fractions), 3),
+            "min_fraction": round(min(fractions), 3), "max_fraction": round(max(fractions), 3)}
 
 
 def _reference(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -362,11 +380,14 @@ def figures(made: dict[str, Any]) -> dict[str, Any]:
         "modes": list(modes),
         **({"hosts": config["hosts"]} if config["hosts"] > 0 else {}),
     }  # fmt: skip
+    queues = [*names, *([REFERENCE] if config["reference"] else [])]
+    fig["model_coverage"] = _model_coverage([r for n in queues for r in results.get((n, first), [])])
     for mode in modes[1:]:
         mode_key = _mode_key(mode)
         for n in names:
             per_bug[n][mode_key] = summarise(n, planted[n], results.get((n, mode), []))
         fig[mode_key] = _per_minute([r for n in names for r in results.get((n, mode), [])])
+        fig[mode_key]["model_coverage"] = _model_coverage([r for n in queues for r in results.get((n, mode), [])])
     if modes == MODES:
         fig["gain"] = _gain(fig)
     fig["pass"] = {

@@ -71,6 +71,12 @@ def footer(fig: dict[str, Any]) -> list[str]:
         lines.append(f"bugs found per minute of run time, random only: {rnd['bugs_per_minute']:.2f} "
                      f"({rnd['caught_runs']} of {rnd['total_runs']} runs in {rnd['run_minutes']:.1f} min); "
                      f"aimed/random {_fmt_x(gain, fig['bugs_per_minute'])}")
+    for label, part in (("aimed", fig), ("random only", fig.get("random_only") or {})):
+        cov = part.get("model_coverage") or {}
+        if cov.get("runs"):
+            lines.append(f"model coverage, {label}: median {cov['median_reached']:g} of {cov['possible']} possible "
+                         f"cells ({cov['median_fraction']:.0%}; {cov['min_fraction']:.0%} to {cov['max_fraction']:.0%} "
+                         f"over {cov['runs']} runs)")
     # The bugs whose defect the diagnosis has a name for (the network era's have none: their invariants say it).
     named_bugs = {n: b for n, b in fig["bugs"].items() if b.get("defect", "") is not None}
     bugs = named_bugs.values()

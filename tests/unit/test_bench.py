@@ -78,6 +78,23 @@ def test_detection_figures_and_targets():
     assert (b["time_target"], b["time_pass"]) == ("median_first_violation_s", True)
 
 
+def test_detection_model_coverage_is_the_median_over_a_modes_runs():
+    """bench.json's ``model_coverage`` per mode (issue 36): the cells of the spec the runs reached, median and
+    range; a row without a model (a run from before it) is left out; the table says it in one line."""
+    from takeover.benchmarks.detection import _model_coverage
+    from takeover.benchmarks.detection_table import footer
+
+    rows = [{"model": {"reached": 80, "possible": 107}}, {"model": {"reached": 90, "possible": 107}},
+            {"model": {"reached": 30, "possible": 107}}, {}]
+    cov = _model_coverage(rows)
+    assert cov == {"runs": 3, "possible": 107, "median_reached": 80, "median_fraction": 0.748,
+                   "min_fraction": 0.28, "max_fraction": 0.841}
+    assert _model_coverage([{}]) == {"runs": 0}
+    fig = _fig()
+    fig["model_coverage"] = cov
+    assert "model coverage, aimed: median 80 of 107 possible cells (75%; 28% to 84% over 3 runs)" in footer(fig)
+
+
 def _fig(reference_invalid: bool = False) -> dict:
     from takeover.benchmarks.detection import _gain, summarise
 
