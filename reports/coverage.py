@@ -53,18 +53,20 @@ def coverage_line(summary: Summary) -> str | None:
 
 
 WHY_SHOWN = 6  # unreached cells named with their reason on the console, the important ones first
+AIMED_AT = "aim_unreached window(s) aimed at it"  # in the reason of a cell a window aimed at (checker.model_coverage)
 
 
 def unreached_lines(summary: Summary, shown: int = WHY_SHOWN) -> list[str]:
     """``never reached: extend/running/stale/edge — 2 aim_unreached window(s) aimed at it; the last: missed,
-    ...``: the unreached cells (the important ones first, stale and expired callers first among them),
-    each with why (summary.json ``coverage.model.unreached_why``), then how many more."""
+    ...``: the unreached cells (those a window aimed at and missed first, then the important ones, stale and
+    expired callers first among them), each with why (summary.json ``coverage.model.unreached_why``), then
+    how many more."""
     m = model(summary)
     why = m.get("unreached_why") if m else None
     if not m or not why:
         return []
     important = set(m["unreached_important"])
-    cells = sorted(why, key=lambda k: (k not in important, _priority(k)))
+    cells = sorted(why, key=lambda k: (AIMED_AT not in why[k], k not in important, _priority(k)))
     lines = [f"never reached: {k} — {why[k]}" for k in cells[:shown]]
     if len(cells) > shown:
         lines.append(f"never reached: {len(cells) - shown} more cell(s), each with why in summary.json "

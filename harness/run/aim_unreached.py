@@ -39,14 +39,19 @@ from typing import Any
 
 from takeover import coverage_space as cs
 from takeover.coverage_aims import aimable, way
-from takeover.run.aimed import CLOSE_AHEAD, POLL, AimedFaults, AimedKind, Frozen, Missed, Script
-from takeover.run.phases import SlotView, task_id
+from takeover.run.aimed import CLOSE_AHEAD, AimedFaults, AimedKind, Frozen, Missed, Script
+from takeover.run.phases import HOLDING, SlotView, task_id
 from takeover.run.stale_return import await_takeover, finish_while_held
 
 KIND = "aim_unreached"
 ABSENT_BASE = 90_000_000  # task ids never registered (``absent``) start here: far past any run's arrivals
 CALL_OPS = ("finish_done", "finish_uncertain", "extend", "resolve")
 UNCERTAIN_WAIT = 0.1  # how often a window that needs an uncertain task looks for one
+# How often a window looks at the board while it waits: a holder's ``acted`` phase lasts the local step (40 ms
+# in the profiles), so 5 ms sees it, and the coordinator's loop, on a core the workers share, spins ten times
+# less than at the frame's POLL.
+LOOK = 0.005
+TRIES = 2  # windows aimed at one cell at most
 
 
 def targets(cells: Iterable[str], reached: Iterable[str]) -> list[str]:
@@ -81,15 +86,17 @@ def script(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -> Scri
     order = faults.cell_plan
     if order is None:
         order = faults.cell_plan = plan(faults)
-    todo = targets(order, faults.producer.reached())
-    # The last windows' cells go to the back: a cell a window just missed must not hold every window.
-    todo = [c for c in todo if c not in faults.cells_tried] + [c for c in todo if c in faults.cells_tried]
+    tried = faults.cells_tried
+    # A cell already tried goes behind the untried ones, and one tried TRIES times is not tried again: a cell
+    # the run cannot reach (no holder at generation 2 came) must not take the windows the others need, nor
+    # freeze workers for nothing once every cell was tried.
+    todo = [c for c in targets(order, faults.producer.reached()) if tried.get(c, 0) < TRIES]
+    todo.sort(key=lambda c: tried.get(c, 0))  # stable: the plan's order within each count
     if not todo:
-        fields["detail"] = "every cell a window can aim at was reached"
+        fields["detail"] = f"every cell a window can aim at was reached or tried {TRIES} times"
         return
     cell = _first_ready(faults, todo)
-    faults.cells_tried.append(cell)
-    del faults.cells_tried[:-8]
+    tried[cell] = tried.get(cell, 0) + 1
     fields["cell"] = cell
     how = way(cell)
     if how == "call":
@@ -167,11 +174,16 @@ def _fitting(faults: AimedFaults, rows: list[tuple[str, str, int, float | None]]
 
 def _first_ready(faults: AimedFaults, todo: list[str]) -> str:
     """The first cell of ``todo`` a window can build now: a call window's only when the snapshot holds a task
-    in its state now (a window that waits for one, say an uncertain task at generation 2, is a window lost
-    to the other cells); the first cell of all when none can."""
+    in its state now, a stale caller's hold only when a holder of generation 2 or more is on the board (a
+    window that waits for one, say an uncertain task at generation 2, is a window lost to the other cells);
+    the first cell of all when none can."""
     rows: list[tuple[str, str, int, float | None]] | None = None
     for cell in todo:
         _op, state, caller, _time = cs.parse(cell)
+        if way(cell) == "hold" and caller == "stale":  # a holder of generation 2 or more, on the board now
+            if any(faults.board.read(s).gen >= 2 for s in faults.hands.candidates(HOLDING)):
+                return cell
+            continue
         if way(cell) != "call" or state == "absent":
             return cell
         if rows is None:
@@ -236,7 +248,7 @@ def _hold_window(faults: AimedFaults, deadline: float, fields: dict[str, Any], c
                 if time.time() > holder.view.lease_until - CLOSE_AHEAD:
                     owner = faults.gate_owner
                     raise Missed(f"claims were held by {owner} when the frozen holder's lease neared its end")
-                yield POLL
+                yield LOOK
             faults._own_gate(KIND, close=True)
         else:
             holder = yield from freeze_where(faults, deadline, want, m, gated=True)
@@ -267,7 +279,7 @@ def _hold_window(faults: AimedFaults, deadline: float, fields: dict[str, Any], c
                 while board.extend_calls(holder.slot) == extends:
                     if board.read(holder.slot).process != view.process or time.time() > end:
                         raise Missed("the resumed holder did not heartbeat within a second")
-                    yield POLL
+                    yield LOOK
             finally:
                 faults.reserved.discard(holder.slot)
                 board.withdraw_heartbeat(holder.slot)
@@ -306,7 +318,7 @@ def freeze_where(faults: AimedFaults, deadline: float, want: Callable[[SlotView]
                 faults.hands.release(slot)
         if time.time() > deadline:
             raise Missed(f"no lease holder fit for the window was in phase {'/'.join(phases)} while claims were free")
-        yield POLL
+        yield LOOK
 
 
 def lose_then_freeze(faults: AimedFaults, deadline: float, want: Callable[[SlotView], bool],
@@ -329,7 +341,7 @@ def lose_then_freeze(faults: AimedFaults, deadline: float, want: Callable[[SlotV
         if chosen is None:
             if time.time() > deadline:
                 raise Missed(f"no holder was at work with {need:.2f} s of its lease left, to lose its reply")
-            yield POLL
+            yield LOOK
     slot = chosen.slot
     faults.reserved.add(slot)
     board.ask_lost_reply(slot)
@@ -348,7 +360,7 @@ def lose_then_freeze(faults: AimedFaults, deadline: float, want: Callable[[SlotV
                     break
                 if probe is not None:
                     faults.hands.release(slot)
-            yield POLL
+            yield LOOK
     finally:
         if frozen is None:
             faults.reserved.discard(slot)
@@ -368,7 +380,7 @@ def _beat_window(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -
             break
         if time.time() > deadline:
             raise Missed("no holder was at work with 0.3 s of its lease left")
-        yield POLL
+        yield LOOK
     slot = faults.rngs[KIND].choice(slots)
     view = board.read(slot)
     extends = board.extend_calls(slot)
@@ -378,7 +390,7 @@ def _beat_window(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -
         while board.extend_calls(slot) == extends:
             if board.read(slot).process != view.process or time.time() > end:
                 raise Missed("the holder asked for a heartbeat did not call extend in time")
-            yield POLL
+            yield LOOK
     finally:
         board.withdraw_heartbeat(slot)
     fields.update(task=task_id(view.task), gen=view.gen, detail="a holder's heartbeat inside its lease")

@@ -165,10 +165,10 @@ class AimedFaults:
         self._up_at = 0.0  # when the workers were up (see _workers_up)
         self._released_at = 0.0  # when the last hold let its held workers go
         self._stampedes = 0  # claim_stampede windows so far: every other one races on an expiring task
-        # aim_unreached's (takeover.run.aim_unreached): its seeded order of cells, the last ones it aimed at,
-        # and how many never-registered task ids it has called on.
+        # aim_unreached's (takeover.run.aim_unreached): its seeded order of cells, how many windows aimed at
+        # each, and how many never-registered task ids it has called on.
         self.cell_plan: list[str] | None = None
-        self.cells_tried: list[str] = []
+        self.cells_tried: dict[str, int] = {}
         self.absent_calls = 0
 
     # -- driven by the nemesis --------------------------------------------------------------------

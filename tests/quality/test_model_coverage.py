@@ -163,3 +163,33 @@ def test_every_planted_bug_declares_possible_cells_on_both_databases() -> None:
     assert planted_postgres.NEEDS_CELLS == {n: planted.NEEDS_CELLS[n] for n in planted_postgres.PLANTED}
     possible = set(cs.possible())
     assert all(cells and set(cells) <= possible for cells in planted.NEEDS_CELLS.values())
+
+
+def test_each_unreached_cell_says_why_and_the_console_lists_them(tmp_path: Path) -> None:
+    """coverage.model.unreached_why (issue 36): a cell an aim_unreached window aimed at and missed says the
+    window's reason; a cell no window can reach says why not; the others that no window came to say so. The
+    console lists them, important cells first."""
+    from takeover.reports.coverage import unreached_lines
+
+    run = Run()
+    run.config["queue_capabilities"] = {"extend": True, "resolve": True}
+    run.register("a")
+    run.spawn(1, "w1")
+    run.claim(1, 0.0, "a", 1)
+    run.aimed_start("aim_unreached", 1.0)
+    run.aimed_end("aim_unreached", 2.0, "no lease holder fit for the window was in phase acted",
+                  cell="extend/running/stale/edge")
+    run.finish(1, 3.0, "a", 1)
+    run.snap(("a", "done", 1, None))
+    model = _model(run, tmp_path / "run")
+    why = model["unreached_why"]
+    assert set(why) == set(model["unreached"])
+    assert why["extend/running/stale/edge"] == ("1 aim_unreached window(s) aimed at it; the last: missed, no lease "
+                                                "holder fit for the window was in phase acted")
+    assert why["claim/uncertain/holder/none"].startswith("a claim lands on the caller's own earlier task only")
+    assert why["finish_uncertain/pending/stale/none"].startswith("only a resolve back to pending")
+    assert why["resolve/done/never/none"].startswith("none of the 1 aim_unreached window(s) came to it")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    lines = unreached_lines(summary)
+    assert lines[0] == f"never reached: extend/running/stale/edge — {why['extend/running/stale/edge']}"
+    assert lines[-1].startswith(f"never reached: {len(why) - 6} more cell(s)")
