@@ -81,6 +81,7 @@ def _stress(out: Path, seed: int, queue: str = REFERENCE) -> dict[str, Any]:
 
 
 @pytest.mark.nightly
+@pytest.mark.timeout(1800)
 def test_the_default_profile_reaches_three_quarters_of_the_cells_on_seeds_1_to_5(tmp_path: Path) -> None:
     """Issue 36's target, on the reference queue: every run valid, the median run at 75 % of the possible
     cells or more."""
@@ -94,6 +95,7 @@ def test_the_default_profile_reaches_three_quarters_of_the_cells_on_seeds_1_to_5
 
 
 @pytest.mark.nightly
+@pytest.mark.timeout(1800)
 def test_the_default_profile_catches_a_stale_uncertain_finish_on_seeds_1_to_5(tmp_path: Path) -> None:
     for seed in range(1, 6):
         summary = _stress(tmp_path / f"s{seed}", seed, PLANTED)

@@ -188,3 +188,24 @@ def test_a_cell_windows_aimed_at_twice_without_reaching_it_is_left(tmp_path: Pat
     producer.ask = lambda op, task, gen: None  # type: ignore[method-assign]
     assert [window(faults, hands).get("cell") for _ in range(3)] == [target, target, None]
     assert hands.records[-1][2]["detail"] == f"every cell a window can aim at was reached or tried {au.TRIES} times"
+
+
+@pytest.mark.parametrize("performed", [True, False])
+def test_the_coordinators_resolve_of_an_uncertain_task_says_what_the_ledger_holds(tmp_path: Path,
+                                                                                   performed: bool) -> None:
+    """The one call of the coordinator's a correct queue accepts: resolve at the generation that ended the
+    task uncertain, to done when the ledger holds its action, else back to pending (as takeover reconcile)."""
+    producer = Producer(tmp_path, set())
+    now = time.time()
+    producer.queue.register("t000001", now)
+    task, gen, _lease = producer.queue.claim("w0", now, 1.0)  # type: ignore[misc]
+    assert producer.queue.finish(task, gen, "uncertain", now)
+    if performed:
+        ledger = Ledger(str(tmp_path / "ledger.sqlite"))
+        ledger.act(task, gen, worker="w0", process=1, key=task, lose_reply=True)
+        ledger.close()
+    assert producer.ask("resolve", task, gen) is True
+    assert producer.queue.snapshot()[0][1] == ("done" if performed else "pending")
+    recs = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [(r["type"], r["value"]) for r in recs if r["f"] == "resolve"] == [
+        ("invoke", "done" if performed else "pending"), ("ok", "done" if performed else "pending")]
