@@ -60,10 +60,11 @@ def targets(cells: Iterable[str], reached: Iterable[str]) -> list[str]:
     return [c for c in cells if c not in seen]
 
 
-# The order the ways are tried in: the coordinator's calls first (one window reaches every cell of a task's
-# state, and freezes nobody), then the lost reply before a stale return (the situation issue 36 found no
-# fault made), the heartbeat, and the holds last (each freezes a holder for most of a lease).
-WAY_ORDER = ("call", "lost_stale", "beat", "hold")
+# The order the ways are tried in: first the lost reply before a stale return (a real stale holder's
+# finish(uncertain): the situation issue 36 found no fault made, one cell), then the coordinator's calls (one
+# window reaches every cell of a task's state, and freezes nobody), the heartbeat, and the holds last (each
+# freezes a holder for most of a lease).
+WAY_ORDER = ("lost_stale", "call", "beat", "hold")
 
 
 def plan(faults: AimedFaults) -> list[str]:

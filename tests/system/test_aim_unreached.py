@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from takeover.run.reached import Reached
+from tests.helpers.attempts import until_shown
 from tests.helpers.processes import records, takeover
-from tests.system.test_aimed import REFERENCE, stress
+from tests.system.test_aimed import REFERENCE, stress, the_claim
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
@@ -63,6 +64,32 @@ def test_each_window_aims_at_a_cell_the_run_had_not_reached_and_the_reference_st
     hit = [r["cell"] for _i, r in windows if r["value"] == "hit"]
     assert hit and all(cell in model["cells"] for cell in hit), (hit, model["unreached"])
     assert summary["coverage"]["aimed"][KIND]["hit"] == len(hit)
+
+
+def test_a_lost_reply_then_a_stale_return_makes_a_stale_holder_finish_uncertain(tmp_path: Path) -> None:
+    """The run's first window (the plan puts it first): a holder loses its action's reply, is frozen until another
+    worker took its task over, and its finish(uncertain) comes while the new holder's lease is valid; the
+    reference queue refuses it."""
+    cell = "finish_uncertain/running/stale/inside"
+
+    def run(i: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        run_dir = tmp_path / f"run{i}"
+        return stress(run_dir, seed=2 + i, duration=4, **{KIND: 1.0}), records(run_dir)
+
+    def missing(got: tuple[dict[str, Any], list[dict[str, Any]]]) -> str | None:
+        return None if any(r.get("cell") == cell and r["value"] == "hit" for _i, r in _windows(got[1])) else cell
+
+    summary, recs = until_shown(run, missing)
+    hit = next(r for _i, r in _windows(recs) if r.get("cell") == cell and r["value"] == "hit")
+    new = the_claim(recs, hit["task"], hit["new_gen"])
+    old = the_claim(recs, hit["task"], hit["gen"])
+    lost = [r for r in recs if r["f"] == "lose_reply" and r["type"] == "invoke" and r.get("task") == hit["task"]]
+    assert lost and lost[0]["gen"] == hit["gen"], lost
+    fin = [r for r in recs if r["f"] == "finish" and r["process"] == old["process"] and r.get("task") == hit["task"]
+           and r.get("gen") == hit["gen"]]
+    assert [(r["type"], r.get("outcome")) for r in fin] == [("invoke", "uncertain"), ("fail", "uncertain")], fin
+    assert new["time"] < fin[0]["time"] and fin[0]["now"] < new["lease_until"], (new, fin)
+    assert summary["valid"] is True and cell in summary["coverage"]["model"]["cells"]
 
 
 def test_a_stale_uncertain_finish_accepted_is_caught_by_a_short_run(tmp_path: Path, fixture_queues: None) -> None:
