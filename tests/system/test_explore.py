@@ -70,7 +70,7 @@ def test_the_same_seed_finds_the_same_shrunk_sequence():
     (["--seconds", "-1"], "--seconds: must be a positive number of seconds"),
     (["--examples", "3", "--seconds", "2"], "not allowed with argument"),
     (["--queue", "no_such_module:Q"], "no_such_module"),
-    (["--db", "mysql"], "--db must be sqlite, postgres or a postgresql:// URL"),
+    (["--db", "mysql"], "--db must be sqlite, postgres, redis, a postgresql:// URL or a redis:// URL"),
     (["--queue", "spec_departures:ExplodingConstructorQueue"], "failed to open"),  # before any example
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path, capsys, monkeypatch):
