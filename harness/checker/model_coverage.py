@@ -79,7 +79,8 @@ def cell_codes(op: int, state: np.ndarray, caller: np.ndarray, time: np.ndarray)
 
 def _effects(fx: Facts) -> pd.DataFrame:
     """Every answer that moved a task in the model: task, t (its completion), state (code; NaN: the lease
-    only), gen (NaN: unchanged), lease (NaN: unchanged). Sorted by t."""
+    only), gen (NaN: unchanged), lease (NaN: unchanged). Sorted by task, then t (ties in the order of
+    the answers' kinds above)."""
     parts: list[tuple[Any, Any, Any, Any, Any]] = []
     reg = fx.ops.registers
     reg = reg[(reg["status"] == "ok") & reg["task"].notna()]
@@ -111,7 +112,7 @@ def _effects(fx: Facts) -> pd.DataFrame:
     eff["gen"] = by_task["gen"].cummax()  # NaNs are skipped: an unchanged generation keeps the last
     eff["gen"] = eff.groupby("task", sort=False)["gen"].ffill()
     eff["lease"] = by_task["lease"].ffill()
-    return eff.sort_values("t", kind="stable").reset_index(drop=True)
+    return eff  # :class:`_Answers` sorts it by (task, time) again anyway: no third copy sorted by time
 
 
 @dataclass(frozen=True)
