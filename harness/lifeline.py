@@ -38,3 +38,32 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
 
 def parent_alive(parent_pid: int) -> bool:
     return os.getppid() == parent_pid
+
+
+# The child's program: the parent's one line, in a try whose EOFError means the parent died while handing over.
+_QUIET = "import sys\ntry:\n    {prog}\nexcept EOFError:\n    sys.exit(70)\n"
+
+
+def quiet_spawn() -> None:
+    """A child started by ``multiprocessing``'s spawn method whose parent is SIGKILLed before it has read
+    its start (the pickled process object, from a pipe) printed ``EOFError: Ran out of input`` with a
+    traceback on the terminal, after takeover was gone (issue 34). The child's command line (one
+    ``python -c`` line that the parent builds, :func:`multiprocessing.spawn.get_command_line`) is wrapped so
+    that this one error ends it quietly, with code 70 as :func:`die_with_parent` uses; anything else it
+    meets is reported as before. Installed once, by the process that starts a run's children."""
+    from multiprocessing import spawn
+
+    original = spawn.get_command_line
+    if getattr(original, "_takeover_quiet", False):
+        return
+
+    def command_line(**kwds: object) -> list[str]:
+        cmd = list(original(**kwds))
+        if "-c" in cmd[:-1]:
+            at = cmd.index("-c") + 1
+            if "\n" not in cmd[at]:
+                cmd[at] = _QUIET.format(prog=cmd[at])
+        return cmd
+
+    command_line._takeover_quiet = True  # type: ignore[attr-defined]
+    spawn.get_command_line = command_line

@@ -240,7 +240,8 @@ def _check_scenario(raw: object, n: int, seen: set[str], w: _Where) -> dict[str,
     if not isinstance(raw, dict):
         raise w.fail(where, f"a scenario must be an object, got {type(raw).__name__}")
     if isinstance(raw.get("id"), str) and raw["id"]:
-        where = f"scenario {raw['id']}"
+        plain = raw["id"].isprintable() and len(raw["id"]) <= _SHOWN  # else quoted: the error stays one line
+        where = f"scenario {raw['id'] if plain else _shown(raw['id'])}"
     _unknown(raw, _SCENARIO_KEYS, where, w)
     for key in ("id", "title", "steps"):
         if key not in raw:

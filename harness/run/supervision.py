@@ -33,7 +33,7 @@ from typing import Any
 from takeover import store
 from takeover.config import RunConfig
 from takeover.history import HistoryWriter
-from takeover.lifeline import RUN_ENV, die_with_parent, parent_alive
+from takeover.lifeline import RUN_ENV, die_with_parent, parent_alive, quiet_spawn
 from takeover.run.phases import PhaseBoard
 from takeover.run.service import ServiceAddress, ServiceSpec, address_of, listen_local, listen_path, service_main
 
@@ -97,6 +97,7 @@ class Supervisor:
         self.run_dir = run_dir
         self.hist = hist
         self.worker = worker
+        quiet_spawn()  # a child whose coordinator is SIGKILLed while it starts leaves without a traceback
         self.ctx = multiprocessing.get_context("spawn")
         self.board = PhaseBoard.create(self.ctx, cfg.workers)
         self.handles: dict[int, Handle] = {}

@@ -52,10 +52,10 @@ def test_sigterm_ends_explore_as_ctrl_c_does(tmp_path, sig):
     tmp = tmp_path / "tmp"
     proc = _start(tmp, "explore", "--seconds", "120")
     try:
-        assert _wait_for(lambda: any(p.name.startswith("takeover-explore-") for p in tmp.iterdir()))
+        assert _wait_for(lambda: any(p.name.startswith("takeover-explore-") for p in tmp.iterdir()), 120)
         time.sleep(1.0)  # well inside its examples
         os.killpg(proc.pid, sig)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=120)
     finally:
         stop_and_reap(proc)
     assert proc.returncode == 130, err
@@ -73,7 +73,7 @@ def test_sigkill_leaves_no_scratch_folder(tmp_path, args, prefix):
     tmp = tmp_path / "tmp"
     proc = _start(tmp, *args, "--out", str(tmp_path / "out")) if args[0] == "stress" else _start(tmp, *args)
     try:
-        assert _wait_for(lambda: any(p.name.startswith(prefix) for p in tmp.iterdir()))
+        assert _wait_for(lambda: any(p.name.startswith(prefix) for p in tmp.iterdir()), 120)
         time.sleep(0.5)
         proc.kill()
         proc.wait(10)
@@ -103,3 +103,28 @@ def test_ctrl_c_while_many_workers_start_stops_the_run(tmp_path):
     spawned = sum(r.get("f") == "spawn" for r in records(out))
     assert spawned < max_workers(), f"Ctrl-C did not stop the start-up: {spawned} workers started ({took:.1f} s)"
     assert wait_no_stragglers(out) == []
+
+
+def test_sigkill_while_workers_start_leaves_no_traceback_and_no_process(tmp_path):
+    """issue 34: a SIGKILL of takeover while its workers started left ``EOFError: Ran out of input`` tracebacks
+    of the workers that had not read their start yet (takeover.lifeline.quiet_spawn), on the terminal. Their
+    stderr is a file here, which they keep writing to after takeover is gone."""
+    from takeover.run_option import max_workers
+
+    out, err_file = tmp_path / "run", tmp_path / "stderr.txt"
+    (tmp_path / "tmp").mkdir()
+    with err_file.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--workers",
+                                 str(max_workers()), "--duration", "30", "--out", str(out)], cwd=REPO,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                                env={**child_env(), "TMPDIR": str(tmp_path / "tmp")})  # fmt: skip
+    try:
+        assert _wait_for(lambda: sum(r.get("f") == "spawn" for r in records(out)) >= 8, 120)
+        proc.kill()
+        proc.wait(10)
+        assert wait_no_stragglers(out) == []
+    finally:
+        stop_and_reap(proc, out)
+    time.sleep(1.0)  # a child that met the end of its start writes within milliseconds
+    assert "Traceback" not in err_file.read_text(), err_file.read_text()[-3000:]
+    assert _left(tmp_path / "tmp") == []

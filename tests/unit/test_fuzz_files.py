@@ -70,6 +70,7 @@ def _check_scenario_text(text: str) -> None:
 @example("[" * 100_000)
 @example('{"scenarios": [{"id": "S", "title": "x", "steps": [{"t": 1' + "0" * 400 + ', "step": "register"}]}]}')
 @example('{"scenarios": [{"id": "S", "title": "x", "steps": [{"t": 1' + "0" * 5000 + ', "step": "register"}]}]}')
+@example('{"scenarios": [{"id": "0\\n", "title": null, "steps": [], "task": null}]}')  # nightly: a two-line error
 @settings(max_examples=100, **_SETTINGS)
 @given(text=_text)
 def test_any_scenario_file_is_read_or_refused_in_one_line(text: str) -> None:
