@@ -35,7 +35,20 @@ _OPEN_AFTER_CLOSE_PG = (
     "the dropped queue object's connection is closed when it is collected, and a process that exits ends its "
     "session; no contract call can see the difference")
 
+# The Redis reference's scripts (takeover.queues.redis_lease; operators of takeover.mutation.lua).
+_LUA_RANGE = "a longer range of which the pick reads the first element ([1]): the same first element"
+_LUA_RETURN = "the register script's return value: register() and register_many() ignore it (they return None)"
+_LUA_WORKER = "the task's worker field: no contract call returns it (a snapshot row has no worker)"
+_LUA_SAME_END = "> made >=: when the new lease end equals the old one, writing it again changes nothing"
+
 EQUIVALENT: dict[str, str] = {
+    "redis_lease:REGISTER:int-7": _LUA_RETURN,
+    "redis_lease:REGISTER:int-8": _LUA_RETURN,
+    "redis_lease:PICK_EXPIRED:int-4": _LUA_RANGE,
+    "redis_lease:PICK_PENDING:int-3": _LUA_RANGE,
+    "redis_lease:PICK_PENDING:int-4": _LUA_RANGE,
+    "redis_lease:EXTEND:relational-1": _LUA_SAME_END,
+    "redis_lease:RESOLVE:drop-call-3": _LUA_WORKER,
     "sqlite_lease:SCHEMA:int-1": _DEFAULT,
     "sqlite_lease:SCHEMA:int-2": _DEFAULT,
     "sqlite_lease:PICK_EXPIRED:drop-conjunct-1": _NULL_LEASE,

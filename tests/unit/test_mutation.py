@@ -18,7 +18,7 @@ from unittest.mock import ANY
 import pytest
 
 from takeover.cli import main
-from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE
+from takeover.contract import POSTGRES_REFERENCE_QUEUE, REDIS_REFERENCE_QUEUE, REFERENCE_QUEUE
 from takeover.mutation.equivalent import EQUIVALENT
 from takeover.mutation.generate import generate
 
@@ -71,7 +71,7 @@ def test_the_tiny_module_gives_exactly_its_mutants_each_compiling_and_different(
     assert generate("tinyq:Tiny", TINY) == mutants  # deterministic
 
 
-@pytest.mark.parametrize("queue", [REFERENCE_QUEUE, POSTGRES_REFERENCE_QUEUE])
+@pytest.mark.parametrize("queue", [REFERENCE_QUEUE, POSTGRES_REFERENCE_QUEUE, REDIS_REFERENCE_QUEUE])
 def test_every_equivalent_mutant_in_the_table_exists_and_has_a_reason(queue: str) -> None:
     ids = {m.id for m in generate(queue)}
     prefix = queue.partition(":")[0].rpartition(".")[2] + ":"
