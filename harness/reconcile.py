@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover import store
+from takeover import answers, store
 from takeover.contract import REFERENCE_QUEUE, has_extension, open_queue, validate_snapshot
 from takeover.errors import ContractError, UsageError
-from takeover.history import HistoryWriter
+from takeover.history import HistoryWriter, error_text
 from takeover.run.ledger import Ledger
 
 RECONCILER_PROCESS = 0  # the coordinator's role: it writes after the run, never concurrently with it
@@ -190,7 +190,7 @@ def _reconcile(run_dir: Path, queue: Any, spec: str, lookup: Lookup, source: str
     hist = HistoryWriter(run_dir / store.HISTORY_FILE, RECONCILER_PROCESS)
     try:
         for task, gen in uncertain:
-            result.tasks.append(_resolve_one(queue, hist, lookup, task, gen))
+            result.tasks.append(_resolve_one(queue, hist, lookup, task, gen, spec))
     finally:
         hist.close()
     for item in result.tasks:
@@ -249,7 +249,7 @@ def _pass_of(data: dict[str, Any]) -> dict[str, Any]:
     return {"source": data.get("source"), **{name: data.get(name, 0) for name in COUNTS}}
 
 
-def _resolve_one(queue: Any, hist: HistoryWriter, lookup: Lookup, task: str, gen: int) -> Resolved:
+def _resolve_one(queue: Any, hist: HistoryWriter, lookup: Lookup, task: str, gen: int, spec: str) -> Resolved:
     try:
         happened = bool(lookup(task))
     except Exception as exc:  # noqa: BLE001 - an unanswered question leaves the task uncertain
@@ -258,10 +258,15 @@ def _resolve_one(queue: Any, hist: HistoryWriter, lookup: Lookup, task: str, gen
     now = time.time()
     hist.write("invoke", "resolve", task=task, gen=gen, value=resolution, now=now)
     try:
-        accepted = queue.resolve(task, gen, resolution, now)
-    except Exception as exc:  # noqa: BLE001 - unknown whether it took effect: info, like any queue call
-        text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+        accepted = answers.resolve(queue.resolve(task, gen, resolution, now), spec)
+    except BaseException as exc:  # noqa: BLE001 - unknown whether it took effect: info, like any queue call
+        if isinstance(exc, KeyboardInterrupt):  # on this thread a Ctrl-C: the command's to handle
+            raise
+        text = error_text(exc)
         hist.write("info", "resolve", task=task, gen=gen, value=resolution, error=text)
+        if isinstance(exc, answers.MalformedAnswer) or not isinstance(exc, Exception):
+            what = exc.what if isinstance(exc, answers.MalformedAnswer) else answers.QueueEscaped("resolve", exc).what
+            hist.write("info", answers.ANSWER_RECORD, task=task, gen=gen, value="resolve", detail=what)
         return Resolved(task, gen, happened, resolution, None, text)
     if accepted is True:
         hist.write("ok", "resolve", task=task, gen=gen, value=resolution)

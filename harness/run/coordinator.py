@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover import bridge, store
+from takeover import answers, bridge, store
 from takeover.config import RunConfig
 from takeover.contract import TERMINAL_STATES, capabilities, open_queue
 from takeover.db import REDIS, run_database
@@ -410,11 +410,11 @@ class Coordinator:
 
     def _count_terminal(self) -> int | None:
         try:
-            rows = self._queue_call("snapshot", self.queue.snapshot)
+            rows = answers.snapshot(self._queue_call("snapshot", self.queue.snapshot), self.cfg.queue)
         except QueueHung:
             self.result.drain_timed_out = True  # a queue that cannot answer will not drain either
             raise
-        except Exception:  # noqa: BLE001 - a locked or broken queue: look again later
+        except Exception:  # noqa: BLE001 - a locked or broken queue (or a malformed answer): look again later
             self._reopen_on_hosts()
             return None
         return sum(1 for r in rows if r[1] in TERMINAL_STATES)
@@ -442,8 +442,12 @@ class Coordinator:
         else:
             try:  # after a first Ctrl-C the snapshot is still wanted; a second one gives up on it
                 rows = self._queue_call("snapshot", self.queue.snapshot, interruptible_from=2)
+                rows = answers.snapshot(rows, self.cfg.queue)
             except Exception as exc:  # noqa: BLE001
                 error = error_text(exc)
+                if isinstance(exc, answers.MalformedAnswer | answers.QueueEscaped):  # the check names it
+                    rows = None
+                    self.hist.write("info", answers.ANSWER_RECORD, value="snapshot", detail=exc.what)
                 if not isinstance(exc, QueueHung) and self._reopen_on_hosts():
                     try:
                         rows, error = self._queue_call("snapshot", self.queue.snapshot, interruptible_from=2), None

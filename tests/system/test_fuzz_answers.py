@@ -14,46 +14,24 @@ marker. A generated case that once failed is kept below as an ``@example``.
 
 from __future__ import annotations
 
-import json
-import pickle
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
 from tests.helpers import junk
-from tests.helpers.processes import REPO, child_env, wait_no_stragglers
+from tests.helpers.fuzzing import EXPLORE, SCENARIOS, STRESS, run_fuzzed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-STRESS = ("stress", "--profile", "smoke", "--duration", "1", "--tasks", "12", "--workers", "2", "--heartbeat", "0.1")
-
 
 def _fuzz(command: tuple[str, ...], script: dict[str, Any]) -> None:
-    with tempfile.TemporaryDirectory(prefix="takeover-fuzz-") as tmp:
-        folder = Path(tmp)
-        (folder / "script.pickle").write_bytes(pickle.dumps(script))
-        notes = folder / "notes"
-        env = {**child_env(), "TAKEOVER_FUZZ_SCRIPT": str(folder / "script.pickle"), "TAKEOVER_FUZZ_NOTES": str(notes)}
-        run = folder / "run"
-        where = ("--out", str(run)) if command[0] == "stress" else ()
-        proc = subprocess.run([sys.executable, "-m", "takeover", *command, "--queue", "bad_answers:FuzzQueue",
-                               *where], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-        said = proc.stdout + proc.stderr
-        assert proc.returncode in (0, 1, 2, 3), said[-3000:]
-        assert "Traceback" not in said, said[-3000:]
-        if command[0] == "stress":
-            assert not wait_no_stragglers(run)
-        given_bad = notes.exists() and notes.read_text().strip()
-        if given_bad:
-            assert proc.returncode != 0, f"VALID after malformed answers: {notes.read_text()[:500]}"
-            summary = run / "summary.json"
-            if summary.exists():
-                assert json.loads(summary.read_text())["valid"] is not True
+    outcome = run_fuzzed(command, script)
+    assert outcome.code in (0, 1, 2, 3), outcome.said
+    assert not outcome.traceback, outcome.said
+    assert not outcome.left_behind
+    if outcome.bad_given:
+        assert outcome.code != 0 and outcome.valid is not True, f"VALID after: {outcome.bad_given[:500]}"
 
 
 def _settings(examples: int) -> settings:
@@ -70,12 +48,12 @@ def test_stress_on_a_fuzzing_queue_is_never_valid_and_never_a_traceback(script: 
     _fuzz(STRESS, script)
 
 
-@_settings(6)
+@_settings(4)
 @given(junk.scripts)
 @example({"claim": [("raise", "KeyboardInterrupt", None)], "finish": [("real",)], "extend": [("real",)]})
 @example({"claim": [("real",)], "finish": [("raise", "Unprintable", "x")], "extend": [("real",)]})
 def test_scenarios_on_a_fuzzing_queue_is_never_valid_and_never_a_traceback(script: dict[str, Any]) -> None:
-    _fuzz(("scenarios",), script)
+    _fuzz(SCENARIOS, script)
 
 
 # The nightly tier: the same properties, many more examples, and explore.
@@ -90,11 +68,11 @@ def test_stress_fuzz_nightly(script: dict[str, Any]) -> None:
 @_settings(80)
 @given(junk.scripts)
 def test_scenarios_fuzz_nightly(script: dict[str, Any]) -> None:
-    _fuzz(("scenarios",), script)
+    _fuzz(SCENARIOS, script)
 
 
 @pytest.mark.nightly
 @_settings(10)
 @given(junk.scripts)
 def test_explore_fuzz_nightly(script: dict[str, Any]) -> None:
-    _fuzz(("explore", "--examples", "15"), script)
+    _fuzz(EXPLORE, script)

@@ -71,6 +71,7 @@ def test_an_infinite_or_unit_mixed_lease_end_is_named_with_both_values(tmp_path:
     ("HugeClaim", "(5000000 characters); the contract wants None or (task_id: str"),
     ("FinishNone", "finish() returned None; the contract wants True (accepted) or False"),
     ("ExitInClaim", "claim() raised SystemExit: 7, which a queue must never raise"),
+    ("SnapshotJunk", "snapshot() row ('t-odd', 'FAILED', 1, None): state 'FAILED' is not one of"),
     pytest.param("UnprintableClaim", None, marks=pytest.mark.nightly),
 ])
 def test_a_malformed_answer_or_an_escape_is_named_and_qualifies_the_diagnosis(tmp_path: Path, queue: str,
