@@ -64,6 +64,8 @@ def _tally(strategy: Any, fn: Callable[[Any], Any], examples: int, seed: int) ->
     from hypothesis import seed as seeded
 
     out: list[Any] = []
+    if examples <= 0:
+        return out
 
     @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
@@ -84,6 +86,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--answers", type=int, default=1000)
+    parser.add_argument("--histories", type=int, default=40)
     parser.add_argument("--stress", type=int, default=8)
     parser.add_argument("--scenarios", type=int, default=20)
     parser.add_argument("--explore", type=int, default=3)
@@ -106,7 +109,14 @@ def main() -> None:
                                   ("resolve", junk.bad_bools, answers.resolve),
                                   ("extend", junk.bad_extends, answers.extend)):
         got = Counter(_tally(strategy, refused(check), args.answers, args.seed))
-        rows.append((f"`takeover.answers.{name}` (in process)", sum(got.values()), dict(got)))
+        if got:
+            rows.append((f"`takeover.answers.{name}` (in process)", sum(got.values()), dict(got)))
+    checked = _tally(junk.damaged_leases, lambda d: junk.check_damaged(junk.STORED_VALID, d), args.histories, args.seed)
+    got = Counter("exit 2 (not a readable history)" if code == 2 else f"exit {code}, answers_well_formed {check}"
+                  for _verdict, code, check in checked)
+    got["VALID"] = sum(1 for verdict, _code, _check in checked if verdict is True)
+    if checked:
+        rows.append(("`takeover check` of a stored run with damaged claim lease ends", len(checked), dict(got)))
     for command, n in ((STRESS, args.stress), (SCENARIOS, args.scenarios), (EXPLORE, args.explore)):
         if not n:
             continue

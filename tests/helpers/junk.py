@@ -9,7 +9,11 @@ The moves are the script of the fuzzing queue (tests/fixtures/queues/bad_answers
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
@@ -63,3 +67,51 @@ def _has_bad(script: dict[str, list[tuple[Any, ...]]]) -> bool:
 claim_moves = st.one_of(moves(bad_claims), st.just([("real",), ("huge", HUGE)]))
 scripts = st.fixed_dictionaries({"claim": claim_moves, "finish": moves(bad_bools),
                                  "extend": moves(bad_extends)}).filter(_has_bad)
+
+
+# -- stored histories with a damaged lease end (``takeover check``) ----------------------------------------------
+STORED_VALID = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "ref-valid"
+# A value of a claim's ``lease_until`` that no correct queue answers for now + 0.6: missing (null), of the wrong
+# type, or a number at least a second away (pyarrow reads 1e400 as inf).
+bad_lease_json = st.one_of(st.none(), st.booleans(), st.text(max_size=6), st.just("1e400"),
+                           st.floats(min_value=-1e12, max_value=1e12).map(lambda d: ("far", d)))
+
+
+def _damage(rec: dict, value) -> str:
+    if isinstance(value, tuple):  # a number far from now + lease
+        rec["lease_until"] = rec["now"] + 0.6 + (value[1] if abs(value[1]) >= 1 else 1 + abs(value[1]))
+    elif value is None:
+        rec.pop("lease_until")
+    elif value == "1e400":
+        return json.dumps(rec).replace(json.dumps(rec["lease_until"]), "1e400")
+    else:
+        rec["lease_until"] = value
+    return json.dumps(rec)
+
+
+
+damaged_leases = st.tuples(st.lists(bad_lease_json, min_size=1, max_size=3), st.integers(0, 200))
+
+
+def check_damaged(stored: Path, damage: tuple[list[Any], int]) -> tuple[Any, int, Any]:
+    """``takeover check`` (in process) on a copy of ``stored`` whose claims, from the ``start``-th on, got the
+    lease ends ``values``: the verdict, the exit code (2: refused as bad input) and answers_well_formed's."""
+    from takeover.checker import analyse
+    from takeover.errors import UsageError
+
+    values, start = damage
+    with tempfile.TemporaryDirectory(prefix="takeover-test-") as tmp:
+        run = Path(tmp) / "run"
+        shutil.copytree(stored, run, ignore=shutil.ignore_patterns("expected-summary.json"))
+        lines = (run / "history.jsonl").read_text().splitlines()
+        claims = [i for i, line in enumerate(lines) if '"type":"ok","f":"claim"' in line]
+        for k, value in enumerate(values):
+            i = claims[(start + 7 * k) % len(claims)]
+            lines[i] = _damage(json.loads(lines[i]), value)
+        (run / "history.jsonl").write_text("\n".join(lines) + "\n")
+        try:
+            result = analyse(run)
+        except UsageError:
+            return None, 2, None
+        check = result.summary["invariants"].get("answers_well_formed", {}).get("valid")
+        return result.verdict, int(result.exit_code), check
