@@ -109,7 +109,7 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     diagnosis = diagnose(fx, results)
     if broken is not None:  # no sentence on the queue's semantics built on a broken wire
         diagnosis = Diagnosis(diagnosis.rows, [])
-    answers = answers_well_formed(fx)
+    answers, short_leases = answers_well_formed(fx)
     if answers is not None:  # listed only when violated: a run with well-formed answers keeps its summary
         results = {answers.name: answers, **results}
         diagnosis = well_formed.qualify(diagnosis, answers)
@@ -119,6 +119,8 @@ def _analyse(run_dir: str | Path, gate: Gate) -> CheckResult:
     cov = coverage(fx)
     cov["model"] = model_coverage(fx)
     warn = warnings(fx, cov, dup)
+    if short_leases is not None:  # named, not judged: see takeover.checker.well_formed.SHORT
+        warn = [*warn, short_leases]
     why = broken or inconclusive_reason(cnt, run.stats.lines)
     damaged = damaged_reason(run.stats.lines, set(fx.ops.run_events["value"].astype(object).dropna()))
     if damaged is not None:  # nothing judged on a damaged history: every rule says so, and why

@@ -15,7 +15,8 @@ What it reads from the history (docs/history.md):
   escaped with ``sys.exit()`` or another ``BaseException`` (takeover.answers);
 * every successful claim: its ``lease_until`` must be there (a history written before answers were
   checked holds ``null`` for NaN and the infinities) and be ``now + lease``, the run's ``--lease``, which
-  every claim asks for;
+  every claim asks for (up to what the call took later: a library's own clock read during it; earlier is a
+  warning, :data:`SHORT`);
 * every successful extend: its ``lease_until`` must be there and be ``max(old, now + lease)``, ``old`` the
   task's lease before it (its claim's, or a later one an earlier extend returned).
 """
@@ -37,18 +38,32 @@ PATTERNS = {
     MALFORMED: ("the queue answers what the contract does not allow (a wrong type or shape, NaN or an infinity, "
                 "or a call that escaped with sys.exit() or a BaseException); nothing built on those answers is "
                 "a reliable finding"),
-    DEPARTED: ("the queue answers a lease end other than the one asked for (now + lease; an extend: max(old, "
-               "now + lease)): the lease checks judge by the answered end, so a longer one would hide a late "
-               "finish"),
+    DEPARTED: ("the queue answers a lease end longer than the one asked for (now + lease; an extend: max(old, "
+               "now + lease); more than the call took past it): the lease checks judge by the answered end, so "
+               "it would hide a late finish"),
 }
+# A lease end *shorter* than asked is named in a warning, not made INVALID: libraries that stamp the lease
+# from their own clock, after the ``now`` they were given, answer a few milliseconds short (RQ,
+# docs/analyses/rq.md), and the lease checks judge such an end more strictly for finish_within_lease.
+SHORT = "lease_short"
 
 
-def answers_well_formed(fx: Facts) -> InvariantResult | None:
-    """The check's result, or None when every answer was well formed (the summary then leaves it out)."""
+def answers_well_formed(fx: Facts) -> tuple[InvariantResult | None, str | None]:
+    """The check's result, or None when every answer was well formed (the summary then leaves it out); and
+    the warning naming lease ends shorter than asked, or None."""
     parts = [f for f in (_answer_records(fx), _claim_leases(fx), _extend_leases(fx)) if len(f)]
     if not parts:
-        return None
-    found = pd.concat(parts, ignore_index=True).sort_values("t", kind="stable").reset_index(drop=True)
+        return None, None
+    every = pd.concat(parts, ignore_index=True).sort_values("t", kind="stable").reset_index(drop=True)
+    short = every[every["pattern"] == SHORT]
+    warning = None
+    if len(short):
+        warning = (f"{len(short)} lease end(s) shorter than asked, by up to {float(short['by_s'].max()) * 1000:.1f} ms "
+                   f"(e.g. {short['what'].iloc[0]}): the lease checks judge by the answered end; a lease the queue "
+                   "really held longer could hide a lease_exclusive violation that short")
+    found = every[every["pattern"] != SHORT].reset_index(drop=True)
+    if not len(found):
+        return None, warning
 
     def describe(rows: pd.DataFrame) -> list[Example]:
         return [{"pattern": r.pattern, "method": r.method, "task": fx.name(r.task), "gen": _p(r.gen),
@@ -60,14 +75,22 @@ def answers_well_formed(fx: Facts) -> InvariantResult | None:
     note = f"{first}" + (f" ({len(found)} such answers: " + ", ".join(f"{k} {v}" for k, v in kinds.items()) + ")"
                          if len(found) > 1 else "")
     return InvariantResult(CHECK, False, int(len(found)), describe(found.head(5)), tasks, note,
-                           fx.rel(float(found["t"].iloc[0])), found, describe)
+                           fx.rel(float(found["t"].iloc[0])), found, describe), warning
 
 
 def _frame(t: object, process: object, method: str | object, task: object, gen: object, what: object,
-           pattern: str) -> pd.DataFrame:
+           pattern: str | object, by_s: object = 0.0) -> pd.DataFrame:
     return pd.DataFrame({"t": np.asarray(t, dtype="float64"), "process": np.asarray(process, dtype="float64"),
                          "method": method, "task": np.asarray(task, dtype="float64"),
-                         "gen": np.asarray(gen, dtype="float64"), "what": what, "pattern": pattern})
+                         "gen": np.asarray(gen, dtype="float64"), "what": what, "pattern": pattern, "by_s": by_s})
+
+
+def _took(calls: pd.DataFrame) -> np.ndarray:
+    """How long each call took (its completion's record time minus its invoke's): a library that stamps the
+    lease from its own clock while the call runs (pg-boss's started_on, on the database server) answers an
+    end up to that much past ``now + lease``, which is no departure."""
+    took = calls["t_comp"].to_numpy(dtype="float64") - calls["t_inv"].to_numpy(dtype="float64")
+    return np.nan_to_num(np.maximum(took, 0.0), nan=0.0)
 
 
 def _answer_records(fx: Facts) -> pd.DataFrame:
@@ -90,10 +113,12 @@ def _claim_leases(fx: Facts) -> pd.DataFrame:
                      "takeover checked answers)", MALFORMED)]
     if fx.lease is not None:
         lease = float(fx.lease)
-        off = ~missing & ~np.isnan(now) & (np.abs(until - (now + lease)) > LEASE_TOLERANCE)
+        gap = until - (now + lease)
+        took = _took(c)
+        off = ~missing & ~np.isnan(now) & ((gap > took + LEASE_TOLERANCE) | (gap < -LEASE_TOLERANCE))
         what = [lease_departure("claim", float(u), float(n), lease) for u, n in zip(until[off], now[off], strict=True)]
         frames.append(_frame(c["t_comp"][off], c["process"][off], "claim", c["task"][off], c["gen"][off], what,
-                             DEPARTED))
+                             np.where(gap[off] > 0, DEPARTED, SHORT), np.abs(gap[off])))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -119,11 +144,13 @@ def _extend_leases(fx: Facts) -> pd.DataFrame:
         got = x["lease_until_c"].to_numpy(dtype="float64")
         now = x["now"].to_numpy(dtype="float64")
         want = np.fmax(old, now + lease)
-        off = ~np.isnan(now) & (np.abs(got - want) > LEASE_TOLERANCE)
+        gap = got - want
+        took = _took(x)
+        off = ~np.isnan(now) & ((gap > took + LEASE_TOLERANCE) | (gap < -LEASE_TOLERANCE))
         what = [lease_departure("extend", float(g), float(n), lease, None if np.isnan(o) else float(o))
                 for g, n, o in zip(got[off], now[off], old[off], strict=True)]
         frames.append(_frame(x["t_comp"][off], x["process"][off], "extend", x["task"][off], x["gen"][off], what,
-                             DEPARTED))
+                             np.where(gap[off] > 0, DEPARTED, SHORT), np.abs(gap[off])))
     return pd.concat(frames, ignore_index=True)
 
 

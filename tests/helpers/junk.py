@@ -72,14 +72,14 @@ scripts = st.fixed_dictionaries({"claim": claim_moves, "finish": moves(bad_bools
 # -- stored histories with a damaged lease end (``takeover check``) ----------------------------------------------
 STORED_VALID = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "ref-valid"
 # A value of a claim's ``lease_until`` that no correct queue answers for now + 0.6: missing (null), of the wrong
-# type, or a number at least a second away (pyarrow reads 1e400 as inf).
+# type, or a number at least a second later (pyarrow reads 1e400 as inf).
 bad_lease_json = st.one_of(st.none(), st.booleans(), st.text(max_size=6), st.just("1e400"),
                            st.floats(min_value=-1e12, max_value=1e12).map(lambda d: ("far", d)))
 
 
 def _damage(rec: dict, value) -> str:
-    if isinstance(value, tuple):  # a number far from now + lease
-        rec["lease_until"] = rec["now"] + 0.6 + (value[1] if abs(value[1]) >= 1 else 1 + abs(value[1]))
+    if isinstance(value, tuple):  # a number at least a second past now + lease (earlier is a warning only)
+        rec["lease_until"] = rec["now"] + 0.6 + 1 + abs(value[1])
     elif value is None:
         rec.pop("lease_until")
     elif value == "1e400":

@@ -156,6 +156,19 @@ def test_check_names_a_lease_end_other_than_the_one_asked_for(tmp_path: Path, ca
     assert "expected " in summary["invariants"]["answers_well_formed"]["note"]
 
 
+def test_a_lease_end_shorter_than_asked_is_a_warning_with_both_values_not_a_verdict(tmp_path: Path,
+                                                                                   capsys) -> None:
+    """A library stamping the lease from its own clock answers a few ms short (RQ): named, not judged."""
+    run = _copy(tmp_path)
+    lease = json.loads((run / "config.json").read_text())["lease"]
+    _rewrite_first_claim(run, lambda rec: {**rec, "lease_until": rec["now"] + lease - 0.004})
+    code, summary, _ = _check(run, capsys)
+    assert "answers_well_formed" not in summary["invariants"]
+    assert code == json.loads((STORED / "expected-summary.json").read_text())["exit_code"]
+    said = [w for w in summary["warnings"] if "shorter than asked" in w]
+    assert len(said) == 1 and "by up to 4.0 ms" in said[0] and "expected " in said[0]
+
+
 def test_a_well_formed_stored_run_keeps_its_summary_without_the_check(tmp_path: Path, capsys) -> None:
     code, summary, _ = _check(_copy(tmp_path), capsys)
     assert "answers_well_formed" not in summary["invariants"]
