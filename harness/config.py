@@ -410,7 +410,7 @@ def with_overrides(base: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
 def _check_power_loss(cfg: RunConfig) -> None:
     """A power loss needs the queue on SQLite files (or a run's own Redis server) and FUSE on this machine;
     say which is missing."""
-    if cfg.db not in (db.DEFAULT, db.REDIS):
+    if cfg.db not in (db.DEFAULT, db.REDIS) or (cfg.db == db.REDIS and cfg.hosts > 0):
         raise UsageError("power-loss-rate: power losses are for SQLite and --db redis only (the queue's files, or "
                          "the run's own server's, on a FUSE layer)")
     from takeover.powerloss.layer import check_available
@@ -440,10 +440,10 @@ def check_network(database: str, values: Mapping[str, Any]) -> None:
                 raise UsageError(f"{name.replace('_', '-')}: network faults need --hosts N (workers on hosts of "
                                  "their own, reaching the database over the run's network)")
         return
-    if database != db.POSTGRES:
+    if database not in (db.POSTGRES, db.REDIS):
         what = "SQLite's WAL needs one machine" if database == db.SQLITE else \
             "the run starts its own server on its network, not on a server given by URL"
-        raise UsageError(f"--hosts needs --db postgres ({what})")
+        raise UsageError(f"--hosts needs --db postgres or --db redis ({what})")
     from takeover.net.hosts import check_available
 
     check_available(hosts)

@@ -199,11 +199,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "seeded instants, and the checker judges each read against what the history had acknowledged before "
               "it (0 = none)", nonneg,
               sweep_help="mid-run snapshot probes per second of every run"),
-    # The run's hosts and the network faults (takeover.net): each needs --hosts, and --hosts --db postgres and root.
+    # The run's hosts and the network faults (takeover.net): each needs --hosts (the server faults on Redis do not),
+    # and --hosts --db postgres or redis, and root.
     RunOption("--hosts", "hosts", int,
               "run the workers on N hosts (network namespaces, placed round-robin) that reach the database over a "
-              "network of the run's own; needs --db postgres and root (0 = all on this machine, over a socket)",
-              nonneg_int, profile=False, omit=0, sweep_help="hosts of every run (needs --db postgres and root)"),
+              "network of the run's own; needs --db postgres or --db redis, and root (0 = all on this machine)",
+              nonneg_int, profile=False, omit=0,
+              sweep_help="hosts of every run (needs --db postgres or --db redis, and root)"),
     RunOption("--partition-rate", "partition_rate", float,
               "partitions per second: one host, a minority or a majority of them (or one host one way: requests "
               "arrive, replies are lost) cut from the database for a drawn time, then healed (needs --hosts)",

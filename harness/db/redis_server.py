@@ -52,6 +52,8 @@ OWNER_ENV = "TAKEOVER_REDIS_OWNER"
 # OWNER_ENV), so the owner is in the title too: ``redis-server 127.0.0.1:PORT takeover-owner=PID``.
 OWNER_MARK = "takeover-owner="
 BINARY_ENV = "TAKEOVER_REDIS_SERVER_BIN"  # another redis-server than the one on PATH
+NETNS_PORT = 6379  # a server in a network namespace of the run's own: the port is free there
+SOCKET = "redis.sock"  # its Unix socket in the folder: how takeover reaches a server in another namespace
 
 
 def owner_of(cmdline: list[str]) -> int | None:
@@ -113,6 +115,12 @@ class PrivateRedis:
         return self.data_dir if self.data_dir is not None else self.folder / "data"
 
     @property
+    def socket_path(self) -> str:
+        """The server's Unix socket (every server has one; a server in a namespace is reached by it)."""
+        assert self.folder is not None
+        return str(self.folder / SOCKET)
+
+    @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
@@ -133,7 +141,7 @@ class PrivateRedis:
         self.data.mkdir(parents=True, exist_ok=True)
         last = ""
         for _ in range(START_TRIES):
-            self.port = _free_port()
+            self.port = NETNS_PORT if self.netns else _free_port()
             last = self._start_server()
             if not last:
                 self.url = f"redis://{HOST}:{self.port}/0"
@@ -149,7 +157,10 @@ class PrivateRedis:
                 *persistence_args(self.persistence), "--databases", str(self.databases), "--daemonize", "no",
                 "--logfile", str(self.folder / "server.log"), "--protected-mode", "no" if self.address else "yes",
                 "--enable-debug-command", "local", "--appendfilename", "appendonly.aof",
-                "--proc-title-template", f"{{title}} {{listen-addr}} {OWNER_MARK}{os.getpid()}"]  # fmt: skip
+                "--proc-title-template", f"{{title}} {{listen-addr}} {OWNER_MARK}{os.getpid()}",
+                "--unixsocket", str(self.folder / SOCKET), "--unixsocketperm", "700",
+                # a client cut off by a partition is noticed within seconds, as PostgreSQL's keepalives do
+                "--tcp-keepalive", "1"]  # fmt: skip
 
     def _start_server(self) -> str:
         """Start the server on ``self.port`` and wait until it answers; '' when it does, else why not."""
@@ -163,7 +174,7 @@ class PrivateRedis:
                                      preexec_fn=lambda: _child_setup(None, self.netns, main))  # fmt: skip
         (self.folder / REDIS_PID_FILE).write_text(f"{self.proc.pid}\n")
         deadline = time.monotonic() + START_TIMEOUT
-        client = redis_db.connect(f"redis://{HOST}:{self.port}/0", socket_timeout=5)
+        client = redis_db.connect(f"unix://{self.folder / SOCKET}?db=0", socket_timeout=5)
         try:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:

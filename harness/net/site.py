@@ -31,7 +31,36 @@ from takeover.net.proxy import PORT as PROXY_PORT
 from takeover.net.proxy import DelayProxy
 
 
-class Site:
+class OnHosts:
+    """Where each worker of a run with hosts runs (slot ``s`` on host ``s % N + 1``), for any database's site."""
+
+    count: int
+    network: Network
+    loss: float
+    delay: float
+    port: int
+    _stack: contextlib.ExitStack
+
+    def _degrade(self, upstream: str) -> None:
+        """The run's loss on every host's path, and its delay by the proxy in front of ``upstream`` (the
+        server's Unix socket), which the workers then reach instead (on the proxy's port)."""
+        if self.loss > 0:
+            self.network.lose(self.loss)
+        if self.delay > 0:
+            self._stack.enter_context(DelayProxy(self.network.db_path, DB_ADDRESS, upstream, self.delay))
+            self.port = PROXY_PORT
+
+    def host_of(self, slot: int) -> int:
+        return host_of(slot, self.count)
+
+    def host_name(self, slot: int) -> str:
+        return host_name(self.host_of(slot))
+
+    def netns_of(self, slot: int) -> str:
+        return self.network.host_path(self.host_of(slot))
+
+
+class Site(OnHosts):
     """``with Site(hosts) as site:`` ``site.database`` (the coordinator's URL, over the Unix socket) and
     ``site.worker_url(slot, process)`` (a worker's, over its host's network)."""
 
@@ -52,13 +81,8 @@ class Site:
             self.server = self._stack.enter_context(
                 PrivateServer(netns=self.network.db_path, address=DB_ADDRESS, settings=SERVER_SETTINGS))
             self.database = postgres.create_database(self.server.admin_url, self.name)
-            if self.loss > 0:
-                self.network.lose(self.loss)
-            if self.delay > 0:  # the workers reach the server through the proxy
-                assert self.server.folder is not None
-                upstream = str(self.server.folder / f".s.PGSQL.{SERVER_PORT}")
-                self._stack.enter_context(DelayProxy(self.network.db_path, DB_ADDRESS, upstream, self.delay))
-                self.port = PROXY_PORT
+            assert self.server.folder is not None
+            self._degrade(str(self.server.folder / f".s.PGSQL.{SERVER_PORT}"))
         except BaseException:
             self._stack.close()
             raise
@@ -66,15 +90,6 @@ class Site:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._stack.close()  # the server (and the database with it), then the network
-
-    def host_of(self, slot: int) -> int:
-        return host_of(slot, self.count)
-
-    def host_name(self, slot: int) -> str:
-        return host_name(self.host_of(slot))
-
-    def netns_of(self, slot: int) -> str:
-        return self.network.host_path(self.host_of(slot))
 
     def worker_url(self, slot: int, process: int) -> str:
         return worker_url(self.name, slot, process, self.port)

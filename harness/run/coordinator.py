@@ -153,12 +153,19 @@ class Coordinator:
         (takeover.net.site), whatever database the command made for it; all of it gone afterwards."""
         from takeover.net.site import Site
 
-        with Site(self.cfg.hosts, self.run_dir.name, self.cfg.net_delay, self.cfg.net_loss) as site:
+        if self.cfg.db == REDIS:
+            from takeover.run.redis_site import RedisHostsSite
+
+            site_of: Any = RedisHostsSite(self.cfg)
+        else:
+            site_of = Site(self.cfg.hosts, self.run_dir.name, self.cfg.net_delay, self.cfg.net_loss)
+        with site_of as site:
             from takeover.net.faults import NetworkFaults
 
             self.supervisor.site = site
             self.site = site
             sup = self.supervisor
+            site.pid_of = lambda slot: (sup.handles[slot].proc.pid if slot in sup.handles else None)
             # The live workers that opened their queue: a connection kill has a session to end.
             self.net_faults = NetworkFaults(self.cfg, site, self.hist, lambda: {
                 s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None and self.board.ready(s)})

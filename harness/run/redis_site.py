@@ -15,6 +15,8 @@ has them without root; the history records them as a run with hosts does.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -24,9 +26,39 @@ import psutil
 from takeover.config import RunConfig
 from takeover.db import redis as redis_db
 from takeover.db.redis_server import HOST, PrivateRedis
+from takeover.net.site import OnHosts
 from takeover.run.reply_dropper import ReplyDropper
 
 KILL_TIMEOUT = 2.0  # seconds the CLIENT KILL may take (the server may be starting again)
+
+
+def tcp_ports(pid: int, remote_port: int) -> list[int]:
+    """The local ports of the TCP connections to ``remote_port`` that process ``pid`` and its children hold
+    (an ``exec:`` queue's adapter is a child). Read from each process's own ``/proc/PID/net/tcp``, which is
+    its network namespace's: a worker on a host of its own (``--hosts``) is seen there, not in ours."""
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return []
+    ports: set[int] = set()
+    for p in procs:
+        try:
+            fds = os.listdir(f"/proc/{p.pid}/fd")
+            inodes = set()
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    link = os.readlink(f"/proc/{p.pid}/fd/{fd}")
+                    if link.startswith("socket:["):
+                        inodes.add(link[8:-1])
+            lines = Path(f"/proc/{p.pid}/net/tcp").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[9] in inodes and int(fields[2].rpartition(":")[2], 16) == remote_port:
+                ports.add(int(fields[1].rpartition(":")[2], 16))
+    return sorted(ports)
 
 
 class RedisSite:
@@ -71,20 +103,7 @@ class RedisSite:
 
     def worker_ports(self, pid: int) -> list[int]:
         """The local ports of the connections process ``pid`` (and its children) holds to the server."""
-        ports: list[int] = []
-        try:
-            proc = psutil.Process(pid)
-            procs = [proc, *proc.children(recursive=True)]
-        except psutil.Error:
-            return ports
-        for p in procs:
-            try:
-                conns = p.net_connections(kind="tcp4")
-            except psutil.Error:
-                continue
-            ports += [c.laddr.port for c in conns if c.raddr and c.raddr.port == self.client_port
-                      and c.raddr.ip == HOST]  # fmt: skip
-        return sorted(set(ports))
+        return tcp_ports(pid, self.client_port)
 
     def kill_connections(self, slot: int, process: int) -> int:
         """End every connection of the worker in ``slot`` to the server (``CLIENT KILL ADDR``); how many ended."""
@@ -107,3 +126,79 @@ class RedisSite:
         if self.dropper is None or not pid:
             return False
         return self.dropper.arm(self.worker_ports(pid), lost)
+
+
+class RedisHostsSite(OnHosts):
+    """``--db redis --hosts N``: the run's own redis-server on the hosts' network (takeover.net.hosts), as
+    takeover.net.site puts PostgreSQL's: inside the database's namespace, listening on ``10.200.0.1`` for the
+    workers on their hosts, and on a Unix socket in its folder, which the coordinator reaches through a relay
+    on this machine's loopback (``site.database``; no network fault reaches it). Partitions, one-way cuts,
+    the delay proxy and packet loss are the hosts' own; a connection kill ends the worker's connections by
+    its host's address and its ports there (``CLIENT KILL ADDR``).
+
+    The workers' URL asks redis-py for a 5 s socket timeout (``socket_timeout``, ``socket_connect_timeout``):
+    a call cut off by a partition fails within seconds, as PostgreSQL's workers' URLs ask of libpq."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        from takeover.net.hosts import Network
+
+        self.count = cfg.hosts
+        self.delay = cfg.net_delay
+        self.loss = cfg.net_loss
+        self.persistence = cfg.redis_persistence
+        self.network = Network(cfg.hosts)
+        self.server: PrivateRedis | None = None
+        self.relay: ReplyDropper | None = None
+        self.port = 0
+        self.database = ""
+        self.pid_of: Callable[[int], int | None] = lambda slot: None
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> RedisHostsSite:
+        from takeover.net.hosts import DB_ADDRESS
+
+        try:
+            self._stack.enter_context(self.network)
+            self.server = self._stack.enter_context(
+                PrivateRedis(self.persistence, netns=self.network.db_path, address=DB_ADDRESS))
+            self.port = self.server.port
+            self.relay = self._stack.enter_context(ReplyDropper(self.server.socket_path))
+            self.database = f"redis://{HOST}:{self.relay.port}/0"
+            self._degrade(self.server.socket_path)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stack.close()  # the relay, the server, then the network
+
+    def worker_url(self, slot: int, process: int) -> str:
+        from takeover.net.hosts import DB_ADDRESS
+
+        return f"redis://{DB_ADDRESS}:{self.port}/0?socket_timeout=5&socket_connect_timeout=2"
+
+    @property
+    def service_socket(self) -> str:
+        from takeover.net.hosts import service_socket
+
+        assert self.server is not None and self.server.folder is not None
+        return service_socket(self.server.folder)
+
+    def kill_connections(self, slot: int, process: int) -> int:
+        """End the worker's connections to the server (``CLIENT KILL ADDR`` of its host's address and its
+        ports); none through the delay proxy, whose connections the server knows by the proxy's socket."""
+        from takeover.net.hosts import host_address
+
+        pid = self.pid_of(slot)
+        if not pid or self.delay > 0 or self.server is None:
+            return 0
+        ports = tcp_ports(pid, self.server.port)
+        if not ports:
+            return 0
+        client = redis_db.connect(self.database, socket_timeout=KILL_TIMEOUT)
+        try:
+            address = host_address(self.host_of(slot))
+            return sum(int(client.client_kill_filter(_id=None, addr=f"{address}:{port}")) for port in ports)
+        finally:
+            client.close()

@@ -29,8 +29,8 @@ CHUNK = 65536
 class ReplyDropper:
     """``with ReplyDropper(server_port) as relay:`` workers connect to ``relay.port``."""
 
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
+    def __init__(self, upstream: int | str) -> None:
+        self.upstream = upstream  # the server's port on 127.0.0.1, or its Unix socket's path
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind((HOST, 0))
@@ -78,7 +78,7 @@ class ReplyDropper:
         addresses the server knows those workers by (``CLIENT KILL ADDR``)."""
         with self.lock:
             return [int(up.getsockname()[1]) for c, up in self.peer.items()
-                    if self.client_port.get(c) in ports]  # fmt: skip
+                    if self.client_port.get(c) in ports and up.family == socket.AF_INET]  # fmt: skip
 
     def stop(self) -> None:
         self._stop = True
@@ -109,7 +109,12 @@ class ReplyDropper:
         except OSError:
             return
         try:
-            upstream = socket.create_connection((HOST, self.upstream_port), timeout=2)
+            if isinstance(self.upstream, str):
+                upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                upstream.settimeout(2)
+                upstream.connect(self.upstream)
+            else:
+                upstream = socket.create_connection((HOST, self.upstream), timeout=2)
             upstream.settimeout(None)
         except OSError:  # the server is down (a restart): the worker sees its connection refused, as it would
             client.close()

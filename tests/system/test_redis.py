@@ -99,8 +99,10 @@ HUNG = {
 }
 
 
-@pytest.mark.parametrize("command", list(HUNG))
-@pytest.mark.parametrize("how", ["ctrl-c", "sigkill"])
+@pytest.mark.parametrize(("how", "command"), [
+    ("ctrl-c", "scenarios"), ("sigkill", "scenarios"), ("sigkill", "stress"),
+    pytest.param("ctrl-c", "stress", marks=pytest.mark.nightly),  # a run's start: ~10 s on a loaded machine
+])  # fmt: skip
 def test_the_private_servers_are_gone_after_ctrl_c_and_after_takeover_is_killed(how: str, command: str,
                                                                                 tmp_path: Path):
     argv, servers = HUNG[command]
@@ -242,6 +244,7 @@ def test_a_restart_without_persistence_is_named_as_the_cause_of_the_vanished_tas
     assert len(rows) > 1 and all(",vanished_on_restart," in r and ",db_restart," in r for r in rows[1:])
 
 
+@pytest.mark.nightly  # a stress run of 3 s (~15 s under load); test_each_server_fault_happens... restarts with AOF too
 def test_with_persistence_a_restart_loses_nothing(tmp_path: Path):
     out = tmp_path / "run"
     proc, summary = _stress(out, "--no-faults", "--duration", "3", "--db-restart-rate", "0.5")
@@ -330,8 +333,10 @@ def test_a_tuning_on_redis_runs_every_run_on_its_own_server_under_the_scaled_ser
         assert config["db_restart_rate"] == round(0.005 * config["task_time"]["scale"], 6)
 
 
-@pytest.mark.parametrize(("queue", "valid"), [("redis_queues:Retrying", False),
-                                              ("takeover.queues.redis_lease:RedisLeaseQueue", True)])
+@pytest.mark.parametrize(("queue", "valid"), [
+    ("redis_queues:Retrying", False),
+    pytest.param("takeover.queues.redis_lease:RedisLeaseQueue", True, marks=pytest.mark.nightly),
+])  # fmt: skip
 def test_a_reply_lost_from_the_server_shows_whether_a_retried_call_is_safe(queue: str, valid: bool, tmp_path: Path):
     """The relay loses the server's answer on a worker's connection: the command ran, redis-py sends it again.
     A finish that is not safe to run twice is refused on its retry (finish_retried, cause db_lost_reply); the
@@ -346,3 +351,22 @@ def test_a_reply_lost_from_the_server_shows_whether_a_retried_call_is_safe(queue
         assert {d["pattern"] for d in summary["diagnosis"]} == {"finish_retried"}
         rows = (out / "violations.csv").read_text().splitlines()[1:]
         assert rows and all(",db_lost_reply," in r for r in rows)
+
+
+@pytest.mark.needs_package("iptables", "iproute2")
+@pytest.mark.skipif(os.geteuid() != 0, reason="--hosts needs root (network namespaces)")
+def test_on_hosts_the_server_is_on_the_bridge_and_every_network_fault_reaches_it(tmp_path: Path):
+    out = tmp_path / "run"
+    proc, summary = _stress(out, "--no-faults", "--duration", "5", "--tasks", "60", "--hosts", "2",
+                            "--partition-rate", "0.5", "--conn-kill-rate", "1", "--db-pause-rate", "0.3",
+                            "--db-restart-rate", "0.3", "--seed", "2")
+    assert summary["valid"] is True, proc.stdout[-3000:]
+    history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
+    assert {r["host"] for r in history if r["f"] == "spawn"} == {"h1", "h2"}
+    done = {r["f"] for r in history if r["type"] == "ok" and r["f"] in ("partition", "conn_kill", "db_pause",
+                                                                          "db_restart")}  # fmt: skip
+    assert done == {"partition", "conn_kill", "db_pause", "db_restart"}, done
+    kills = [r for r in history if r["type"] == "ok" and r["f"] == "conn_kill"]
+    assert any(int(r["value"]) >= 1 for r in kills) and all(r["host"] in ("h1", "h2") for r in kills)
+    config = json.loads((out / "config.json").read_text())
+    assert config["hosts"] == 2 and config["placement"] == {"w0": "h1", "w1": "h2", "w2": "h1"}

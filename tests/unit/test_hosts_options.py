@@ -19,7 +19,7 @@ def _resolve(*argv: str):
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    (("--hosts", "2"), "--hosts needs --db postgres (SQLite's WAL needs one machine)"),
+    (("--hosts", "2"), "--hosts needs --db postgres or --db redis (SQLite's WAL needs one machine)"),
     (("--hosts", "2", "--db", "postgresql://u@example.invalid/x"), "--hosts needs --db postgres"),
     (("--partition-rate", "0.3"), "partition-rate: network faults need --hosts N"),
     (("--db", "postgres", "--db-restart-rate", "0.1"), "db-restart-rate: network faults need --hosts N"),

@@ -325,7 +325,7 @@ def test_the_budget_stops_the_search_unresolved(tmp_path: Path):
     ("[20, 30, 40]", ["--pause-p99", "1"], "need --pause-rate-per-hour"),
     ("[20, 30, 40]", ["--pause-rate-per-hour", "2", "--pause-p50", "3", "--pause-p99", "1"],
      "percentiles must not decrease: p50 = 3 s but p99 = 1 s"),
-    ("[20, 30, 40]", ["--hosts", "2"], "--hosts needs --db postgres (SQLite's WAL needs one machine)"),
+    ("[20, 30, 40]", ["--hosts", "2"], "--hosts needs --db postgres or --db redis (SQLite's WAL needs one machine)"),
     ("[20, 30, 40]", ["--partition-rate", "0.1"], "partition-rate: network faults need --hosts N"),
     ("[20, 30, 40]", ["--hosts", "-1"], "hosts must be an integer >= 0"),
     ("[20, 30, 40]", ["--db", "postgres", "--hosts", "2", "--net-loss", "2"], "net-loss is a probability"),
