@@ -141,24 +141,21 @@ def _records(out: Path, kind: str) -> list[dict]:
     return [r for r in map(json.loads, (out / "history.jsonl").read_text().splitlines()) if r.get("f") == kind]
 
 
-def test_a_stress_run_on_redis_has_its_own_server_with_its_persistence_and_leaves_none(tmp_path: Path):
+def test_each_server_fault_happens_and_is_recorded_with_its_start_and_end(tmp_path: Path):
+    """A restart (SIGKILL, a start that replays the AOF), a freeze (SIGSTOP, SIGCONT) and connection kills (CLIENT
+    KILL of a worker's connection), without --hosts, on the run's own server with the run's persistence, and the
+    queue keeps every acknowledged promise."""
     out = tmp_path / "run"
-    proc, summary = _stress(out, "--no-faults", "--duration", "1", "--redis-persistence", "everysec")
-    assert proc.returncode == 0 and summary["valid"] is True and summary["counts"]["tasks"] >= 20
+    proc, summary = _stress(out, "--no-faults", "--duration", "4", "--tasks", "60", "--db-restart-rate", "0.5",
+                            "--db-pause-rate", "0.5", "--conn-kill-rate", "2", "--redis-persistence", "everysec")
+    assert summary["valid"] is True, proc.stdout[-3000:]
     config = json.loads((out / "config.json").read_text())
     assert config["db"] == "redis" and config["redis_persistence"] == "everysec"
     assert config["command"].endswith("--db redis") and "--redis-persistence everysec" in config["command"]
+    assert summary["config"]["redis_persistence"] == "everysec" and "persistence everysec" in \
+        (out / "report.md").read_text()
     assert not (out / "queue.sqlite").exists()
     assert "redis persistence: everysec" in proc.stdout
-
-
-def test_each_server_fault_happens_and_is_recorded_with_its_start_and_end(tmp_path: Path):
-    """A restart (SIGKILL, a start that replays the AOF), a freeze (SIGSTOP, SIGCONT) and connection kills (CLIENT
-    KILL of a worker's connection), without --hosts, and the queue keeps every acknowledged promise."""
-    out = tmp_path / "run"
-    proc, summary = _stress(out, "--no-faults", "--duration", "4", "--tasks", "60", "--db-restart-rate", "0.5",
-                            "--db-pause-rate", "0.5", "--conn-kill-rate", "2")
-    assert summary["valid"] is True, proc.stdout[-3000:]
     for kind in ("db_restart", "db_pause", "conn_kill"):
         records = _records(out, kind)
         starts = [r for r in records if r["type"] == "invoke"]
@@ -252,6 +249,7 @@ def test_with_persistence_a_restart_loses_nothing(tmp_path: Path):
     assert summary["valid"] is True, proc.stdout[-3000:]
 
 
+@pytest.mark.nightly  # two runs of 200 tasks: 107 s at load 15 (the SIGKILL test below records power losses too)
 @pytest.mark.needs_package("fuse3")
 def test_a_power_loss_takes_back_acknowledged_writes_with_everysec_and_none_with_always(tmp_path: Path):
     """The run's server keeps its files on the power-loss layer: everysec answers before it syncs, so a power loss
@@ -284,6 +282,8 @@ def test_sigkill_of_takeover_during_power_losses_leaves_no_server_or_mount(tmp_p
         while time.monotonic() < deadline and not ((out / "history.jsonl").exists()
                                                    and '"power_loss"' in (out / "history.jsonl").read_text()):
             time.sleep(0.1)
+        losses = _records(out, "power_loss")
+        assert losses and losses[0]["detail"] == "server", "a power loss of the server's machine began"
         folders = folders_of(servers_of(proc.pid))
         assert folders, "the run's servers are up"
         proc.kill()
