@@ -41,7 +41,7 @@ def _settings(examples: int) -> settings:
 
 
 # The issue's own cases (a 5 MB claim, sys.exit(7) in claim) are tests/system/test_queue_answers.py's.
-@_settings(2)
+@_settings(1)
 @given(junk.scripts)
 @example({"claim": [("real",)], "finish": [("junk", None)], "extend": [("junk", float("nan"))]})
 def test_stress_on_a_fuzzing_queue_is_never_valid_and_never_a_traceback(script: dict[str, Any]) -> None:
