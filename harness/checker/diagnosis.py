@@ -186,6 +186,16 @@ def _vanished(fx: Facts, f: pd.DataFrame, keys: np.ndarray) -> dict[str, Any]:
             "vanished": [count] * len(f)}
 
 
+def _done_at(f: pd.DataFrame, comp: str, inv: str) -> np.ndarray:
+    """When the operation that goes back on an answer took effect: its completion (its invocation where it has
+    none). A call that began before a power loss of a Redis server's machine and was retried after it (the
+    client's retry, on the rebooted server) took effect after it; a SQLite run's workers die at the power loss,
+    so no call of theirs spans one and their verdicts are as before."""
+    if comp not in f:
+        return f[inv].to_numpy(dtype="float64")
+    return f[comp].fillna(f[inv]).to_numpy(dtype="float64")
+
+
 def _per_task(frame: pd.DataFrame, how: str, task: Any) -> np.ndarray:
     """Per row: the ``how`` (min or max) of ``frame``'s ``t_comp`` for the row's task (NaN: none)."""
     by = frame[["task", "t_comp"]].dropna().groupby("task")["t_comp"].agg(how)
@@ -321,7 +331,7 @@ def _no_reclaim(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult])
     lease = fx.claim_lease()
     held = lease.reindex(pd.MultiIndex.from_arrays([f["task"], f["gen_f"]])).to_numpy(dtype="float64")
     after_lease = f["now_c"].to_numpy(dtype="float64") >= held
-    power, at = _across_power_loss(fx, f["t_comp_f"], f["t_inv_c"])
+    power, at = _across_power_loss(fx, f["t_comp_f"], _done_at(f, "t_comp_c", "t_inv_c"))
     restart, restart_at = _across_db_restart(fx, f["t_comp_f"], f["t_inv_c"])
     keys = _pick("reclaimed", (power, "power_loss"), (reset, "reset_by_register"), (restart, "db_restart"),
                  (lost, "lost_commit"), (after_lease, "reclaimed_after_lease"))
@@ -357,7 +367,7 @@ def _generation_monotonic(fx: Facts, f: pd.DataFrame, results: dict[str, Invaria
     reset = (dup | back) & _registered_again(fx, f["task"], f["prev_t"], f["t_comp"])
     t_inv, t_comp = f["t_inv"].to_numpy(dtype="float64"), f["t_comp"].to_numpy(dtype="float64")
     race = dup & (t_inv < f["prev_t"].to_numpy(dtype="float64")) & (f["prev_t_inv"].to_numpy(dtype="float64") < t_comp)
-    power, at = _across_power_loss(fx, f["prev_t"], f["t_inv"])
+    power, at = _across_power_loss(fx, f["prev_t"], _done_at(f, "t_comp", "t_inv"))
     restart, restart_at = _across_db_restart(fx, f["prev_t"], f["t_inv"])
     keys = _pick("skipped", ((dup | back) & power, "power_loss"), (reset, "reset_by_register"), (race, "claim_race"),
                  ((dup | back) & restart, "db_restart"), (dup, "no_bump"), (back, "went_back"))
@@ -389,7 +399,7 @@ def _single_finish(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     rows = pd.DataFrame({"task": f["task"].to_numpy(dtype="float64"), "t": f["t_inv"].to_numpy(dtype="float64")})
     claimed = _last_before(rows, fx.claims_ok, "t_inv", "t_inv")
     reclaimed = claimed > f["e_t_comp"].to_numpy(dtype="float64")
-    power, at = _across_power_loss(fx, f["e_t_comp"], f["t_inv"])
+    power, at = _across_power_loss(fx, f["e_t_comp"], _done_at(f, "t_comp", "t_inv"))
     # The claim that gave the later finish's (newer) generation was invoked before the earlier finish returned
     # and returned after it: it took the task once that finish had ended it (a claim race), not an idempotent
     # finish.
