@@ -533,8 +533,11 @@ class _Producer:
         return out
 
     def ask(self, op: str, task: str, gen: int) -> bool | float | None:
-        """One of the coordinator's own recorded calls (takeover.run.own_calls)."""
+        """One of the coordinator's own recorded calls (takeover.run.own_calls); none while the queue is not
+        open (a power loss took it): nothing is asked, nothing recorded."""
         c = self.c
+        if c.queue is None:
+            return None
         if self._own is None:
             call = lambda name, fn, *args: c.caller.call(  # noqa: E731
                 name, fn, *args, timeout=STATES_TIMEOUT, abandon=lambda: c.signals >= 1)
