@@ -541,7 +541,7 @@ class _Producer:
         if self._own is None:
             call = lambda name, fn, *args: c.caller.call(  # noqa: E731
                 name, fn, *args, timeout=STATES_TIMEOUT, abandon=lambda: c.signals >= 1)
-            self._own = OwnCalls(c.hist, c.cfg.lease, c.run_dir / store.LEDGER_FILE, call)
+            self._own = OwnCalls(c.hist, c.cfg.lease, c.run_dir / store.LEDGER_FILE, call, c.cfg.queue)
         return self._own.ask(c.queue, op, task, gen)
 
     def states(self) -> list[tuple[str, str]] | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from takeover import answers
 from takeover.history import HistoryWriter, error_text
 
 # The ledger's question (takeover.run.ledger): did an action with this key happen?
@@ -28,7 +29,9 @@ _PERFORMED = "SELECT 1 FROM actions WHERE key = ? AND performed = 1 LIMIT 1"
 class OwnCalls:
     """``ask(queue, op, task, gen)``: one recorded call; ``call(name, fn, *args)`` makes it (with a deadline)."""
 
-    def __init__(self, hist: HistoryWriter, lease: float, ledger: Path, call: Callable[..., Any]) -> None:
+    def __init__(self, hist: HistoryWriter, lease: float, ledger: Path, call: Callable[..., Any],
+                 spec: str = "") -> None:  # fmt: skip
+        self.spec = spec  # the queue's --queue, for the words of a malformed answer (takeover.answers)
         self.hist = hist
         self.lease = lease
         self.ledger = ledger
@@ -57,9 +60,9 @@ class OwnCalls:
             resolution = "done" if happened else "pending"
             hist.write("invoke", "resolve", task=task, gen=gen, value=resolution, now=now)
             try:
-                accepted = self.call("resolve", queue.resolve, task, gen, resolution, now)
+                accepted = answers.resolve(self.call("resolve", queue.resolve, task, gen, resolution, now), self.spec)
             except Exception as exc:  # noqa: BLE001 - unknown whether it took effect
-                hist.write("info", "resolve", task=task, gen=gen, value=resolution, error=error_text(exc))
+                self._failed("resolve", exc, task=task, gen=gen, value=resolution)
                 return None
             if accepted is True:
                 hist.write("ok", "resolve", task=task, gen=gen, value=resolution)
@@ -69,9 +72,9 @@ class OwnCalls:
         if op == "extend":
             hist.write("invoke", "extend", task=task, gen=gen, now=now, lease=self.lease)
             try:
-                new = self.call("extend", queue.extend, task, gen, now, self.lease)
+                new = answers.extend(self.call("extend", queue.extend, task, gen, now, self.lease), self.spec)
             except Exception as exc:  # noqa: BLE001
-                hist.write("info", "extend", task=task, gen=gen, error=error_text(exc))
+                self._failed("extend", exc, task=task, gen=gen)
                 return None
             if new is None:
                 hist.write("fail", "extend", task=task, gen=gen, error="lost")
@@ -81,12 +84,22 @@ class OwnCalls:
         outcome = "uncertain" if op == "finish_uncertain" else "done"
         hist.write("invoke", "finish", task=task, gen=gen, outcome=outcome, now=now)
         try:
-            accepted = self.call("finish", queue.finish, task, gen, outcome, now)
+            accepted = answers.finish(self.call("finish", queue.finish, task, gen, outcome, now), self.spec)
         except Exception as exc:  # noqa: BLE001
-            hist.write("info", "finish", task=task, gen=gen, outcome=outcome, error=error_text(exc))
+            self._failed("finish", exc, task=task, gen=gen, outcome=outcome)
             return None
         if accepted:
             hist.write("ok", "finish", task=task, gen=gen, outcome=outcome, value="true")
         else:
             hist.write("fail", "finish", task=task, gen=gen, outcome=outcome, error="rejected")
         return bool(accepted)
+
+    def _failed(self, f: str, exc: Exception, **fields: Any) -> None:
+        """A call that raised (its outcome unknown: ``info``) or answered what the contract does not allow: then
+        also an ``answer`` record, which the check answers_well_formed reads, as a worker records its own."""
+        if not isinstance(exc, answers.MalformedAnswer):
+            self.hist.write("info", f, error=error_text(exc), **fields)
+            return
+        self.hist.write("info", f, error=exc.what[:300], **fields)
+        rest = {k: v for k, v in fields.items() if k != "value"}  # a resolve's resolution: the record's value is f
+        self.hist.write("info", answers.ANSWER_RECORD, value=f, detail=exc.what, **rest)

@@ -209,3 +209,14 @@ def test_the_coordinators_resolve_of_an_uncertain_task_says_what_the_ledger_hold
     recs = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
     assert [(r["type"], r["value"]) for r in recs if r["f"] == "resolve"] == [
         ("invoke", "done" if performed else "pending"), ("ok", "done" if performed else "pending")]
+
+
+def test_a_malformed_answer_to_the_coordinators_call_is_recorded_as_one(tmp_path: Path) -> None:
+    """A finish answering what the contract does not allow (not a bool) is an ``info`` completion and an
+    ``answer`` record, as a worker records its own (answers_well_formed), never a refusal."""
+    producer = Producer(tmp_path, set())
+    producer.calls.call = lambda _n, _fn, *_args: "yes"  # the queue's answer, whatever was asked
+    assert producer.ask("finish_done", "t000001", 0) is None
+    recs = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [(r["type"], r["f"]) for r in recs] == [("invoke", "finish"), ("info", "finish"), ("info", "answer")]
+    assert recs[-1]["value"] == "finish" and "yes" in recs[-1]["detail"]
