@@ -13,19 +13,25 @@ import importlib.metadata
 from takeover.errors import ContractError
 
 
-def require_library(distribution: str, pinned: str | tuple[str, ...]) -> str:
+def require_library(
+    distribution: str, pinned: str | tuple[str, ...], module: str | None = None, extra: str | None = None
+) -> str:
     """The installed version of ``distribution`` if it is one of ``pinned``; a one-line ContractError
-    otherwise. A tuple names releases the adapter translates alike (a fix's before and after)."""
+    otherwise. A tuple names releases the adapter translates alike (a fix's before and after).
+    ``module`` names the adapter's module and ``extra`` the extra, where they differ from the
+    distribution's name (``takeover.adapters.taskiq_redis``, a library it brings besides)."""
     allowed = (pinned,) if isinstance(pinned, str) else pinned
+    module = module or distribution
+    extra = extra or distribution
     try:
         found = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         raise ContractError(
-            f"takeover.adapters.{distribution} needs the {distribution} library: pip install 'takeover[{distribution}]'"
+            f"takeover.adapters.{module} needs the {distribution} library: pip install 'takeover[{extra}]'"
         ) from None
     if found not in allowed:
         raise ContractError(
-            f"takeover.adapters.{distribution} was written for {distribution} {' or '.join(allowed)}, found {found}: "
-            f"pip install 'takeover[{distribution}]'"
+            f"takeover.adapters.{module} was written for {distribution} {' or '.join(allowed)}, found {found}: "
+            f"pip install 'takeover[{extra}]'"
         )
     return found

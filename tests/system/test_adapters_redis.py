@@ -1,9 +1,9 @@
-"""RQ, Celery (kombu's Redis transport) and Huey behind the contract, on a private redis-server.
+"""RQ, Celery (kombu's Redis transport), Huey and taskiq-redis behind the contract, on a private redis-server.
 
 One smoke test per library in the gate: the contract calls as two worker processes make them (two
 adapter objects), through a takeover and a stale holder's completion, asserting what the library's
-page (docs/analyses/rq.md, celery.md, huey.md) says each call answers. The findings themselves are held by
-tests/system/test_analyses.py; a short stress run per adapter is nightly.
+page (docs/analyses/rq.md, celery.md, huey.md, taskiq_redis.md) says each call answers. The findings
+themselves are held by tests/system/test_analyses.py; a short stress run per adapter is nightly.
 """
 
 from __future__ import annotations
@@ -95,7 +95,42 @@ def test_huey_pops_a_task_and_never_hands_it_out_again(host: db.Host, tmp_path: 
             b.close()
 
 
-@pytest.mark.parametrize("library, name", [("rq", "RQAdapter"), ("celery", "CeleryAdapter"), ("huey", "HueyAdapter")])
+def test_taskiq_reclaims_only_after_a_new_message_and_accepts_the_stale_ack(host: db.Host, tmp_path: Path) -> None:
+    """docs/analyses/taskiq_redis.md, findings 1 and 2 (two tasks: the second message is what lets a
+    worker's turn reach XAUTOCLAIM on 1.2.4)."""
+    cls = adapter("taskiq_redis", "TaskiqStreamAdapter")
+    with host.database(tmp_path, "taskiq") as url:
+        a, b = cls(url), cls(url)
+        try:
+            check_queue_object(a, "taskiq_redis")
+            assert not has_extension(a, "extend")  # no heartbeat: idle time restarts only on a delivery
+            a.register_many(["t1"], 0.0)
+            a.register("t1", 0.5)  # registering again changes nothing
+            assert b.snapshot() == [("t1", "pending", 0, None)]
+            assert a.claim("A", 1.0, 30.0) == ("t1", 1, 31.0)
+            assert b.claim("B", 2.0, 30.0) is None  # held
+            assert b.claim("B", 32.0, 30.0) is None  # finding 1: idle past idle_timeout, no new message
+            a.register("t2", 33.0)
+            assert b.claim("B", 34.0, 30.0) == ("t2", 1, 64.0)  # the new message; the same turn reclaims t1
+            assert b.claim("B", 35.0, 30.0) == ("t1", 2, 64.0)  # B's prefetch: its lease counts from the fetch
+            assert a.finish("t1", 1, "done", 36.0) is True  # finding 2: A's stale XACK, by message id
+            assert ("t1", "done", 2, None) in b.snapshot()
+            assert b.finish("t1", 2, "done", 37.0) is True
+            assert a.finish("t2", 2, "done", 38.0) is False  # never handed out: no call
+        finally:
+            a.close()
+            b.close()
+
+
+@pytest.mark.parametrize(
+    "library, name",
+    [
+        ("rq", "RQAdapter"),
+        ("celery", "CeleryAdapter"),
+        ("huey", "HueyAdapter"),
+        ("taskiq_redis", "TaskiqStreamAdapter"),
+    ],
+)
 def test_a_redis_adapter_refuses_another_database_in_one_line(library: str, name: str) -> None:
     with pytest.raises(Exception, match="needs a Redis database"):
         adapter(library, name)("/tmp/queue.sqlite")
