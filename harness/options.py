@@ -412,8 +412,8 @@ BY_FIELD: dict[str, RunOption] = {o.field: o for o in RUN_OPTIONS}
 FAULT_RATES = tuple(o for o in RUN_OPTIONS if o.field.startswith("faults."))
 # The run's hosts and the network faults (takeover.net), as one group: tune takes them apart from the rest,
 # and config.json has them only when not at their defaults.
-NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "net_delay", "net_loss", "db_pause_rate",
-              "db_lost_reply_rate")
+NET_FIELDS = ("hosts", "partition_rate", "conn_kill_rate", "db_restart_rate", "db_pause_rate", "db_lost_reply_rate",
+              "net_delay", "net_loss")
 # The network faults a run on a private Redis server has without hosts (takeover.run.redis_site): the server is
 # the run's own on this machine, and its connections are the workers' own.
 REDIS_LOCAL_FAULTS = ("conn_kill_rate", "db_restart_rate", "db_pause_rate", "db_lost_reply_rate")

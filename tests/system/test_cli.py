@@ -46,10 +46,11 @@ _RUN_OPTIONS = (
     "--local-step --poll --client-timeout "
     "--drain-timeout --kill-rate --kill-before-action-rate --kill-after-action-rate --kill-during-finish-rate "
     "--pause-rate --expire-and-return-rate --stale-return-rate --claim-stampede-rate "
-    "--duplicate-register-rate --freeze-in-call-rate --stale-heartbeat-rate --lease-edge-rate "
+    "--duplicate-register-rate --freeze-in-call-rate --stale-heartbeat-rate --lease-edge-rate --aim-unreached-rate "
     "--lose-reply-rate --slow-rate --pause-time-file --pause-time-scale --clock-skew-max "
     "--clock-jump-rate --clock-jump-max --power-loss-rate --probe-rate "
-    "--hosts --partition-rate --conn-kill-rate --db-restart-rate --net-delay --net-loss"
+    "--hosts --partition-rate --conn-kill-rate --db-restart-rate --db-pause-rate --db-lost-reply-rate "
+    "--redis-persistence --net-delay --net-loss"
 ).split()
 
 
@@ -64,7 +65,8 @@ _RUN_OPTIONS = (
         ("sweep", ["-h", "--grid", "--seeds", "--seed", "--out", "--lease", "--fault-scale", "--power-loss", "--mode",
                    "--target", "--queue", "--workers", "--tasks", "--duration", "--swarm", "--clock-skew-max",
                    "--clock-jump-rate", "--clock-jump-max", "--power-loss-rate", "--probe-rate", "--hosts",
-                   "--partition-rate", "--conn-kill-rate", "--db-restart-rate", "--net-delay", "--net-loss", "--db",
+                   "--partition-rate", "--conn-kill-rate", "--db-restart-rate", "--db-pause-rate",
+                   "--db-lost-reply-rate", "--redis-persistence", "--net-delay", "--net-loss", "--db",
                    "--keep-db", "--dry-run",
                    "--cluster", "--shard"]),
         # hunt takes every stress option but those it sets per run (duration, seed, swarm, out)
@@ -75,7 +77,8 @@ _RUN_OPTIONS = (
         # tune takes the hosts and the network faults from the same table, after its own options
         ("tune", ["-h", "--task-times", "--target", "--time-scale", "--budget", "--queue", "--db", "--keep-db", "--out",
                   "--crash-rate-per-hour", "--pause-rate-per-hour", "--pause-p50", "--pause-p99", "--pause-max",
-                  "--lost-reply-rate", "--tasks-per-hour", "--seed", *_RUN_OPTIONS[_RUN_OPTIONS.index("--hosts"):],
+                  "--lost-reply-rate", "--tasks-per-hour", "--seed",
+                  *(o for o in _RUN_OPTIONS[_RUN_OPTIONS.index("--hosts"):] if o != "--redis-persistence"),
                   "--cluster", "--shard"]),
     ],
 )  # fmt: skip
