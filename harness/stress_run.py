@@ -140,6 +140,9 @@ def run_stress(cfg: RunConfig, *, database: str | None = None, out: str | None =
     result's exit code 130, once what was recorded is kept (and checked, when the run had ended).
     """
     store.check_out(out)
+    if reconcile and cfg.db == db.REDIS:
+        raise UsageError("--reconcile with --db redis: the run's tasks are on the run's own server, which is gone "
+                         "when the run is; give --db a redis://HOST:PORT/N URL of your own server to reconcile")
     with db.serve(database or cfg.db, keep=keep_db) as host:
         check_queue(cfg.queue)
         run_dir = store.create(out)

@@ -186,3 +186,10 @@ def test_every_command_that_runs_a_queue_refuses_a_bad_db_in_one_line(command: s
 def test_a_postgres_only_queue_under_sqlite_stops_the_scenarios_with_exit_2(capsys):
     assert main(["scenarios", "--queue", POSTGRES_REFERENCE_QUEUE]) == 2
     assert "takes only postgres databases" in capsys.readouterr().err
+
+
+def test_reconcile_on_a_runs_own_redis_server_is_refused_before_anything_starts(capsys, tmp_path: Path):
+    assert main(["stress", "--db", "redis", "--reconcile", "--profile", "smoke", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--reconcile with --db redis" in err[0], err
+    assert not (tmp_path / "r").exists()
