@@ -40,6 +40,7 @@ one Lua script: the owner and the delivery count unchanged). That is the only wr
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncGenerator
 from typing import Any, cast
@@ -125,6 +126,23 @@ class TaskiqStreamAdapter:
 
     databases = ("redis",)
     ack_on_receive = False  # taskiq's default ack_type is when_saved (taskiq/cli/worker/args.py:53)
+
+    @staticmethod
+    def library_settings(lease: float, heartbeat: float | None) -> list[str]:
+        """``takeover tune``'s lease (production seconds) in taskiq-redis's settings: the lease is
+        ``idle_timeout`` (ms), the idle time after which another worker's ``XAUTOCLAIM`` takes a message."""
+        ms = max(1, math.ceil(lease * 1000))
+        lines = [
+            f"RedisStreamBroker(idle_timeout={ms}): a message unacknowledged for {lease:g} s is reclaimed "
+            "by another worker (XAUTOCLAIM); nothing renews it while its task runs",
+            "keep ack_type=when_saved (taskiq worker --ack-type when_saved, the default): when_received "
+            "loses a dead worker's message",
+            "small xread_count and unacknowledged_batch_size: a prefetched message's idle time runs while it waits",
+        ]
+        if heartbeat is not None:
+            lines.append(f"the recommended heartbeat (every {heartbeat:g} s) has no counterpart: taskiq-redis "
+                         "has no heartbeat, so idle_timeout must exceed your longest task")  # fmt: skip
+        return lines
 
     def __init__(self, db: str) -> None:
         if not db.startswith(("redis://", "rediss://")):

@@ -104,6 +104,8 @@ def test_taskiq_reclaims_only_after_a_new_message_and_accepts_the_stale_ack(host
         try:
             check_queue_object(a, "taskiq_redis")
             assert not has_extension(a, "extend")  # no heartbeat: idle time restarts only on a delivery
+            settings = cls.library_settings(30.0, 10.0)  # takeover tune's answer, in taskiq-redis's names
+            assert settings[0].startswith("RedisStreamBroker(idle_timeout=30000)") and "no counterpart" in settings[-1]
             a.register_many(["t1"], 0.0)
             a.register("t1", 0.5)  # registering again changes nothing
             assert b.snapshot() == [("t1", "pending", 0, None)]
@@ -117,6 +119,24 @@ def test_taskiq_reclaims_only_after_a_new_message_and_accepts_the_stale_ack(host
             assert ("t1", "done", 2, None) in b.snapshot()
             assert b.finish("t1", 2, "done", 37.0) is True
             assert a.finish("t2", 2, "done", 38.0) is False  # never handed out: no call
+        finally:
+            a.close()
+            b.close()
+
+
+def test_taskiq_acked_on_receipt_is_never_reclaimed(host: db.Host, tmp_path: Path) -> None:
+    """docs/analyses/taskiq_redis.md, finding 3: with ack_type=when_received the entry leaves the
+    pending-entries list at the hand-out; a turn that reaches XAUTOCLAIM (a new message) finds nothing."""
+    cls = adapter("taskiq_redis", "TaskiqAckOnReceiveAdapter")
+    with host.database(tmp_path, "taskiq-received") as url:
+        a, b = cls(url), cls(url)
+        try:
+            a.register_many(["t1"], 0.0)
+            assert a.claim("A", 1.0, 30.0) == ("t1", 1, 31.0)
+            assert b.snapshot() == [("t1", "running", 1, 31.0)]  # held by nothing in Redis but A's memory
+            a.register("t2", 33.0)
+            assert b.claim("B", 34.0, 30.0) == ("t2", 1, 64.0)  # this turn ran XAUTOCLAIM: t1 was not pending
+            assert b.claim("B", 35.0, 30.0) is None
         finally:
             a.close()
             b.close()
@@ -169,7 +189,12 @@ def test_rq_runs_again_a_job_completed_late_while_requeued(host: db.Host, tmp_pa
 
 @pytest.mark.nightly
 @pytest.mark.parametrize(
-    "queue", ["takeover.adapters.rq:RQRetryAdapter", "takeover.adapters.celery:CeleryAcksLateAdapter"]
+    "queue",
+    [
+        "takeover.adapters.rq:RQRetryAdapter",
+        "takeover.adapters.celery:CeleryAcksLateAdapter",
+        "takeover.adapters.taskiq_redis:TaskiqStreamAdapter",
+    ],
 )
 def test_a_short_stress_run_checks_every_invariant(queue: str, tmp_path: Path) -> None:
     adapter(queue.split(".")[2].split(":")[0], queue.split(":")[1])
