@@ -53,8 +53,8 @@ def _positive_int(text: str) -> int:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
-        "Each task is replayed alone on a fresh temporary SQLite file (or PostgreSQL database: --db, by default "
-        "the run's own), on the clock of its recorded nows; "
+        "Each task is replayed alone on a fresh temporary SQLite file (or PostgreSQL database, or empty Redis "
+        "database: --db, by default the run's own), on the clock of its recorded nows; "
         "calls of unknown outcome are tried both ways. Exit 1: the queue breaks an invariant in the replay; "
         "3: the run's violations do not reproduce in one process; 0: nothing to replay, or FIXED (--queue named "
         "another queue and it answered every violating task's calls as the spec says); 2: bad input."
@@ -225,7 +225,7 @@ def _print(report: ReplayReport, ids: dict[tuple[str, str], str], files: tuple[P
     if not report.tasks:
         print("Nothing to replay: the run broke no invariant (name a task with --task).", file=out)
         return
-    fresh = "SQLite file" if db.current().kind == db.SQLITE else "PostgreSQL database"
+    fresh = db.FRESH[db.current().kind]
     print(f"{len(report.tasks)} task(s), each replayed alone on a fresh {fresh}, on the clock of its "
           f"recorded nows ({report.replays} replays in all).", file=out)
     if report.hung:

@@ -127,8 +127,9 @@ WORDS: dict[str, dict[str, str]] = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
-        "Each scenario runs on a fresh temporary SQLite file, or a fresh PostgreSQL database with --db "
-        "(removed afterwards); 'worker exits' closes the queue and calls ATTR(database) again. "
+        "Each scenario runs on a fresh temporary SQLite file, or with --db a fresh PostgreSQL database or an "
+        "empty Redis database (removed or emptied afterwards); 'worker exits' closes the queue and calls "
+        "ATTR(database) again. "
         "A queue call that does not return within "
         "--step-timeout fails its step and stops that scenario (the others still run). Exit 0: every "
         "step matches the spec; 1: a step differs or hung (listed under Mismatches); 2: bad input; "

@@ -43,6 +43,9 @@ SQLITE = "sqlite"
 POSTGRES = "postgres"
 REDIS = "redis"
 KINDS = (SQLITE, POSTGRES, REDIS)
+# What each use of a queue gets, in the words every command prints ("each replayed alone on a fresh ...").
+FRESH = {SQLITE: "fresh SQLite file", POSTGRES: "fresh PostgreSQL database", REDIS: "empty Redis database"}
+NAMES = {SQLITE: "SQLite", POSTGRES: "PostgreSQL", REDIS: "Redis"}
 URL_SCHEMES = ("postgresql", "postgres")  # libpq takes both spellings
 REDIS_SCHEMES = ("redis",)
 # How a run's private redis-server keeps its data (--redis-persistence; takeover.db.redis_server): an AOF

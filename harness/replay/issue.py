@@ -126,6 +126,14 @@ def database_version() -> str:
         except Exception:  # noqa: BLE001 - the report still says which database
             version = "(version unknown)"
         return f"PostgreSQL {version}"
+    if isinstance(host, db.RedisHost):
+        from takeover.db import redis
+
+        try:
+            version = redis.connect(host.url).info("server")["redis_version"]
+        except Exception:  # noqa: BLE001 - the report still says which database
+            version = "(version unknown)"
+        return f"Redis {version}"
     return f"SQLite {sqlite3.sqlite_version} (Python's sqlite3 module)"
 
 
@@ -287,8 +295,8 @@ def issue_markdown(queue: str, scenario_file: Path, run_dir: Path | None = None)
     title = sections[0][0] if len(sections) == 1 else f"{len(sections)} departures from the lease rules"
     command = f"takeover scenarios --file {scenario_file.name} --queue {queue}"
     host = db.current()
-    if host.kind == db.POSTGRES:
-        command += " --db postgres"
+    if host.kind in (db.POSTGRES, db.REDIS):
+        command += f" --db {host.kind}"
     lines = [
         f"# {named}: {title}",
         "",
@@ -325,8 +333,8 @@ def issue_markdown(queue: str, scenario_file: Path, run_dir: Path | None = None)
         "",
         "The file above is the whole reproduction: each step's `t`, `actor` and call, and what a correct queue "
         "answers (`returns`, `state`). "
-        + ("takeover starts a private PostgreSQL server for it and removes it afterwards."
-           if host.kind == db.POSTGRES else "It runs on a temporary SQLite file."),
+        + (f"takeover starts a private {db.NAMES[host.kind]} server for it and removes it afterwards."
+           if host.kind in (db.POSTGRES, db.REDIS) else "It runs on a temporary SQLite file."),
         "",
     ]
     return "\n".join(lines)

@@ -85,7 +85,9 @@ def test_bad_plugin_options_are_usage_errors(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--takeover-seeds must be a positive integer, got 0*"])
     result = pytester.runpytest("--takeover-db", "mysql")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--takeover-db: --db must be sqlite, postgres, redis, a postgresql:// URL or a redis:// URL, got 'mysql'*"])
+    result.stderr.fnmatch_lines(
+        ["*--takeover-db: --db must be sqlite, postgres, redis, a postgresql:// URL or a redis:// URL, got 'mysql'*"]
+    )
 
 
 @pytest.mark.needs_package("postgresql")

@@ -79,3 +79,15 @@ def test_a_findings_report_speaks_the_librarys_api():
     steps = embedded_file(report)["scenarios"][0]["steps"]
     written = json.loads(LITEQUEUE_FINDING.read_text())["scenarios"][0]["steps"]
     assert steps == [{k: v for k, v in st.items() if k != "why"} for st in written]
+
+
+@pytest.mark.needs_package("redis-server")
+def test_a_report_on_redis_names_redis_and_its_command_serves_it():
+    """A finding replayed on Redis says Redis and its version, and its command asks for --db redis."""
+    from takeover import db
+
+    with db.serve("redis"):
+        report = issue_markdown("takeover.queues.planted_redis:FinishIgnoresGeneration", LITEQUEUE_FINDING)
+    assert re.search(r"- \*\*Database\*\*: Redis \d+\.\d+", report), report
+    assert "--queue takeover.queues.planted_redis:FinishIgnoresGeneration --db redis" in report
+    assert "takeover starts a private Redis server for it" in report
