@@ -159,7 +159,8 @@ def contract_page() -> str:
         lines.append(f"| `{name}` | {count} | optional |")
     lines += ["", f"States: {', '.join(f'`{s}`' for s in contract.STATES)}; terminal: "
               f"{', '.join(f'`{s}`' for s in contract.TERMINAL_STATES)}. The reference queues: "
-              f"`{contract.REFERENCE_QUEUE}` (SQLite) and `{contract.POSTGRES_REFERENCE_QUEUE}` (PostgreSQL).\n"]
+              f"`{contract.REFERENCE_QUEUE}` (SQLite), `{contract.POSTGRES_REFERENCE_QUEUE}` (PostgreSQL) and "
+              f"`{contract.REDIS_REFERENCE_QUEUE}` (Redis).\n"]
     return "\n".join(lines)
 
 
