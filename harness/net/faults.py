@@ -94,6 +94,10 @@ class NetworkFaults:
         self.partition: tuple[float, str, list[int], dict[str, Any]] | None = None  # (heal at, shape, hosts, fields)
         self.restart: threading.Thread | None = None
         self.paused: tuple[float, dict[str, Any]] | None = None  # (continue at, fields) of a freeze
+        # A freeze ends on a timer of its own, not at the loop's next tick: the loop may itself be waiting
+        # on the frozen server (the coordinator's register_many) and would stretch the freeze to its timeout.
+        self._pause_timer: threading.Timer | None = None
+        self._pause_lock = threading.Lock()
         self.tally: Counter[str] = Counter()  # faults started, by kind
         self.skipped: Counter[str] = Counter()  # arrivals that found their kind (or the server) busy
 
@@ -130,6 +134,8 @@ class NetworkFaults:
         self.next_at.clear()
         if self.partition is not None:
             self._heal()
+        if self._pause_timer is not None:
+            self._pause_timer.cancel()
         if self.paused is not None:
             self._resume()
         dropper = getattr(self.site, "dropper", None)
@@ -234,14 +240,22 @@ class NetworkFaults:
         self.hist.write("invoke", DB_PAUSE, **fields)
         self.site.server.pause()
         self.paused = (time.time() + seconds, fields)
+        self._pause_timer = threading.Timer(seconds, self._resume)
+        self._pause_timer.name = "takeover-db-pause"
+        self._pause_timer.daemon = True
+        self._pause_timer.start()
         self.tally[DB_PAUSE] += 1
 
     def _resume(self) -> None:
-        assert self.paused is not None
-        _, fields = self.paused
-        self.paused = None
-        self.site.server.resume()
-        self.hist.write("ok", DB_PAUSE, **fields)
+        """The server continues, and the history says so, once: by the freeze's timer at its time, or by
+        the loop (a late timer) or :meth:`stop`, whichever comes first."""
+        with self._pause_lock:
+            if self.paused is None:
+                return
+            _, fields = self.paused
+            self.paused = None
+            self.site.server.resume()
+            self.hist.write("ok", DB_PAUSE, **fields)
 
     def _db_restart(self, rng: random.Random) -> None:
         down = round(rng.uniform(*DOWN_TIME), 3)

@@ -167,6 +167,32 @@ def test_each_server_fault_happens_and_is_recorded_with_its_start_and_end(tmp_pa
     assert summary["counts"]["lost"] == 0 if "lost" in summary["counts"] else True
 
 
+def test_a_freeze_ends_on_time_while_the_coordinator_waits_on_the_frozen_server(tmp_path: Path):
+    """The coordinator's loop may itself be inside a call to the frozen server (its register_many): the freeze
+    must end at its drawn time all the same, not when that call gives up (a 0.9 s pause once lasted 7.5 s)."""
+    from types import SimpleNamespace
+
+    from takeover.config import RunConfig
+    from takeover.history import HistoryWriter
+    from takeover.net.faults import DB_PAUSE, NetworkFaults
+
+    with PrivateRedis("none") as private:
+        faults = NetworkFaults(RunConfig(seed=1, lease=0.4, db_pause_rate=1.0), SimpleNamespace(server=private),
+                               HistoryWriter(tmp_path / "history.jsonl", 0), dict)  # fmt: skip
+        client = redis_db.connect(private.url, socket_timeout=8)
+        started = time.monotonic()
+        faults._db_pause(faults.rngs[DB_PAUSE])
+        client.ping()  # the loop's own call, waiting on the frozen server: nothing calls tick() meanwhile
+        waited = time.monotonic() - started
+        client.close()
+        faults.stop()
+    start, end = _records(tmp_path, DB_PAUSE)
+    drawn = float(start["value"])
+    assert (start["type"], end["type"]) == ("invoke", "ok")
+    assert drawn <= waited < drawn + 2.0, (drawn, waited)
+    assert end["time"] - start["time"] < drawn + 1.0, (start, end)
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """A private server for the in-process tests below: its URL stands for a user's own server."""
