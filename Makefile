@@ -30,9 +30,10 @@ SHELL := bash
 
 # The system packages a run's ARGS need: fuse3 for power losses (--power-loss-rate; sweep's --power-loss
 # axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server), iptables
-# and iproute2 for a run's hosts (--hosts: their network namespaces, veths and firewall rules).
+# and iproute2 for a run's hosts (--hosts: their network namespaces, veths and firewall rules), redis-server
+# for a private Redis server (--db redis; a redis:// URL is the user's own server).
 RUN_PACKAGES = $(if $(findstring --power-loss,$(ARGS)),fuse3) $(if $(filter postgres --db=postgres,$(ARGS)),postgresql) \
-	$(if $(findstring --hosts,$(ARGS)),iptables iproute2)
+	$(if $(filter redis --db=redis,$(ARGS)),redis-server) $(if $(findstring --hosts,$(ARGS)),iptables iproute2)
 # Installs them first when there are any (a plain `make stress` needs none and runs nothing here).
 SYSTEM_FOR_RUN = $(if $(strip $(RUN_PACKAGES)),$(SYSTEM_PACKAGES) install $(RUN_PACKAGES))
 
