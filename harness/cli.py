@@ -8,14 +8,18 @@ after itself.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import importlib
 import importlib.util
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from takeover.errors import UsageError, under_error_contract
 from takeover.exit_codes import ExitCode
@@ -100,16 +104,71 @@ def _stop_signals_as_ctrl_c() -> Iterator[None]:
     for sig, handler in old.items():
         if handler is signal.SIG_DFL:
             signal.signal(sig, _interrupt)
+    global _hook
+    hook = _hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for sig, handler in old.items():
             if handler is signal.SIG_DFL:
                 signal.signal(sig, handler)
+        _stopping.clear()
+        _redeliver.clear()
+
+
+STOP_GRACE = 30.0  # seconds a command gets to clean up after SIGTERM/SIGHUP before it leaves regardless
+_stopping = threading.Event()
+_redeliver = threading.Event()
+
+
+def _unraisable(args: Any) -> None:
+    """A Ctrl-C (or a SIGTERM made one) that lands while a garbage-collector callback or a ``__del__`` runs
+    cannot propagate: Python prints it as "Exception ignored in ..." with a traceback, and the command goes
+    on as if never interrupted (Hypothesis's gc callback, under explore, met it). Delivered again instead, in
+    silence, at the main thread's next chance."""
+    if args.exc_type is KeyboardInterrupt:
+        again = signal.SIGINT
+        if _stopping.is_set():  # it came from SIGTERM/SIGHUP: _interrupt must not take it for a second one
+            _redeliver.set()
+            again = signal.SIGTERM
+        # From another thread: raised here, inside the hook, it would be lost once more.
+        threading.Timer(0.01, _thread.interrupt_main, args=(again,)).start()
+        return
+    _hook(args)
+
+
+_hook = sys.unraisablehook
 
 
 def _interrupt(signum: int, _frame: object) -> None:
+    """The first SIGTERM or SIGHUP is a Ctrl-C (KeyboardInterrupt); should the command not have ended
+    STOP_GRACE seconds later (the interrupt landed where a library swallowed it, or cleanup hangs), or a
+    second one come, it leaves at once with 130: its scratch folders go with the janitor
+    (takeover.scratch), its children with the kernel's death signal, its servers with their watchdogs."""
+    if _redeliver.is_set():  # the first one's KeyboardInterrupt was lost (_unraisable): this is it again
+        _redeliver.clear()
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    if _stopping.is_set():
+        _leave(f"a second {signal.Signals(signum).name}")
+    _stopping.set()
+    threading.Thread(target=_leave_later, name="takeover-stop-grace", daemon=True).start()
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _leave_later() -> None:
+    """Leaves unless the command ended meanwhile (main() returned: the event is cleared; in a process that
+    calls main() again, such as a test's, nothing happens to it)."""
+    time.sleep(STOP_GRACE)
+    if _stopping.is_set():
+        _leave(f"still running {STOP_GRACE:g} s after the signal")
+
+
+def _leave(why: str) -> None:
+    with contextlib.suppress(Exception):
+        print(f"takeover: interrupted ({why}): leaving now", file=sys.stderr, flush=True)
+    os._exit(ExitCode.INTERRUPTED)
 
 
 def _main(argv: Sequence[str] | None) -> int:

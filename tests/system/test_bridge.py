@@ -205,8 +205,8 @@ def test_a_stress_run_through_the_bridge_is_valid_and_leaves_nothing(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("mode", "words"), [
     ("exit_on_claim", "(claim): exited with code 3"),
-    ("hang_on_claim", "(claim): no answer within"),
     # the bridge's tests above show each of these breaks named; a whole run of each is for the nightly tier
+    pytest.param("hang_on_claim", "(claim): no answer within", marks=pytest.mark.nightly),
     pytest.param("wrong_id", 'with id "one"', marks=pytest.mark.nightly),
     pytest.param("rt_signal", "(claim): exited with signal SIGRTMIN+2", marks=pytest.mark.nightly),
 ])

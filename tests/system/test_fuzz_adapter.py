@@ -136,7 +136,7 @@ _SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "data
                                       {"id": "same", "result": "soon"}], "then": "hang"})
 @example({"hello": "", "answers": [], "then": "eof"})
 @example({"hello": HELLO, "answers": ["\udcff\n"], "then": "exit"})
-@settings(max_examples=15, **_SETTINGS)
+@settings(max_examples=8, **_SETTINGS)
 @given(script=_script)
 def test_any_line_an_adapter_prints_is_a_named_failure_or_a_checked_answer(quick_deadlines, script):
     _through_the_bridge(script)
@@ -167,7 +167,7 @@ def _through_scenarios(script: dict[str, Any]) -> None:
         assert _mine(path) == []
 
 
-@settings(max_examples=3, **_SETTINGS)
+@settings(max_examples=2, **_SETTINGS)
 @given(script=_script)
 def test_takeover_scenarios_on_any_adapter_exits_0_to_3_without_a_traceback(script):
     _through_scenarios(script)
