@@ -338,6 +338,15 @@ def _no_reclaim(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult])
     return keys, {"final_state": state, "power_loss_at": at, "restart_at": restart_at}
 
 
+def _lost_answer_between(fx: Facts, lo: Any, hi: Any) -> np.ndarray:
+    """Per row: an answer of the server was lost (``db_lost_reply``, its ``ok``) after ``lo`` and before ``hi``:
+    a claim whose answer was lost and that its client ran again took a generation no claim returned."""
+    ends = [w[1] for w in network._windows(fx, network.DB_LOST_REPLY)]
+    # no earlier claim (generation 0: the registration): any lost answer before this claim
+    lo, hi = np.nan_to_num(np.asarray(lo, dtype="float64"), nan=-np.inf), np.asarray(hi, dtype="float64")
+    return np.array([any(a < t < b for t in ends) for a, b in zip(lo, hi, strict=True)], dtype=bool)
+
+
 def _across_db_restart(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[float | None]]:
     """Per row: a database restart (``--db-restart-rate``) began after ``lo`` (an acknowledged finish) and
     before ``hi`` (the claim that handed the task out again), and when the first such one began (relative
@@ -370,7 +379,8 @@ def _generation_monotonic(fx: Facts, f: pd.DataFrame, results: dict[str, Invaria
     power, at = _across_power_loss(fx, f["prev_t"], _done_at(f, "t_comp", "t_inv"))
     restart, restart_at = _across_db_restart(fx, f["prev_t"], f["t_inv"])
     keys = _pick("skipped", ((dup | back) & power, "power_loss"), (reset, "reset_by_register"), (race, "claim_race"),
-                 ((dup | back) & restart, "db_restart"), (dup, "no_bump"), (back, "went_back"))
+                 ((dup | back) & restart, "db_restart"), (dup, "no_bump"), (back, "went_back"),
+                 (_lost_answer_between(fx, f["prev_t"], f["t_inv"]), "claim_retried"))
     return keys, {"higher_gen": [None if np.isnan(g) else int(g) for g in higher], "power_loss_at": at,
                   "restart_at": restart_at}
 

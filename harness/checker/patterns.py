@@ -238,6 +238,12 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "went_back": Pattern("S2", "the stored generation went back (a lost or rolled-back write)", lambda f: (
             f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, after generation "
             f"{f['higher_gen']} had been given")),
+        "claim_retried": Pattern("S1", "the claim is not safe to run twice: a claim whose answer the server lost "
+                                       "(db_lost_reply) had taken the task and raised its generation, and the "
+                                       "client's retry took another (record each call's answer under a request id)",
+                                 replay=False, what=lambda f: (
+            f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])} after generation "
+            f"{f['previous_gen']}: a claim whose answer was lost took the generation(s) between")),
         "skipped": Pattern("S1", "the claim raises the generation by more than one", lambda f: (
             f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])} after generation "
             f"{f['previous_gen']}, and no claim can have taken the generation(s) between")),
