@@ -154,6 +154,10 @@ def check_queue_takes(spec: str, factory: object, database: str) -> None:
     takes = queue_databases(factory)
     if wanted not in takes:
         option = db_option_for(takes)
+        if getattr(factory, DATABASES_ATTR, None) is None:  # said nothing: a queue for the other kind forgot to
+            raise ContractError(f"queue {spec!r} takes only {' or '.join(takes)} databases (it has no "
+                                f"{DATABASES_ATTR!r} attribute), not {wanted}: if it takes {wanted}, declare "
+                                f"{DATABASES_ATTR} = ({wanted!r},) on it; else run it with {option}")
         raise ContractError(f"queue {spec!r} takes only {' or '.join(takes) or 'no known'} databases "
                             f"(its {DATABASES_ATTR!r}), not {wanted}: run it with {option}")
 

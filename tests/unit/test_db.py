@@ -166,6 +166,10 @@ def test_a_queue_that_takes_only_the_other_kind_is_refused_before_it_is_built(tm
         open_queue(REFERENCE_QUEUE, "postgresql://nobody@/nothing?host=/nonexistent")
     with pytest.raises(ContractError, match="takes only sqlite"):
         open_queue("x:Undeclared", "postgresql://h/d", _Undeclared)  # said nothing: SQLite, as every queue before
+    # A user's Redis queue that forgot the attribute is told to declare it, not only to run it on SQLite.
+    with pytest.raises(ContractError, match=r"no 'databases' attribute\), not redis: if it takes redis, declare "
+                       r"databases = \('redis',\) on it; else run it with --db sqlite"):
+        open_queue("x:Undeclared", "redis://127.0.0.1:1/1", _Undeclared)
     assert open_queue("x:Both", "postgresql://h/d", _Both).database == "postgresql://h/d"  # type: ignore[attr-defined]
     assert open_queue("x:Both", sqlite_path, _Both).database == sqlite_path  # type: ignore[attr-defined]
 
