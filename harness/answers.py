@@ -145,7 +145,8 @@ def claim(value: Any, spec: str) -> Claim | None:
         raise MalformedAnswer(spec, "claim", f"claim() returned {quote(value)}; the contract wants {want}")
     task_id, generation, lease_until = value
     if type(task_id) is not str and not isinstance(task_id, str):
-        raise MalformedAnswer(spec, "claim", f"claim() returned task_id {quote(task_id)}, not a str")
+        raise MalformedAnswer(spec, "claim",
+                              f"claim() returned task_id {quote(task_id)}, not a str{_bytes_hint(task_id)}")
     if len(task_id) > MAX_TASK_ID:
         raise MalformedAnswer(spec, "claim", f"claim() returned task_id {quote(task_id)}: longer than "
                                              f"{MAX_TASK_ID} characters, no task a run registered")
@@ -209,13 +210,20 @@ def snapshot(rows: Any, spec: str) -> list[SnapshotRow]:
     return out
 
 
+def _bytes_hint(value: Any) -> str:
+    """Why a text came back as bytes, the usual way: a Redis client that was not asked to decode."""
+    if not isinstance(value, bytes):
+        return ""
+    return " (bytes: decode them; a Redis client answers bytes unless asked, redis-py with decode_responses=True)"
+
+
 def _row_problem(task_id: Any, state: Any, generation: Any, lease_until: Any) -> str:
     if not isinstance(task_id, str):
-        return "task_id is not a str"
+        return f"task_id is not a str{_bytes_hint(task_id)}"
     if len(task_id) > MAX_TASK_ID:
         return f"task_id is longer than {MAX_TASK_ID} characters"
     if state not in STATES:
-        return f"state {quote(state)} is not one of {', '.join(STATES)}"
+        return f"state {quote(state)} is not one of {', '.join(STATES)}{_bytes_hint(state)}"
     if not is_int(generation):
         return "generation is not an int"
     if not 0 <= generation <= MAX_GENERATION:
