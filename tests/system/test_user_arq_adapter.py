@@ -2,10 +2,13 @@
 (tests/fixtures/queues/user_arq_adapter.py), works with ``--db redis`` as takeover is: the contract calls
 as arq's worker makes them, on a real redis-server, and the scenarios run to the departures the fixture's
 docstring explains. Skipped in one line when arq is not installed (it is no extra of takeover's: arq
-0.28.0 requires redis-py < 6, and installing it takes redis-py back to 5.3.1).
+0.28.0 requires redis-py < 6, and installing it takes redis-py back to 5.3.1; these tests pass with 5.3.1
+and with 8.1 installed over the pin).
 
 When it was written (load 12-16 on 2 cores): ``stress --db redis --seed 1`` INVALID, no_stale_commit and
-finish_within_lease among the violations (arq completes a job by id alone); explore --seed 1 departed.
+finish_within_lease among the violations (arq completes a job by id alone), with and without
+``--db-restart-rate 0.05 --conn-kill-rate 0.2 --db-pause-rate 0.05`` (seeds 1 and 2, redis-py 5.3.1 and 8.1);
+state_matches_history held there, so the adapter's snapshot reads what arq holds. explore --seed 1 departed.
 """
 
 from __future__ import annotations
