@@ -8,7 +8,8 @@ and with 8.1 installed over the pin).
 When it was written (load 12-16 on 2 cores): ``stress --db redis --seed 1`` INVALID, no_stale_commit and
 finish_within_lease among the violations (arq completes a job by id alone), with and without
 ``--db-restart-rate 0.05 --conn-kill-rate 0.2 --db-pause-rate 0.05`` (seeds 1 and 2, redis-py 5.3.1 and 8.1);
-state_matches_history held there, so the adapter's snapshot reads what arq holds. explore --seed 1 departed.
+state_matches_history broke only where a stale finish had made the task done under the next holder's
+generation (seed 1: once; seed 2: never), so the adapter's snapshot reads what arq holds. explore --seed 1 departed.
 """
 
 from __future__ import annotations
