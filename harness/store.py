@@ -429,8 +429,8 @@ def read_hunt_summary(root: Path) -> dict[str, Any] | None:
     found = doc.get("found")
     if found is not None and not (isinstance(found, dict) and type(found.get("run")) is int
                                   and all(isinstance(found.get(k), str) for k in ("run_dir", "mode", "command"))
-                                  and isinstance(found.get("violated"), list) and "seed" in found
+                                  and isinstance(found.get("violated"), dict) and "seed" in found
                                   and all(isinstance(v, str) for v in found["violated"])):
         raise UsageError(f"{path} must hold {what}: its 'found' must be null or the violating run (run, seed, mode, "
-                         f"violated, command, run_dir), not {str(found)[:80]}")
+                         f"violated: {{invariant: count}}, command, run_dir), not {str(found)[:80]}")
     return doc

@@ -141,6 +141,9 @@ def _merge_damaged(shard_text: str | None, hunt_text: str | None) -> None:
 @example(None, '{"status": "finished", "runs": [], "elapsed_s": ""}')
 @example(None, '{"status": "finished", "runs": [], "elapsed_s": null}')
 @example(None, '{"status": "finished", "runs": [{"run": 1, "verdict": "violated", "run_dir": "r"}], "found": [1]}')
+@example(None, '{"status": "finished", "runs": [{"run": 1, "verdict": "violated", "run_dir": "r"}], "found": '
+               '{"run": 1, "seed": 1, "mode": "aimed", "violated": {"lease_exclusive": 1}, "command": "c", '
+               '"run_dir": "r"}}')  # a well-formed found: merged
 @settings(max_examples=80, **_SETTINGS)
 @given(shard_text=_file, hunt_text=st.one_of(st.none(), _hunt_doc.map(json.dumps), st.text(max_size=40)))
 def test_any_damaged_shard_folder_merges_or_is_refused_in_one_line(capsys: pytest.CaptureFixture[str],
