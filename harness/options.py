@@ -128,8 +128,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--queue", "queue", str, f"the queue under test, {QUEUE_FORMS} (default: the reference queue)",
               sweep_help=f"the queue under test, {QUEUE_FORMS}"),
     RunOption("--workers", "workers", int,
-              f"worker processes (at most {max_workers()} here: {WORKERS_PER_CORE} per core, at least "
-              f"{MIN_MAX_WORKERS}, within a quarter of the process limit)", worker_count,
+              f"worker processes (at most {WORKERS_PER_CORE} per core, and never less than {MIN_MAX_WORKERS} allowed, "
+              "within a quarter of the process limit: a run above it is refused naming this machine's bound)",
+              worker_count,
               sweep_help="workers per run"),
     RunOption("--tasks", "tasks", int, f"tasks registered before the run (at most {MAX_TASKS:,})", task_count,
               sweep_help="tasks per run"),

@@ -40,7 +40,7 @@ from takeover.benchmarks.timing import MISS, NOISY, PASS, verdict
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
 from takeover.options import add_db_options, db_given
-from takeover.run_option import max_workers, worker_count
+from takeover.run_option import WORKERS_PER_CORE, worker_count
 
 HELP = ("measure takeover's own overhead as ratios against bare SQLite (or PostgreSQL: --db); print a table, "
         "write bench.json")
@@ -138,7 +138,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detection-seconds", type=float, default=10.0, metavar="S",
                         help="faulted seconds of each of those runs (default 10)")
     parser.add_argument("--detection-jobs", type=int, default=2, metavar="J",
-                        help=f"detection runs at once (default 2, one per core; at most {max_workers()} here)")
+                        help=f"detection runs at once (default 2, one per core; at most {WORKERS_PER_CORE} per core, "
+                        "as --workers)")
     from takeover.commands.selftest import NETWORK_DURATION
 
     parser.add_argument("--detection-hosts", type=int, default=0, metavar="N",
