@@ -28,7 +28,7 @@
 // 30 s; --lock-duration and --stalled-interval set other production values, only their ratio counts).
 // Real time must then stand for the contract's:
 // - stress runs (`now` is the epoch: time.time() on this machine, the Redis server's clock too): as is;
-// - scenarios (a logical clock, `now` = 0, 1, 31, ...): each call first waits until PACE real seconds per
+// - scenarios (a logical clock, `now` = 0, 1, 31, ...): each call first waits (paced.js) until 0.1 real s per
 //   logical second have passed since the run's first call (kept in Redis for every process; 0.1: the
 //   scenarios' lease of 30 is a 3 s lock), so a lock runs out when the logical clock says.
 // Faults that skew `now` (clock jumps) do not reach BullMQ's stalled checker: it reads the server's
@@ -37,15 +37,13 @@ const crypto = require('node:crypto');
 const Redis = require('ioredis');
 const { Queue, Worker, Job, UnrecoverableError } = require('bullmq');
 const { serve } = require('./protocol');
-const { checkTime, checkLease, checkTaskId, checkOutcome } = require('./checks');
+const { PacedClock } = require('./paced');
+const { checkLease, checkTaskId, checkOutcome } = require('./checks');
 
 const QUEUE = 'takeover';
-const PACE = 0.1; // real seconds per logical second, scenarios only
-const LOGICAL = 1e8; // a `now` below this is a logical clock (the epoch is 1.7e9)
 const REFUSED = new Set([-1, -2, -3, -6]); // JobNotExist, JobLockNotExist, JobNotInState, JobLockMismatch
 const TOKENS = 'takeover:bullmq:tokens'; // hash: "task generation" -> token
 const LEASES = 'takeover:bullmq:leases'; // hash: task -> the lease_until last answered
-const EPOCH = 'takeover:bullmq:epoch'; // "logical now, Date.now()" of the run's first call (scenarios)
 
 function options(argv) {
   const opts = { lockDuration: 30000, stalledInterval: 30000, maxStalledCount: 1 };
@@ -64,7 +62,6 @@ function options(argv) {
 }
 
 const SETTINGS = options(process.argv.slice(2));
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // BullMQ's states as the contract's: wait, paused, prioritized, delayed: pending; active: running;
 // completed: done; failed: uncertain (never fetched again). Markers ("0:...") are not jobs.
@@ -110,24 +107,14 @@ class BullMQQueue {
     });
     q.worker.on('error', (err) => process.stderr.write(`bullmq worker: ${err.message}\n`));
     await q.worker.waitUntilReady();
-    q.epoch = null; // [first logical now, Date.now() then], scenarios only
+    q.clock = new PacedClock('takeover:bullmq:epoch', (k, v) => q.client.set(k, v, 'NX'), (k) => q.client.get(k));
     q.id = crypto.randomBytes(6).toString('hex');
     q.tokens = 0;
     return q;
   }
 
-  // Scenarios: wait until the real time that stands for the logical `now` (stress: nothing).
   async pace(now) {
-    checkTime('now', now);
-    if (now >= LOGICAL) return;
-    if (this.epoch === null) {
-      // Shared by every process of the run (each actor may be a process of its own): the first call's.
-      await this.client.set(EPOCH, `${now} ${Date.now()}`, 'NX');
-      this.epoch = (await this.client.get(EPOCH)).split(' ').map(Number);
-    }
-    const due = this.epoch[1] + (now - this.epoch[0]) * PACE * 1000;
-    const wait = due - Date.now();
-    if (wait > 0) await sleep(wait);
+    await this.clock.wait(now);
   }
 
   // The lock's PX for a lease of `lease` contract seconds from `now`: what is left of real time until the
@@ -135,15 +122,14 @@ class BullMQQueue {
   // paced clock in scenarios), so that the lock ends when the contract's lease does. The script that sets
   // it runs a round trip later: the lock outlives the lease by that round trip (docs/analyses/bullmq.md).
   lockMs(now, lease) {
-    const end = now >= LOGICAL ? (now + lease) * 1000 : this.epoch[1] + (now + lease - this.epoch[0]) * PACE * 1000;
-    return Math.max(1, Math.round(end - Date.now()));
+    return Math.max(1, Math.round(this.clock.realMs(now, now + lease) - Date.now()));
   }
 
   // The Worker set for a lease of `lockDuration` real ms: stalledInterval keeps BullMQ's ratio to it.
   workerFor(lockDuration, lease, now) {
     const w = this.worker;
     w.opts.lockDuration = lockDuration;
-    const real = lease * 1000 * (now >= LOGICAL ? 1 : PACE);
+    const real = this.clock.scale(now, lease);
     w.opts.stalledInterval = Math.max(1, Math.round(SETTINGS.stalledInterval * real / SETTINGS.lockDuration));
     return w;
   }

@@ -91,10 +91,10 @@ def test_every_committed_finding_is_on_a_page_and_every_row_has_its_file():
 
 # The database of each library whose adapter is a bridge (`exec:`), whose hello alone says which it takes.
 EXEC_DATABASES = {"bullmq": "redis", "bee-queue": "redis"}
-# Findings whose replay takes long: the BullMQ adapter lets real time pass for the library's lock (0.1 s per
-# scenario second: docs/analyses/bullmq.md), and this file's last step is at t=175. Its library's first finding
-# (3 s) is the gate's smoke test; these run in the nightly tier.
-NIGHTLY = {"bullmq/twice-stalled-job-failed.json"}
+# Findings whose replay takes long: the BullMQ and Bee-Queue adapters let real time pass for the library's
+# clock (0.1 s per scenario second: docs/analyses/bullmq.md), and these files' last steps are at t=175 and
+# t=70. Each library's other finding is its smoke test in the gate; these run in the nightly tier.
+NIGHTLY = {"bullmq/twice-stalled-job-failed.json", "bee-queue/stalled-job-waits-for-a-worker-start.json"}
 
 
 def _rows() -> list[Any]:
@@ -149,4 +149,17 @@ def test_bullmq_with_a_raised_max_stalled_count_runs_a_twice_stalled_job_again(r
     with db.serve("redis"):
         [result] = run_scenarios("exec:node adapters/js/bullmq.js --max-stalled-count 100", doc=doc)
     assert len(result.steps) == 8
+    assert result.ok, f"departs at steps {[s.index for s in result.failed_steps()]}"
+
+
+@pytest.mark.nightly
+@pytest.mark.needs_package("nodejs", "npm", "redis-server")
+@pytest.mark.needs_node_for("beequeue.js")
+def test_bee_queue_checking_stalled_jobs_on_an_interval_takes_a_stalled_job_back(redis: None) -> None:
+    """The other side of bee-queue.md's finding 1: calling checkStalledJobs on an interval, as Bee-Queue's
+    README says to (the page's second adapter), re-enqueues the job, so the same file matches the spec."""
+    doc = load_scenario_file(ANALYSES / "bee-queue" / "stalled-job-waits-for-a-worker-start.json")
+    with db.serve("redis"):
+        [result] = run_scenarios("exec:node adapters/js/beequeue.js --check-stalled", doc=doc)
+    assert len(result.steps) == 5
     assert result.ok, f"departs at steps {[s.index for s in result.failed_steps()]}"
