@@ -30,7 +30,7 @@
 // is a 3 s stallInterval.
 const Queue = require('bee-queue');
 const Job = require('bee-queue/lib/job');
-const { serve } = require('./protocol');
+const { serve, logOnce } = require('./protocol');
 const { PacedClock } = require('./paced');
 const { checkLease, checkTaskId, checkOutcome } = require('./checks');
 
@@ -84,11 +84,7 @@ class BeeQueue {
     q.settings = { redis: { url }, isWorker: true, getEvents: false, sendEvents: false, activateDelayedJobs: false,
       removeOnSuccess: false, removeOnFailure: false, stallInterval: 5000 };
     q.queue = new Queue(QUEUE, q.settings);
-    const said = new Set(); // node redis retries forever, repeating the same line: each is written once
-    q.queue.on('error', (err) => {
-      if (!said.has(err.message)) process.stderr.write(`bee-queue: ${err.message}\n`);
-      said.add(err.message);
-    });
+    q.queue.on('error', logOnce('bee-queue'));
     await q.queue.ready();
     q.client = q.queue.client;
     q.clock = new PacedClock('takeover:bq:epoch', (k, v) => q.redis('set', k, v, 'NX'), (k) => q.redis('get', k));

@@ -36,7 +36,7 @@
 const crypto = require('node:crypto');
 const Redis = require('ioredis');
 const { Queue, Worker, Job, UnrecoverableError } = require('bullmq');
-const { serve } = require('./protocol');
+const { serve, logOnce } = require('./protocol');
 const { PacedClock } = require('./paced');
 const { checkLease, checkTaskId, checkOutcome } = require('./checks');
 
@@ -94,10 +94,10 @@ class BullMQQueue {
     if (!url || !url.startsWith('redis://')) throw new Error(`bullmq.js takes a redis:// URL (--db redis), got ${url}`);
     const q = new BullMQQueue();
     q.client = new Redis(url, { maxRetriesPerRequest: null, lazyConnect: true });
-    q.client.on('error', (err) => process.stderr.write(`bullmq.js: ${err.message}\n`)); // reconnects on its own
+    q.client.on('error', logOnce('bullmq.js')); // reconnects on its own
     await q.client.connect();
     q.queue = new Queue(QUEUE, { connection: q.client });
-    q.queue.on('error', (err) => process.stderr.write(`bullmq queue: ${err.message}\n`));
+    q.queue.on('error', logOnce('bullmq queue'));
     // The Worker is made here, not at the first claim, so that its setup (a second, blocking connection)
     // is not inside the first lease; lockDuration and stalledInterval are set per call (both are read
     // from its options at each call).
@@ -105,7 +105,7 @@ class BullMQQueue {
       connection: q.client, autorun: false, lockDuration: SETTINGS.lockDuration,
       stalledInterval: SETTINGS.stalledInterval, maxStalledCount: SETTINGS.maxStalledCount,
     });
-    q.worker.on('error', (err) => process.stderr.write(`bullmq worker: ${err.message}\n`));
+    q.worker.on('error', logOnce('bullmq worker'));
     await q.worker.waitUntilReady();
     q.clock = new PacedClock('takeover:bullmq:epoch', (k, v) => q.client.set(k, v, 'NX'), (k) => q.client.get(k));
     q.id = crypto.randomBytes(6).toString('hex');

@@ -123,4 +123,15 @@ function serve(hello, open, { blocking = false } = {}) {
   }
 }
 
-module.exports = { serve };
+// A writer of a library's error events to stderr, each distinct line once: a client reconnecting to a server
+// that is gone (the run's end) repeats the same error many times a second.
+function logOnce(prefix) {
+  const said = new Set();
+  return (err) => {
+    const line = `${prefix}: ${(err && err.message) || err}`;
+    if (!said.has(line)) process.stderr.write(`${line}\n`);
+    said.add(line);
+  };
+}
+
+module.exports = { serve, logOnce };
