@@ -63,8 +63,12 @@ def node_needed(what: str) -> tuple[int, str]:
         seen.add(key)
         entry = packages[key]
         engines = entry.get("engines", {}).get("node")
-        if engines and oldest_major(engines) > need:
-            need, why = oldest_major(engines), f"{key.rsplit('node_modules/', 1)[1]} {entry['version']}: {engines}"
+        if engines:
+            major, said = oldest_major(engines), f"{key.rsplit('node_modules/', 1)[1]} {entry['version']}: {engines}"
+            # Of two libraries asking for the same node, the first by name: the same answer on every run
+            # (sqlite.js and redis.js's libraries both ask for 20; a set's order is not fixed).
+            if major > need or (major == need and said < why):
+                need, why = major, said
         for dep in entry.get("dependencies", {}):  # npm's lookup: nested under key first, else hoisted
             nested = f"{key}/node_modules/{dep}"
             todo.append(nested if nested in packages else f"node_modules/{dep}")
