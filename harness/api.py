@@ -36,14 +36,12 @@ import json
 import os
 import pickle
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from takeover.errors import UsageError, under_error_contract
 from takeover.run_result import RunResult
@@ -259,64 +257,15 @@ def _stress_child(spec: str, cfg: RunConfig, run: dict[str, Any], out: str | Non
 
 
 def _run_child(argv: list[str], env: dict[str, str], run_dir: Path) -> tuple[int, str, str]:
-    """Run :func:`_child_main` in a child process of its own session; its output is passed through to this
-    process's and kept. Whatever ends the wait early (an interrupt, a test's timeout) stops the run first."""
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(os.getpid()), *argv], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-                            errors="replace", start_new_session=True)
-    kept: dict[str, list[str]] = {"out": [], "err": []}
-    tees = [threading.Thread(target=_tee, args=(stream, sink, kept[key]), daemon=True)
-            for stream, sink, key in ((proc.stdout, sys.stdout, "out"), (proc.stderr, sys.stderr, "err"))]
-    for t in tees:
-        t.start()
-    try:
-        code = proc.wait()
-    except BaseException:
-        stop_run(proc, run_dir)
-        raise
-    for t in tees:
-        t.join(timeout=5)
-    return code, "".join(kept["out"]), "".join(kept["err"])
+    """Run :func:`_child_main` in a child process of its own session (takeover.child_run); its output is passed
+    through to this process's and kept. Whatever ends the wait early (an interrupt, a test's timeout) stops the
+    run first: a terminal's Ctrl-C, SIGKILL after :data:`STOP_GRACE`, then any process of the run still there."""
+    from takeover.child_run import ChildRun, Stop
 
-
-def _tee(stream: TextIO | None, sink: TextIO, kept: list[str]) -> None:
-    if stream is None:
-        return
-    for line in stream:
-        kept.append(line)
-        with contextlib.suppress(Exception):  # a closed or swapped sink must not lose the rest
-            sink.write(line)
-            sink.flush()
-
-
-def stop_run(proc: subprocess.Popen[str], run_dir: Path, grace: float = STOP_GRACE) -> None:
-    """Stop a run the way a terminal's Ctrl-C does, SIGKILL it when it does not end within ``grace``,
-    and kill any process of the run that is still there. Never raises: it runs while another exception
-    is on its way out."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout=grace)
-    except BaseException:  # noqa: BLE001 - the grace ran out, or a second interrupt: no more waiting
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            proc.wait(timeout=5)
-    _kill_stragglers(run_dir)
-
-
-def _kill_stragglers(run_dir: Path) -> None:
-    """Every process that carries this run's folder in its environment (takeover.lifeline) and is
-    still alive: SIGKILLed. Children die with the run already; this is the net below that."""
-    import psutil
-
-    from takeover.lifeline import RUN_ENV
-
-    want = str(run_dir)
-    for p in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if p.environ().get(RUN_ENV) == want:
-                p.kill()
+    run = ChildRun([sys.executable, "-c", _CHILD, str(os.getpid()), *argv], Stop(signal.SIGINT, STOP_GRACE, run_dir),
+                   env=env, echo=True, session=True)
+    run.wait()
+    return int(run.returncode or 0), run.stdout, run.stderr
 
 
 def _child_main(argv: list[str]) -> int:

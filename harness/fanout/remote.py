@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from takeover.child_run import ChildRun, Stop
+
 TOPIC = "takeover-fanout"
-POLL = 0.25  # seconds between looks at the child and at whether the task is still wanted
 STOP_GRACE = 2.0  # seconds a cancelled run gets to stop its own tree (SIGTERM) before it is killed
 # Runs the child as `takeover ARGV...`, dying with this process (takeover.lifeline): argv[1] is our pid.
 _CHILD = ("import sys; from takeover.lifeline import die_with_parent; die_with_parent(int(sys.argv[1])); "
@@ -108,13 +109,13 @@ def run_remote(argv: list[str], pythonpath: list[str]) -> dict[str, Any]:
         if paths:
             env["PYTHONPATH"] = os.pathsep.join(paths)
         with open(scratch / "stderr.txt", "w+") as err:
-            proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(os.getpid()), *argv, "--out", str(out)],
-                                    cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=err)  # fmt: skip
-            cancelled = _wait(proc, worker, key)
+            run = ChildRun([sys.executable, "-c", _CHILD, str(os.getpid()), *argv, "--out", str(out)],
+                           Stop(signal.SIGTERM, STOP_GRACE), cwd=scratch, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+            cancelled = run.wait(wanted=lambda: _wanted(worker, key))
             err.seek(0)
             tail = err.read()[-2000:]
-        result: dict[str, Any] = {"exit_code": proc.returncode, "wall_s": round(time.monotonic() - started, 3),
+        result: dict[str, Any] = {"exit_code": run.returncode, "wall_s": round(time.monotonic() - started, 3),
                                   "worker": worker.address, "cancelled": cancelled, "stderr": tail}  # fmt: skip
         if not cancelled and out.is_dir():
             result["archive"] = pack(out)
@@ -125,38 +126,7 @@ def run_remote(argv: list[str], pythonpath: list[str]) -> dict[str, Any]:
         worker.log_event(TOPIC, {"event": "end", "key": str(key), "worker": worker.address})
 
 
-def _wait(proc: subprocess.Popen[Any], worker: Any, key: Any) -> bool:
-    """Wait for the child; stop it (and reap its tree) as soon as the task is no longer wanted. True then."""
-    while True:
-        try:
-            proc.wait(timeout=POLL)
-            return False
-        except subprocess.TimeoutExpired:
-            pass
-        ts = worker.state.tasks.get(key)
-        if ts is None or ts.state not in WANTED:
-            stop_tree(proc)
-            return True
-
-
-def stop_tree(proc: subprocess.Popen[Any], grace: float = STOP_GRACE) -> None:
-    """SIGTERM the run (it stops and reaps its own workers), then SIGKILL whatever of its tree is left."""
-    import psutil
-
-    try:
-        root = psutil.Process(proc.pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        tree = []
-    try:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except (subprocess.TimeoutExpired, ProcessLookupError):
-        pass
-    for p in tree:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(tree, timeout=5)
-    proc.wait()
+def _wanted(worker: Any, key: Any) -> bool:
+    """Whether the task is still wanted: the command did not cancel it and its client is still there."""
+    ts = worker.state.tasks.get(key)
+    return ts is not None and ts.state in WANTED
