@@ -30,6 +30,12 @@ The format, as the spec's own file has it (every key of the spec's file is accep
   are those of the paused call taking effect first; when the two calls were under way at once, the resume
   step's optional ``gap_first`` (``paused_returns``, ``gap_returns``, ``state``, ``generation``,
   ``lease_until``: the other order's, written from the spec's model) passes too.
+* several tasks in one scenario (``takeover explore`` writes them for a departure no one task's steps
+  show): the scenario's ``tasks`` (distinct ids) names them; a step's ``task`` is the one it acts on (the
+  scenario's ``task`` when absent), and on a claim the one it must hand out (an expectation: the spec lets a
+  claim take any claimable task, so it is written only where one is claimable); a step's ``snapshot``
+  (``{task: [state, generation, lease_until]}``) is every task's row after it, compared as a whole. A file
+  without these keys reads as it always did.
 """
 
 from __future__ import annotations
@@ -41,16 +47,16 @@ from typing import Any
 from takeover import store
 from takeover.contract import OUTCOMES, STATES
 from takeover.errors import UsageError
-from takeover.scenario_replay import LANGS, RESOLUTIONS, STEP_KINDS
+from takeover.scenario_replay import LANGS, RESOLUTIONS, STEP_KINDS, TASK_ID
 
 DEFAULT_LEASE = 30.0  # the spec's lease, for a file that does not name one
 _SHOWN = 80  # characters of a bad value quoted in an error
 
 _TOP_KEYS = {"scenarios", "lease_seconds", "title", "source", "claimable", "finish_accepted", "queue"}
-_SCENARIO_KEYS = {"id", "title", "steps", "heading", "task", "lease_seconds", "final_ledger_actions"}
+_SCENARIO_KEYS = {"id", "title", "steps", "heading", "task", "tasks", "lease_seconds", "final_ledger_actions"}
 _STEP_KEYS = {"t", "step", "actor", "outcome", "with_generation", "lease", "response_lost", "generation",
               "returns", "state", "lease_until", "ledger_actions", "label", "why", "pause_before_statement",
-              "batch", "gap_first"}
+              "batch", "gap_first", "task", "snapshot"}
 _GAP_FIRST_KEYS = {"paused_returns", "gap_returns", "state", "generation", "lease_until"}
 _PAUSABLE = ("register", "claim", "finish", "extend", "resolve")  # takeover.overlap.PAUSABLE
 # What each kind needs beyond t and step.
@@ -217,9 +223,29 @@ def _check_step(raw: object, where: str, w: _Where) -> dict[str, Any]:
             raise w.fail(where, f"'gap_first' is an object on a resume step, got {_shown(other)}")
         _unknown(other, _GAP_FIRST_KEYS, f"{where} gap_first", w)
     _check_expected(step, where, w)
+    _check_tasks(step, where, w)
     step["label"] = _text(step.get("label", _label(step)), "label", where, w)
     step["why"] = _text(step.get("why", ""), "why", where, w)
     return step
+
+
+def _check_tasks(step: dict[str, Any], where: str, w: _Where) -> None:
+    """A step of a scenario of several tasks: ``task`` (the one it acts on; on a claim, the one it must
+    hand out) and ``snapshot`` (every task's row after it, ``{task: [state, generation, lease_until]}``).
+    Whether the task is one of the scenario's is checked with the scenario (:func:`_check_scenario`)."""
+    if "task" in step and (not isinstance(step["task"], str) or not step["task"]):
+        raise w.fail(where, f"'task' must be a non-empty task id, got {_shown(step['task'])}")
+    if "task" in step and step["step"] in ("exit_and_reopen", "resume"):
+        raise w.fail(where, f"the {step['step']} step acts on no task: 'task' is not allowed")
+    if "snapshot" not in step:
+        return
+    snap = step["snapshot"]
+    good = isinstance(snap, dict) and all(
+        isinstance(k, str) and isinstance(row, list) and len(row) == 3 and row[0] in STATES
+        and _is_int(row[1]) and row[1] >= 0 and (row[2] is None or _is_number(row[2])) for k, row in snap.items())
+    if not good:
+        raise w.fail(where, "'snapshot' must be {task: [state, generation, lease_until]} for every task the queue "
+                            f"holds, got {_shown(snap)}")
 
 
 def _check_overlaps(steps: list[dict[str, Any]], where: str, w: _Where) -> None:
@@ -256,6 +282,11 @@ def _check_scenario(raw: object, n: int, seen: set[str], w: _Where) -> dict[str,
         raise w.fail(where, f"'title' must be text, got {_shown(sc['title'])}")
     if "task" in sc and (not isinstance(sc["task"], str) or not sc["task"]):
         raise w.fail(where, f"'task' must be a non-empty task id, got {_shown(sc['task'])}")
+    if "tasks" in sc:
+        tasks = sc["tasks"]
+        if not (isinstance(tasks, list) and tasks and all(isinstance(k, str) and k for k in tasks)
+                and len(set(tasks)) == len(tasks)):
+            raise w.fail(where, f"'tasks' must be a list of distinct non-empty task ids, got {_shown(tasks)}")
     if "lease_seconds" in sc:
         sc["lease_seconds"] = _lease(sc["lease_seconds"], "lease_seconds", where, w)
     final = sc.get("final_ledger_actions", 0)
@@ -265,6 +296,12 @@ def _check_scenario(raw: object, n: int, seen: set[str], w: _Where) -> dict[str,
         raise w.fail(where, "'steps' must be a non-empty list")
     sc["steps"] = [_check_step(st, f"{where} step {i}", w) for i, st in enumerate(sc["steps"], start=1)]
     _check_overlaps(sc["steps"], where, w)
+    known = {sc.get("task", TASK_ID), *sc.get("tasks", ())}
+    for i, st in enumerate(sc["steps"], start=1):
+        for k in [st.get("task"), *st.get("snapshot", {})]:
+            if k is not None and k not in known:
+                raise w.fail(f"{where} step {i}", f"task {_shown(k)} is not one of the scenario's "
+                                                  f"({', '.join(sorted(known))}): name it in 'tasks'")
     sc["heading"] = _text(sc.get("heading", sc["title"]), "heading", where, w)
     return sc
 

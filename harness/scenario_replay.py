@@ -231,6 +231,7 @@ class _Replay:
             if got is None:
                 return None
             task_id, generation, lease_until = got
+            result.observed["task"] = task_id
             self.held[actor] = generation
             if task_id not in self.tasks:
                 known = " or ".join(repr(k) for k in sorted(self.tasks))
@@ -287,6 +288,8 @@ class _Replay:
             result.errors.append(f"snapshot: {one_line(exc)}")
             return
         obs["rows"] = rows
+        if "snapshot" in result.spec:
+            obs["snapshot"] = {str(r[0]): [r[1], r[2], r[3]] for r in rows}
         task = result.spec.get("task", self.task)
         mine = [r for r in rows if r[0] == task]
         others = [r[0] for r in rows if r[0] not in self.tasks]
@@ -310,7 +313,7 @@ def run_scenario(
     (Ctrl-C included: a KeyboardInterrupt while a call hangs leaves through the same finally)."""
     lease = float(scenario.get("lease_seconds", lease))
     with live_queue(str(scenario["id"]), queue_spec, factory, lease, step_timeout,
-                    scenario.get("task", TASK_ID)) as replay:
+                    scenario.get("task", TASK_ID), tuple(scenario.get("tasks", ()))) as replay:
         return _replay(scenario, replay, step_timeout)
 
 

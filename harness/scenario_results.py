@@ -25,7 +25,11 @@ def cut(text: str, limit: int = SHOWN) -> str:
 
 
 def same(expected: Any, got: Any) -> bool:
-    """Equality that tells True from 1: finish returns a bool, claim a generation."""
+    """Equality that tells True from 1: finish returns a bool, claim a generation (and so in a snapshot's rows)."""
+    if isinstance(expected, dict) and isinstance(got, dict):
+        return expected.keys() == got.keys() and all(same(v, got[k]) for k, v in expected.items())
+    if isinstance(expected, list | tuple) and isinstance(got, list | tuple):
+        return len(expected) == len(got) and all(same(a, b) for a, b in zip(expected, got, strict=True))
     if isinstance(expected, bool) or isinstance(got, bool):
         return type(expected) is type(got) and expected == got
     if isinstance(expected, (int, float)) and isinstance(got, (int, float)):
@@ -50,7 +54,12 @@ class StepResult:
         return not self.skipped and not self.hung and not self.errors and not self.mismatches
 
     def expected(self) -> dict[str, Any]:
-        return {k: self.spec[k] for k in OBSERVED_KEYS if k in self.spec}
+        want = {k: self.spec[k] for k in OBSERVED_KEYS if k in self.spec}
+        if self.spec.get("step") == "claim" and "task" in self.spec:  # the task a claim must hand out
+            want["task"] = self.spec["task"]
+        if "snapshot" in self.spec:  # every task's row: a scenario of several tasks
+            want["snapshot"] = self.spec["snapshot"]
+        return want
 
     def compare(self) -> None:
         self.mismatches = [
@@ -63,7 +72,9 @@ class StepResult:
         for key in ACTION_KEYS:
             if key in self.spec:
                 out[key] = self.spec[key]
-        for key in OBSERVED_KEYS:
+        if "task" in self.spec:  # a scenario of several tasks: the step's task (a claim's: the one it must get)
+            out["task"] = self.spec["task"]
+        for key in (*OBSERVED_KEYS, "snapshot"):
             if key in self.spec:
                 out[key] = self.observed.get(key)
         out["ok"] = self.ok

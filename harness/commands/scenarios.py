@@ -85,6 +85,8 @@ WORDS: dict[str, dict[str, str]] = {
         "generation": "generation",
         "lease_until": "lease_until",
         "ledger_actions": "ledger actions",
+        "task": "task handed out",
+        "snapshot": "snapshot (task: state, generation, lease_until)",
     },
     "zh": {
         "queue": "队列：{queue} · ",
@@ -121,6 +123,8 @@ WORDS: dict[str, dict[str, str]] = {
         "generation": "generation",
         "lease_until": "租约截止",
         "ledger_actions": "外部动作次数",
+        "task": "领到的任务",
+        "snapshot": "快照（任务：状态、generation、租约截止）",
     },
 }
 

@@ -13,7 +13,8 @@ task (plus the claims and reopens around them) are one task's scenario; rerun by
 :class:`~takeover.replay.judge.Replayer` (the scenario engine, as ``takeover scenarios --file``
 runs it) they must depart again, are put on whole numbers by the replay's shrinker, and are written
 by :mod:`takeover.replay.output` exactly as a replay writes them: expectations from the spec's model,
-a pytest file beside the scenario file.
+a pytest file beside the scenario file. A departure no one task's steps show is written as one scenario of
+the tasks it needs (:mod:`takeover.explorer.tasks`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from takeover import db
 from takeover.contract import has_extension, load_queue_factory
 from takeover.errors import UsageError
 from takeover.explorer.machine import Failure, Recorder, Setup, Step, machine_class
+from takeover.explorer.tasks import write_tasks
 from takeover.overlap import statement_counts
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
@@ -56,8 +58,10 @@ class Written:
     """The departure as one task's scenario, replayed and shrunk by the replay's machinery."""
 
     task: str
-    shrunk: Shrunk | None  # None: the departure needs several tasks (the reason says why)
+    shrunk: Shrunk | None  # None: no scenario could be written (the reason says why)
     reason: str = ""
+    tasks: list[str] = field(default_factory=list)  # a departure that needs several tasks: the scenario's tasks
+    shown: list[Step] = field(default_factory=list)  # and its steps in explore's words (explore.tasks)
 
 
 @dataclass
@@ -278,7 +282,7 @@ def project(failure: Failure, task: str) -> list[dict[str, Any]]:
 def write_back(queue_spec: str, factory: Any, lease: float, step_timeout: float, failure: Failure) -> Written:
     """Replay each candidate task's steps alone through the scenario engine (:func:`candidate_tasks`): the
     first whose steps break the same invariant again is the departure's task; the replay's shrinker then
-    puts its steps on whole numbers."""
+    puts its steps on whole numbers. When none does, every task's steps together (:func:`write_tasks`)."""
     replayer = Replayer(queue_spec, factory, step_timeout)
     tried: list[str] = []
     for task in candidate_tasks(failure):
@@ -295,10 +299,17 @@ def write_back(queue_spec: str, factory: Any, lease: float, step_timeout: float,
             return Written(task, shrink(replayer, task, lease, steps, wanted))
         except ReplayHung as exc:
             return Written(task, None, f"the queue hung while the scenario was shrunk: {exc}")
-    return Written(failure.steps[-1].task or "t1", None,
-                   f"no one task's steps alone break {', '.join(failure.invariants)} (each task's alone breaks: "
-                   f"{'; '.join(tried)}): the departure needs several tasks at once, and a scenario file holds "
-                   "one task")
+    alone = (f"no one task's steps alone break {', '.join(failure.invariants)} (each task's alone breaks: "
+             f"{'; '.join(tried)})")
+    try:
+        got = write_tasks(queue_spec, factory, lease, step_timeout, failure)
+    except ReplayHung as exc:
+        return Written(failure.steps[-1].task or "t1", None, f"{alone}, and the queue hung when they were replayed "
+                                                             f"together: {exc}")
+    if isinstance(got, str):
+        return Written(failure.steps[-1].task or "t1", None, f"{alone}, and {got}")
+    shrunk, shown, used = got
+    return Written(used[0] if used else "t1", shrunk, tasks=used, shown=shown)
 
 
 __all__ = ["ExploreResult", "Step", "explore_queue"]

@@ -9,14 +9,17 @@ violation is.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from takeover import db
 from takeover.explorer.machine import Step, _claim_words
+from takeover.explorer.tasks import expected_task_steps
 from takeover.options import shell_line
 from takeover.replay.core import ReplayReport, TaskReplay
 from takeover.replay.model import SPEC, STATE_MATCHES, TaskState, apply, expect
+from takeover.replay.output import pytest_text
 from takeover.replay.output import write_outputs as write_replay_outputs
 from takeover.replay.shrink import Shrunk
 
@@ -86,6 +89,8 @@ def shown_steps(result: ExploreResult) -> list[Step]:
     if failure is None:
         return []
     written = result.written
+    if written is not None and written.shown:
+        return written.shown
     if written is not None and written.shrunk is not None:
         return written_steps(written.shrunk, failure.invariants)
     return failure.steps
@@ -190,7 +195,8 @@ def result_json(result: ExploreResult) -> dict[str, Any]:
                        **({"invariants": list(s.invariants)} if s.invariants else {})} for s in shown_steps(result)],
             "found_steps": len(failure.steps),  # the shrunk example's steps, before the scenario's own shrinking
             "scenario": None if result.written is None or result.written.shrunk is None else {
-                "task": result.written.task, "steps": len(result.written.shrunk.steps)},
+                "task": result.written.task, "steps": len(result.written.shrunk.steps),
+                **({"tasks": result.written.tasks} if result.written.tasks else {})},
             "no_scenario_because": result.written.reason if result.written is not None else "",
         }
     return out
@@ -202,10 +208,37 @@ def write_outputs(result: ExploreResult, out: Path) -> tuple[Path, Path]:
     assert written is not None and written.shrunk is not None and result.failure is not None
     sh = written.shrunk
     inv = next((i for i in result.failure.invariants if sh.outcome.breaks(i)), result.failure.invariants[0])
+    origin = f"takeover explore --queue {result.queue} --seed {result.seed}"
+    if written.tasks:
+        return _write_tasks(result, out, inv, origin)
     tr = TaskReplay(written.task, [inv], None, shrunk={inv: sh}, reproduced=[inv])  # type: ignore[arg-type]
-    report = ReplayReport(out, result.queue, None, [tr], 0, 0.0, origin=f"takeover explore --queue {result.queue} "
-                          f"--seed {result.seed}")
+    report = ReplayReport(out, result.queue, None, [tr], 0, 0.0, origin=origin)
     scenario_file, test_file, _ids = write_replay_outputs(report, out / SCENARIO_FILE)
+    return scenario_file, test_file
+
+
+def _write_tasks(result: ExploreResult, out: Path, inv: str, origin: str) -> tuple[Path, Path]:
+    """A departure that needs several tasks: one scenario naming them all (``tasks``), its steps' expectations
+    from the model of several tasks (explore.tasks), written beside its pytest file as the replay writes its own."""
+    written = result.written
+    assert written is not None and written.shrunk is not None
+    sh = written.shrunk
+    steps = expected_task_steps(sh.steps, sh.lease)
+    first = sh.outcome.first(inv)
+    what = first.what if first is not None else ""
+    if first is not None:
+        steps[first.index - 1]["why"] = (f"checks {inv}: found by {origin}, {result.queue.rpartition(':')[2]} "
+                                         f"answered this step wrong ({what})")
+    doc = {"source": origin, "title": f"Found by {origin}", "queue": result.queue, "lease_seconds": sh.lease,
+           "scenarios": [{"id": inv, "title": f"{inv}: {what.split('; ')[0]}" if what else inv,
+                          "heading": f"found by {origin}, shrunk ({len(written.tasks)} tasks)",
+                          "tasks": written.tasks, "steps": steps}]}
+    out.mkdir(parents=True, exist_ok=True)
+    scenario_file = out / SCENARIO_FILE
+    scenario_file.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    test_file = scenario_file.with_name(f"test_{scenario_file.stem}.py")
+    report = ReplayReport(out, result.queue, None, [], 0, 0.0, origin=origin)
+    test_file.write_text(pytest_text(report, doc, scenario_file), encoding="utf-8")
     return scenario_file, test_file
 
 

@@ -110,3 +110,30 @@ def test_a_queue_whose_claim_never_returns_is_inconclusive_not_bad_input(tmp_pat
     said = [line for line in proc.stdout.splitlines() if line.startswith("INCONCLUSIVE")]
     assert said == ["INCONCLUSIVE: the queue does not answer: claim() did not return within 5 s; nothing was "
                     "explored"], proc.stdout
+
+
+@pytest.mark.slow
+def test_a_departure_that_needs_two_tasks_writes_a_scenario_of_both(tmp_path):
+    """A finish that forgot the task id ends every running task of its generation: no one task's steps break
+    anything, so explore writes one scenario of two tasks (issue 36), shrunk, that fails on the queue at the
+    departing step and passes on a correct queue (the reference, and the same user's queue without the mistake)."""
+    out = tmp_path / "found"
+    proc = takeover("explore", "--queue", "two_task_bugs:FinishFencedWithoutKey", "--seed", "1", "--examples",
+                    "60", "--out", str(out), "--json", timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["departure"]["scenario"]["tasks"] == ["t1", "t2"], doc["departure"]
+    [scenario] = json.loads((out / "explore.json").read_text())["scenarios"]
+    assert scenario["tasks"] == ["t1", "t2"] and "task" not in scenario
+    steps = scenario["steps"]
+    assert [s["step"] for s in steps] == ["register", "claim", "register", "claim", "finish"], steps
+    assert [s["task"] for s in steps] == ["t1", "t1", "t2", "t2", "t1"], steps  # a claim's: the one it must get
+    assert steps[-1]["snapshot"]["t2"][0] == "running", steps[-1]  # what the queue loses: the other task's row
+    again = takeover("scenarios", "--file", str(out / "explore.json"), "--json", timeout=60)
+    assert again.returncode == 1, again.stdout + again.stderr
+    [replayed] = json.loads(again.stdout)["scenarios"]
+    failed = [s for s in replayed["steps"] if not s["ok"]]
+    assert len(failed) == 1 and failed[0]["mismatch"] == ["snapshot"] and failed[0] is replayed["steps"][-1]
+    for queue in (REFERENCE_QUEUE, "user_mistakes:UserQueue"):
+        fixed = takeover("scenarios", "--file", str(out / "explore.json"), "--queue", queue, timeout=60)
+        assert fixed.returncode == 0, queue + fixed.stdout + fixed.stderr

@@ -16,6 +16,7 @@ from takeover.cli import main
 from takeover.contract import REFERENCE_QUEUE
 from takeover.exit_codes import ExitCode
 from takeover.scenario_replay import load_spec
+from tests.helpers.queues import on_path
 
 pytestmark = pytest.mark.usefixtures("scenario_scratch")
 
@@ -101,6 +102,41 @@ def test_the_file_names_the_queue_it_runs_on(tmp_path, capsys):
     assert rc == ExitCode.VALID
 
 
+# Two tasks (issue 36): each step names the one it acts on, a claim's ``task`` the one it must hand out (only
+# t2 is claimable then), and ``snapshot`` every task's row: finishing t1 must leave t2 running.
+TWO = {"lease_seconds": 10, "scenarios": [{"id": "two", "title": "finishing one task leaves the other running",
+                                           "tasks": ["t1", "t2"], "steps": [
+    {"t": 0, "step": "register", "task": "t1"},
+    {"t": 0, "actor": "A", "step": "claim", "task": "t1", "returns": 1},
+    {"t": 0, "step": "register", "task": "t2", "state": "pending"},
+    {"t": 0, "actor": "B", "step": "claim", "task": "t2", "returns": 1, "state": "running"},
+    {"t": 1, "actor": "A", "step": "finish", "task": "t1", "outcome": "done", "with_generation": 1, "returns": True,
+     "state": "done", "snapshot": {"t1": ["done", 1, None], "t2": ["running", 1, 10]}},
+]}]}
+
+
+def test_a_scenario_of_two_tasks_checks_the_claimed_task_and_every_row(tmp_path, capsys):
+    """The extension explore writes for a departure that needs two tasks (issue 36): a correct queue passes,
+    a claim that hands out another task than the one the file names fails that step ("task" mismatches),
+    and a finish that ends every running task of its generation fails on the other task's row."""
+    path = write(tmp_path, TWO)
+    rc, out, _ = run_cli(["scenarios", "--file", str(path), "--json"], capsys)
+    assert rc == ExitCode.VALID, out
+    steps = json.loads(out)["scenarios"][0]["steps"]
+    assert steps[4]["snapshot"] == {"t1": ["done", 1, None], "t2": ["running", 1, 10]}
+    wrong = json.loads(json.dumps(TWO))
+    wrong["scenarios"][0]["steps"][1]["task"] = "t2"  # t2 is not even registered yet: the claim gets t1
+    rc, out, _ = run_cli(["scenarios", "--file", str(write(tmp_path, wrong, "wrong.json")), "--json"], capsys)
+    step = json.loads(out)["scenarios"][0]["steps"][1]
+    assert rc == ExitCode.VIOLATED and step["mismatch"] == ["task"] and step["expected"]["task"] == "t2", step
+    on_path()
+    rc, out, _ = run_cli(["scenarios", "--file", str(path), "--queue", "two_task_bugs:FinishFencedWithoutKey",
+                          "--json"], capsys)
+    got = json.loads(out)["scenarios"][0]["steps"]
+    assert rc == ExitCode.VIOLATED and [s["ok"] for s in got] == [True] * 4 + [False], got
+    assert got[4]["mismatch"] == ["snapshot"] and got[4]["snapshot"]["t2"] == ["done", 1, None], got[4]
+
+
 def test_the_spec_file_itself_runs_as_the_five_do(tmp_path, capsys):
     path = write(tmp_path, load_spec(), "spec.json")
     _, via_file, _ = run_cli(["scenarios", "--file", str(path), "--json"], capsys)
@@ -152,6 +188,17 @@ def scenario(*steps: object, **extra: object) -> dict:
      "Exceeds the limit (4300 digits)"),
     (scenario({"t": 0, "step": "register", "actor": ["x" * 10_000]}), "'actor' must be text or null"),
     (scenario({"t": 0, "step": "claim", "actor": "A", "returns": "y" * 10_000}), "'returns' of a claim step"),
+    # scenarios of several tasks (issue 36)
+    (scenario(tasks="t1"), "'tasks' must be a list of distinct non-empty task ids"),
+    (scenario(tasks=["t1", "t1"]), "'tasks' must be a list of distinct non-empty task ids"),
+    (scenario({"t": 0, "step": "register", "task": "t3"}, tasks=["t1", "t2"]),
+     "step 1: task 't3' is not one of the scenario's (t1, t2, task): name it in 'tasks'"),
+    (scenario({"t": 0, "step": "register", "task": 7}), "'task' must be a non-empty task id, got 7"),
+    (scenario({"t": 0, "step": "exit_and_reopen", "task": "t1"}), "the exit_and_reopen step acts on no task"),
+    (scenario({"t": 0, "step": "register", "snapshot": {"task": ["pending", 0]}}),
+     "'snapshot' must be {task: [state, generation, lease_until]}"),
+    (scenario({"t": 0, "step": "register", "snapshot": {"t9": ["pending", 0, None]}}),
+     "task 't9' is not one of the scenario's (task)"),
 ])
 def test_a_malformed_file_is_one_line_and_exit_2(tmp_path, capsys, content, words):
     path = write(tmp_path, content)
