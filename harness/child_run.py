@@ -117,15 +117,15 @@ def stop(proc: subprocess.Popen[Any], how: Stop, session: bool = False) -> None:
     # A run in a session of its own is reached as its process group and by the sweep, as the API's always was:
     # that spares what left the group on purpose (a scratch janitor, takeover.scratch, must outlive the run to
     # remove its folders). Any other run as its tree, taken now: a child whose parent is gone is not under it.
-    tree = [] if session else _tree(proc.pid)
+    tree = [] if session else _tree(proc.pid, root=False)
     if how.grace > 0:
         _signal(proc, how.signal, session)
         with contextlib.suppress(BaseException):  # the grace ran out, or a second interrupt: no more waiting
             proc.wait(timeout=how.grace)
     _signal(proc, signal.SIGKILL, session)
-    _kill(tree)
     with contextlib.suppress(Exception):
-        proc.wait(timeout=5)
+        proc.wait(timeout=5)  # before the tree's: reaped by psutil, its exit code would read 0
+    _kill(tree)
     if how.run_dir is not None:
         _sweep(how.run_dir)
 
@@ -135,10 +135,10 @@ def reap_tree(pid: int) -> None:
     _kill(_tree(pid))
 
 
-def _tree(pid: int) -> list[psutil.Process]:
+def _tree(pid: int, root: bool = True) -> list[psutil.Process]:
     try:
-        root = psutil.Process(pid)
-        return [*root.children(recursive=True), root]
+        top = psutil.Process(pid)
+        return [*top.children(recursive=True), *([top] if root else [])]
     except psutil.Error:
         return []
 
