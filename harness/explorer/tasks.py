@@ -8,9 +8,10 @@ when two run). The whole example is replayed through the scenario engine with ev
 
 Why only claims with one claimable task: the spec lets a claim take *any* claimable task, so a file whose
 claim could hand out either of two would be checked against one choice, and a correct queue choosing the other
-would fail it. A candidate with such a claim before its departure does not count as breaking the promise, so
-the shrunk scenario's every claim has one right answer (written as the claim step's ``task``), and the file
-passes on every correct queue. Two calls at once are replayed one after the other here (the departure must
+would fail it. The example is shrunk as it is, then its registers are moved later until every claim up to the
+departure has one right answer (written as the claim step's ``task``), then shrunk again where a candidate with
+a claim of several right answers does not count as breaking the promise, so the file passes on every correct
+queue. Two calls at once are replayed one after the other here (the departure must
 stand without the overlap), and every step's expectations include the whole snapshot (``snapshot``): the
 departure may show on a task the step did not name.
 """
@@ -36,22 +37,23 @@ def one_at_a_time(steps: Steps) -> Steps:
             if st["step"] != "resume"]
 
 
-def judge_tasks(result: ReplayedScenario, lease: float) -> tuple[Outcome, list[Step]]:
-    """The replayed steps walked with the model of several tasks: the departures (none when a claim before
-    the first one had several right answers), a signature of every answer, and the steps in explore's words."""
+def judge_tasks(result: ReplayedScenario, lease: float, strict: bool = True) -> tuple[Outcome, list[Step], int]:
+    """The replayed steps walked with the model of several tasks: the departures (``strict``: none when a claim
+    before the first one had several right answers), a signature of every answer, the steps in explore's words,
+    and how many claims up to the first departure had several right answers."""
     states: dict[str, TaskState] = {}
     departures: list[Departure] = []
     signature: list[Any] = []
     answers: list[Any] = []
     shown: list[Step] = []
-    ambiguous = False
+    ambiguous = 0
     for step in result.steps:
         if step.skipped or step.hung:
             break
         spec = step.spec
         now = float(spec["t"])
         if spec["step"] == "claim" and len(claimable_tasks(states, now)) > 1 and not departures:
-            ambiguous = True
+            ambiguous += 1
         expected = expected_words(states, spec, lease)
         answered, names, words, task, _held = judge_call(states, spec, step, None, lease)
         if not names:
@@ -71,28 +73,58 @@ def judge_tasks(result: ReplayedScenario, lease: float) -> tuple[Outcome, list[S
         answers.append(answer)
         shown.append(Step(spec, answered, expected, task, tuple(names), words))
     hung = result.hung.error if result.hung is not None else None
-    return Outcome(() if ambiguous else tuple(departures), tuple(signature), tuple(answers), hung), shown
+    kept = () if strict and ambiguous else tuple(departures)
+    return Outcome(kept, tuple(signature), tuple(answers), hung), shown, ambiguous
 
 
 class TasksReplayer(Replayer):
     """The replay's :class:`Replayer` for scenarios of several tasks (its ``task`` argument is not used:
     every step names its own)."""
 
-    def __init__(self, queue_spec: str, factory: QueueFactory, step_timeout: float, tasks: list[str]) -> None:
+    def __init__(self, queue_spec: str, factory: QueueFactory, step_timeout: float, tasks: list[str],
+                 strict: bool = True) -> None:
         super().__init__(queue_spec, factory, step_timeout)
         self.tasks = tasks
+        self.strict = strict  # a claim with several right answers before the departure: no departure
 
     def fresh(self, task: str, lease: float, steps: Steps) -> Outcome:
         return self.judged(lease, steps)[0]
 
-    def judged(self, lease: float, steps: Steps) -> tuple[Outcome, list[Step]]:
+    def judged(self, lease: float, steps: Steps) -> tuple[Outcome, list[Step], int]:
         self.runs += 1
         scenario = {"id": "explore", "title": "explore", "tasks": self.tasks, "lease_seconds": lease, "steps": steps}
-        outcome, shown = judge_tasks(run_scenario(scenario, self.queue_spec, self.factory, lease, self.step_timeout),
-                                     lease)
+        outcome, shown, ambiguous = judge_tasks(
+            run_scenario(scenario, self.queue_spec, self.factory, lease, self.step_timeout), lease, self.strict)
         if outcome.hung is not None:
             raise ReplayHung(outcome.hung)
-        return outcome, shown
+        return outcome, shown, ambiguous
+
+
+def one_right_claim(replayer: TasksReplayer, lease: float, steps: Steps, invariant: str) -> Steps:
+    """Registers moved later, one at a time, each to the first place where the departure stays and fewer claims
+    have a choice: ``register t1, register t2, claim, claim`` becomes ``register t1, claim, register t2, claim``,
+    whose claims each have one right answer (``replayer`` is not strict: it counts the claims with a choice)."""
+
+    def choices(candidate: Steps) -> int | None:
+        outcome, _shown, ambiguous = replayer.judged(lease, candidate)
+        return ambiguous if outcome.breaks(invariant) else None
+
+    best = choices(steps)
+    moved = True
+    while best and moved:
+        moved = False
+        for i, st in enumerate(steps):
+            if st["step"] != "register":
+                continue
+            for j in range(i + 1, len(steps)):
+                candidate = [*steps[:i], *steps[i + 1:j + 1], dict(st, t=steps[j]["t"]), *steps[j + 1:]]
+                n = choices(candidate)
+                if n is not None and n < best:
+                    steps, best, moved = candidate, n, True
+                    break
+            if moved:
+                break
+    return steps
 
 
 def write_tasks(queue_spec: str, factory: QueueFactory, lease: float, step_timeout: float,
@@ -101,19 +133,27 @@ def write_tasks(queue_spec: str, factory: QueueFactory, lease: float, step_timeo
     tasks they name), or why there is none."""
     names = sorted({s.task for s in failure.steps if s.task} | {str(s.spec["task"]) for s in failure.steps
                                                                  if s.spec.get("task")})
-    replayer = TasksReplayer(queue_spec, factory, step_timeout, names)
+    lenient = TasksReplayer(queue_spec, factory, step_timeout, names, strict=False)
     steps = drop_default_lease(one_at_a_time([s.spec for s in failure.steps]), lease)
-    outcome = replayer.run("", lease, steps)
+    outcome = lenient.run("", lease, steps)
     wanted = next((inv for inv in failure.invariants if outcome.breaks(inv)), None)
     if wanted is None:
-        return (f"its {len(names)} tasks' steps, replayed one call at a time with every claim having one right "
-                f"answer, break {', '.join(sorted(outcome.invariants())) or 'nothing'}")
+        return (f"its {len(names)} tasks' steps, replayed one call at a time, break "
+                f"{', '.join(sorted(outcome.invariants())) or 'nothing'}")
+    # Shrunk first as they are (fewer tasks and steps: fewer claims with a choice), then registers moved later
+    # until every claim has one right answer, then shrunk again keeping that.
+    loose = shrink(lenient, "", lease, steps, wanted)
+    lease, steps = loose.lease, one_right_claim(lenient, loose.lease, loose.steps, wanted)
+    replayer = TasksReplayer(queue_spec, factory, step_timeout, names)
+    if not replayer.run("", lease, steps).breaks(wanted):
+        return (f"its {len(names)} tasks' steps break {wanted} only where a claim could hand out any of several "
+                "tasks, and a scenario file's claim names the one it must get")
     sh = shrink(replayer, "", lease, steps, wanted)
-    outcome, shown = replayer.judged(sh.lease, sh.steps)
+    outcome, shown, _ambiguous = replayer.judged(sh.lease, sh.steps)
     first = outcome.first(wanted)
     shown = shown[: first.index] if first is not None else shown
     used = sorted({str(st["task"]) for st in sh.steps if st.get("task")})
-    return Shrunk("", sh.lease, sh.steps, outcome, sh.replays), shown, used
+    return Shrunk("", sh.lease, sh.steps, outcome, loose.replays + sh.replays), shown, used
 
 
 def expected_task_steps(steps: Steps, lease: float) -> Steps:

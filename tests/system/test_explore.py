@@ -137,3 +137,20 @@ def test_a_departure_that_needs_two_tasks_writes_a_scenario_of_both(tmp_path):
     for queue in (REFERENCE_QUEUE, "user_mistakes:UserQueue"):
         fixed = takeover("scenarios", "--file", str(out / "explore.json"), "--queue", queue, timeout=60)
         assert fixed.returncode == 0, queue + fixed.stdout + fixed.stderr
+
+
+def test_a_two_task_departure_behind_claims_of_several_right_answers_is_written_with_one_each(tmp_path, capsys):
+    """Both tasks registered, then two claims: each claim may take either task, so a file naming the task a
+    claim must get would fail a correct queue that took the other. Explore moves a register later (every claim
+    then has one right answer) and writes that; it replays as a departure on the queue, and passes a correct one."""
+    on_path()
+    queue = "two_task_bugs:SnapshotLosesASecondRunningTask"
+    result = explore_queue(queue, seed=2, examples=60, out=tmp_path)
+    assert result.scenario_file is not None, result.message()
+    [scenario] = json.loads(result.scenario_file.read_text())["scenarios"]
+    steps = scenario["steps"]
+    assert len(scenario["tasks"]) == 2 and [s["step"] for s in steps] == ["register", "claim"] * 2, steps
+    assert steps[1]["task"] == steps[0]["task"] and steps[3]["task"] == steps[2]["task"], steps
+    assert main(["scenarios", "--file", str(result.scenario_file), "--queue", queue]) == 1
+    assert main(["scenarios", "--file", str(result.scenario_file), "--queue", REFERENCE_QUEUE]) == 0
+    assert "✗ state_matches_history step 4" in capsys.readouterr().out
