@@ -83,7 +83,7 @@ def test_explore_finds_the_carried_bugs_the_scenarios_miss(redis_host: db.Host, 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_quick_selftest_on_redis_catches_its_bugs_and_passes_the_reference(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "takeover", "selftest", "--db", "redis", "--quick", "--seeds", "1",
+    out = subprocess.run([sys.executable, "-m", "takeover", "selftest", "--db", "redis", "--quick", "--seeds", "2",
                           "--json", "--keep", str(tmp_path)], capture_output=True, text=True, timeout=390)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads(out.stdout)
