@@ -71,6 +71,9 @@ def start_scenarios(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]
     return proc, marker
 
 
+JANITOR_GRACE = 5.0  # seconds
+
+
 def left_behind(marker: Path) -> list[psutil.Process]:
     """Live processes that inherited this test's marker: the command or anything it started."""
     found = []
@@ -88,7 +91,11 @@ def finish(proc: subprocess.Popen, marker: Path, timeout: float = 60) -> tuple[s
     it survives; whatever happened, kill what is left so a failing test leaves no process either."""
     try:
         out, err = proc.communicate(timeout=timeout)
-        left = left_behind(marker)
+        # The scratch janitor (takeover.scratch) removes the folders after the command's end, by design: a
+        # process that is still ending is given a few seconds; one that stays is an orphan.
+        deadline = time.monotonic() + JANITOR_GRACE
+        while (left := left_behind(marker)) and time.monotonic() < deadline:
+            time.sleep(0.1)
     finally:
         if proc.poll() is None:
             proc.kill()
