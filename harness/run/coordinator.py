@@ -160,32 +160,31 @@ class Coordinator:
         else:
             site_of = Site(self.cfg.hosts, self.run_dir.name, self.cfg.net_delay, self.cfg.net_loss)
         with site_of as site:
-            from takeover.net.faults import NetworkFaults
-
             self.supervisor.site = site
-            self.site = site
-            sup = self.supervisor
-            site.pid_of = lambda slot: (sup.handles[slot].proc.pid if slot in sup.handles else None)
-            # The live workers that opened their queue: a connection kill has a session to end.
-            self.net_faults = NetworkFaults(self.cfg, site, self.hist, lambda: {
-                s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None and self.board.ready(s)})
+            self._attach(site)
             return self._run(site.database)
 
     def _run_on_redis(self) -> RunOutcome:
         """With ``--db redis``: the run on a redis-server of its own, with the run's persistence, which the
         server faults crash, freeze and cut the connections of (takeover.run.redis_site); gone afterwards."""
-        from takeover.net.faults import NetworkFaults
         from takeover.run.redis_site import RedisSite
 
         if self.power is not None:  # the server's files on the power-loss layer, from its first write
             self.power.start()
         with RedisSite(self.cfg, self.power.server_dir if self.power is not None else None) as site:
-            self.site = site
-            sup = self.supervisor
-            site.pid_of = lambda slot: (sup.handles[slot].proc.pid if slot in sup.handles else None)
-            self.net_faults = NetworkFaults(self.cfg, site, self.hist, lambda: {
-                s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None and self.board.ready(s)})
+            self._attach(site)
             return self._run(site.database)
+
+    def _attach(self, site: Any) -> None:
+        """The run's site (hosts, or its own Redis server) and the faults on it, which reach the workers by slot."""
+        from takeover.net.faults import NetworkFaults
+
+        self.site = site
+        sup = self.supervisor
+        site.pid_of = lambda slot: (sup.handles[slot].proc.pid if slot in sup.handles else None)
+        # The live workers that opened their queue: a connection kill has a session to end.
+        self.net_faults = NetworkFaults(self.cfg, site, self.hist, lambda: {
+            s: h.process for s, h in list(sup.handles.items()) if h.proc.exitcode is None and self.board.ready(s)})
 
     def _await_workers(self) -> None:
         """Wait until every live worker has opened the queue (at most READY_WAIT), so the run's start,
