@@ -148,9 +148,11 @@ docs: $(TEST_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The generated reference pages committed in docs/reference/ (so relative links resolve in the repository too),
-# written again from the code; tests/unit/test_docs.py fails while they differ from it.
+# written again from the code, and the index of docs/analyses/README.md, made from the pages (docs/gen_analyses.py);
+# tests/unit/test_docs.py fails while they differ from it.
 reference: $(TEST_STAMP)
 	$(BIN)/python docs/gen_reference.py --write
+	$(BIN)/python docs/gen_analyses.py --write
 
 # mypy and import-linter cannot follow the editable install's import hook, so they read the package
 # through a tree of links laid out as it is installed (build/typecheck/takeover: harness/'s entries,

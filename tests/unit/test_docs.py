@@ -76,6 +76,62 @@ def test_the_committed_reference_pages_are_what_the_code_gives(generated: dict[s
     assert differ == [], f"out of date, run make reference: {differ}"
 
 
+# -- the analyses index (docs/analyses/README.md's table, made by docs/gen_analyses.py from the pages) ---------
+def _gen_analyses() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_analyses", REPO / "docs" / "gen_analyses.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_analyses"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_analyses_index_is_what_the_pages_give() -> None:
+    """The README's table is made from each page (front matter, findings table, totals line): a page re-measured
+    or a finding re-classed without ``make reference`` fails here, not in a reader's hands."""
+    gen = _gen_analyses()
+    committed = gen.README.read_text(encoding="utf-8")
+    assert committed == gen.render(committed), "docs/analyses/README.md is out of date: run make reference"
+
+
+def test_the_analyses_index_holds_every_page_and_every_committed_finding() -> None:
+    gen = _gen_analyses()
+    found = gen.pages()
+    on_disk = {p.name for p in gen.ANALYSES.glob("*.md")} - {"README.md"}
+    assert {p.name for p in found} == on_disk
+    committed = {p.relative_to(gen.ANALYSES).as_posix() for p in gen.ANALYSES.glob("*/*.json")}
+    assert {f.file for p in found for f in p.findings if f.file} == committed
+    readme = gen.README.read_text(encoding="utf-8")
+    assert all(f"`{f.command}`" in readme for p in found for f in p.findings)
+
+
+def test_a_page_without_what_the_index_needs_is_named(tmp_path: Path) -> None:
+    """A new page lacking its front matter, or a finding without a known class, stops the index with one line
+    naming the page: never a table that silently leaves a library out. A whole page makes its rows."""
+    gen = _gen_analyses()
+    readme = gen.README.read_text(encoding="utf-8")
+    body = ("# newlib 1.0\n\n| finding | scenario (one command) | departs at | promise broken | class |\n"
+            "|---|---|---|---|---|\n"
+            "| 1. A stale completion | [newlib/stale.json](newlib/stale.json) | step 4 | `no_stale_commit` | defect |\n"
+            "| 2. A race | a race: stress | — | `lease_exclusive` | documented trade-off |\n\n"
+            "**Caught 3 of 5 runs; 9 violations in all; 7 of 1750 tasks with a duplicate side effect = 4.0 per 1000 "
+            "tasks.**\n")
+    meta = ("---\nanalysis:\n  library: newlib\n  version: '1.0'\n  backend: Redis\n  load: '1.5–2'\n"
+            "  stress: 'stress-cmd'\n  reproduce:\n    2: 'race-cmd'\n---\n")
+    (tmp_path / "newlib.md").write_text(body, encoding="utf-8")
+    with pytest.raises(gen.PageError, match=r"^newlib\.md: no front matter"):
+        gen.render(readme, tmp_path)
+    (tmp_path / "newlib.md").write_text(meta + body.replace("| defect |", "| a quirk |"), encoding="utf-8")
+    with pytest.raises(gen.PageError, match=r"^newlib\.md: finding 1's class must be one of"):
+        gen.render(readme, tmp_path)
+    (tmp_path / "newlib.md").write_text(meta + body, encoding="utf-8")
+    table = gen.render(readme, tmp_path).split(gen.BEGIN)[1].split(gen.END)[0].strip().splitlines()
+    assert table[2:] == [
+        "| [newlib](newlib.md) | 1.0 | Redis | 1. A stale completion | defect | "
+        "`.venv/bin/takeover scenarios --file docs/analyses/newlib/stale.json --db redis` | 3 of 5 | 4.0 | 1.5–2 |",
+        "|  |  |  | 2. A race | documented trade-off | `race-cmd` |  |  |  |"]
+
+
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
