@@ -45,10 +45,11 @@ from __future__ import annotations
 import datetime
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
+from takeover.adapters.dilated import DilatedClock, swapped
 from takeover.adapters.pins import require_library
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
 
@@ -128,61 +129,20 @@ def perform() -> None:
     """The job's function as RQ stores it; never called (takeover's worker does the task's work)."""
 
 
-class RQClock:
+class RQClock(DilatedClock):
     """RQ's ``now()`` while a call runs: the harness's ``now``, dilated (module docstring)."""
 
     def __init__(self, conn: redis.Redis) -> None:
-        self.conn = conn
-        self.origin: float | None = None
-        self.scale: float | None = None
-
-    def _load(self, now: float, lease: float | None) -> None:
-        if self.origin is None:
-            self.conn.hsetnx(CLOCK_KEY, "origin", repr(now))
-        if self.scale is None and lease is not None:
-            self.conn.hsetnx(CLOCK_KEY, "scale", repr(RQ_LEASE / lease))
-        stored = self.conn.hgetall(CLOCK_KEY)
-        self.origin = float(stored[b"origin"])
-        if b"scale" in stored:
-            self.scale = float(stored[b"scale"])
-
-    def rq_time(self, now: float) -> float:
-        assert self.origin is not None
-        return EPOCH + (now - self.origin) * (self.scale or 1.0)
-
-    def harness_time(self, rq_seconds: float) -> float:
-        """An RQ timestamp (a registry score) on the harness's clock."""
-        if self.origin is None or self.scale is None:
-            stored = self.conn.hgetall(CLOCK_KEY)
-            self.origin, self.scale = float(stored[b"origin"]), float(stored[b"scale"])
-        return self.origin + (rq_seconds - EPOCH) / self.scale
+        super().__init__(conn, CLOCK_KEY, EPOCH, RQ_LEASE)
 
     @contextmanager
     def at(self, now: float, lease: float | None = None) -> Iterator[None]:
         if self.origin is None or (self.scale is None and lease is not None):
-            self._load(now, lease)
-        stamp = datetime.datetime.fromtimestamp(self.rq_time(now), datetime.UTC)
-        with _rq_now(lambda: stamp):
+            self.load(now, lease)
+        stamp = datetime.datetime.fromtimestamp(self.library_seconds(now), datetime.UTC)
+        # every rq module that imported ``now`` by name (``current_timestamp`` calls ``rq.utils.now`` itself)
+        with swapped("rq", "now", _REAL_NOW, lambda: stamp):
             yield
-
-
-@contextmanager
-def _rq_now(fake: Callable[[], datetime.datetime]) -> Iterator[None]:
-    """Every rq module that imported ``now`` by name sees ``fake`` (``current_timestamp`` calls
-    ``rq.utils.now`` itself). Per process, one thread: as every adapter's clock (docs/adapters.md)."""
-    real = _REAL_NOW
-    swapped = [
-        m
-        for name, m in list(sys.modules.items())
-        if (name == "rq" or name.startswith("rq.")) and getattr(m, "now", None) is real
-    ]
-    for module in swapped:
-        module.now = fake  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        for module in swapped:
-            module.now = real  # type: ignore[attr-defined]
 
 
 _REAL_NOW = rq.utils.now

@@ -1,8 +1,8 @@
-"""RQ, Celery (kombu's Redis transport), Huey and taskiq-redis behind the contract, on a private redis-server.
+"""RQ, Celery (kombu's Redis transport), Huey, taskiq-redis and SAQ behind the contract, on a private redis-server.
 
 One smoke test per library in the gate: the contract calls as two worker processes make them (two
 adapter objects), through a takeover and a stale holder's completion, asserting what the library's
-page (docs/analyses/rq.md, celery.md, huey.md, taskiq_redis.md) says each call answers. The findings
+page (docs/analyses/rq.md, celery.md, huey.md, taskiq_redis.md, saq.md) says each call answers. The findings
 themselves are held by tests/system/test_analyses.py; a short stress run per adapter is nightly.
 """
 
@@ -142,6 +142,62 @@ def test_taskiq_acked_on_receipt_is_never_reclaimed(host: db.Host, tmp_path: Pat
             b.close()
 
 
+def test_saq_sweeps_a_silent_job_and_its_first_holder_still_beats_and_completes(host: db.Host, tmp_path: Path) -> None:
+    """docs/analyses/saq.md, the smoke test: SAQ's safer settings (heartbeat, retries, a sweep every lease).
+    A stops beating; B's sweep, once its timer and the shared lock allow, re-enqueues the job and B takes
+    it; A's heartbeat and completion are still accepted (the abort A would see was overwritten)."""
+    cls = adapter("saq", "SAQHeartbeatAdapter")
+    assert cls.databases == ("redis",)
+    settings = cls.library_settings(30.0, 10.0)  # takeover tune's answer, in SAQ's names
+    assert "heartbeat=30" in settings[0] and "update() every 10 s" in settings[1]
+    with host.database(tmp_path, "saq") as url:
+        a, b = cls(url), cls(url)  # two processes' worth: each its own connections and event loop
+        try:
+            check_queue_object(a, "saq")
+            assert has_extension(a, "register_many") and has_extension(a, "extend")
+            a.register_many(["t1"], 0.0)
+            a.register("t1", 0.5)  # registering again changes nothing (the key is incomplete)
+            assert b.snapshot() == [("t1", "pending", 0, None)]
+            assert a.claim("A", 1.0, 30.0) == ("t1", 1, pytest.approx(31.0))  # A's first sweep: lock to t=31
+            assert a.extend("t1", 1, 10.0, 30.0) == pytest.approx(40.0)  # job.update(): touched
+            assert b.claim("B", 11.0, 30.0) is None  # B's first sweep is locked out; the job is held anyway
+            assert b.claim("B", 30.0, 30.0) is None  # B's sweep timer: every 10 SAQ-s, 30 s here
+            second = b.claim("B", 41.0, 30.0)  # swept (touched at 10 + 30 < 41), retried, taken
+            assert second == ("t1", 2, pytest.approx(71.0))
+            assert a.extend("t1", 1, 42.0, 30.0) == pytest.approx(72.0)  # the stale holder's heartbeat: accepted
+            assert a.finish("t1", 1, "done", 43.0) is True  # and its completion
+            assert b.snapshot() == [("t1", "done", 2, None)]
+            assert a.finish("t1", 3, "done", 44.0) is False  # never handed out: no call
+        finally:
+            a.close()
+            b.close()
+
+
+def test_saq_sweeps_a_job_between_its_dequeue_and_its_start_and_two_workers_run_it(
+    host: db.Host, tmp_path: Path
+) -> None:
+    """docs/analyses/saq.md, the finding of saq #277: another worker's sweep lands between A's dequeue
+    (``BLMOVE`` onto the active list) and A's ``job.update(status=ACTIVE)``: a job on the active list
+    whose status is still ``queued`` is swept, re-enqueued (retries left) and taken by that worker; A then
+    starts it too. Two holders at once, and both completions accepted."""
+    cls = adapter("saq", "SAQRetryAdapter")
+    with host.database(tmp_path, "saq-277") as url:
+        a, w = cls(url), cls(url)
+        try:
+            assert w.claim("W", 0.0, 30.0) is None  # W's first sweep takes the lock (180 s here) and its timer
+            a.register("t1", 1.0)
+            job = a._dequeue("A", 179.0, 30.0)  # A's first sweep is locked out; BLMOVE: t1 on the active list
+            assert job is not None and job.key == "t1"
+            assert w.claim("W", 181.0, 30.0) == ("t1", 1, pytest.approx(211.0))  # swept as "queued", retried
+            assert a._start("A", job, 182.0, 30.0) == ("t1", 2, pytest.approx(212.0))  # A starts it as well
+            assert a.snapshot() == [("t1", "running", 2, pytest.approx(212.0))]
+            assert w.finish("t1", 1, "done", 183.0) is True
+            assert a.finish("t1", 2, "done", 184.0) is True  # the job ran, and completed, twice at once
+        finally:
+            a.close()
+            w.close()
+
+
 @pytest.mark.parametrize(
     "library, name",
     [
@@ -149,6 +205,7 @@ def test_taskiq_acked_on_receipt_is_never_reclaimed(host: db.Host, tmp_path: Pat
         ("celery", "CeleryAdapter"),
         ("huey", "HueyAdapter"),
         ("taskiq_redis", "TaskiqStreamAdapter"),
+        ("saq", "SAQAdapter"),
     ],
 )
 def test_a_redis_adapter_refuses_another_database_in_one_line(library: str, name: str) -> None:
@@ -194,6 +251,7 @@ def test_rq_runs_again_a_job_completed_late_while_requeued(host: db.Host, tmp_pa
         "takeover.adapters.rq:RQRetryAdapter",
         "takeover.adapters.celery:CeleryAcksLateAdapter",
         "takeover.adapters.taskiq_redis:TaskiqStreamAdapter",
+        "takeover.adapters.saq:SAQHeartbeatAdapter",
     ],
 )
 def test_a_short_stress_run_checks_every_invariant(queue: str, tmp_path: Path) -> None:

@@ -360,6 +360,11 @@ def test_the_recommendation_is_also_given_in_the_librarys_own_settings(tmp_path:
     assert library_settings("takeover.queues.reference:ReferenceQueue", 90.0, None) is None
     assert library_settings("exec:node adapters/js/reference.js", 90.0, None) is None
     assert library_settings("takeover.queues.reference:ReferenceQueue", None, None) is None
+    if importlib.util.find_spec("saq") is not None:  # SAQ's words: the job's timeout or heartbeat, the sweep's timer
+        saq = library_settings("takeover.adapters.saq:SAQRetryAdapter", 95.3, None)
+        assert saq and saq[0].startswith("queue.enqueue(..., timeout=96, retries=N)") and "'sweep': 48" in saq[-1]
+        beat = library_settings("takeover.adapters.saq:SAQHeartbeatAdapter", 95.3, 30.0)
+        assert beat and "heartbeat=96" in beat[0] and "update() every 30 s" in beat[1]
     if importlib.util.find_spec("rq") is None:
         pytest.skip("rq is an optional extra: pip install '.[rq]'")
     rq = library_settings("takeover.adapters.rq:RQRetryAdapter", 95.3, None)
