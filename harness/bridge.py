@@ -109,6 +109,30 @@ def set_call_timeout(seconds: float) -> None:
     CALL_TIMEOUT = float(seconds)
 
 
+# What each adapter said of its library in its hello (``"library"``: docs/reference/protocol.md), by queue spec:
+# a bug report (takeover.replay.issue) names the library and its version from it, as it reads a Python
+# adapter's class attributes. Filled by the hello, so only once an adapter of that spec has been started here.
+LIBRARY_KEYS = {"name": str, "version": str, "home": str, "calls": dict, "states": dict}
+_libraries: dict[str, dict[str, Any]] = {}
+
+
+def _library(hello: dict[str, Any]) -> dict[str, Any] | str | None:
+    """The hello's ``library`` object, checked; a string naming what is wrong with it; None without one."""
+    lib = hello.get("library")
+    if lib is None:
+        return None
+    if not isinstance(lib, dict) or not isinstance(lib.get("name"), str) or not isinstance(lib.get("version"), str):
+        return 'its first line\'s "library" must be an object with "name" and "version" strings'
+    for key, value in lib.items():
+        kind = LIBRARY_KEYS.get(key)
+        if kind is None:
+            return f'its first line\'s "library" has an unknown key {key!r} (known: {", ".join(LIBRARY_KEYS)})'
+        if not isinstance(value, kind) or (kind is dict and not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+            return f'its first line\'s "library" {key!r} must be {"a string" if kind is str else "strings by name"}'
+    return lib
+
+
 # -- which process group an adapter joins ----------------------------------------------------------------------
 _join_group = False
 
@@ -217,6 +241,16 @@ class ExecFactory:
     def __call__(self, database: str) -> ExecQueue:
         return ExecQueue(self.spec, self.argv, self.cwd, database)
 
+    # The report's vocabulary (takeover.replay.issue), from the hello of an adapter of this spec started here.
+    def _said(self, key: str) -> Any:
+        return _libraries.get(self.spec, {}).get(key)
+
+    library = property(lambda self: self._said("name"))
+    library_version = property(lambda self: self._said("version"))
+    library_home = property(lambda self: self._said("home"))
+    library_calls = property(lambda self: self._said("calls"))
+    library_states = property(lambda self: self._said("states"))
+
 
 class ExecQueue:
     """The contract's methods, each one request and one answer on the adapter's pipes."""
@@ -294,6 +328,11 @@ class ExecQueue:
         for flag in OPTIONAL:
             if hello.get(flag) is True:
                 setattr(self, flag, getattr(self, f"_{flag}"))
+        lib = _library(hello)
+        if isinstance(lib, str):
+            raise self._fail(lib)
+        if lib is not None:
+            _libraries[self.spec] = lib
 
     # -- the wire ------------------------------------------------------------------------------------------------
     def _line(self, timeout: float, waiting_for: str) -> bytes:

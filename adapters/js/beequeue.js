@@ -172,4 +172,17 @@ class BeeQueue {
   }
 }
 
-serve({ databases: ['redis'], register_many: true, extend: true }, (url) => BeeQueue.open(url));
+// The library, as a bug report names it (`takeover replay --issue`, `takeover scenarios --file F --issue`).
+const LIBRARY = {
+  name: 'bee-queue', version: require('bee-queue/package.json').version, home: 'https://github.com/bee-queue/bee-queue',
+  calls: {
+    "register": "`queue.createJob({task_id}).setId(id).save()`",
+    "claim": "(with --check-stalled: `queue.checkStalledJobs()`, then) the worker's pop, `RPOPLPUSH waiting active`, and `Job.fromId(id)`",
+    "finish:done": "`queue._finishJob(null, data, job)` (the worker's call when its handler succeeds)",
+    "finish:uncertain": "`queue._finishJob(err, null, job)` with no retries left",
+    "extend": "`queue._preventStall(id)` (the worker's heartbeat)",
+    "snapshot": "the waiting, delayed, active, succeeded and failed sets",
+  },
+  states: { pending: "waiting", running: "active", done: "succeeded", uncertain: "failed" },
+};
+serve({ library: LIBRARY, databases: ['redis'], register_many: true, extend: true }, (url) => BeeQueue.open(url));

@@ -221,4 +221,17 @@ class BullMQQueue {
   }
 }
 
-serve({ databases: ['redis'], register_many: true, extend: true }, (url) => BullMQQueue.open(url));
+// The library, as a bug report names it (`takeover replay --issue`, `takeover scenarios --file F --issue`).
+const LIBRARY = {
+  name: 'bullmq', version: require('bullmq/package.json').version, home: 'https://github.com/taskforcesh/bullmq',
+  calls: {
+    "register": "`queue.add(name, {task_id}, {jobId})`",
+    "claim": "`worker.moveStalledJobsToWait()`, then `worker.getNextJob(token)` (lock for lockDuration = {lease} s)",
+    "finish:done": "`job.moveToCompleted(result, token)`",
+    "finish:uncertain": "`job.moveToFailed(err, token)` (one attempt)",
+    "extend": "`job.extendLock(token, duration)` ({lease} s)",
+    "snapshot": "`queue.getJobState(id)` and `job.attemptsStarted`",
+  },
+  states: { pending: "wait", running: "active", done: "completed", uncertain: "failed" },
+};
+serve({ library: LIBRARY, databases: ['redis'], register_many: true, extend: true }, (url) => BullMQQueue.open(url));

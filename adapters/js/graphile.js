@@ -99,4 +99,16 @@ class GraphileQueue {
   }
 }
 
-serve({ databases: ['postgres'], register_many: true }, (url) => GraphileQueue.open(url));
+// The library, as a bug report names it (`takeover replay --issue`, `takeover scenarios --file F --issue`).
+const LIBRARY = {
+  name: 'graphile-worker', version: require('graphile-worker/package.json').version, home: 'https://github.com/graphile/worker',
+  calls: {
+    "register": "`addJob('takeover', {task_id}, {jobKey, jobKeyMode: 'unsafe_dedupe'})`",
+    "claim": "`batchGetJobs(...)` (the worker's fetch; the lock lasts 4 hours)",
+    "finish:done": "`batchCompleteJobs(..., [job])`",
+    "finish:uncertain": "`batchFailJobs(..., [{job, message}])`",
+    "snapshot": "`SELECT attempts, locked_at FROM graphile_worker._private_jobs`",
+  },
+  states: { running: "locked" },
+};
+serve({ library: LIBRARY, databases: ['postgres'], register_many: true }, (url) => GraphileQueue.open(url));

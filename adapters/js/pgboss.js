@@ -94,4 +94,16 @@ class PgBossQueue {
   }
 }
 
-serve({ databases: ['postgres'], register_many: true }, (url) => PgBossQueue.open(url));
+// The library, as a bug report names it (`takeover replay --issue`, `takeover scenarios --file F --issue`).
+const LIBRARY = {
+  name: 'pg-boss', version: require('pg-boss/package.json').version, home: 'https://github.com/timgit/pg-boss',
+  calls: {
+    "register": "`boss.send(name, {task_id}, {id})`",
+    "claim": "`boss.fetch(name)` (the job's expireInSeconds is its lease)",
+    "finish:done": "`boss.complete(name, id, {outcome: 'done'})`",
+    "finish:uncertain": "`boss.complete(name, id, {outcome: 'uncertain'})`",
+    "snapshot": "`SELECT state, retry_count, started_on FROM pgboss.job`",
+  },
+  states: { pending: "created", running: "active", done: "completed" },
+};
+serve({ library: LIBRARY, databases: ['postgres'], register_many: true }, (url) => PgBossQueue.open(url));

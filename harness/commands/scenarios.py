@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -28,8 +29,10 @@ from rich.text import Text
 
 from takeover import db
 from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE, reference_queue
+from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
-from takeover.options import QUEUE_FORMS, add_db_options, db_given, positive_seconds
+from takeover.options import QUEUE_FORMS, add_db_options, add_issue_option, db_given, positive_seconds
+from takeover.replay.issue import ISSUE_FILE, write_issue
 from takeover.scenario_file import load_scenario_file
 from takeover.scenario_replay import (
     DEFAULT_STEP_TIMEOUT,
@@ -171,15 +174,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="give each queue call this long before its step fails as hung "
         f"(default: {DEFAULT_STEP_TIMEOUT:g})",
     )
+    add_issue_option(parser)  # with --file: the report of a committed finding (docs/analyses/LIBRARY/*.issue.md)
 
 
 def run(args: argparse.Namespace) -> ExitCode:
+    if getattr(args, "issue", None) is not None and not getattr(args, "file", None):
+        raise UsageError("--issue needs --file: the report carries the scenario file it is written from")
     doc = load_scenario_file(args.file) if getattr(args, "file", None) else None
     # A file `takeover replay` wrote names the queue it broke: by default its scenarios run there.
     database = db_given(args)
     args.queue = args.queue or (doc or {}).get("queue") or reference_queue(database)
     with db.serve(database, keep=args.keep_db):
         results = run_scenarios(args.queue, args.scenario, args.step_timeout, doc=doc)
+        issue = _issue(args)
     ok = all(r.ok for r in results)
     if args.json:
         out = results_to_json(results, args.queue, args.step_timeout, doc=doc)
@@ -188,7 +195,20 @@ def run(args: argparse.Namespace) -> ExitCode:
         sys.stdout.flush()
     else:
         print_transcript(results, args.queue, args.lang, args.step_timeout, doc=doc)
+    if getattr(args, "issue", None) is not None:
+        print(f"Bug report: {issue}" if issue else "No bug report: the file matches the spec in every step.",
+              file=sys.stderr if args.json else sys.stdout)
     return ExitCode.VALID if ok else ExitCode.VIOLATED
+
+
+def _issue(args: argparse.Namespace) -> Path | None:
+    """With --issue: the bug report of --file's departures, replayed once more on the same server (None, and
+    nothing written, when the file no longer departs). Why here too, not only in ``takeover replay``: a
+    finding committed under docs/analyses/ is a scenario file, and its report is made from that file."""
+    if getattr(args, "issue", None) is None:
+        return None
+    out = Path(args.issue) if args.issue else Path(args.file).with_name(ISSUE_FILE)
+    return write_issue(args.queue, Path(args.file), out)
 
 
 # ---------------------------------------------------------------------------------------- text

@@ -26,6 +26,7 @@ import importlib.metadata
 import json
 import platform
 import re
+import shlex
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,9 @@ class Vocabulary:
 
     def __init__(self, factory: Any) -> None:
         self.library: str | None = getattr(factory, "library", None)
+        # An ``exec:`` adapter's library is no Python distribution: its hello names the version (and home).
+        self.version: str | None = getattr(factory, "library_version", None)
+        self.home: str | None = getattr(factory, "library_home", None)
         self.calls: dict[str, str] = dict(getattr(factory, "library_calls", None) or {})
         self.states: dict[str, str] = dict(getattr(factory, "library_states", None) or {})
 
@@ -263,10 +267,10 @@ def issue_markdown(queue: str, scenario_file: Path, run_dir: Path | None = None)
     raw = store.read_json(scenario_file, "a scenario file")
     doc = validate_scenarios(raw, str(scenario_file))
     factory = load_queue_factory(queue)
-    words = Vocabulary(factory)
     results = run_scenarios(queue, doc=doc)
+    words = Vocabulary(factory)  # after the replay: an exec: adapter names its library in its hello
     name = words.library or queue
-    version = _version(words.library)
+    version = words.version or _version(words.library)
     named = f"{name} {version}" if words.library else f"`{queue}`"
     sections: list[tuple[str, list[str]]] = []
     for result in results:
@@ -291,9 +295,9 @@ def issue_markdown(queue: str, scenario_file: Path, run_dir: Path | None = None)
         sections.append((f"{wrong} ({key})", body))
     if not sections:
         return ""
-    home = _home(words.library)
+    home = words.home or _home(words.library)
     title = sections[0][0] if len(sections) == 1 else f"{len(sections)} departures from the lease rules"
-    command = f"takeover scenarios --file {scenario_file.name} --queue {queue}"
+    command = f"takeover scenarios --file {scenario_file.name} --queue {shlex.quote(queue)}"
     host = db.current()
     if host.kind in (db.POSTGRES, db.REDIS):
         command += f" --db {host.kind}"
@@ -317,14 +321,20 @@ def issue_markdown(queue: str, scenario_file: Path, run_dir: Path | None = None)
                   "rules' words.)", ""]
     for heading, body in sections:
         lines += [f"## {heading[0].upper()}{heading[1:]}", "", *body, ""]
-    extra = f"{name}=={version}" if words.library and version not in ("unknown", "not installed") else ""
+    extra = (f"{name}=={version}" if words.library and not words.version
+             and version not in ("unknown", "not installed") else "")
+    setup = ([f"In a clone of takeover's repository, after `make` (its `make js` installs {named}, pinned in "
+              "adapters/js/package-lock.json, and the adapter the command names):"] if words.version else
+             ["In a fresh virtual environment (Python 3.11 or later):"])
+    pip = "pip install /path/to/takeover" + (f" '{extra}'" if extra else "") + "   # a clone of takeover's repository"
+    install = [] if words.version else [pip]
     lines += [
         "## Reproduce",
         "",
-        "In a fresh virtual environment (Python 3.11 or later):",
+        *setup,
         "",
         "```sh",
-        "pip install /path/to/takeover" + (f" '{extra}'" if extra else "") + "   # a clone of takeover's repository",
+        *install,
         f"cat > {scenario_file.name} <<'EOF'",
         _embedded(raw),
         "EOF",

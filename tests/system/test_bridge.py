@@ -41,6 +41,23 @@ def test_the_hello_is_checked(tmp_path, monkeypatch):
         open_queue(f"{ADAPTER} old_version", str(tmp_path / "q.sqlite"))
     with pytest.raises(ContractError, match="takes only postgres databases"):
         open_queue(f"{ADAPTER} postgres_only", str(tmp_path / "q.sqlite"))
+    with pytest.raises(ContractError, match='"library" must be an object with "name" and "version" strings'):
+        open_queue(f"{ADAPTER} bad_library", str(tmp_path / "q.sqlite"))
+
+
+def test_the_hello_names_the_library_for_the_bug_report(tmp_path, monkeypatch):
+    """An adapter's library is named in its hello; the report (takeover.replay.issue) reads it from the factory,
+    once an adapter of that queue has been started in this process."""
+    monkeypatch.chdir(REPO)
+    spec = f"{ADAPTER} library"
+    factory = bridge.ExecFactory(spec)
+    assert factory.library is None  # not started yet: nothing said
+    factory(str(tmp_path / "q.sqlite")).close()
+    assert (factory.library, factory.library_version, factory.library_home) == (
+        "pyqueue", "9.9.1", "https://example.org/pyqueue")
+    assert factory.library_calls == {"claim": "queue.pop(lease={lease})"}
+    assert factory.library_states == {"running": "popped"}
+    assert bridge.ExecFactory(f"{ADAPTER} ok").library is None
 
 
 @pytest.mark.parametrize(("mode", "error", "text"), [

@@ -91,3 +91,37 @@ def test_a_report_on_redis_names_redis_and_its_command_serves_it():
     assert re.search(r"- \*\*Database\*\*: Redis \d+\.\d+", report), report
     assert "--queue takeover.queues.planted_redis:FinishIgnoresGeneration --db redis" in report
     assert "takeover starts a private Redis server for it" in report
+
+
+def test_scenarios_file_issue_writes_the_report_of_a_committed_finding(tmp_path):
+    """`takeover scenarios --file FILE --issue REPORT`: the report made from a scenario file alone (how the reports
+    beside docs/analyses' findings are made), after the transcript; --issue without --file is bad input."""
+    out = tmp_path / "bug.md"
+    proc = takeover("scenarios", "--file", str(LITEQUEUE_FINDING), "--queue",
+                    "takeover.queues.planted:FinishIgnoresGeneration", "--issue", str(out), timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.rstrip().endswith(f"Bug report: {out}")
+    report = out.read_text()
+    assert report.startswith("# `takeover.queues.planted:FinishIgnoresGeneration`: ")
+    assert "**Expected** (step 4)" in report
+    assert embedded_file(report)["queue"] == json.loads(LITEQUEUE_FINDING.read_text())["queue"]
+    bad = takeover("scenarios", "--issue", str(tmp_path / "other.md"), timeout=60)
+    assert bad.returncode == 2 and "--issue needs --file" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "other.md").exists()
+
+
+@pytest.mark.needs_package("nodejs", "npm", "redis-server")
+@pytest.mark.needs_node_for("beequeue.js")
+def test_a_report_of_a_node_library_names_it_and_its_version_from_the_hello():
+    """An exec: adapter names its library in its hello: the report says Bee-Queue and its pinned version, its
+    calls, a clone and `make` in place of pip, and quotes the exec: queue in its command."""
+    from takeover import db
+
+    finding = ROOT / "docs" / "analyses" / "bee-queue" / "stale-completion.json"
+    queue = json.loads(finding.read_text())["queue"]
+    with db.serve("redis"):
+        report = issue_markdown(queue, finding)
+    assert report.startswith("# bee-queue 2.0.0: ")
+    assert "(https://github.com/bee-queue/bee-queue)" in report and "`queue._finishJob(null, data, job)" in report
+    assert "pip install" not in report and "after `make`" in report
+    assert f"--queue '{queue}' --db redis" in report

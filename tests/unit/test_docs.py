@@ -132,6 +132,38 @@ def test_a_page_without_what_the_index_needs_is_named(tmp_path: Path) -> None:
         "|  |  |  | 2. A race | documented trade-off | `race-cmd` |  |  |  |"]
 
 
+def test_every_defect_with_a_scenario_file_has_its_report_for_the_tracker() -> None:
+    """Each finding a page classes as a defect and holds in a scenario file has, beside that file, the report
+    ``takeover scenarios --file FILE --issue FILE.issue.md`` wrote: naming the library and the version the page
+    tested, carrying that very scenario file (so the report cannot drift from the finding) and the command that
+    runs it."""
+    gen = _gen_analyses()
+    defects = [(p, f) for p in gen.pages() for f in p.findings if f.kind == "defect" and f.file]
+    assert defects, "no defect with a scenario file under docs/analyses"
+    problems = []
+    for page, finding in defects:
+        if finding.report is None:
+            problems.append(f"{finding.file}: no report (run: {finding.command} --issue "
+                            f"docs/analyses/{finding.file.removesuffix('.json')}{gen.REPORT_SUFFIX})")
+            continue
+        report = (gen.ANALYSES / finding.report).read_text(encoding="utf-8")
+        committed = json.loads((gen.ANALYSES / finding.file).read_text(encoding="utf-8"))
+        version = page.meta["version"].split()[0]
+        if version not in report.splitlines()[0]:
+            problems.append(f"{finding.report}: its title names no {version}")
+        name = finding.file.split("/")[1]
+        if f"takeover scenarios --file {name} --queue " not in report:
+            problems.append(f"{finding.report}: no reproduce command for {name}")
+        carried = re.search(r"<<'EOF'\n(.*?)\nEOF\n", report, re.S)
+        want = {k: v for k, v in committed.items() if k not in ("source", "scenarios")}
+        want["scenarios"] = [{**{k: v for k, v in sc.items() if k not in ("heading", "steps")},
+                              "steps": [{k: v for k, v in st.items() if k != "why"} for st in sc["steps"]]}
+                             for sc in committed["scenarios"]]
+        if carried is None or json.loads(carried.group(1)) != want:
+            problems.append(f"{finding.report}: does not carry {finding.file} as committed")
+    assert problems == []
+
+
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -205,7 +237,8 @@ def test_the_benchmark_page_lists_every_mutant_that_survived() -> None:
 def test_every_page_is_in_the_nav() -> None:
     """A page left out of mkdocs.yml's nav is a page nobody finds (the strict build warns; this names it)."""
     nav = (REPO / "mkdocs.yml").read_text()
-    pages = [str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")]
+    pages = [str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")
+             if not p.name.endswith(".issue.md")]  # reports for a tracker: mkdocs.yml's exclude_docs
     assert [p for p in pages if f" {p}\n" not in nav and f": {p}\n" not in nav] == []
 
 
