@@ -26,7 +26,7 @@ TASK_TIMES ?= examples/task-times-light.csv
 SHELL := bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: js typecheck all test test-fast test-nightly stress scenarios lint clean check selftest bench soak sweep tune hunt docs reference
+.PHONY: js arq typecheck all test test-fast test-nightly stress scenarios lint clean check selftest bench soak sweep tune hunt docs reference
 
 # The system packages a run's ARGS need: fuse3 for power losses (--power-loss-rate; sweep's --power-loss
 # axis), postgresql for a private server (--db postgres; a postgresql:// URL is the user's own server), iptables
@@ -63,19 +63,19 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/pip
 # The 15 slowest are listed at the end, so a CI log shows where the budget goes.
 test: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
-	$(MAKE) --no-print-directory js
+	$(MAKE) --no-print-directory js arq
 	$(BIN)/pytest $(PYTEST_XDIST) -m "not nightly" --durations=15 $(PYTEST_ARGS)
 
 # The long end-to-end tests the gate leaves out (tests/README.md): run by the nightly workflow.
 test-nightly: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
-	$(MAKE) --no-print-directory js
+	$(MAKE) --no-print-directory js arq
 	$(BIN)/pytest $(PYTEST_XDIST) -m nightly $(PYTEST_ARGS)
 
 # The edit-and-test loop: every test not marked slow (tests/README.md says which are).
 test-fast: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
-	$(MAKE) --no-print-directory js
+	$(MAKE) --no-print-directory js arq
 	$(BIN)/pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS)
 
 stress: $(RUN_STAMP)
@@ -135,6 +135,22 @@ js: $(TEST_STAMP)
 		|| { rm -f node_modules/.package-lock.json; exit 1; }; \
 	else echo "make: $$old, so its addon is not built; the tests of adapters/js/sqlite.js skip" >&2; fi
 
+# The arq adapter's environment (adapters/py/arq_adapter.py): arq 0.28.0 requires redis-py below 6, which
+# takeover's .venv (redis-py 8) cannot take, so it gets a virtual environment of its own, .venv-arq, with exactly
+# adapters/py/requirements-arq.txt; the adapter runs there as `--queue "exec:.venv-arq/bin/python
+# adapters/py/arq_adapter.py"` and speaks the JSON-lines protocol. Nothing of it enters .venv. A failed install
+# removes the stamp, so the next make tries again.
+ARQ_VENV := .venv-arq
+ARQ_STAMP := $(ARQ_VENV)/.installed
+arq: $(ARQ_STAMP)
+
+$(ARQ_STAMP): adapters/py/requirements-arq.txt
+	@PYTHON=$(PYTHON) $(SYSTEM_PACKAGES) require python3-venv
+	$(PYTHON) -m venv $(ARQ_VENV)
+	$(ARQ_VENV)/bin/pip install --quiet --upgrade pip
+	$(ARQ_VENV)/bin/pip install --quiet -r adapters/py/requirements-arq.txt || { rm -f $@; exit 1; }
+	touch $@
+
 # ruff, then the floors of the package (the import-linter contracts in pyproject.toml), read from the
 # package laid out as it is installed (PACKAGE_TREE, below).
 lint: $(TEST_STAMP)
@@ -167,5 +183,5 @@ typecheck: $(TEST_STAMP)
 		| sed -e 's#^takeover/reports/#reports/#' -e 's#^takeover/workloads/#workloads/#' -e 's#^takeover/#harness/#'
 
 clean:
-	rm -rf $(VENV) runs build site *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(ARQ_VENV) runs build site *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from takeover import bridge
+from takeover.adapters import arq
 from takeover.contract import load_queue_factory
 from takeover.errors import ContractError
 from takeover.sweep.wilson import wilson
@@ -131,9 +132,12 @@ def library_settings(queue: str, lease: float | None, heartbeat: float | None) -
     """The recommendation in the library's own setting names (Celery's ``visibility_timeout``, RQ's
     ``job_monitoring_interval``), when the queue's adapter says how: its optional class attribute
     ``library_settings(lease, heartbeat) -> list of lines`` (docs/adapters.md). None otherwise, and for an
-    ``exec:`` queue (its factory lives in another process)."""
-    if lease is None or bridge.is_exec(queue):
+    ``exec:`` queue (its factory lives in another process) but arq's, which takeover knows by its adapter's file
+    (takeover.adapters.arq: arq runs in an environment of its own)."""
+    if lease is None:
         return None
+    if bridge.is_exec(queue):
+        return arq.library_settings(lease, heartbeat) if arq.is_arq(queue) else None
     try:
         factory = load_queue_factory(queue)
     except ContractError:

@@ -29,7 +29,7 @@ from takeover.errors import UsageError
 from takeover.replay.judge import judge
 from takeover.scenario_file import load_scenario_file
 from takeover.scenario_replay import run_scenarios
-from tests.helpers import system_packages
+from tests.helpers import arq_env, system_packages
 
 ANALYSES = Path(__file__).resolve().parents[2] / "docs" / "analyses"
 # A findings-table row: | name | [lib/finding.json](lib/finding.json) | step N | `invariant` | class |, where a
@@ -90,7 +90,7 @@ def test_every_committed_finding_is_on_a_page_and_every_row_has_its_file():
 
 
 # The database of each library whose adapter is a bridge (`exec:`), whose hello alone says which it takes.
-EXEC_DATABASES = {"bullmq": "redis", "bee-queue": "redis"}
+EXEC_DATABASES = {"bullmq": "redis", "bee-queue": "redis", "arq": "redis"}
 # Findings whose replay takes long: the BullMQ and Bee-Queue adapters let real time pass for the library's
 # clock (0.1 s per scenario second: docs/analyses/bullmq.md), and these files' last steps are at t=175 and
 # t=70. Each library's other finding is its smoke test in the gate; these run in the nightly tier.
@@ -114,6 +114,8 @@ def test_finding_departs_where_its_page_says(page: str, file: str, step: int, in
         why = system_packages.why_not("nodejs", "npm", "redis-server") or system_packages.node_too_old(adapter)[0]
         if why:
             _unavailable(why)
+    elif queue.startswith("exec:.venv-arq/"):  # arq, in its own environment (make arq): skips or fails in CI
+        arq_env.require()
     elif importlib.util.find_spec(library) is None:
         _unavailable(f"{library} is an optional extra, not installed: pip install '.[{library}]'")
     if queue.startswith("exec:"):  # a bridge takes every kind until its hello says: the page's library's

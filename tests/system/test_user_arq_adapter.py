@@ -1,9 +1,11 @@
 """An arq adapter written apart from the project, from docs/adapters.md alone
 (tests/fixtures/queues/user_arq_adapter.py), works with ``--db redis`` as takeover is: the contract calls
 as arq's worker makes them, on a real redis-server, and the scenarios run to the departures the fixture's
-docstring explains. Skipped in one line when arq is not installed (it is no extra of takeover's: arq
-0.28.0 requires redis-py < 6, and installing it takes redis-py back to 5.3.1; these tests pass with 5.3.1
-and with 8.1 installed over the pin).
+docstring explains. The fixture runs unchanged in arq's own environment, .venv-arq (``make arq``; arq 0.28.0
+requires redis-py < 6, takeover's environment has 8), served over the JSON-lines protocol by
+adapters/py/serve.py: the class ``--queue user_arq_adapter:ArqAdapter`` would load, with nothing of takeover
+beside it. (Before .venv-arq it was run in takeover's environment with arq installed over it: these tests
+passed with redis-py 5.3.1 and with 8.1 installed over arq's pin.)
 
 When it was written (load 4-16 on 2 cores): ``stress --db redis --seed 1`` INVALID, no_stale_commit and
 finish_within_lease among the violations (arq completes a job by id alone), with and without
@@ -15,7 +17,6 @@ holder's, as arq's finish_job does: 6, 1 and 0 times in those runs), never as a 
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,19 +24,21 @@ from pathlib import Path
 import pytest
 
 from takeover import db
+from takeover.bridge import ExecFactory
 from takeover.contract import check_queue_object, has_extension
+from tests.helpers import arq_env
 from tests.helpers.processes import takeover
 
 pytestmark = [pytest.mark.needs_package("redis-server"), pytest.mark.timeout(120)]
 
-if importlib.util.find_spec("arq") is None:
-    pytest.skip("arq is not installed: pip install arq", allow_module_level=True)
-
-from user_arq_adapter import ArqAdapter  # noqa: E402 (after the skip: it imports arq)
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "queues" / "user_arq_adapter.py"
+QUEUE = arq_env.served(FIXTURE, "ArqAdapter")
 
 
 @pytest.fixture(scope="module")
 def host() -> Iterator[db.Host]:
+    """One private redis-server for the module; every test here needs .venv-arq (skips or, in CI, fails)."""
+    arq_env.require()
     with db.serve("redis") as served:
         yield served
 
@@ -44,9 +47,10 @@ def test_a_paused_holders_completion_is_accepted_after_the_ttl_handed_the_job_on
     """On the wall clock, as in a stress run: the in-progress key's TTL runs out on the server, another
     worker starts the job, and the first worker's finish_job (by id alone) still completes it."""
     with host.database(tmp_path, "arq") as url:
-        a, b = ArqAdapter(url), ArqAdapter(url)
+        factory = ExecFactory(QUEUE)
+        a, b = factory(url), factory(url)
         try:
-            check_queue_object(a, "user_arq_adapter:ArqAdapter")
+            check_queue_object(a, QUEUE)
             assert not has_extension(a, "extend")  # arq has no heartbeat
             now = time.time()
             a.register("t1", now)
@@ -66,7 +70,8 @@ def test_a_paused_holders_completion_is_accepted_after_the_ttl_handed_the_job_on
 
 
 def test_the_scenarios_run_and_depart_only_where_the_servers_clock_holds_the_lease(tmp_path: Path) -> None:
-    result = takeover("scenarios", "--db", "redis", "--queue", "user_arq_adapter:ArqAdapter", cwd=tmp_path)
+    arq_env.require()
+    result = takeover("scenarios", "--db", "redis", "--queue", QUEUE, cwd=tmp_path)
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
     assert "10 of 34 steps differ from the spec (S2, S3, S5)" in result.stdout
     for scenario, step in (("S2", 5), ("S3", 5), ("S5", 6)):

@@ -365,6 +365,13 @@ def test_the_recommendation_is_also_given_in_the_librarys_own_settings(tmp_path:
         assert saq and saq[0].startswith("queue.enqueue(..., timeout=96, retries=N)") and "'sweep': 48" in saq[-1]
         beat = library_settings("takeover.adapters.saq:SAQHeartbeatAdapter", 95.3, 30.0)
         assert beat and "heartbeat=96" in beat[0] and "update() every 30 s" in beat[1]
+    # arq's adapter runs in its own environment (exec:): takeover knows it by the adapter's file name
+    arq = library_settings("exec:.venv-arq/bin/python adapters/py/arq_adapter.py --job-timeout 20", 95.7, None)
+    assert arq and arq[0].startswith("Worker(job_timeout=85)") and "in-progress key of 95 s" in arq[0]
+    short = library_settings("exec:.venv-arq/bin/python adapters/py/arq_adapter.py", 10.5, None)
+    assert short and "at least 11 s" in short[0]
+    with_heartbeat = library_settings("exec:/x/.venv-arq/bin/python /x/adapters/py/arq_adapter.py", 95.7, 30.0)
+    assert with_heartbeat and "no heartbeat" in with_heartbeat[-1]
     if importlib.util.find_spec("rq") is None:
         pytest.skip("rq is an optional extra: pip install '.[rq]'")
     rq = library_settings("takeover.adapters.rq:RQRetryAdapter", 95.3, None)
