@@ -40,20 +40,24 @@ The clock. The broker reads ``current_millis()`` (client time, ``int(time() * 10
 heartbeat and for the maintenance's "dead" threshold: ``dramatiq.brokers.redis.current_millis`` is the
 harness's ``now`` during each call. Maintenance draws ``random.randint(1, 1000000)`` from the global
 ``random`` module: during each call that name is a ``random.Random`` of the adapter's, seeded by the
-worker's name, so a scenario replays alike (the chance itself is Dramatiq's).
+run's ``--seed``, the worker's name and its incarnation (``_Worker``; the chance itself is Dramatiq's).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, cast
 
 from takeover.adapters.pins import require_library
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
 from takeover.errors import ContractError
+from takeover.lifeline import RUN_ENV  # set in every process of a stress run
 
 PINNED = "2.2.1"
 require_library("dramatiq", PINNED)
@@ -75,6 +79,7 @@ TASKS_KEY = "takeover:dramatiq:tasks"  # the registered task ids
 MIDS_KEY = "takeover:dramatiq:mids"  # hash: task id -> its message's redis_message_id
 HANDOUTS_KEY = "takeover:dramatiq:handouts"  # hash: task id -> hand-outs counted by the adapter
 LEASE_KEY = "takeover:dramatiq:lease"  # the run's heartbeat_timeout in ms, the same in every process
+INCARNATIONS = "takeover:dramatiq:incarnation:"  # + worker name: how many of its brokers were made
 ACKS_PREFIX = f"{NAMESPACE}:__acks__."  # + broker_id + "." + queue: a worker's fetched, unacked messages
 ACKS_SUFFIX = f".{QUEUE}"
 HEARTBEATS = f"{NAMESPACE}:__heartbeats__"
@@ -114,12 +119,28 @@ return rows
 
 class _Worker:
     """One Dramatiq worker process: its broker (``broker_id``), its consumer of the queue, and the
-    random source its maintenance draws from."""
+    random source its maintenance draws from: seeded by the run's ``--seed``, the worker's name and its
+    incarnation (a counter in Redis), so that a scenario replays alike, each seed of a stress run draws
+    otherwise, and a restarted worker does not repeat its predecessor's draws (a restarted Dramatiq
+    process would not)."""
 
     def __init__(self, name: str, conn: redis.Redis, chance: int) -> None:
         self.broker = RedisBroker(client=conn, middleware=[], maintenance_chance=chance)
         self.consumer: Any = self.broker.consume(QUEUE, prefetch=1, timeout=0)  # a _RedisConsumer
-        self.random = random.Random(f"takeover-dramatiq-{name}")
+        incarnation = int(conn.incr(INCARNATIONS + name))
+        self.random = random.Random(f"takeover-dramatiq-{_run_seed()}-{name}-{incarnation}")
+
+
+def _run_seed() -> str:
+    """The run's ``--seed`` (its config.json, in the run folder every process of a run is told of), or
+    nothing outside a stress run."""
+    run_dir = os.environ.get(RUN_ENV)
+    if not run_dir:
+        return ""
+    try:
+        return str(json.loads((Path(run_dir) / "config.json").read_text())["seed"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 class DramatiqAdapter:
