@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from takeover.checker import network
+from takeover.checker import network, unknown_claims
 from takeover.checker.facts import Facts, power_loss_between, volatile_restart_between
 from takeover.checker.invariant_result import InvariantResult
 from takeover.checker.patterns import PATTERNS, REDIS_POWER_LOSS, Fields, database_kind
@@ -339,12 +339,26 @@ def _no_reclaim(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResult])
 
 
 def _lost_answer_between(fx: Facts, lo: Any, hi: Any) -> np.ndarray:
-    """Per row: an answer of the server was lost (``db_lost_reply``, its ``ok``) after ``lo`` and before ``hi``:
-    a claim whose answer was lost and that its client ran again took a generation no claim returned."""
-    ends = [w[1] for w in network._windows(fx, network.DB_LOST_REPLY)]
-    # no earlier claim (generation 0: the registration): any lost answer before this claim
+    """Per row: the server's answer to a *claim* was lost (``db_lost_reply``, its ``ok``, while the worker it hit
+    had a claim in flight) after ``lo`` and before ``hi`` (NaN ``lo``: any time before). Its client ran the
+    claim again, and the call answered: a claim that is not safe to run twice took a generation there that no
+    claim returned."""
+    ends = _lost_claim_answers(fx)
     lo, hi = np.nan_to_num(np.asarray(lo, dtype="float64"), nan=-np.inf), np.asarray(hi, dtype="float64")
     return np.array([any(a < t < b for t in ends) for a, b in zip(lo, hi, strict=True)], dtype=bool)
+
+
+def _lost_claim_answers(fx: Facts) -> list[float]:
+    """When each lost answer of the server fell inside a claim of the worker it hit (kept on ``fx``)."""
+    cached = fx.__dict__.get("_lost_claim_answers")
+    if cached is None:
+        c = fx.ops.claims
+        t_inv, t_comp = c["t_inv"].to_numpy(dtype="float64"), c["t_comp"].fillna(np.inf).to_numpy(dtype="float64")
+        process = c["process"].to_numpy(dtype="float64")
+        cached = [e for _, e, _, target in network._windows(fx, network.DB_LOST_REPLY)
+                  if ((process == target) & (t_inv <= e) & (e <= t_comp)).any()]
+        fx.__dict__["_lost_claim_answers"] = cached
+    return cached
 
 
 def _across_db_restart(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[float | None]]:
@@ -461,6 +475,11 @@ def _state_matches(fx: Facts, f: pd.DataFrame, results: dict[str, InvariantResul
     power, at = _across_power_loss(fx, _answered_at(fx, f), np.full(len(f), np.inf))
     keys[power] = "power_loss"
     vanished = _vanished(fx, f, keys)
+    unreported = keys == "generation_unreported"
+    if unreported.any():  # a claim run twice by its client's retry took the generation no claim returned
+        after = unknown_claims.taken_after(fx, f["task"].to_numpy()[unreported], top[unreported])
+        keys[np.flatnonzero(unreported)[_lost_answer_between(fx, after, np.full(len(after), np.inf))]] = \
+            "claim_retried"
     probed = f["probe"].notna().to_numpy(dtype=bool) if "probe" in f else np.zeros(len(f), dtype=bool)
     if probed.any():
         keys[probed] = _probe_keys(fx, f[probed])
@@ -489,6 +508,9 @@ def _probe_keys(fx: Facts, f: pd.DataFrame) -> np.ndarray:
                  ((problem == NOT_TERMINAL) & (gen == top), "probe_finish_lost"),
                  (problem == NOT_TERMINAL, "probe_reopened"),
                  ((problem == LOWER) & (gen == top - 1), "probe_snapshot_behind"),
+                 ((problem == HIGHER) & _lost_answer_between(fx, unknown_claims.taken_after(fx, task, top),
+                                                             f["at"].to_numpy(dtype="float64")),
+                  "probe_claim_retried"),
                  (problem == HIGHER, "probe_generation_unreported"), (problem == MISSING, "probe_row_missing"))
 
 

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from takeover.checker import unknown_claims
 from takeover.checker.facts import Facts
-from takeover.checker.invariant_result import TERMINAL, Describe, InvariantResult, _p, _result, unexplained
+from takeover.checker.invariant_result import TERMINAL, Describe, InvariantResult, _p, _result
 from takeover.checker.probes import probe_violations
 from takeover.checker.resolves import last_word, reopen_epoch, reopened_at_end
 from takeover.summary_types import UNKNOWN, Example
@@ -78,11 +79,14 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     flag(~state_is("pending", "running", *TERMINAL), "unknown state")
     flag(s["gen"].isna(), "no generation")
     flag(s["gen"] < s["max_gen"], "generation lower than one a claim returned")
-    # Generations above the last one observed need indeterminate claims, one each (any time).
+    # Generations above the last one observed need indeterminate claims, one each, that may have taken them
+    # after that claim was invoked (any time after it, unless the run knows when they ended:
+    # takeover.checker.unknown_claims).
     extra = (s["gen"] - s["max_gen"]).clip(lower=0).fillna(0).to_numpy(dtype=np.int64)
-    if extra.sum() > len(fx.ind_claim_times):
+    if extra.sum() > len(fx.ind_claim_times) or (extra.any() and unknown_claims.bounded(fx)):
         over = extra > 0
-        deficit = unexplained(np.full(int(over.sum()), np.inf), extra[over], fx.ind_claim_times)
+        after = unknown_claims.taken_after(fx, s["task"].to_numpy()[over], s["max_gen"].to_numpy()[over])
+        deficit = unknown_claims.unexplained(fx, after, np.full(int(over.sum()), np.inf), extra[over])
         mask = np.zeros(len(s), dtype=bool)
         mask[np.flatnonzero(over)[deficit > 0]] = True
         flag(mask, "generation above every claim, beyond what indeterminate claims explain")

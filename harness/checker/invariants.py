@@ -20,9 +20,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from takeover.checker import unknown_claims
 from takeover.checker.end_state import no_lost_task, state_matches_history
 from takeover.checker.facts import Facts
-from takeover.checker.invariant_result import InvariantResult, _p, _result, _sfx, unexplained_each
+from takeover.checker.invariant_result import InvariantResult, _p, _result, _sfx
 from takeover.checker.resolves import reopen_epoch, reopened_between
 from takeover.summary_types import Example
 
@@ -189,8 +190,11 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     has_gap = missing > 0
     left = np.zeros(len(c), dtype=np.int64)
     if has_gap.any():
-        left[has_gap] = unexplained_each(c["t_comp"].to_numpy()[has_gap], missing[has_gap].astype(np.int64),
-                                         fx.ind_claim_times)
+        # The missing generations were taken after the claim below them was invoked (the registration, below
+        # generation 1) and before the claim above them returned (takeover.checker.unknown_claims).
+        below = unknown_claims.taken_after(fx, c["task"].to_numpy()[has_gap], c["prev_gen"].to_numpy()[has_gap])
+        left[has_gap] = unknown_claims.unexplained(fx, below, c["t_comp"].to_numpy()[has_gap],
+                                                   missing[has_gap].astype(np.int64))
     gap_bad = left > 0
     unexplained_total = int(left.sum())
     kinds = np.where(dup, "duplicate generation", np.where(inverted, "generation went back in time",

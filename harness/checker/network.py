@@ -204,7 +204,7 @@ def violation_cause(fx: Facts, row: dict[str, Any]) -> str:
     explains (its pattern), empty otherwise: the queue broke its promise without either."""
     if row.get("pattern") == "vanished_on_restart":  # a server without persistence: its restart emptied the queue
         return DB_RESTART
-    if row.get("pattern") == "claim_retried":
+    if row.get("pattern") in ("claim_retried", "probe_claim_retried"):
         return DB_LOST_REPLY
     if row.get("at") is None and finish_reply_lost(fx, row.get("task"), str(row.get("generations") or "").split()):
         return DB_LOST_REPLY

@@ -43,6 +43,9 @@ NOT_DURABLE = ("the queue answers before its commit is durable (on PostgreSQL, s
 OFF_BY_ONE = "snapshot() reports the generation off by one"
 GENERATION_LOST = "a claim's write of the generation was lost or undone"
 GENERATION_UNREPORTED = "the generation is raised where no claim reports it"
+CLAIM_RETRIED = ("the claim is not safe to run twice: a claim whose answer the server lost (db_lost_reply) had taken "
+                 "the task and raised its generation, and the client's retry took another, so the task waited "
+                 "for a lease nobody held (record each call's answer under a request id)")
 ROW_LOST = "the queue lost a registered task (or snapshot() leaves rows out)"
 POWER_LOSS = ("the queue answers before its commit is on disk, so a power loss takes acknowledged commits back "
               "(SQLite in WAL mode with synchronous=NORMAL syncs the WAL only at checkpoints; synchronous=FULL "
@@ -238,10 +241,7 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "went_back": Pattern("S2", "the stored generation went back (a lost or rolled-back write)", lambda f: (
             f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])}, after generation "
             f"{f['higher_gen']} had been given")),
-        "claim_retried": Pattern("S1", "the claim is not safe to run twice: a claim whose answer the server lost "
-                                       "(db_lost_reply) had taken the task and raised its generation, and the "
-                                       "client's retry took another (record each call's answer under a request id)",
-                                 replay=False, what=lambda f: (
+        "claim_retried": Pattern("S1", CLAIM_RETRIED, replay=False, what=lambda f: (
             f"claim() gave task {f['task']} generation {f['gen']} at {_s(f['claimed_at'])} after generation "
             f"{f['previous_gen']}: a claim whose answer was lost took the generation(s) between")),
         "skipped": Pattern("S1", "the claim raises the generation by more than one", lambda f: (
@@ -315,6 +315,9 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "generation_unreported": Pattern("S1", GENERATION_UNREPORTED, lambda f: (
             f"snapshot() shows task {f['task']} at generation {f['gen']}, above every generation a claim returned "
             f"({f['highest_claimed_gen']})")),
+        "claim_retried": Pattern("S1", CLAIM_RETRIED, replay=False, what=lambda f: (
+            f"snapshot() shows task {f['task']} at generation {f['gen']}, above every generation a claim returned "
+            f"({f['highest_claimed_gen']}): a claim whose answer was lost took it, and its retry took another task")),
         "stale_overwrite": Pattern("S3", NOT_FENCED, follows="no_stale_commit", what=lambda f: (
             f"task {f['task']} ended {f['state']} at generation {f['gen']}, but the finish accepted for it was "
             f"generation {f['stale_gen']}'s: a stale holder completed the current holder's task")),
@@ -371,6 +374,10 @@ PATTERNS: dict[str, dict[str, Pattern]] = {
         "probe_generation_lost": Pattern("S1", GENERATION_LOST, lambda f: (
             f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']}, below generation "
             f"{f['highest_claimed_gen']} that a claim had returned {_s(f.get('later_by'))} before")),
+        "probe_claim_retried": Pattern("S1", CLAIM_RETRIED, replay=False, what=lambda f: (
+            f"{_probe(f)} shows task {f['task']} {f['state']} at generation {f['gen']}, above every generation a claim "
+            f"had returned ({f['highest_claimed_gen']}): a claim whose answer was lost took it, and its retry took "
+            "another task")),
         "probe_generation_unreported": Pattern("S1", GENERATION_UNREPORTED, lambda f: (
             f"{_probe(f)} shows task {f['task']} at generation {f['gen']}, above every generation a claim had "
             f"returned ({f['highest_claimed_gen']})")),

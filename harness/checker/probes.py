@@ -17,7 +17,10 @@ nothing else is taken as sure:
 * ``generation above every claim, beyond what indeterminate claims explain``: the probe's generation
   is above every generation a claim invoked before the probe's end returned, by more than the
   indeterminate claims (``info``, or killed mid-call: they name no task) invoked before it could
-  have raised, counted per probe as the final snapshot counts them;
+  have raised, counted per probe as the final snapshot counts them; on a run's own Redis server only
+  those that could still reach the server after the claim below that generation was invoked
+  (takeover.checker.unknown_claims: a claim that answered took one generation, even if its client sent
+  it twice);
 * ``missing from the probe``: a registration returned before the probe was invoked, and the probe
   (one not sampled) has no row for the task.
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from takeover.checker import unknown_claims
 from takeover.checker.facts import Facts, power_loss_between
 from takeover.checker.resolves import effective
 
@@ -156,11 +160,11 @@ def _above_claims(fx: Facts, rows: pd.DataFrame) -> pd.DataFrame:
     m = m.assign(excess=excess, top=top)
     m = m[m["excess"] > 0]
     bad: list[int] = []
-    ind = fx.ind_claim_times
     for _, g in m.groupby("probe", sort=False):
-        allowed = int(np.searchsorted(ind, float(g["t_comp"].iloc[0]), side="left"))
-        need = np.cumsum(g["excess"].to_numpy())
-        bad += g["row"].to_numpy()[need > allowed].tolist()
+        # Taken after the claim of the highest generation returned (or the registration), before the read.
+        after = unknown_claims.taken_after(fx, g["task"].to_numpy(), g["top"].to_numpy())
+        left = unknown_claims.unexplained(fx, after, g["t_comp"].to_numpy(dtype="float64"), g["excess"].to_numpy())
+        bad += g["row"].to_numpy()[left > 0].tolist()
     if not bad:
         return rows.iloc[:0]
     hit = m.set_index("row").loc[bad]

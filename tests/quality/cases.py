@@ -1034,3 +1034,67 @@ def heartbeat_in_flight_with_the_takeover() -> Run:
     r.work(2, 10, "b", 1)
     r.snap(("a", "done", 2, None), ("b", "done", 1, None))
     return r
+
+
+# ---- a claim run twice by its client's retry (takeover.checker.unknown_claims) ----------------------------------
+def _retried_claim(db: str, *, unknown: str = "early", lost: bool = True) -> Run:
+    """On a run's own Redis server (config ``db`` = ``redis``): w3 dies inside a claim at t=0 (dead at 0.01).
+    At t=10 the server's answer to w1's claim is lost and its client sends the claim again: the first run took
+    a (registered at 9) and the retry b, which the call returns. A probe at 10.5 sees a running at generation
+    1, which no claim returned; once that lease ran out, w2 takes a at generation 2. ``unknown="late"``: w3's
+    claim is still in flight then (killed at 10.2). ``unknown="paused"``: w3's claim ended ``info`` at 1 while
+    the server was frozen from 0.5 to 9.5, so it ran when the server did."""
+    r = Run(config={"db": db})
+    r.register("c")
+    r.spawn(1, "w1")
+    r.spawn(2, "w2")
+    r.spawn(3, "w3")
+    if unknown == "paused":
+        r.rec(0.5, 0, "invoke", "db_pause", value="9")
+        r.claim(3, 0.6, None, status="info", done=1)
+        r.rec(9.5, 0, "ok", "db_pause", value="9")
+    else:
+        r.claim(3, 0 if unknown == "early" else 9.8, None, status="open")
+        r.kill(3, 0.005 if unknown == "early" else 10.2, phase="claiming")
+    r.work(2, 1, "c", 1)
+    r.register("a", "b", t=9)
+    r.rec(10, 1, "invoke", "claim", worker="w1", now=10, lease=5.0)
+    if lost:
+        r.rec(10.001, 0, "invoke", "db_lost_reply", worker="w1", target=1)
+        r.rec(10.005, 0, "ok", "db_lost_reply", worker="w1", target=1, value="40")
+    r.rec(10.01, 1, "ok", "claim", task="b", gen=1, lease_until=15, now=10)
+    r.probe(10.5, ("a", "running", 1, 15), ("b", "running", 1, 15), ("c", "done", 1, None))
+    r.action(1, 11, "b", 1)
+    r.finish(1, 12, "b", 1)
+    r.work(2, 16, "a", 2)
+    r.snap(("a", "done", 2, None), ("b", "done", 1, None), ("c", "done", 1, None))
+    return r
+
+
+@case("generation_monotonic", "state_matches_history")
+def retried_claim_orphans_a_generation() -> Run:
+    """The only unknown claim had ended (its process dead) seven seconds before a was registered: nothing but
+    w1's claim can have taken generation 1 of a, and that call answered b. Found both by the gap (a's claims
+    give 2 after 0) and by the probe (a at 1, above every claim)."""
+    return _retried_claim("redis")
+
+
+@case()
+def retried_claim_on_a_database_without_known_ends() -> Run:
+    """The same history on a database where a dead client's statement may still commit later (PostgreSQL, a
+    user's server behind a network): w3's claim may have taken a, so nothing is proved (Jepsen's ``info``)."""
+    return _retried_claim("postgres")
+
+
+@case()
+def unknown_claim_alive_explains_the_gap_on_redis() -> Run:
+    """On Redis, w3's claim was still in flight when a was taken (killed at 10.2): it may have taken a, so the
+    same gap and probe are explained, the lost reply notwithstanding."""
+    return _retried_claim("redis", unknown="late")
+
+
+@case()
+def unknown_claim_held_by_a_frozen_server_explains_the_gap() -> Run:
+    """w3's claim ended ``info`` at t=1, while the server was frozen (``db_pause`` 0.5-9.5): its bytes ran when
+    the server did, after a was registered, so it may have taken a."""
+    return _retried_claim("redis", unknown="paused")
