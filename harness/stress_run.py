@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-import os
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -45,14 +43,6 @@ if TYPE_CHECKING:
 
 
 Options = argparse.Namespace | Mapping[str, Any]
-
-# Ctrl-C while the checker runs must keep the run and say how to check it. A test that presses it
-# on a line printed just before the check races the check: on a loaded machine the test reads the
-# line late and the check is over first. With this variable set (to seconds; no user sets a
-# TAKEOVER_TEST_ name by accident) the command says so on stderr and waits that long where the
-# check starts, so the test's Ctrl-C lands there every time.
-HOLD_BEFORE_CHECK_ENV = "TAKEOVER_TEST_HOLD_BEFORE_CHECK"
-
 
 def _namespace(options: Options) -> argparse.Namespace:
     if isinstance(options, argparse.Namespace):
@@ -199,7 +189,6 @@ def _check(run_dir: Path, gate: tuple[bool, float | None], out: TextIO,
             print(f"takeover stress: the checker failed to import ({type(exc).__name__}: {exc})", file=err)
         print("(takeover.checker is not installed: the run was recorded but not checked)", file=out)
         return ExitCode.VALID, None
-    _hold_before_check(err)
     try:
         checked = check_and_report(run_dir, fail_on_duplicates=gate[0], max_duplicates_per_1000=gate[1], out=out,
                                    confirm=True)  # fmt: skip
@@ -210,12 +199,3 @@ def _check(run_dir: Path, gate: tuple[bool, float | None], out: TextIO,
               f"re-check later with: takeover check {run_dir}", file=err)  # fmt: skip
         return ExitCode.INCONCLUSIVE, None
     return checked.exit_code, checked
-
-
-def _hold_before_check(err: TextIO) -> None:
-    """The test hook described at ``HOLD_BEFORE_CHECK_ENV``; nothing at all when it is not set."""
-    seconds = os.environ.get(HOLD_BEFORE_CHECK_ENV)
-    if seconds:
-        print(f"takeover stress: holding {seconds}s before the check ({HOLD_BEFORE_CHECK_ENV} is set)",
-              file=err, flush=True)  # fmt: skip
-        time.sleep(float(seconds))

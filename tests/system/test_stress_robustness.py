@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from takeover.options import FAULT_KINDS
-from takeover.stress_run import HOLD_BEFORE_CHECK_ENV
+from tests.helpers.hold_before_check import HOLD_LINE
 from tests.helpers.processes import (
     REPO,
     child_env,
@@ -301,18 +301,18 @@ def test_a_paused_worker_killed_by_someone_else_has_no_pause_end(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_during_the_check_keeps_the_run_and_says_how_to_check_it(tmp_path):
-    """Ctrl-C where the check starts. The command holds there (HOLD_BEFORE_CHECK_ENV) far longer than
-    this test waits, so only the Ctrl-C can end it in time, and it cannot land after the check. Few tasks:
-    the drain before the check is only a wait here."""
+    """Ctrl-C where the check starts. The command holds there (tests.helpers.hold_before_check) far longer
+    than this test waits, so only the Ctrl-C can end it in time, and it cannot land after the check. Few
+    tasks: the drain before the check is only a wait here."""
     run_dir = tmp_path / "run"
-    env = child_env() | {HOLD_BEFORE_CHECK_ENV: "600"}
-    proc = subprocess.Popen([sys.executable, "-m", "takeover", "stress", "--profile", "smoke", "--duration", "1",
-                             "--tasks", "20", "--out", str(run_dir)], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.hold_before_check", "600", "stress", "--profile",
+                             "smoke", "--duration", "1", "--tasks", "20", "--out", str(run_dir)], cwd=REPO,
+                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
     held = []
     try:
         for line in proc.stderr:  # progress lines, then the hold's own line
-            if HOLD_BEFORE_CHECK_ENV in line:
+            if HOLD_LINE in line:
                 held.append(line)
                 os.killpg(proc.pid, signal.SIGINT)
                 break
