@@ -5,8 +5,9 @@ own test suite, and wants a result to assert on rather than a process to parse. 
 library code the command line runs, so a test and ``takeover ...`` in a shell give the same verdict:
 
 - :func:`stress` runs the library's stress run (:func:`takeover.stress_run.run_stress`, what ``takeover
-  stress`` runs) in a child process, which hands back the RunResult it built in memory. The child is
-  for interrupt safety, not the way to the core: a run installs signal handlers,
+  stress`` runs): its checks in this process (:func:`~takeover.stress_run.checked`), each once, then the
+  run in a child process, which hands back the RunResult it built in memory. The child is for interrupt
+  safety, not the way to the core: a run installs signal handlers,
   spawns worker processes that import the queue by name, and must be reaped whatever happens to its
   caller: in a session of its own the run is out of reach of the caller's terminal; when the caller
   is interrupted (Ctrl-C, or pytest-timeout's exception) the run gets a terminal's Ctrl-C (the clean
@@ -48,6 +49,7 @@ from takeover.run_result import RunResult
 
 if TYPE_CHECKING:
     from takeover.config import RunConfig
+    from takeover.db import Host
     from takeover.explorer.core import ExploreResult
     from takeover.options import RunOption
     from takeover.scenario_replay import ReplayedScenario
@@ -214,25 +216,24 @@ def stress(queue: QueueLike, **options: Any) -> RunResult:
     Returns the checked run; raises :class:`UsageError` on bad input (nothing is started) and re-raises
     an interrupt or a test timeout once every process of the run is gone.
     """
-    from takeover import db, store
     from takeover.options import db_given
-    from takeover.stress_run import check_queue, resolve
+    from takeover.stress_run import checked, resolve
 
     args = stress_values(queue, **options)
     cfg = resolve(args)  # every value checked before anything starts
-    store.check_out(args.out)
-    # The run's database is served here, for the run's child too: a private server is started once (the
-    # child finds it in its environment, takeover.db.SERVER_ENV) and is gone when this returns.
-    with db.serve(db_given(args), keep=args.keep_db):
-        check_queue(args.queue)  # the contract, before any folder exists
-        run = {"db": db_given(args), "keep_db": args.keep_db, "reconcile": args.reconcile,
-               "fail_on_duplicates": args.fail_on_duplicates, "max_duplicates_per_1000": args.max_duplicates_per_1000}
-        return _stress_child(args.queue, cfg, run, args.out)
+    # Everything else the run refuses is refused here too, in this process, before the run's child exists; the
+    # child checks nothing again. The database is served here, for the child too: a private server is started
+    # once (the child is handed its host, takeover.db.attached) and is gone when this returns.
+    with checked(cfg, database=db_given(args), out=args.out, keep_db=args.keep_db, reconcile=args.reconcile) as host:
+        run = {"reconcile": args.reconcile, "fail_on_duplicates": args.fail_on_duplicates,
+               "max_duplicates_per_1000": args.max_duplicates_per_1000}
+        return _stress_child(args.queue, cfg, host, run, args.out)
 
 
-def _stress_child(spec: str, cfg: RunConfig, run: dict[str, Any], out: str | None) -> RunResult:
-    """The library's stress run (takeover.stress_run.run_stress) in a child process (see the module's
-    docstring); the child hands back the RunResult it built in memory, through a file of this process'."""
+def _stress_child(spec: str, cfg: RunConfig, host: Host, run: dict[str, Any], out: str | None) -> RunResult:
+    """The library's stress run (takeover.stress_run.run_checked) in a child process (see the module's
+    docstring). A file of this process' hands the child the database host and hands back the RunResult it
+    built in memory."""
     from takeover import store
 
     run_dir = store.create(out).absolute()
@@ -241,9 +242,10 @@ def _stress_child(spec: str, cfg: RunConfig, run: dict[str, Any], out: str | Non
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, [env.get("PYTHONPATH")])])
     request = json.dumps({"config": cfg.to_dict(), "out": str(run_dir), **run})
-    fd, handed = tempfile.mkstemp(prefix="takeover-result-")
+    fd, handed = tempfile.mkstemp(prefix="takeover-result-")  # this user's alone: the host holds a password
     os.close(fd)
     try:
+        Path(handed).write_bytes(pickle.dumps(host))
         code, stdout, stderr = _run_child([handed, request], env, run_dir)
         if code == 2:
             lines = [line for line in stderr.splitlines() if line.startswith("takeover: error: ")]
@@ -270,21 +272,26 @@ def _run_child(argv: list[str], env: dict[str, str], run_dir: Path) -> tuple[int
 
 def _child_main(argv: list[str]) -> int:
     """The run's process: die with the caller (a caller that is killed cannot stop its run), then the
-    library's stress run, printing as ``takeover stress`` does; its RunResult goes to the file the caller
-    named. Bad input is one line and exit 2, as on the command line."""
+    library's stress run on the host its caller served and checked, printing as ``takeover stress`` does;
+    its RunResult goes to the file the caller named. Bad input is one line and exit 2, as on the command line."""
+    from takeover import db
     from takeover.config import RunConfig
     from takeover.lifeline import die_with_parent
     from takeover.locate import locate
-    from takeover.stress_run import run_stress
+    from takeover.stress_run import run_checked
 
     die_with_parent(int(argv[0]))
     handed, request = Path(argv[1]), json.loads(argv[2])
+    host = pickle.loads(handed.read_bytes())  # our own caller's, from its own file
+    handed.write_bytes(b"")  # from here on, empty until the result: a run that dies leaves no result
 
     def body() -> int:
         cfg = RunConfig.from_dict(request.pop("config"))
         where = locate(cfg.queue, cfg.profile)  # as a fresh process finds the queue: the reproduce line's
         cfg = dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath)
-        result = run_stress(cfg, database=request.pop("db"), console=sys.stdout, progress=sys.stderr, **request)
+        with db.attached(host):
+            result = run_checked(cfg, host, Path(request.pop("out")), console=sys.stdout, progress=sys.stderr,
+                                 **request)  # fmt: skip
         handed.write_bytes(pickle.dumps(result))
         return result.exit_code
 

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from takeover.summary_types import Summary
 
 POLL = 0.25  # seconds between looks at the child (and at whether it is still wanted)
+# ``takeover ARGV...`` as a child that dies with its caller (takeover.lifeline): argv[1] is the caller's pid.
+_TAKEOVER = ("import sys; from takeover.lifeline import die_with_parent; die_with_parent(int(sys.argv[1])); "
+             "from takeover.cli import main; sys.exit(main(sys.argv[2:]))")
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,14 @@ def stop(proc: subprocess.Popen[Any], how: Stop, session: bool = False) -> None:
         _sweep(how.run_dir)
 
 
+def takeover_argv(args: list[str]) -> list[str]:
+    """The command line of ``takeover ARGS...`` run as a child of this process that dies with it: a caller that
+    is SIGKILLed cannot stop its run, so the kernel does (``PR_SET_PDEATHSIG``, takeover.lifeline), and the
+    run's own workers and servers die with the run. Popen it from the thread that waits for it: the kernel
+    counts the thread that started a child as its parent."""
+    return [sys.executable, "-c", _TAKEOVER, str(os.getpid()), *args]
+
+
 def reap_tree(pid: int) -> None:
     """Kill a process and everything it started (workers, service), then wait for them."""
     _kill(_tree(pid))
@@ -176,11 +187,12 @@ def stress_in_child(queue: str, seed: int, profile: str, out: Path, extra: tuple
 
     A subprocess rather than the coordinator in this process, so a planted queue that hangs or
     crashes cannot take the selftest (or the detection bench, which shares this) down with it;
-    interrupted, the run and everything it started are reaped before the interrupt goes on.
+    interrupted, the run and everything it started are reaped before the interrupt goes on; and should the
+    caller be killed outright, the run dies with it (:func:`takeover_argv`).
     A run that wrote no summary raises UsageError with the last line it printed on stderr.
     """
-    cmd = [sys.executable, "-m", "takeover", "stress", "--profile", profile, "--queue", queue,
-           "--seed", str(seed), "--out", str(out), *extra]
+    cmd = takeover_argv(["stress", "--profile", profile, "--queue", queue, "--seed", str(seed), "--out", str(out),
+                         *extra])
     started = time.monotonic()
     run = ChildRun(cmd, Stop(), stdout=subprocess.DEVNULL)
     run.wait(timeout=600)

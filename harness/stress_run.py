@@ -9,8 +9,9 @@ work is here, where every feature reaches it without importing a command:
 - :func:`resolve`: options -> a validated :class:`RunConfig`; :func:`check_queue`: the contract, first;
 - :func:`coordinator_for` / :func:`run_once`: the runner (takeover.run) with the workload's worker
   (takeover.workloads), composed here and nowhere else; what hunt, soak, sweep (and so tune) and mutate run;
-- :func:`run_stress`: the whole of ``takeover stress``: database served, queue checked, folder made, the
-  run, the check and reports, returned as a :class:`~takeover.run_result.RunResult` built in memory.
+- :func:`run_stress`: the whole of ``takeover stress``: database served, queue checked (:func:`checked`),
+  then folder made, the run, the check and reports (:func:`run_checked`), returned as a
+  :class:`~takeover.run_result.RunResult` built in memory.
 
 ``resolve`` takes the options by their dest (``task_time_mean``), as an ``argparse.Namespace`` from a
 parser built by :func:`takeover.options.add_run_options` or as a plain mapping; an option that is absent
@@ -20,9 +21,10 @@ or None keeps the profile's value.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -116,6 +118,23 @@ def run_once(cfg: RunConfig, run_dir: Path, *, database: str | None = None,
 
 
 # -- takeover stress ---------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def checked(cfg: RunConfig, *, database: str | None = None, out: str | None = None, keep_db: bool = False,
+            reconcile: bool = False) -> Iterator[db.Host]:
+    """Everything a stress run of ``cfg`` refuses, each once, before anything starts: the run folder
+    (``out``), ``reconcile`` beside a private Redis server, the database (``database``: the ``--db`` value
+    as given, ``cfg.db`` when None; served inside, its host yielded) and the queue's contract on it. Raises
+    :class:`UsageError`; creates no folder. The API runs this in the caller's process, its child the rest
+    (:func:`run_checked`), so the user hears a bad input before any process of the run exists."""
+    store.check_out(out)
+    if reconcile and cfg.db == db.REDIS:
+        raise UsageError("--reconcile with --db redis: the run's tasks are on the run's own server, which is gone "
+                         "when the run is; give --db a redis://HOST:PORT/N URL of your own server to reconcile")
+    with db.serve(database or cfg.db, keep=keep_db) as host:
+        check_queue(cfg.queue)
+        yield host
+
+
 def run_stress(cfg: RunConfig, *, database: str | None = None, out: str | None = None, keep_db: bool = False,
                reconcile: bool = False, fail_on_duplicates: bool = False,
                max_duplicates_per_1000: float | None = None, console: TextIO | None = None,
@@ -126,20 +145,24 @@ def run_stress(cfg: RunConfig, *, database: str | None = None, out: str | None =
     ``out`` is the run folder (default ``runs/<timestamp>``). ``console`` gets what the command prints
     on stdout (the header, the run's own summary, the verdict), ``progress`` the live progress and the
     notes of an interrupted run (the command's stderr); None prints nothing there. The duplicate
-    options are the checker's gate. Raises :class:`UsageError` before anything starts; a Ctrl-C is the
-    result's exit code 130, once what was recorded is kept (and checked, when the run had ended).
+    options are the checker's gate. Raises :class:`UsageError` before anything starts (:func:`checked`); a
+    Ctrl-C is the result's exit code 130, once what was recorded is kept (and checked, when the run had ended).
     """
-    store.check_out(out)
-    if reconcile and cfg.db == db.REDIS:
-        raise UsageError("--reconcile with --db redis: the run's tasks are on the run's own server, which is gone "
-                         "when the run is; give --db a redis://HOST:PORT/N URL of your own server to reconcile")
-    with db.serve(database or cfg.db, keep=keep_db) as host:
-        check_queue(cfg.queue)
-        run_dir = store.create(out)
-        with host.database(run_dir) as url:
-            return _stress(dataclasses.replace(cfg, out=str(run_dir)), run_dir, url, reconcile=reconcile,
-                           gate=(fail_on_duplicates, max_duplicates_per_1000), console=console,
-                           progress=progress)  # fmt: skip
+    with checked(cfg, database=database, out=out, keep_db=keep_db, reconcile=reconcile) as host:
+        return run_checked(cfg, host, store.create(out), reconcile=reconcile, fail_on_duplicates=fail_on_duplicates,
+                           max_duplicates_per_1000=max_duplicates_per_1000, console=console, progress=progress)
+
+
+def run_checked(cfg: RunConfig, host: db.Host, run_dir: Path, *, reconcile: bool = False,
+                fail_on_duplicates: bool = False, max_duplicates_per_1000: float | None = None,
+                console: TextIO | None = None, progress: TextIO | None = None) -> RunResult:
+    """:func:`run_stress` after :func:`checked` passed: the run into ``run_dir`` (made already) on a fresh
+    database of ``host``, checked. Checks nothing again: the API's child runs this, its caller having
+    checked everything (and made the folder) in its own process."""
+    with host.database(run_dir) as url:
+        return _stress(dataclasses.replace(cfg, out=str(run_dir)), run_dir, url, reconcile=reconcile,
+                       gate=(fail_on_duplicates, max_duplicates_per_1000), console=console,
+                       progress=progress)  # fmt: skip
 
 
 def _stress(cfg: RunConfig, run_dir: Path, database: str, *, reconcile: bool, gate: tuple[bool, float | None],

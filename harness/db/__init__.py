@@ -370,6 +370,21 @@ def _serving(host: PostgresHost | RedisHost) -> Iterator[Host]:
 
 
 @contextlib.contextmanager
+def attached(host: Host) -> Iterator[Host]:
+    """``host``, served and checked by a parent process (the API's run, takeover.api), the current one
+    inside this child: nothing is checked or started again; its server stays the parent's."""
+    if isinstance(host, PostgresHost | RedisHost):
+        with _serving(host):
+            yield host
+        return
+    _active.append(host)
+    try:
+        yield host
+    finally:
+        _active.pop()
+
+
+@contextlib.contextmanager
 def _serve_redis(value: str, keep: bool) -> Iterator[Host]:
     """``--db redis``: a private server (or the parent command's, from REDIS_SERVER_ENV); a URL: the user's
     server, whose database must be empty now (one line, exit 2, nothing touched otherwise)."""

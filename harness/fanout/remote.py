@@ -20,20 +20,16 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from takeover.child_run import ChildRun, Stop
+from takeover.child_run import ChildRun, Stop, takeover_argv
 
 TOPIC = "takeover-fanout"
 STOP_GRACE = 2.0  # seconds a cancelled run gets to stop its own tree (SIGTERM) before it is killed
-# Runs the child as `takeover ARGV...`, dying with this process (takeover.lifeline): argv[1] is our pid.
-_CHILD = ("import sys; from takeover.lifeline import die_with_parent; die_with_parent(int(sys.argv[1])); "
-          "from takeover.cli import main; sys.exit(main(sys.argv[2:]))")
 WANTED = ("executing", "long-running")
 _ACTIVE: set[str] = set()  # the task keys whose run is under way in this worker, until their scratch is gone
 
@@ -109,7 +105,7 @@ def run_remote(argv: list[str], pythonpath: list[str]) -> dict[str, Any]:
         if paths:
             env["PYTHONPATH"] = os.pathsep.join(paths)
         with open(scratch / "stderr.txt", "w+") as err:
-            run = ChildRun([sys.executable, "-c", _CHILD, str(os.getpid()), *argv, "--out", str(out)],
+            run = ChildRun(takeover_argv([*argv, "--out", str(out)]),
                            Stop(signal.SIGTERM, STOP_GRACE), cwd=scratch, env=env, stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
             cancelled = run.wait(wanted=lambda: _wanted(worker, key))

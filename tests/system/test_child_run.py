@@ -9,6 +9,7 @@ carrying its run folder (takeover.lifeline) for a child of its own session. Real
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from takeover.child_run import ChildRun, Stop
 from takeover.lifeline import RUN_ENV
+from tests.helpers.processes import child_env
 
 # A run that ignores SIGTERM and SIGINT and starts a grandchild that does too; it prints the grandchild's pid.
 STUBBORN = """
@@ -99,3 +101,64 @@ def test_a_run_of_its_own_session_is_swept_by_its_run_folder(tmp_path: Path, sta
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_run_in_a_child_dies_with_its_caller_when_the_caller_is_sigkilled(tmp_path: Path, started):
+    """stress_in_child (the selftest's and the detection bench's runs): its caller SIGKILLed cannot stop the
+    run, so the kernel kills it at once (takeover.lifeline), and its workers die with the run: no process of
+    it is left. Watched from a subreaper, which inherits the orphaned run and so sees how it ended: killed by
+    SIGKILL, not ended later on its own (without the guard it ran on until its next write to the caller's
+    closed pipe failed, and exited)."""
+    run_dir = tmp_path / "run"
+    watch = subprocess.run([sys.executable, "-c", SUBREAPER, str(run_dir)], env=child_env(), capture_output=True,
+                           text=True, timeout=180)  # fmt: skip
+    for line in watch.stdout.splitlines():
+        if line.startswith("pid "):
+            started.append(int(line.split()[1]))
+    assert watch.returncode == 0, watch.stdout + watch.stderr[-3000:]
+    ended = json.loads(watch.stdout.splitlines()[-1])
+    assert ended["run"] == -signal.SIGKILL, ended
+    assert ended["left"] == [], ended
+
+
+# A caller of stress_in_child: one long run of the reference queue.
+CALLER = """
+import sys
+from pathlib import Path
+from takeover.child_run import stress_in_child
+stress_in_child("takeover.queues.sqlite_lease:SQLiteLeaseQueue", 1, "smoke", Path(sys.argv[1]), ("--duration", "120"))
+"""
+
+# A subreaper (PR_SET_CHILD_SUBREAPER): starts the caller, SIGKILLs it once the run is under way, then reaps
+# the orphaned run and its workers itself; prints the run's wait status (negative: the signal that ended it)
+# and any pid still unreaped after 30 s.
+SUBREAPER = """
+import ctypes, json, os, signal, subprocess, sys, time
+from pathlib import Path
+import psutil
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+run_dir = Path(sys.argv[1])
+caller = subprocess.Popen([sys.executable, "-c", CALLER, str(run_dir)])
+deadline = time.monotonic() + 60
+while not (run_dir / "history.jsonl").exists() and time.monotonic() < deadline:
+    time.sleep(0.1)
+time.sleep(1)
+tree = psutil.Process(caller.pid).children(recursive=True)
+run = psutil.Process(caller.pid).children()[0].pid
+for p in tree:
+    print("pid", p.pid, flush=True)
+os.kill(caller.pid, signal.SIGKILL)
+caller.wait()
+statuses, deadline = {}, time.monotonic() + 30
+while time.monotonic() < deadline and len(statuses) < len(tree):
+    try:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        break
+    if pid == 0:
+        time.sleep(0.05)
+        continue
+    statuses[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+left = [p.pid for p in tree if p.pid not in statuses and psutil.pid_exists(p.pid)]
+print(json.dumps({"run": statuses.get(run), "left": left}))
+""".replace("CALLER", repr(CALLER))
