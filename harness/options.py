@@ -455,6 +455,19 @@ def add_run_options(parser: argparse.ArgumentParser, command: Command, profiles:
         add_option(parser, o, text)
 
 
+def add_stress_options(parser: argparse.ArgumentParser, command: Command, profiles: Sequence[str] = (),
+                       profile_values: Mapping[str, Any] | None = None) -> None:
+    """Every option of ``takeover stress`` (:data:`STRESS_OPTIONS`, in its order): the run options, the
+    database, then the flags of the stress command itself. ``takeover soak`` builds its parser with this
+    too (``command="soak"``); it checks each segment as it ran, so ``--reconcile`` is kept there only to be
+    refused with a reason."""
+    add_run_options(parser, command, profiles, profile_values)
+    add_db_options(parser)
+    add_option(parser, NO_FAULTS_OPTION)
+    add_option(parser, RECONCILE_OPTION, None if command == "stress" else argparse.SUPPRESS)
+    add_duplicate_gate(parser)
+
+
 def default_words(o: RunOption, profile_value: Any) -> str:
     """What ``--help`` says of an option's default: the profile's value, named as the profile's (an option
     overrides its profile: ``--profile smoke`` changes the default), or the option's own default. Empty

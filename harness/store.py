@@ -126,6 +126,15 @@ def check_out(out: str | None) -> None:
         raise UsageError(f"cannot create --out {str(target)!r}: {str(parent)!r} is not writable")
 
 
+def fresh_out(out: str | None, kind: str) -> Path:
+    """The folder of a command of many runs (``kind``: sweep, tune): ``--out``, else ``runs/KIND-<timestamp>``.
+    Raises UsageError when it exists and is not an empty folder; creates nothing."""
+    path = Path(out) if out else Path(DEFAULT_BASE) / time.strftime(f"{kind}-%Y%m%d-%H%M%S")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"--out {str(path)!r} exists and is not an empty folder")
+    return path
+
+
 def _can_create_in(folder: Path) -> bool:
     """Permission bits lie (root, read-only mounts, /proc): try a throw-away folder and remove it."""
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -27,9 +27,8 @@ from collections import Counter
 from pathlib import Path
 
 from takeover import db, store
-from takeover.commands.scenarios import positive_seconds
 from takeover.exit_codes import ExitCode
-from takeover.options import QUEUE_FORMS, add_db_options, add_issue_option, db_given, shell_line
+from takeover.options import QUEUE_FORMS, add_db_options, add_issue_option, db_given, positive_seconds, shell_line
 from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, check_saved, replay_run
 from takeover.replay.issue import ISSUE_FILE, write_issue
 from takeover.replay.output import report_json, write_outputs

@@ -40,7 +40,8 @@ DEFAULT_ARRIVAL = 10.0  # tasks per second when the profile has none: a soak mus
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from takeover.commands import stress
+    from takeover.config import profile_defaults, profile_names
+    from takeover.options import add_stress_options
 
     parser.add_argument("--minutes", type=float,
                         help=f"length of the soak in minutes, its segments back to back (default ${MINUTES_ENV} "
@@ -55,7 +56,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-replay", action="store_true", help="do not replay the banked seeds first")
     parser.add_argument("--keep", choices=("failed", "all"), default="failed",
                         help="which checked segments keep their history, queue and ledger (default failed)")
-    stress.configure(parser, "soak")  # the options soak refuses (NOT_FOR_SOAK) are there, hidden
+    # the options soak refuses (NOT_FOR_SOAK) are there, hidden
+    add_stress_options(parser, "soak", profile_names(), profile_defaults())
     parser.set_defaults(profile="stress")
     from takeover.options import add_fanout_options
 

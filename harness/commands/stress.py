@@ -13,33 +13,16 @@ import sys
 
 from takeover.config import profile_defaults, profile_names
 from takeover.exit_codes import ExitCode
-from takeover.options import (
-    NO_FAULTS_OPTION,
-    RECONCILE_OPTION,
-    Command,
-    add_db_options,
-    add_duplicate_gate,
-    add_option,
-    add_run_options,
-    db_given,
-)
+from takeover.options import add_stress_options, db_given
 from takeover.stress_run import resolve, run_stress
 
 HELP = "run workers, a fault injector and an external service against a queue; record and check"
 
 
-def configure(parser: argparse.ArgumentParser, command: Command = "stress") -> None:
-    """Every option of the command (takeover.options.STRESS_OPTIONS, in its order): the run options, the
-    database, then the flags of the stress command itself.
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Every option of the command (takeover.options.add_stress_options)."""
+    add_stress_options(parser, "stress", profile_names(), profile_defaults())
 
-    ``takeover soak`` builds its parser with this too (``command="soak"``); it checks each segment
-    as it ran, so ``--reconcile`` is kept there only to be refused with a reason.
-    """
-    add_run_options(parser, command, profile_names(), profile_defaults())
-    add_db_options(parser)
-    add_option(parser, NO_FAULTS_OPTION)
-    add_option(parser, RECONCILE_OPTION, None if command == "stress" else argparse.SUPPRESS)
-    add_duplicate_gate(parser)
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Parse, then the library's one stress run (takeover.stress_run.run_stress), printing as it goes."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,15 +97,6 @@ def build_grid(args: argparse.Namespace) -> Grid:
     return grid
 
 
-def _out_dir(out: str | None) -> Path:
-    from takeover.errors import UsageError
-
-    path = Path(out) if out else Path(store.DEFAULT_BASE) / time.strftime("sweep-%Y%m%d-%H%M%S")
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UsageError(f"--out {str(path)!r} exists and is not an empty folder")
-    return path
-
-
 def _heartbeat_note(grid: Grid, queue: str) -> str:
     from takeover.contract import has_extension, open_queue
 
@@ -131,7 +121,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     check_cluster(args.cluster, db=db_given(args))
     grid = build_grid(args)
-    out = _out_dir(args.out)
+    out = store.fresh_out(args.out, "sweep")
     from takeover.sweep.runner import shard_of
 
     runs = grid.runs()

@@ -137,7 +137,6 @@ def _pause_summary(args: argparse.Namespace) -> dict[str, float] | None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from takeover import store
-    from takeover.commands.sweep import _out_dir
     from takeover.config import check_network
     from takeover.contract import reference_queue
     from takeover.fanout.launch import check_cluster
@@ -152,7 +151,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     times = load_task_times(args.task_times)
     path, column = split_spec(args.task_times)
     spec = str(path.absolute()) + (f":{column}" if column else "")
-    out = _out_dir(args.out or str(Path(store.DEFAULT_BASE) / time.strftime("tune-%Y%m%d-%H%M%S")))
+    out = store.fresh_out(args.out, "tune")
     queue = args.queue or reference_queue(database)
     with db.serve(database, keep=args.keep_db):
         check_queue(queue)
