@@ -325,8 +325,8 @@ def scenarios(queue: QueueLike | None = None, file: str | os.PathLike[str] | Non
     :class:`UsageError` for a queue that cannot be loaded and a malformed file.
     """
     from takeover import db as databases
-    from takeover.commands.scenarios import print_transcript
     from takeover.contract import reference_queue
+    from takeover.reports.transcript import print_transcript
     from takeover.scenario_file import load_scenario_file
     from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, LANGS, results_to_json, run_scenarios
 

@@ -18,8 +18,8 @@ import pytest
 
 from takeover.cli import build_parser
 from takeover.commands.replay import stress_line
-from takeover.commands.scenarios import WORDS, header_line
 from takeover.replay.core import ReplayReport
+from takeover.reports.transcript import WORDS, header_line
 
 # Commands whose --queue takes only a Python class: mutate rewrites its source, init-ci imports it in CI.
 PYTHON_ONLY = {"mutate", "init-ci"}
