@@ -140,7 +140,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detection-jobs", type=int, default=2, metavar="J",
                         help=f"detection runs at once (default 2, one per core; at most {WORKERS_PER_CORE} per core, "
                         "as --workers)")
-    from takeover.commands.selftest import NETWORK_DURATION
+    from takeover.selftest.runs import NETWORK_DURATION
 
     parser.add_argument("--detection-hosts", type=int, default=0, metavar="N",
                         help="with detection: also the network era's planted bugs on PostgreSQL with N hosts, "
@@ -515,7 +515,7 @@ def _detection_network(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
     """The network era's planted bugs (takeover.queues.planted_network) with ``--detection-hosts`` hosts, one
     run at a time (each makes its own network and server); with ``--quick`` one bug, one seed, 3 s."""
     from takeover.benchmarks import detection
-    from takeover.commands.selftest import NETWORK_DURATION  # each caught in 9 of 10 runs this long
+    from takeover.selftest.runs import NETWORK_DURATION  # each caught in 9 of 10 runs this long
 
     bugs, seeds, seconds = (["AdvisoryLockLease"], 1, 3.0) if quick else (None, args.detection_seeds, NETWORK_DURATION)
     print(f"takeover bench: measuring the network era's detection ({seeds} seed(s) x {seconds:g} s per planted bug, "

@@ -45,7 +45,9 @@ def merge(dirs: list[Path], out: Path) -> ExitCode:
     if command == "soak":
         return _merge_soak(shards, out)
     if command == "selftest":
-        return _merge_selftest(shards, out)
+        from takeover.selftest.merge import merge_selftest
+
+        return merge_selftest(shards, out)
     if command == "tune":
         return _merge_tune(shards, out)
     if command == "bench --detection":
@@ -117,39 +119,6 @@ def _merge_tune(shards: list[dict[str, Any]], out: Path) -> ExitCode:
     if data["violations"]:
         return ExitCode.VIOLATED
     return ExitCode.VALID if data["resolved"] else ExitCode.INCONCLUSIVE
-
-
-def _merge_selftest(shards: list[dict[str, Any]], out: Path) -> ExitCode:
-    """The planted bugs in the unsharded order, the reference seeds in order, every run folder copied; the
-    verdict from them all (:func:`takeover.commands.selftest.passed`)."""
-    import shutil
-
-    from takeover.commands.selftest import RESULT_FILE, conclude, passed, ref_line, row_line
-
-    place = {name: i for i, name in enumerate(shards[0]["order"])}
-    results, refs = [], []
-    out.mkdir(parents=True, exist_ok=True)
-    for s in shards:
-        path = s["dir"] / RESULT_FILE
-        if not path.is_file():
-            raise UsageError(f"merge: {s['dir']} has no {RESULT_FILE} (the shard did not finish)")
-        doc = store.read_json_object(path, "a selftest shard's result", keys={"planted": list, "reference": list})
-        for run in sorted(p for p in s["dir"].iterdir() if p.is_dir()):
-            shutil.copytree(run, out / run.name)
-        for row in doc["planted"]:
-            results.append({**row, **({"run_dir": str(out / Path(row["run_dir"]).name)} if "run_dir" in row else {})})
-        refs += doc["reference"]
-    results.sort(key=lambda r: place[r["queue"]])
-    refs.sort(key=lambda r: r["seed"])
-    merged = {"ok": passed(results, refs), "profile": shards[0]["meta"]["profile"],
-              "duration": shards[0]["meta"]["duration"], "planted": results, "reference": refs, "runs": str(out),
-              "shards": len(shards)}  # fmt: skip
-    store.write_json(out / RESULT_FILE, merged)
-    print(f"takeover merge: {len(shards)} shard(s) of a selftest, {len(results)} planted bug(s) and {len(refs)} "
-          f"reference seed(s) -> {out}")  # fmt: skip
-    for line in [*map(row_line, results), *map(ref_line, refs)]:
-        print(line)
-    return conclude(merged, as_json=False)
 
 
 def _merge_soak(shards: list[dict[str, Any]], out: Path) -> ExitCode:

@@ -126,9 +126,9 @@ def _plain_run(*, reregister: bool) -> Run:
 def test_a_run_that_never_reached_a_planted_bugs_cells_fails_the_selftest(tmp_path: Path) -> None:
     """RegisterReplaces needs a known task registered again: a run without one reached none of its cells,
     so the selftest's row for it says NEVER REACHED and fails, even though the bug was (say) caught."""
-    from takeover.commands.selftest import passed, row_line, unreached_cells
     from takeover.queues.planted import NEEDS_CELLS
     from takeover.reports.coverage import needs_lines
+    from takeover.selftest.verdict import passed, row_line, unreached_cells
 
     _model(_plain_run(reregister=False), tmp_path / "plain")
     summary = json.loads((tmp_path / "plain" / "summary.json").read_text())

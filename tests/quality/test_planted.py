@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from takeover.checker import INVARIANTS
-from takeover.commands.selftest import QUICK
 from takeover.contract import REFERENCE_QUEUE, open_queue
 from takeover.history import HistoryWriter
 from takeover.pipeline import check_and_report
 from takeover.queues.planted import NEEDS_FAULT, PLANTED
 from takeover.run.registration import register_tasks
+from takeover.selftest.runs import QUICK
 from takeover.store import HISTORY_FILE, VIOLATIONS_CSV
 
 LEASE = 1.0

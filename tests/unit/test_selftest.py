@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from takeover.commands.selftest import _first_violation, _profile_and_duration, configure
+from takeover.commands.selftest import configure
+from takeover.selftest.runs import profile_and_duration
+from takeover.selftest.verdict import first_violation
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -30,7 +32,7 @@ def _args(*argv: str) -> argparse.Namespace:
     ],
 )
 def test_profile_and_duration_of_every_run(argv: tuple[str, ...], expected: tuple[str, float | None]) -> None:
-    assert _profile_and_duration(_args(*argv)) == expected
+    assert profile_and_duration(_args(*argv)) == expected
 
 
 def test_the_first_violation_is_the_violating_operation_not_the_earlier_one_it_names() -> None:
@@ -45,6 +47,6 @@ def test_the_first_violation_is_the_violating_operation_not_the_earlier_one_it_n
         "single_finish": {"valid": False, "examples": [{"task": "t1", "finished_at": [2.1, 13.7]}]},
         "lease_exclusive": {"valid": True, "examples": [{"granted_now": 0.5}]},
     }}
-    assert _first_violation(summary, ("no_reclaim_after_terminal", "generation_monotonic", "single_finish",
+    assert first_violation(summary, ("no_reclaim_after_terminal", "generation_monotonic", "single_finish",
                                       "lease_exclusive")) == 13.6
-    assert _first_violation(summary, ("single_finish",)) == 13.7
+    assert first_violation(summary, ("single_finish",)) == 13.7
