@@ -263,7 +263,7 @@ def bench_tables(bench: dict[str, Any] | None) -> str:
                                                else "") + ".\n"]
     results = bench.get("results", [])
     if results:
-        from takeover.commands.bench import load_text, row_verdict, spread_text
+        from takeover.benchmarks.targets import load_text, row_verdict, spread_text
 
         out += ["## Overhead: takeover against bare SQLite\n",
                 "Each value is the median of its rounds' ratios (subject and baseline in alternating turns); the "

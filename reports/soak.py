@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from takeover.reports.resources import figure
-from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD, RESOURCES_FILE, RESOURCES_PNG
+from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD, RESOURCES_FILE, RESOURCES_PNG, SOAK_FILE
 
 
 def write(root: Path, soak: dict[str, Any], resources: list[dict[str, float | str]]) -> list[str]:
@@ -132,3 +132,18 @@ def junit(soak: dict[str, Any]) -> bytes:
     ET.indent(suite)
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="utf-8") + b"\n"
 
+
+def say(root: Path, soak: dict[str, Any]) -> None:
+    """The soak's closing lines, from its ``soak.json`` (``takeover merge`` ends a soak's shards with them)."""
+    t = soak.get("totals", {})
+    print(f"soak {soak.get('verdict', '?').upper()} ({soak.get('status')}): {t.get('segments', 0)} checkpoints, "
+          f"{t.get('replays', 0)} replays, {t.get('finished', 0)} tasks finished, {t.get('violations', 0)} "
+          f"violations, {t.get('duplicate_tasks', 0)} task(s) with duplicates")  # fmt: skip
+    for w in soak.get("resources", {}).get("warnings", []):
+        print(f"  warning: {w}")
+    if soak.get("skipped_replays"):
+        print(f"  {len(soak['skipped_replays'])} banked seed(s) of other queues not replayed (see {SOAK_FILE})")
+    for b in soak.get("banked", []):
+        print(f"  banked seed {b['seed']} ({b['segment']}) in {b['bank']}")
+    print(f"reports: {root}/{REPORT_HTML}, {root}/{JUNIT_XML}, {root}/{SOAK_FILE}, "
+          f"{root}/{RESOURCES_FILE}")

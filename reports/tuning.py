@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,16 @@ def write_tuning_report(out: Path, data: dict[str, Any]) -> list[str]:
     (out / TUNE_MD).write_text(render_markdown(data))
     (out / TUNE_HTML).write_text(render_html(data, fig_frontier(data)))
     return [TUNE_MD, TUNE_HTML]
+
+
+def say(data: dict[str, Any]) -> None:
+    """The recommendation on stdout; a violation (no recommendation) and a failed scale check on stderr
+    (``takeover merge`` ends a tuning's shards with these lines too)."""
+    stream = sys.stderr if data["violations"] else sys.stdout
+    for line in headline(data):
+        print(("!!! " if data["violations"] else "") + line, file=stream)
+    sl = scale_line(data)
+    if sl:
+        print(sl if data["scale_check"]["agrees"] else f"warning: {sl}",
+              file=sys.stdout if data["scale_check"]["agrees"] else sys.stderr)
+    print(f"{data['runs']} runs, {data['tasks']} tasks, {data['elapsed_s']:g} s; reproduce with: {data['command']}")

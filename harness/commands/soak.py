@@ -20,7 +20,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from takeover import db
 from takeover.config import RunConfig
@@ -159,6 +159,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 def _run(args: argparse.Namespace, base: RunConfig, pinned: tuple[str, ...], minutes: float, bank: Path,
          replay_from: tuple[Path, ...], launcher: Launcher | None = None) -> ExitCode:
     from takeover import store
+    from takeover.reports.soak import say
     from takeover.soak.display import SoakDisplay
     from takeover.soak.driver import Soak, SoakOptions
 
@@ -197,23 +198,7 @@ def _run(args: argparse.Namespace, base: RunConfig, pinned: tuple[str, ...], min
         from takeover.soak.merge import write_soak_shard
 
         write_soak_shard(root, args.shard, soak)
-    report(root, soak)
+    say(root, soak)
     return code
 
 
-def report(root: Path, soak: dict[str, Any]) -> None:
-    """The soak's closing lines, from its ``soak.json`` (``takeover merge`` ends a soak's shards with them)."""
-    from takeover import store
-
-    t = soak.get("totals", {})
-    print(f"soak {soak.get('verdict', '?').upper()} ({soak.get('status')}): {t.get('segments', 0)} checkpoints, "
-          f"{t.get('replays', 0)} replays, {t.get('finished', 0)} tasks finished, {t.get('violations', 0)} "
-          f"violations, {t.get('duplicate_tasks', 0)} task(s) with duplicates")  # fmt: skip
-    for w in soak.get("resources", {}).get("warnings", []):
-        print(f"  warning: {w}")
-    if soak.get("skipped_replays"):
-        print(f"  {len(soak['skipped_replays'])} banked seed(s) of other queues not replayed (see {store.SOAK_FILE})")
-    for b in soak.get("banked", []):
-        print(f"  banked seed {b['seed']} ({b['segment']}) in {b['bank']}")
-    print(f"reports: {root}/{store.REPORT_HTML}, {root}/{store.JUNIT_XML}, {root}/{store.SOAK_FILE}, "
-          f"{root}/{store.RESOURCES_FILE}")

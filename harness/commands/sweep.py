@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from takeover import store
 from takeover.exit_codes import ExitCode
@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 def _run(grid: Grid, out: Path, runs: list[tuple[Cell, int]], queue: str, launcher: Launcher,
          shard: tuple[int, int] | None = None) -> ExitCode:
     from takeover.fanout.launch import announce, write_record
+    from takeover.sweep.conclude import conclude
     from takeover.sweep.runner import run_sweep
 
     note = _heartbeat_note(grid, queue)
@@ -168,31 +169,9 @@ def _run(grid: Grid, out: Path, runs: list[tuple[Cell, int]], queue: str, launch
         from takeover.fanout.merge import write_shard
 
         write_shard(out, "sweep", shard, [f"{c.cell_id}-s{seed}" for c, seed in grid.runs()], meta)
-    code = report(out, meta, result.rows, result.violations)
+    code = conclude(out, meta, result.rows, result.violations)
     if code != ExitCode.VALID:
         return code
     return fanout_outcome("sweep", result.cluster_lost, result.lost) or ExitCode.VALID
 
 
-def report(out: Path, meta: dict[str, Any], rows: list[dict[str, Any]], violations: list[dict[str, Any]]) -> ExitCode:
-    """The recommendation from the rows, sweep.md and sweep.html, the table on stdout; the sweep's exit code.
-    ``takeover merge`` ends a sweep's shards with this too."""
-    from takeover.sweep.recommend import recommend
-    from takeover.sweep.report import recommendation_markdown, write_sweep_report
-
-    rec = recommend(rows, float(meta["target"]))
-    written = write_sweep_report(out, meta, rec, violations)
-    print(f"wrote {', '.join([store.SWEEP_CSV, *written])} in {out}")
-    if violations:
-        print(f"INVARIANTS VIOLATED in {len(violations)} run(s): "
-              + "; ".join(f"{v['cell']} seed {v['seed']} ({v['violated']})" for v in violations[:5]),
-              file=sys.stderr)
-    if rec is not None:
-        # The table on stdout, its warnings once, on stderr (sweep.md holds both).
-        print("\n".join(recommendation_markdown(meta, rec)).rstrip())
-        for line in rec.warnings:
-            print(f"warning: {line}", file=sys.stderr)
-    if meta["interrupted"]:
-        print("takeover sweep: interrupted; finished cells are kept and reported", file=sys.stderr)
-        return ExitCode.INTERRUPTED
-    return ExitCode.VIOLATED if violations else ExitCode.VALID

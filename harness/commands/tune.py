@@ -169,7 +169,7 @@ def _tune(args: argparse.Namespace, queue: str, database: str, spec: str, times:
     from takeover import store
     from takeover.config import location_prefix
     from takeover.fanout.launch import announce, fanout_outcome, write_record
-    from takeover.reports.tuning import write_tuning_report
+    from takeover.reports.tuning import say, write_tuning_report
     from takeover.tune.driver import run_tuning
     from takeover.tune.plan import Failures, Plan, default_scale, measure_call_latency, measure_stall
     from takeover.tune.result import tuning_json
@@ -240,16 +240,3 @@ def _tune_shard(plan: Any, out: Path, shard: tuple[int, int], command: str, laun
     return lost or (ExitCode.VALID if tuning.stopped == "done" else ExitCode.INCONCLUSIVE)
 
 
-def say(data: dict[str, Any]) -> None:
-    """The recommendation on stdout; a violation (no recommendation) and a failed scale check on stderr
-    (``takeover merge`` ends a tuning's shards with these lines too)."""
-    from takeover.reports.tuning import headline, scale_line
-
-    stream = sys.stderr if data["violations"] else sys.stdout
-    for line in headline(data):
-        print(("!!! " if data["violations"] else "") + line, file=stream)
-    sl = scale_line(data)
-    if sl:
-        print(sl if data["scale_check"]["agrees"] else f"warning: {sl}",
-              file=sys.stdout if data["scale_check"]["agrees"] else sys.stderr)
-    print(f"{data['runs']} runs, {data['tasks']} tasks, {data['elapsed_s']:g} s; reproduce with: {data['command']}")

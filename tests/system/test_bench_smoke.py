@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from takeover.commands.bench import MEASURE, TARGETS
+from takeover.benchmarks.sources import MEASURE
+from takeover.benchmarks.targets import TARGETS
 from tests.helpers.processes import takeover
 
 

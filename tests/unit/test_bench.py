@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from takeover.benchmarks.targets import TARGETS
 from takeover.benchmarks.workers4 import steady_rate
-from takeover.commands.bench import TARGETS
 
 NAMES = ["queue_vs_raw", "workers4_vs_queue4", "workers4_vs_queue4_service", "history_overhead", "full_vs_normal",
          "bridge_vs_native", "check_1m_vs_read", "check_1m_peak_rss_mb"]
@@ -127,7 +127,7 @@ def test_detection_gain_is_aimed_against_random():
 
 def test_detection_table_shows_every_bug_with_pass_or_miss(capsys):
     from takeover.benchmarks.detection import table
-    from takeover.commands.bench import print_detection
+    from takeover.benchmarks.detection_table import print_detection
 
     fig = _fig()
     text = table(fig)
@@ -202,7 +202,7 @@ def test_a_bench_run_keeps_what_it_did_not_measure_from_the_earlier_file(tmp_pat
     the other targets' rows; what it measured replaces the earlier figures, by name."""
     import json
 
-    from takeover.commands.bench import keep_earlier
+    from takeover.benchmarks.bench_file import keep_earlier
 
     out = tmp_path / "bench.json"
     out.write_text(json.dumps({

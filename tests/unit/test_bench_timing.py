@@ -11,8 +11,8 @@ import json
 import pytest
 
 from takeover.benchmarks.suite_log import parse
+from takeover.benchmarks.targets import TARGETS, evaluate, quieter
 from takeover.benchmarks.timing import MISS, NOISY, PASS, Spread, Timed, Turns, quartiles, verdict
-from takeover.commands.bench import TARGETS, evaluate, quieter
 from takeover.errors import UsageError
 
 
