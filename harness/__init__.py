@@ -1,4 +1,4 @@
-"""takeover: a stress harness for lease-based task queues on SQLite.
+"""takeover: a stress harness for lease-based task queues on SQLite, PostgreSQL and Redis, or behind exec:COMMAND.
 
 The Python API (see :mod:`takeover.api`)::
 
