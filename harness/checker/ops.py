@@ -246,5 +246,28 @@ def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray,
     # Text stays object: pandas 3 would otherwise infer its arrow-backed string dtype, whose
     # conversions and comparisons cost more than the whole pairing. copy=False: the columns
     # above are fresh arrays, owned by nobody else.
-    cols = {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in out.items()}
+    cols = {k: pd.Series(_shared_if_missing(v), dtype=object, copy=False) if v.dtype == object
+            else _shared_if_missing(v) for k, v in out.items()}
     return pd.DataFrame(cols, copy=False)
+
+
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3  # always on from pandas 3 (pandas 2.1+ is declared)
+
+
+def _shared_if_missing(values: np.ndarray) -> np.ndarray:
+    """``values``, or, when every one is missing (None or NaN), one missing value seen through a
+    read-only view of stride 0.
+
+    Why: each kind leaves columns of the common set empty (a claim has no ``outcome``, a register no
+    ``gen``, nobody but a fault a ``target``): on the 1M-event check_1m history, 28 columns of
+    120k+ Nones and NaNs, 28 MB held through the whole check. Read-only is safe under copy-on-write
+    (pandas 3: a write copies first); before pandas 3 the array is kept as it is."""
+    if not _COPY_ON_WRITE or len(values) < 2:
+        return values
+    if values.dtype == object:
+        if not pd.isna(values[0]) or pd.notna(values).any():
+            return values
+        return np.broadcast_to(np.array(None, dtype=object), values.shape)
+    if values.dtype.kind != "f" or not np.isnan(values[0]) or not np.isnan(values).all():
+        return values
+    return np.broadcast_to(np.array(np.nan, dtype=values.dtype), values.shape)
