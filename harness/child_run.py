@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from takeover.summary_types import Summary
 
 POLL = 0.25  # seconds between looks at the child (and at whether it is still wanted)
+_LIVE: set[ChildRun] = set()  # every run of this process still being waited for (stop_all)
+_LIVE_LOCK = threading.Lock()
 # ``takeover ARGV...`` as a child that dies with its caller (takeover.lifeline): argv[1] is the caller's pid.
 _TAKEOVER = ("import sys; from takeover.lifeline import die_with_parent; die_with_parent(int(sys.argv[1])); "
              "from takeover.cli import main; sys.exit(main(sys.argv[2:]))")
@@ -66,6 +68,8 @@ class ChildRun:
                       for stream, sink, key in streams if stream is not None]  # fmt: skip
         for t in self._tees:
             t.start()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
 
     def wait(self, timeout: float | None = None, wanted: Callable[[], bool] | None = None) -> bool:
         """Wait for the run to end; its exit code is then :attr:`returncode`. Stopped (:func:`stop`) as soon as
@@ -86,9 +90,17 @@ class ChildRun:
         except BaseException:
             stop(self.proc, self.how, self.session)
             raise
+        finally:
+            if self.proc.returncode is not None:
+                with _LIVE_LOCK:
+                    _LIVE.discard(self)
         for t in self._tees:
             t.join(timeout=5)
         return False
+
+    def stop(self) -> None:
+        """Stop the run now, as its :class:`Stop` says (:func:`stop`); its :meth:`wait` then returns."""
+        stop(self.proc, self.how, self.session)
 
     @property
     def returncode(self) -> int | None:
@@ -141,9 +153,14 @@ def takeover_argv(args: list[str]) -> list[str]:
     return [sys.executable, "-c", _TAKEOVER, str(os.getpid()), *args]
 
 
-def reap_tree(pid: int) -> None:
-    """Kill a process and everything it started (workers, service), then wait for them."""
-    _kill(_tree(pid))
+def stop_all() -> None:
+    """Stop every run of this process still being waited for, each as its :class:`Stop` says: for a caller
+    whose runs are waited for in other threads (the detection bench's pool), which an interrupt of the main
+    thread does not reach."""
+    with _LIVE_LOCK:
+        runs = list(_LIVE)
+    for run in runs:
+        run.stop()
 
 
 def _tree(pid: int, root: bool = True) -> list[psutil.Process]:

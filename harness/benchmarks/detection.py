@@ -60,8 +60,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from takeover.benchmarks.detection_table import TARGET_CAUGHT_FRACTION, TARGET_MEDIAN_FIRST_S, fmt_s, table
 from takeover.errors import UsageError, under_error_contract
 from takeover.exit_codes import ExitCode
@@ -346,7 +344,9 @@ def make_runs(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float 
             # Ctrl-C (or a failed run): no new run starts, and every run still going is killed with
             # everything it started, before the threads waiting on them are joined.
             pool.shutdown(wait=False, cancel_futures=True)
-            kill_children()
+            from takeover.child_run import stop_all
+
+            stop_all()  # each run with everything it started (takeover.child_run)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -466,14 +466,6 @@ def _progress_line(name: str, r: dict[str, Any]) -> str:
     aimed = " ".join(f"{k} {v['hit']}/{v['hit'] + v['missed']}" for k, v in r["aimed"].items())
     return (f"{name:<24} {r['mode']:<6} seed {r['seed']}: {'caught' if r['caught'] else 'missed'}, "
             f"first violation {when}, run {r['wall_s']:.1f} s" + (f"; aimed hits {aimed}" if aimed else ""))
-
-
-def kill_children() -> None:
-    """Kill every process this process started (the stress runs, their workers and services)."""
-    from takeover.child_run import reap_tree
-
-    for child in psutil.Process().children():
-        reap_tree(child.pid)
 
 
 def main(argv: list[str] | None = None) -> ExitCode:

@@ -13,13 +13,14 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from takeover.child_run import ChildRun, Stop
+from takeover.child_run import ChildRun, Stop, stop_all
 from takeover.lifeline import RUN_ENV
 from tests.helpers.processes import child_env
 
@@ -124,6 +125,7 @@ def test_a_run_in_a_child_dies_with_its_caller_when_the_caller_is_sigkilled(tmp_
 # A caller of stress_in_child: one long run of the reference queue.
 CALLER = """
 import sys
+import threading
 from pathlib import Path
 from takeover.child_run import stress_in_child
 stress_in_child("takeover.queues.sqlite_lease:SQLiteLeaseQueue", 1, "smoke", Path(sys.argv[1]), ("--duration", "120"))
@@ -162,3 +164,21 @@ while time.monotonic() < deadline and len(statuses) < len(tree):
 left = [p.pid for p in tree if p.pid not in statuses and psutil.pid_exists(p.pid)]
 print(json.dumps({"run": statuses.get(run), "left": left}))
 """.replace("CALLER", repr(CALLER))
+
+
+def test_stop_all_stops_the_runs_other_threads_wait_for(started):
+    """The detection bench waits for its runs in a thread pool, which an interrupt of the main thread does not
+    reach: stop_all stops each run still waited for, with its tree, and each wait returns."""
+    runs = [ChildRun([sys.executable, "-c", STUBBORN.replace("NEW", "False")], Stop(signal.SIGTERM, 0.5))
+            for _ in range(2)]  # fmt: skip
+    pids = [pid for run in runs for pid in _pids(run)]
+    started += pids
+    waits = [threading.Thread(target=run.wait) for run in runs]
+    for t in waits:
+        t.start()
+    stop_all()
+    for t in waits:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in waits), "a wait did not return"
+    assert _gone(pids)
+    assert [run.returncode for run in runs] == [-signal.SIGKILL] * 2
