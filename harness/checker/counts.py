@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from takeover.checker import network
 from takeover.checker.duplicate_causes import has_clock_faults
 from takeover.checker.facts import Facts
 from takeover.checker.ops import AIMED_FAULTS
@@ -259,6 +260,9 @@ def warnings(fx: Facts, cov: Coverage, dup: Duplicates) -> list[str]:
     jump_rate = fx.config.get("clock_jump_rate")
     if clock is not None and isinstance(jump_rate, int | float) and jump_rate > 0 and not clock["jumps"]:
         out.append(f"clock jumps were requested (rate {jump_rate}) but no worker's clock jumped")
+    lost_claims = network.lost_reply_coverage(fx)
+    if lost_claims:
+        out.append(lost_claims)
     if cov["pauses"]["total"] and not cov["pauses"]["past_lease"]:
         out.append("no pause outlasted its lease: stale finishes were not exercised")
     out.extend(fx.run.notes)

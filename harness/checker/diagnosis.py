@@ -343,22 +343,9 @@ def _lost_answer_between(fx: Facts, lo: Any, hi: Any) -> np.ndarray:
     had a claim in flight) after ``lo`` and before ``hi`` (NaN ``lo``: any time before). Its client ran the
     claim again, and the call answered: a claim that is not safe to run twice took a generation there that no
     claim returned."""
-    ends = _lost_claim_answers(fx)
+    ends = network.lost_claim_answers(fx)
     lo, hi = np.nan_to_num(np.asarray(lo, dtype="float64"), nan=-np.inf), np.asarray(hi, dtype="float64")
     return np.array([any(a < t < b for t in ends) for a, b in zip(lo, hi, strict=True)], dtype=bool)
-
-
-def _lost_claim_answers(fx: Facts) -> list[float]:
-    """When each lost answer of the server fell inside a claim of the worker it hit (kept on ``fx``)."""
-    cached = fx.__dict__.get("_lost_claim_answers")
-    if cached is None:
-        c = fx.ops.claims
-        t_inv, t_comp = c["t_inv"].to_numpy(dtype="float64"), c["t_comp"].fillna(np.inf).to_numpy(dtype="float64")
-        process = c["process"].to_numpy(dtype="float64")
-        cached = [e for _, e, _, target in network._windows(fx, network.DB_LOST_REPLY)
-                  if ((process == target) & (t_inv <= e) & (e <= t_comp)).any()]
-        fx.__dict__["_lost_claim_answers"] = cached
-    return cached
 
 
 def _across_db_restart(fx: Facts, lo: Any, hi: Any) -> tuple[np.ndarray, list[float | None]]:

@@ -214,6 +214,45 @@ def violation_cause(fx: Facts, row: dict[str, Any]) -> str:
     return "power_loss" if row.get("pattern") == "power_loss" else ""
 
 
+def lost_claim_answers(fx: Facts, *, took_task: bool = False) -> list[float]:
+    """When each lost answer of the server (``db_lost_reply``) fell inside a claim call of the worker it hit;
+    ``took_task``: only those inside a claim that answered a task (the claims whose resend can take a second
+    one). Kept on ``fx``."""
+    cache: dict[bool, list[float]] = fx.__dict__.setdefault("_lost_claim_answers", {})
+    if took_task not in cache:
+        c = fx.ops.claims
+        if took_task:
+            c = c[(c["status"] == "ok").to_numpy(dtype=bool) & c["task"].notna().to_numpy(dtype=bool)]
+        t_inv, t_comp = c["t_inv"].to_numpy(dtype="float64"), c["t_comp"].fillna(np.inf).to_numpy(dtype="float64")
+        process = c["process"].to_numpy(dtype="float64")
+        cache[took_task] = [e for e, target in _lost_answers(fx)
+                            if ((process == target) & (t_inv <= e) & (e <= t_comp)).any()]
+    return cache[took_task]
+
+
+def _lost_answers(fx: Facts) -> list[tuple[float, float]]:
+    """(when, the worker process it hit) of each answer the relay lost: the ``ok`` ends of ``db_lost_reply`` (an
+    ``info`` end is an arm that met no answer)."""
+    f = fx.ops.faults
+    ok = f[(f["f"] == DB_LOST_REPLY).to_numpy(dtype=bool) & (f["status"] == "ok").to_numpy(dtype=bool)]
+    return list(zip(ok["t_comp"].to_numpy(dtype="float64").tolist(), ok["target"].to_numpy(dtype="float64").tolist(),
+                    strict=True))
+
+
+def lost_reply_coverage(fx: Facts) -> str | None:
+    """A warning when ``--db-lost-reply-rate`` was asked for and no lost answer fell inside a claim that took a
+    task: the run then never tried whether a claim resent after a lost reply runs twice (a queue that would
+    take a second task passes it), and a VALID verdict says nothing about it. None otherwise."""
+    rate = fx.config.get("db_lost_reply_rate")
+    if not isinstance(rate, int | float) or rate <= 0 or lost_claim_answers(fx, took_task=True):
+        return None
+    lost = len(_lost_answers(fx))
+    in_claims = len(lost_claim_answers(fx))
+    return (f"--db-lost-reply-rate {rate:g}: none of the server's {lost} lost answer(s) fell in a claim that took a "
+            f"task ({in_claims} in claims that took none), so whether a claim resent after a lost reply runs "
+            "twice was not tested")
+
+
 def finish_reply_lost(fx: Facts, task: Any, gens: list[Any]) -> bool:
     """A finish of ``task`` (its name, or its code) at one of ``gens`` was refused or failed while the server's
     answer to its holder was lost (``db_lost_reply``): the first run of the finish counted, and the client's

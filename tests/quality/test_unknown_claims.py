@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -62,3 +63,25 @@ def test_the_matching_gives_each_unknown_claim_to_one_generation_and_serves_the_
     got = unexplained(fx, np.array([10, 9]) + t0, np.array([16, 11]) + t0, np.array([1, 1]))
     assert got.tolist() == [1, 0]
     assert unexplained(fx, np.array([9.0]) + t0, np.array([11.0]) + t0, np.array([2])).tolist() == [1]
+
+
+@pytest.mark.parametrize("in_claim", [True, False])
+def test_a_run_whose_lost_answers_never_hit_a_claim_that_took_a_task_says_it_did_not_test_that(
+        tmp_path: Path, in_claim: bool) -> None:  # fmt: skip
+    """--db-lost-reply-rate asked, and every answer lost was a finish's: a queue whose claim is not safe to run
+    twice passes such a run, so its summary says what was not tried."""
+    r = _retried_claim("redis", lost=in_claim)
+    if not in_claim:  # the answer to w1's finish of b is lost instead, inside that call (records in time order)
+        at = 1 + next(i for i, rec in enumerate(r.records)
+                      if (rec["f"], rec["type"], rec.get("task")) == ("finish", "invoke", "b"))  # fmt: skip
+        r.rec(12.002, 0, "invoke", "db_lost_reply", worker="w1", target=1)
+        r.rec(12.005, 0, "ok", "db_lost_reply", worker="w1", target=1, value="4")
+        r.records[at:at] = r.records[-2:]
+        del r.records[-2:]
+    folder = r.write(tmp_path / "run", config={"db_lost_reply_rate": 1.0})
+    check_and_report(folder, out=io.StringIO(), reports=False)
+    warnings = json.loads((folder / "summary.json").read_text())["warnings"]
+    said = [w for w in warnings if w.startswith("--db-lost-reply-rate")]
+    assert said == ([] if in_claim else [
+        "--db-lost-reply-rate 1: none of the server's 1 lost answer(s) fell in a claim that took a task (0 in claims "
+        "that took none), so whether a claim resent after a lost reply runs twice was not tested"])
