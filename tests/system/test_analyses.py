@@ -90,7 +90,10 @@ def test_every_committed_finding_is_on_a_page_and_every_row_has_its_file():
 
 
 # The database of each library whose adapter is a bridge (`exec:`), whose hello alone says which it takes.
-EXEC_DATABASES = {"bullmq": "redis", "bee-queue": "redis", "arq": "redis"}
+EXEC_DATABASES = {"bullmq": "redis", "bee-queue": "redis", "arq": "redis", "graphile-worker": "postgres",
+                  "pg-boss": "postgres"}
+# The system package that serves each database (tests/helpers/system_packages.py names them).
+SERVER_PACKAGE = {"redis": "redis-server", "postgres": "postgresql"}
 # Findings whose replay takes long: the BullMQ and Bee-Queue adapters let real time pass for the library's
 # clock (0.1 s per scenario second: docs/analyses/bullmq.md), and these files' last steps are at t=175 and
 # t=70. Each library's other finding is its smoke test in the gate; these run in the nightly tier.
@@ -111,7 +114,8 @@ def test_finding_departs_where_its_page_says(page: str, file: str, step: int, in
     library = page.removesuffix(".md")
     if queue.startswith("exec:node "):  # a Node library, pinned in adapters/js/package-lock.json
         adapter = Path(queue.split()[1]).name
-        why = system_packages.why_not("nodejs", "npm", "redis-server") or system_packages.node_too_old(adapter)[0]
+        server = SERVER_PACKAGE[EXEC_DATABASES[library]]
+        why = system_packages.why_not("nodejs", "npm", server) or system_packages.node_too_old(adapter)[0]
         if why:
             _unavailable(why)
     elif queue.startswith("exec:.venv-arq/"):  # arq, in its own environment (make arq): skips or fails in CI
