@@ -93,6 +93,7 @@ def test_a_report_on_redis_names_redis_and_its_command_serves_it():
     assert "takeover starts a private Redis server for it" in report
 
 
+@pytest.mark.slow
 def test_scenarios_file_issue_writes_the_report_of_a_committed_finding(tmp_path):
     """`takeover scenarios --file FILE --issue REPORT`: the report made from a scenario file alone (how the reports
     beside docs/analyses' findings are made), after the transcript; --issue without --file is bad input."""
@@ -110,6 +111,7 @@ def test_scenarios_file_issue_writes_the_report_of_a_committed_finding(tmp_path)
     assert not (tmp_path / "other.md").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.needs_package("nodejs", "npm", "redis-server")
 @pytest.mark.needs_node_for("beequeue.js")
 def test_a_report_of_a_node_library_names_it_and_its_version_from_the_hello():
