@@ -5,8 +5,9 @@ SQLite namesake does (the same defect, the same steps), or, where the scenarios 
 finds it on seed 1 by the namesake's invariant; the Redis idioms (a ``SET NX PX`` lock as the lease, a
 reaper on the worker's clock) depart in the scenarios' takeovers. The claim built from separate commands
 (NonAtomicClaim) shows only when two claims meet, in stress runs: the selftest's (``takeover selftest --db
-redis``; its quick form here, every bug in the nightly run). RetriedClaim needs a lost reply:
-tests/system/test_redis_queue.py shows it with a proxy that drops one.
+redis``; its quick form here, every bug in the nightly run). RetriedClaim needs a lost reply inside a claim:
+the selftest runs it with ``--db-lost-reply-rate 3`` (planted_redis.STRESS_ARGS), and
+tests/system/test_redis_queue.py shows the double claim with a proxy that drops one answer.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _departures(queue: str) -> list[str]:
 
 
 def test_the_tables_name_every_planted_class_and_the_carried_ones_keep_their_namesakes_entries() -> None:
-    assert set(planted_redis.PLANTED) == set(CARRIED) | {"LockAsLease", "ClientClockReaper"}
+    assert set(planted_redis.PLANTED) == set(CARRIED) | {"LockAsLease", "ClientClockReaper", "RetriedClaim"}
     assert len(CARRIED) == len(planted.PLANTED)
     assert all(planted_redis.PLANTED[n] == planted.PLANTED[n] for n in CARRIED)
     assert set(planted_redis.NEEDS_CELLS) == set(planted_redis.PLANTED)
@@ -107,3 +108,4 @@ def test_the_selftest_on_redis_catches_every_planted_bug(tmp_path: Path) -> None
     # the reaper on the worker's clock is run with the clock skew it needs, and only it
     for name, config in ((p.parent.name, json.loads(p.read_text())) for p in tmp_path.glob("*/config.json")):
         assert config["clock_skew_max"] == (0.5 if name.startswith("ClientClockReaper") else 0), name
+        assert config.get("db_lost_reply_rate", 0) == (3 if name.startswith("RetriedClaim") else 0), name
