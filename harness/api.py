@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from takeover.db import Host
     from takeover.explorer.core import ExploreResult
     from takeover.options import RunOption
-    from takeover.scenario_replay import ReplayedScenario
+    from takeover.scenario.results import ReplayedScenario
 
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
 QueueLike = str | type | Callable[[str], Any]
@@ -70,7 +70,7 @@ class ScenarioResult:
     """What replaying the scenarios concluded (every scenario of the spec, or of a file).
 
     ``ok`` when every step matches; ``exit_code`` is the command's (0 or 1). ``scenarios`` holds each
-    scenario's own result (``takeover.scenario_replay.ReplayedScenario``: its steps, what each returned);
+    scenario's own result (``takeover.scenario.results.ReplayedScenario``: its steps, what each returned);
     ``failures`` one plain line per departure; ``transcript`` what ``takeover scenarios`` prints;
     ``json`` what ``takeover scenarios --json`` prints.
     """
@@ -327,8 +327,9 @@ def scenarios(queue: QueueLike | None = None, file: str | os.PathLike[str] | Non
     from takeover import db as databases
     from takeover.contract import reference_queue
     from takeover.reports.transcript import print_transcript
-    from takeover.scenario_file import load_scenario_file
-    from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, LANGS, results_to_json, run_scenarios
+    from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT, LANGS
+    from takeover.scenario.file import load_scenario_file
+    from takeover.scenario.replay import results_to_json, run_scenarios
 
     if lang not in LANGS:
         raise UsageError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
@@ -362,7 +363,7 @@ def explore(queue: QueueLike | None = None, *, seed: int = 1, examples: int | No
     from takeover import db as databases
     from takeover.contract import reference_queue
     from takeover.explorer.core import DEFAULT_STEPS, explore_queue
-    from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT
+    from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT
 
     if examples is not None and seconds is not None:
         raise UsageError("give examples or seconds, not both")

@@ -66,7 +66,7 @@ def confirm_diagnosis(summary: Summary, step_timeout: float = CONFIRM_STEP_TIMEO
     if not entries or not isinstance(queue, str):
         return
     from takeover.replay.judge import judge
-    from takeover.scenario_replay import load_spec, run_scenarios
+    from takeover.scenario.replay import load_spec, run_scenarios
 
     try:
         spec = load_spec()

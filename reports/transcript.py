@@ -20,8 +20,9 @@ from rich.table import Table
 from rich.text import Text
 
 from takeover import db
-from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, ReplayedScenario, StepResult, load_spec
-from takeover.scenario_results import cut
+from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT
+from takeover.scenario.replay import load_spec
+from takeover.scenario.results import ReplayedScenario, StepResult, cut
 
 # Narrower than this, the eight-column table wraps every cell; two lines per step read better.
 TABLE_MIN_WIDTH = 120

@@ -28,7 +28,7 @@ from takeover.exit_codes import ExitCode
 from takeover.explorer.core import DEFAULT_EXAMPLES, DEFAULT_STEPS, ExploreResult, explore_queue
 from takeover.explorer.words import command, failure_lines, summary_line
 from takeover.options import add_explore_options, db_given
-from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT
+from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT
 from takeover.store import DEFAULT_BASE
 
 HELP = "try random sequences of queue calls in one process, judge every answer by the spec, shrink a departure"

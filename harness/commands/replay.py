@@ -32,7 +32,7 @@ from takeover.options import QUEUE_FORMS, add_db_options, add_issue_option, db_g
 from takeover.replay.core import DEFAULT_REPEAT, ReplayReport, TaskReplay, check_saved, replay_run
 from takeover.replay.issue import ISSUE_FILE, write_issue
 from takeover.replay.output import report_json, write_outputs
-from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT
+from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT
 
 HELP = "replay a run's violating tasks in one process, shrink them, write scenarios that fail until the queue is fixed"
 

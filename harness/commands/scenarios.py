@@ -25,8 +25,9 @@ from takeover.exit_codes import ExitCode
 from takeover.options import QUEUE_FORMS, add_db_options, add_issue_option, db_given, positive_seconds
 from takeover.replay.issue import ISSUE_FILE, write_issue
 from takeover.reports.transcript import print_transcript
-from takeover.scenario_file import load_scenario_file
-from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, LANGS, results_to_json, run_scenarios
+from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT, LANGS
+from takeover.scenario.file import load_scenario_file
+from takeover.scenario.replay import results_to_json, run_scenarios
 
 HELP = "replay the spec's five reference scenarios (S1-S5) against a queue and check every step"
 

@@ -39,10 +39,10 @@ from takeover.contract import has_extension, load_queue_factory
 from takeover.errors import UsageError
 from takeover.explorer.machine import Failure, Recorder, Setup, Step, machine_class
 from takeover.explorer.tasks import write_tasks
-from takeover.overlap import statement_counts
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
-from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, StepHung, check_step_timeout, live_queue
+from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT, StepHung, check_step_timeout, live_queue
+from takeover.scenario.overlap import statement_counts
 from takeover.scratch import scratch_dir
 
 DEFAULT_EXAMPLES = 200
@@ -229,7 +229,7 @@ def _no_local_constants() -> Iterator[None]:
 def _check_opens(queue_spec: str, factory: Any, lease: float, step_timeout: float) -> dict[str, int]:
     """Open the queue once before any example: one that cannot be built is bad input (ContractError,
     one line, exit 2), not a departure for Hypothesis to shrink. Then count the statements each of its
-    calls issues (where an overlap can pause it: :func:`takeover.overlap.statement_counts`). A call that
+    calls issues (where an overlap can pause it: :func:`takeover.scenario.overlap.statement_counts`). A call that
     does not return (the opening included) raises :class:`StepHung`: the queue does not answer."""
     with live_queue("explore-open", queue_spec, factory, lease, step_timeout) as live:
         live.open()
@@ -272,7 +272,7 @@ def project(failure: Failure, task: str) -> list[dict[str, Any]]:
     last = failure.steps[-1]
     keep = [s.spec["step"] == "exit_and_reopen" or s.task == task or s is last
             or (s.spec["step"] == "claim" and s.task is None) for s in failure.steps]
-    for i, s in enumerate(failure.steps):  # two calls at once stay together (takeover.overlap)
+    for i, s in enumerate(failure.steps):  # two calls at once stay together (takeover.scenario.overlap)
         if "pause_before_statement" in s.spec and any(keep[i:i + 3]):
             keep[i:i + 3] = [True] * len(keep[i:i + 3])
     return [{k: v for k, v in s.spec.items() if k != "task"} for s, kept in zip(failure.steps, keep,

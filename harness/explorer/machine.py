@@ -8,7 +8,7 @@ noise. Hypothesis generates the sequences, and when one departs from the spec it
 fewest steps, actors, tasks and smallest times that still depart, which is the sequence a person can
 read at a glance and the scenario file a fix is tested against.
 
-Why the scenario engine (:func:`takeover.scenario_replay.live_queue`) makes the calls: every call goes
+Why the scenario engine (:func:`takeover.scenario.engine.live_queue`) makes the calls: every call goes
 through the deadlined caller thread the scenarios use, on a fresh database of the command's host
 (SQLite file or PostgreSQL database), with the queue's own ``snapshot()`` read after every step, so
 what explore finds, ``takeover scenarios --file`` reruns as the same experiment.
@@ -53,7 +53,8 @@ from takeover.replay.model import (
     snapshot_departures,
     step_departures,
 )
-from takeover.scenario_replay import StepHung, StepResult, live_queue
+from takeover.scenario.engine import StepHung, live_queue
+from takeover.scenario.results import StepResult
 
 TICK = 1 / 1024  # the smallest step of the clock: "within a tick of the lease's end"
 PAST = (TICK, 1 / 8, 1 / 4, 3 / 8)  # how far past a lease's end a boundary time lands

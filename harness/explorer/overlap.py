@@ -1,5 +1,5 @@
 """Explore's step of two calls at once: one actor's call paused inside itself, before one of its own
-database statements, while another actor's call runs in the gap (the mechanics: :mod:`takeover.overlap`).
+database statements, while another actor's call runs in the gap (the mechanics: :mod:`takeover.scenario.overlap`).
 
 Why: the bugs a stress run finds only by luck (a claim that reads and writes in two transactions, a
 transaction that takes SQLite's write lock only at its first write) answer every one-call-after-another
@@ -38,9 +38,9 @@ from takeover.explorer.machine import (
     judge_call,
     snapshot_check,
 )
-from takeover.overlap import PAUSABLE, Overlap, run_overlap
 from takeover.replay.model import SPEC, TaskState
-from takeover.scenario_replay import StepResult
+from takeover.scenario.overlap import PAUSABLE, Overlap, run_overlap
+from takeover.scenario.results import StepResult
 
 if TYPE_CHECKING:
     from takeover.explorer.machine import ExploreMachine

@@ -26,7 +26,8 @@ from takeover.explorer.machine import Failure, Step, expected_words, judge_call,
 from takeover.replay.judge import Departure, Outcome, Replayer, ReplayHung
 from takeover.replay.model import TaskState, apply, claimable_tasks, expect, lease_of, returns
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
-from takeover.scenario_replay import ReplayedScenario, run_scenario
+from takeover.scenario.replay import run_scenario
+from takeover.scenario.results import ReplayedScenario
 
 Steps = list[dict[str, Any]]
 

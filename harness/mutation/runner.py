@@ -9,7 +9,7 @@ The stages, each run only when the ones before did not kill the mutant:
 
 1. **crash**: the module does not import, the queue cannot be opened, or every call the scenarios
    make raises. Such a mutant is killed, but by nothing takeover checks; it is counted apart.
-2. **scenarios**: the spec's five scenarios on the logical clock (:func:`takeover.scenario_replay.run_scenarios`).
+2. **scenarios**: the spec's five scenarios on the logical clock (:func:`takeover.scenario.replay.run_scenarios`).
 3. **explore**: random contract-call sequences checked against the spec's model (``takeover.explorer``).
 4. **stress**: one real stress run (profile ``stress``, ``--duration`` the stress seconds, the given
    seed), made in this process as ``takeover hunt`` makes its runs (the coordinator, then the checker),
@@ -224,7 +224,7 @@ class Runner:
 
     # -- the stages ------------------------------------------------------------------------------------
     def _scenarios(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str]:
-        from takeover.scenario_replay import run_scenarios
+        from takeover.scenario.replay import run_scenarios
 
         try:
             results = run_scenarios(spec, None, SCENARIO_STEP_TIMEOUT)

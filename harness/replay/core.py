@@ -26,7 +26,7 @@ from takeover.replay.calls import Call, TaskCalls, task_calls
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
 from takeover.replay.model import LEASE_EXCLUSIVE, NO_LOST_TASK, STATE_MATCHES
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
-from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT
+from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT
 
 DEFAULT_REPEAT = 10  # how often the shrunk scenario is replayed again to show it breaks every time
 
@@ -106,8 +106,8 @@ def check_saved(report: ReplayReport, path: Path, step_timeout: float = DEFAULT_
     file is a one-line UsageError, as ``takeover scenarios --file`` gives."""
     if not report.fixed or not path.is_file():
         return
-    from takeover.scenario_file import load_scenario_file
-    from takeover.scenario_replay import run_scenarios
+    from takeover.scenario.file import load_scenario_file
+    from takeover.scenario.replay import run_scenarios
 
     results = run_scenarios(report.queue, step_timeout=step_timeout, doc=load_scenario_file(path))
     report.saved = SavedScenarios(path, [r.id for r in results if r.ok],

@@ -35,8 +35,9 @@ from takeover import db, store
 from takeover.contract import load_queue_factory
 from takeover.replay.judge import judge
 from takeover.replay.model import SPEC
-from takeover.scenario_file import validate_scenarios
-from takeover.scenario_replay import ReplayedScenario, StepResult, run_scenarios
+from takeover.scenario.file import validate_scenarios
+from takeover.scenario.replay import run_scenarios
+from takeover.scenario.results import ReplayedScenario, StepResult
 from takeover.version import __version__
 
 ISSUE_FILE = "issue.md"  # beside the scenario file, without a path

@@ -1,6 +1,6 @@
 """Run a sequence of steps against a queue in this process and judge its answers by the spec's model.
 
-Why through the scenario engine (``takeover.scenario_replay.run_scenario``): the replay and the scenario
+Why through the scenario engine (``takeover.scenario.replay.run_scenario``): the replay and the scenario
 file it writes must be the same experiment. Both open a fresh SQLite file, make every call on one
 deadlined thread, and read the queue's own ``snapshot()`` after each step; a scenario that departs
 from the spec in the replay departs in ``takeover scenarios --file`` too.
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from takeover.contract import QueueFactory
-from takeover.overlap import group_at
 from takeover.replay.model import (
     LEASE_TOLERANCE,
     STATE_MATCHES,
@@ -31,8 +30,11 @@ from takeover.replay.model import (
     snapshot_departure,
     step_departures,
 )
-from takeover.scenario_replay import DEFAULT_STEP_TIMEOUT, ReplayedScenario, run_scenario
-from takeover.scenario_replay import StepResult as ScenarioStep
+from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT
+from takeover.scenario.overlap import group_at
+from takeover.scenario.replay import run_scenario
+from takeover.scenario.results import ReplayedScenario
+from takeover.scenario.results import StepResult as ScenarioStep
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def _answer(step: dict[str, Any], observed: dict[str, Any]) -> Any:
 
 def judge(result: ReplayedScenario, lease: float) -> Outcome:
     """Walk the replayed steps with the model, fed the queue's own answers. Two calls at once (a paused
-    step, the step in its gap, the resume: takeover.overlap) are read in the order that fits the model,
+    step, the step in its gap, the resume: takeover.scenario.overlap) are read in the order that fits the model,
     or when none does, in the one that went further (ties: the order they returned in)."""
     s = TaskState()
     read = _Read()

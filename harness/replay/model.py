@@ -136,7 +136,7 @@ def returns(kind: str, answer: Any) -> Any:
 def expected_steps(steps: list[dict[str, Any]], lease: float) -> list[dict[str, Any]]:
     """``steps`` with what a correct queue must answer and show after each: returns, state,
     generation, lease_until (and ledger_actions after an external action). Two calls at once (a step
-    with ``pause_before_statement``, the step in its gap, a ``resume``: takeover.overlap) each answer, the
+    with ``pause_before_statement``, the step in its gap, a ``resume``: takeover.scenario.overlap) each answer, the
     paused one first; the resume step shows the snapshot after both, and ``gap_first``: what the other
     order answers and shows, which a correct queue may take when the two calls were under way at once."""
     s = TaskState()

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from takeover.overlap import PAUSABLE
 from takeover.replay.judge import Outcome, Replayer
-from takeover.scenario_replay import TASK_ID
+from takeover.scenario.engine import TASK_ID
+from takeover.scenario.overlap import PAUSABLE
 
 Steps = list[dict[str, Any]]
 LEASES = (1, 2, 3, 4, 5, 10, 20, 30, 60, 100, 1000)  # the small integer leases tried, smallest first
@@ -208,7 +208,7 @@ def _greedy_times(replayer: Replayer, task: str, lease: int, steps: Steps,
 
 def whole_overlaps(steps: Steps) -> Steps:
     """The steps with a pause no gap call and resume follow made a plain call, and a resume no pause comes
-    before dropped: what the scenario engine did with them anyway (takeover.overlap.group_at), now written
+    before dropped: what the scenario engine did with them anyway (takeover.scenario.overlap.group_at), now written
     so the scenario file says it."""
     out: Steps = []
     for i, st in enumerate(steps):

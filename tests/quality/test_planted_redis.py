@@ -23,7 +23,7 @@ import pytest
 from takeover import db
 from takeover.explorer import explore_queue
 from takeover.queues import planted, planted_redis
-from takeover.scenario_replay import run_scenarios
+from takeover.scenario.replay import run_scenarios
 
 pytestmark = pytest.mark.needs_package("redis-server")
 

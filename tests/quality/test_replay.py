@@ -24,8 +24,8 @@ from takeover.exit_codes import ExitCode
 from takeover.queues.planted import PLANTED
 from takeover.replay.core import replay_run
 from takeover.replay.output import report_json, scenarios_doc, write_outputs
-from takeover.scenario_file import load_scenario_file
-from takeover.scenario_replay import run_scenarios
+from takeover.scenario.file import load_scenario_file
+from takeover.scenario.replay import run_scenarios
 from tests.quality.builder import Run
 
 FIXTURE_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

@@ -21,7 +21,7 @@ import pytest
 from takeover import db
 from takeover.contract import check_queue_object, has_extension
 from takeover.errors import ContractError
-from takeover.scenario_replay import run_scenarios
+from takeover.scenario.replay import run_scenarios
 
 ADAPTERS = {
     "procrastinate": "ProcrastinateAdapter",

@@ -20,8 +20,8 @@ import pytest
 from takeover import db
 from takeover.contract import check_queue_object, has_extension
 from takeover.replay.judge import judge
-from takeover.scenario_file import load_scenario_file
-from takeover.scenario_replay import run_scenarios
+from takeover.scenario.file import load_scenario_file
+from takeover.scenario.replay import run_scenarios
 from tests.helpers.processes import REPO, takeover
 
 pytestmark = [pytest.mark.needs_package("redis-server")]

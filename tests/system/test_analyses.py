@@ -27,8 +27,8 @@ from takeover import db
 from takeover.contract import load_queue_factory
 from takeover.errors import UsageError
 from takeover.replay.judge import judge
-from takeover.scenario_file import load_scenario_file
-from takeover.scenario_replay import run_scenarios
+from takeover.scenario.file import load_scenario_file
+from takeover.scenario.replay import run_scenarios
 from tests.helpers import arq_env, system_packages
 
 ANALYSES = Path(__file__).resolve().parents[2] / "docs" / "analyses"

@@ -38,7 +38,7 @@ def test_every_source_package_is_installed_under_takeover() -> None:
 
 def test_profiles_and_the_scenarios_spec_load_from_the_installed_package() -> None:
     from takeover.config import profile_names
-    from takeover.scenario_replay import scenario_ids
+    from takeover.scenario.replay import scenario_ids
 
     assert {"smoke", "stress"} <= set(profile_names())
     assert scenario_ids() == ["S1", "S2", "S3", "S4", "S5"]

@@ -24,7 +24,7 @@ from takeover import db
 from takeover.contract import POSTGRES_REFERENCE_QUEUE
 from takeover.db import postgres
 from takeover.db.server import OWNER_ENV
-from takeover.scenario_replay import run_scenarios
+from takeover.scenario.replay import run_scenarios
 from tests.helpers.processes import REPO, child_env
 
 # Each test starts a PostgreSQL server (about a second, more on a loaded machine).

@@ -25,7 +25,7 @@ import pytest
 from takeover import db
 from takeover.db import redis as redis_db
 from takeover.db.redis_server import PrivateRedis, owner_of
-from takeover.scenario_replay import run_scenarios
+from takeover.scenario.replay import run_scenarios
 from tests.helpers.processes import REPO, child_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_package("redis-server")]

@@ -42,10 +42,10 @@ def test_no_api_name_is_also_a_module_so_the_package_needs_no_guard() -> None:
     import types
 
     import takeover.explorer.core  # noqa: F401 - the package that explores, imported on purpose
-    import takeover.scenario_replay  # noqa: F401 - the module that replays the scenarios
+    import takeover.scenario.replay  # noqa: F401 - the package of the scenarios, imported on purpose
 
     modules = {m.name for m in pkgutil.iter_modules(takeover.__path__)}
-    assert {"explorer", "scenario_replay", "api"} <= modules
+    assert {"explorer", "scenario", "api"} <= modules
     assert not modules & set(takeover.__all__)
     assert type(takeover) is types.ModuleType  # a plain package: no attribute guard
     assert takeover.explore is api.explore and callable(takeover.explore)
@@ -210,7 +210,7 @@ def test_scenarios_pass_on_the_reference_queue_and_fail_on_a_departure(scenario_
 
 def test_scenarios_of_a_file_run_where_the_file_says(tmp_path, scenario_scratch) -> None:
     """The file's own queue is the default, as with ``takeover scenarios --file``."""
-    from takeover.scenario_replay import load_spec
+    from takeover.scenario.replay import load_spec
 
     spec = load_spec()
     doc = {"lease_seconds": spec["lease_seconds"], "queue": "spec_departures:StaleFinishQueue",

@@ -23,7 +23,7 @@ from takeover import store
 from takeover.cli import main
 from takeover.errors import UsageError
 from takeover.fanout.merge import write_shard
-from takeover.scenario_file import load_scenario_file, validate_scenarios
+from takeover.scenario.file import load_scenario_file, validate_scenarios
 
 _SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "database": None}
 

@@ -20,7 +20,8 @@ from takeover.replay.model import (
     snapshot_departures,
     step_departures,
 )
-from takeover.scenario_replay import OBSERVED_KEYS, load_spec
+from takeover.scenario.replay import load_spec
+from takeover.scenario.results import OBSERVED_KEYS
 
 SPEC = load_spec()
 

@@ -15,7 +15,7 @@ import pytest
 from takeover.cli import main
 from takeover.contract import REFERENCE_QUEUE
 from takeover.exit_codes import ExitCode
-from takeover.scenario_replay import load_spec
+from takeover.scenario.replay import load_spec
 from tests.helpers.queues import on_path
 
 pytestmark = pytest.mark.usefixtures("scenario_scratch")

@@ -16,7 +16,7 @@ import pytest
 
 from takeover.cli import main
 from takeover.errors import UsageError
-from takeover.scenario_replay import load_spec, run_scenarios
+from takeover.scenario.replay import load_spec, run_scenarios
 
 # The spec's tables as data, as delivered with the brief (docs/spec.md says where each file came from).
 SPEC_DATA = Path(__file__).resolve().parents[2] / "docs" / "spec.json"

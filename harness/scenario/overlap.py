@@ -29,10 +29,9 @@ from typing import Any
 from takeover.contract import open_queue
 from takeover.failpoints import Point, StatementHook
 from takeover.run.queue_caller import QueueCaller
-from takeover.scenario_replay import OPEN, StepHung, StepResult, _Replay, same
+from takeover.scenario.engine import OPEN, PAUSABLE, Replay, StepHung
+from takeover.scenario.results import StepResult, same
 
-# The calls that can be paused inside themselves (the ones that change the queue).
-PAUSABLE = ("register", "claim", "finish", "extend", "resolve")
 DEFAULT_GAP_WAIT = 0.1  # seconds the gap call is given before the parked call is released anyway
 UNSEEN_LOCK_WAIT = 0.5  # the same, when the paused call holds no lock the hook sees
 LOCKED, UNLOCKED, ENDED = "locked", "unlocked", "ended"  # where the paused call stood (Overlap.stood)
@@ -69,9 +68,9 @@ class Overlap:
 class Peer:
     """A second queue object on a replay's database: its own caller thread, its connections on a hook."""
 
-    def __init__(self, replay: _Replay) -> None:
+    def __init__(self, replay: Replay) -> None:
         self.hook = StatementHook()
-        self.replay = _Replay(replay.queue_spec, replay.factory, replay.workdir, replay.db_path, replay.lease,
+        self.replay = Replay(replay.queue_spec, replay.factory, replay.workdir, replay.db_path, replay.lease,
                               QueueCaller(), replay.step_timeout, replay.task, tuple(replay.tasks))
 
     def open(self) -> None:
@@ -96,7 +95,7 @@ class Peer:
             self.replay.caller.stop()
 
 
-def peer_of(replay: _Replay) -> Peer:
+def peer_of(replay: Replay) -> Peer:
     """The replay's second queue object, opened on first use."""
     if replay.peer is None:
         peer = Peer(replay)
@@ -106,7 +105,7 @@ def peer_of(replay: _Replay) -> Peer:
     return replay.peer
 
 
-def run_overlap(replay: _Replay, paused: StepResult, pause: int, gap: StepResult,
+def run_overlap(replay: Replay, paused: StepResult, pause: int, gap: StepResult,
                 gap_wait: float = DEFAULT_GAP_WAIT) -> Overlap:
     """Start ``paused`` on the peer, parked before its statement ``pause``; run ``gap`` on the main queue;
     release and join; read the snapshot into ``gap``. A call that does not return in the step timeout
@@ -189,7 +188,7 @@ def _hung(paused: StepResult, gap: StepResult, pause: int, hung: StepHung) -> Ov
     return Overlap(paused, gap, pause, None, 0, False, False, hung)
 
 
-def statement_counts(replay: _Replay, can: tuple[str, ...]) -> dict[str, int]:
+def statement_counts(replay: Replay, can: tuple[str, ...]) -> dict[str, int]:
     """The most statements each pausable call issued in a short probe on a fresh peer of ``replay`` (a task
     registered, claimed, heartbeat, finished uncertain, resolved, claimed and finished again, a claim of
     nothing, a register again): where a pause can fall, fixed once for a whole explore so that the same
@@ -229,7 +228,7 @@ def group_at(steps: list[StepResult], n: int) -> bool:
     return gap["step"] in PAUSABLE and "pause_before_statement" not in gap and steps[n + 2].spec["step"] == "resume"
 
 
-def run_group(replay: _Replay, steps: list[StepResult], n: int) -> StepHung | None:
+def run_group(replay: Replay, steps: list[StepResult], n: int) -> StepHung | None:
     """Run the overlap that starts at step ``n`` (scenario engine): the paused call's answer is its
     ``returns``, the gap call's its own, the snapshot after both the resume step's ``state``,
     ``generation`` and ``lease_until``. The written expectations are those of the paused call first;

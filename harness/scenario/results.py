@@ -1,9 +1,9 @@
 """What replaying a scenario concluded: each step's result (:class:`StepResult`), where a scenario hung
 (:class:`Hang`), and the scenario's (:class:`ReplayedScenario`), each with its JSON and its plain lines.
 
-Why apart from the engine (:mod:`takeover.scenario_replay`): the engine drives a live queue; these are
+Why apart from the engine (:mod:`takeover.scenario.engine`): the engine drives a live queue; these are
 plain values that the transcript, ``--json``, the API's ScenarioResult and the call-sequence replays
-(takeover.overlap, takeover.replay) read, without the engine's imports (the contract, the database).
+(takeover.scenario.overlap, takeover.replay) read, without the engine's imports (the contract, the database).
 """
 
 from __future__ import annotations
