@@ -24,7 +24,6 @@ import math
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +36,12 @@ from hypothesis.stateful import get_state_machine_test
 from takeover import db
 from takeover.contract import has_extension, load_queue_factory
 from takeover.errors import UsageError
-from takeover.explorer.machine import Failure, Recorder, Setup, Step, machine_class
+from takeover.explorer.calls import Failure, Recorder, Setup, Step
+from takeover.explorer.machine import machine_class
 from takeover.explorer.tasks import write_tasks
+from takeover.explorer.words import ExploreResult, Written, write_outputs
 from takeover.replay.judge import Outcome, Replayer, ReplayHung
-from takeover.replay.shrink import Shrunk, drop_default_lease, shrink
+from takeover.replay.shrink import drop_default_lease, shrink
 from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT, StepHung, check_step_timeout, live_queue
 from takeover.scenario.overlap import statement_counts
 from takeover.scratch import scratch_dir
@@ -51,59 +52,6 @@ SHRINK_EXAMPLES = 100  # examples Hypothesis may run to shrink a departure; the 
 BATCH = 25  # examples per Hypothesis run under a budget in seconds
 DEFAULT_STEPS = 20  # steps per example at most (Hypothesis's stateful_step_count)
 EXPLORE_DB = "hypothesis-db"  # the example database's folder inside the output folder, when one is kept
-
-
-@dataclass
-class Written:
-    """The departure as one task's scenario, replayed and shrunk by the replay's machinery."""
-
-    task: str
-    shrunk: Shrunk | None  # None: no scenario could be written (the reason says why)
-    reason: str = ""
-    tasks: list[str] = field(default_factory=list)  # a departure that needs several tasks: the scenario's tasks
-    shown: list[Step] = field(default_factory=list)  # and its steps in explore's words (explore.tasks)
-
-
-@dataclass
-class ExploreResult:
-    """What one explore found: the counts, and the shrunk departure (None when every step was the spec's)."""
-
-    queue: str
-    seed: int
-    examples: int
-    steps: int
-    seconds: float
-    db: str
-    failure: Failure | None = None
-    written: Written | None = None
-    scenario_file: Path | None = None
-    test_file: Path | None = None
-    cells: dict[str, Any] = field(default_factory=dict)
-    first: tuple[float, int, int] | None = None  # seconds, examples, steps when the first departure came
-    shrink_examples: int = 0  # of the examples, those run to shrink the departure
-    flaky_batches: int = 0  # batches cut short: an overlap's order changed what the same draws met
-    # The queue did not answer the probe made before any example (a call that never returned): nothing was
-    # explored, so the result is neither a pass nor a departure, but INCONCLUSIVE (exit 3), saying which call.
-    hung: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None and self.hung is None
-
-    @property
-    def exit_code(self) -> int:
-        return 3 if self.hung is not None else 0 if self.ok else 1
-
-    def message(self) -> str:
-        """What a failed test prints: the shrunk sequence in words."""
-        from takeover.explorer.words import failure_lines
-
-        return "\n".join(failure_lines(self))
-
-    def to_json(self) -> dict[str, Any]:
-        from takeover.explorer.words import result_json
-
-        return result_json(self)
 
 
 def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None, seconds: float | None = None,
@@ -148,8 +96,6 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
             result.written = write_back(queue_spec, factory, lease, step_timeout, result.failure)
     if result.failure is not None and result.written is not None:
         if out is not None and result.written.shrunk is not None:
-            from takeover.explorer.words import write_outputs
-
             result.scenario_file, result.test_file = write_outputs(result, out)
     return result
 

@@ -12,58 +12,54 @@ macro as one choice, and the shrunk sequence shows its calls one by one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from hypothesis import strategies as st
 
-from takeover.explorer.machine import ACTORS, _weighted
+from takeover.explorer.calls import ACTORS, MachineParts, weighted
 from takeover.replay.model import TaskState
-
-if TYPE_CHECKING:
-    from takeover.explorer.machine import ExploreMachine
 
 TARGETS = ("pending", "running", "done", "uncertain")
 SAME_STATE = 3  # how much likelier a target state is when a task is in it already
 MANY = 3  # tasks one drive moves at most
 
 
-def drive_step(m: ExploreMachine, data: st.DataObject) -> None:
-    """Drive one task, or several, to one drawn state, one after another."""
-    held = {s.state for s in m.states.values()}
-    target = _weighted(data, TARGETS, [SAME_STATE if t in held else 1 for t in TARGETS], "to the state")
-    # Tasks that can still get there (not registered, or pending).
-    movable = [k for k in m.tasks if _state(m, k) in (None, "pending")]
-    if not movable:
-        return
-    many = data.draw(st.integers(1, min(len(movable), MANY)), label="how many tasks")
-    actor = data.draw(st.sampled_from(ACTORS), label="claimed by")
-    for task in data.draw(st.permutations(movable), label="tasks to drive")[:many]:
-        if not _drive(m, task, target, actor):
+class DriveRules(MachineParts):
+    """The drive, a rule of several calls mixed into the machine (takeover.explorer.machine)."""
+
+    def drive_step(self, data: st.DataObject) -> None:
+        """Drive one task, or several, to one drawn state, one after another."""
+        held = {s.state for s in self.states.values()}
+        target = weighted(data, TARGETS, [SAME_STATE if t in held else 1 for t in TARGETS], "to the state")
+        # Tasks that can still get there (not registered, or pending).
+        movable = [k for k in self.tasks if self._state_of(k) in (None, "pending")]
+        if not movable:
             return
+        many = data.draw(st.integers(1, min(len(movable), MANY)), label="how many tasks")
+        actor = data.draw(st.sampled_from(ACTORS), label="claimed by")
+        for task in data.draw(st.permutations(movable), label="tasks to drive")[:many]:
+            if not self._drive(task, target, actor):
+                return
 
-
-def _drive(m: ExploreMachine, task: str, target: str, actor: str) -> bool:
-    """Register ``task``, claim until it is the one held, finish it with ``target``; False when it cannot."""
-    if _state(m, task) is None:
-        m._do({"step": "register", "task": task})
-    if target == "pending":
-        return True
-    if _state(m, task) != "pending":
-        return False
-    for _ in range(len(m.tasks)):  # a claim takes any claimable task: claim until it is this one
-        held = len(m.holdings)
-        m._do({"actor": actor, "step": "claim"})
-        if len(m.holdings) == held:  # nothing claimable
+    def _drive(self, task: str, target: str, actor: str) -> bool:
+        """Register ``task``, claim until it is the one held, finish it with ``target``; False when it cannot."""
+        if self._state_of(task) is None:
+            self._do({"step": "register", "task": task})
+        if target == "pending":
+            return True
+        if self._state_of(task) != "pending":
             return False
-        if m.holdings[-1][1] == task:
-            break
-    else:
-        return False
-    if target in ("done", "uncertain"):
-        gen = m.states[task].generation
-        m._do({"actor": actor, "step": "finish", "task": task, "outcome": target, "with_generation": gen})
-    return True
+        for _ in range(len(self.tasks)):  # a claim takes any claimable task: claim until it is this one
+            held = len(self.holdings)
+            self._do({"actor": actor, "step": "claim"})
+            if len(self.holdings) == held:  # nothing claimable
+                return False
+            if self.holdings[-1][1] == task:
+                break
+        else:
+            return False
+        if target in ("done", "uncertain"):
+            gen = self.states[task].generation
+            self._do({"actor": actor, "step": "finish", "task": task, "outcome": target, "with_generation": gen})
+        return True
 
-
-def _state(m: ExploreMachine, task: str) -> str | None:
-    return m.states.get(task, TaskState()).state
+    def _state_of(self, task: str) -> str | None:
+        return self.states.get(task, TaskState()).state

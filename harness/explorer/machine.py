@@ -31,38 +31,34 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter, deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections import Counter
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
-from takeover.contract import QueueFactory, has_extension
+from takeover.contract import has_extension
 from takeover.coverage_space import classify
-from takeover.explorer.coverage import Coverage, step_cell
-from takeover.replay.model import (
-    SPEC,
-    STATE_MATCHES,
-    TaskState,
-    apply,
-    claim_departures,
-    claimable_tasks,
-    expect,
-    snapshot_departures,
-    step_departures,
+from takeover.explorer.calls import (
+    ACTORS,
+    TICK,
+    WEIGHTS,
+    Failure,
+    Setup,
+    Step,
+    expected_words,
+    judge_call,
+    snapshot_check,
+    weighted,
 )
+from takeover.explorer.coverage import step_cell
+from takeover.explorer.drive import DriveRules
+from takeover.explorer.overlap import OverlapRules
+from takeover.replay.model import TaskState
 from takeover.scenario.engine import StepHung, live_queue
 from takeover.scenario.results import StepResult
 
-TICK = 1 / 1024  # the smallest step of the clock: "within a tick of the lease's end"
 PAST = (TICK, 1 / 8, 1 / 4, 3 / 8)  # how far past a lease's end a boundary time lands
-ACTORS = ("A", "B", "C")
-# How often each kind of call is drawn, among those that can be made (extend and resolve only on a
-# queue that has them; finish, extend and resolve once a task is registered). Two more kinds of step make several
-# calls: an overlap (two calls at once: explore.overlap) and a drive (tasks driven to a state: explore.drive).
-WEIGHTS = {"register": 14, "claim": 22, "finish": 30, "extend": 16, "resolve": 8, "reopen": 3}
 # Drawn first, apart from the kinds (a draw of its own, so the calls' weights above keep their meaning): a step
 # of two calls at once, or a drive, in about these many steps out of MACRO_OUT_OF.
 MACROS = {"overlap": 4, "drive": 3}
@@ -79,101 +75,15 @@ CALLERS = (("holder", "expired"), ("stale",), ("never",))  # their cells' caller
 MAX_TASKS = 6
 TASK_COUNTS = (1, 2, 1, 3, 2, 1, 4, 2, 6)  # tasks an example holds: mostly one to three, sometimes more
 START = 0.0
-T = TypeVar("T")
 
 
 class Departed(AssertionError):
     """A step whose answer (or snapshot) is not the spec's: what Hypothesis shrinks."""
 
 
-@dataclass
-class Step:
-    """One step as explore ran it: the scenario step, the queue's answer and the model's, in words."""
-
-    spec: dict[str, Any]
-    answered: str
-    expected: str
-    task: str | None  # the task it acted on (a claim: the one it got; None: none, or every one)
-    invariants: tuple[str, ...] = ()
-    what: str = ""
-
-
-@dataclass
-class Failure:
-    """A departure: the steps up to and including the one that departed."""
-
-    steps: list[Step]
-    invariants: tuple[str, ...]
-    what: str
-    tasks: int  # tasks the example registered
-
-
-@dataclass
-class Recorder:
-    """What the machines of one explore share: the budget, the counts, the departures seen (the last
-    is the shrunk one: Hypothesis runs the minimal example last), and the cells reached."""
-
-    seconds: float | None
-    start: float = field(default_factory=time.monotonic)
-    examples: int = 0
-    steps: int = 0
-    failure: Failure | None = None
-    failures_seen: int = 0
-    first_failure: tuple[float, int, int] | None = None  # seconds, examples and steps when the first departed
-    shrink_examples: int = 0  # examples run after the first departure (Hypothesis shrinking it)
-    shrink_budget: int = 0  # then at most this many: the rest pass at once, and the best so far stands
-    pace: deque[float] = field(default_factory=lambda: deque(maxlen=64))  # the last calls' seconds (overlap)
-    flaky_batches: int = 0  # batches Hypothesis stopped because an overlap's order changed the draws (core)
-
-    def record(self, failure: Failure) -> None:
-        """Keep the shortest departure (Hypothesis runs the shrunk example last; when the shrink
-        budget cuts it short, the shortest seen so far is the one it had reached)."""
-        if self.failure is None or len(failure.steps) <= len(self.failure.steps):
-            self.failure = failure
-
-    def shrinking_over(self) -> bool:
-        return self.failure is not None and self.shrink_examples >= self.shrink_budget
-    coverage: Coverage = field(default_factory=Coverage)
-    # The open example's queue and folder: closed by its teardown, or by close_open() when Ctrl-C (or any
-    # error Hypothesis does not catch) left the example without one.
-    open_stack: contextlib.ExitStack | None = None
-
-    def close_open(self) -> None:
-        stack, self.open_stack = self.open_stack, None
-        if stack is not None:
-            stack.close()
-
-    def spent(self) -> bool:
-        return self.seconds is not None and time.monotonic() - self.start >= self.seconds
-
-
-@dataclass(frozen=True)
-class Setup:
-    queue_spec: str
-    factory: QueueFactory
-    lease: float
-    step_timeout: float
-    recorder: Recorder
-    statements: dict[str, int] = field(default_factory=dict)  # the most statements each call issued (overlap)
-
-    @property
-    def overlaps(self) -> bool:
-        return bool(self.statements)
-
-
-def _t(value: float | None) -> str:
-    return "none" if value is None else f"{value:g}"
-
-
-def _claim_words(got: Any) -> str:
-    if got is None:
-        return "None"
-    task, generation, lease_until = got
-    return f"task {task}, generation {generation}, lease until t={_t(lease_until)}"
-
-
-class ExploreMachine(RuleBasedStateMachine):
-    """One example: a fresh queue, a few tasks, three actors, the logical clock from 0."""
+class ExploreMachine(DriveRules, OverlapRules, RuleBasedStateMachine):
+    """One example: a fresh queue, a few tasks, three actors, the logical clock from 0. Its rules of one call
+    are here; its rules of several calls (a drive, two calls at once) are mixed in from their modules."""
 
     setup: Setup  # set by machine_class
 
@@ -309,19 +219,16 @@ class ExploreMachine(RuleBasedStateMachine):
         if self.idle:
             return
         # No macro first: Hypothesis shrinks a draw toward its first option, so a macro shrinks to plain calls.
-        macro = _weighted(data, (None, *MACROS), (MACRO_OUT_OF - sum(MACROS.values()), *MACROS.values()), "macro")
-        if macro is not None and self._can(macro):  # steps of several calls, built on this module's judging
-            from takeover.explorer.drive import drive_step
-            from takeover.explorer.overlap import overlap_step
-
-            (overlap_step if macro == "overlap" else drive_step)(self, data)
+        macro = weighted(data, (None, *MACROS), (MACRO_OUT_OF - sum(MACROS.values()), *MACROS.values()), "macro")
+        if macro is not None and self._can(macro):  # steps of several calls: the mixed-in rules
+            (self.overlap_step if macro == "overlap" else self.drive_step)(data)
             return
         coverage = self.setup.recorder.coverage
         kinds = [k for k in WEIGHTS if self._can(k)]
         uncertain = any(s.state == "uncertain" for s in self.states.values())
         weights = [coverage.weight(k, WEIGHTS[k], ("done", "uncertain"))
                    * (RESOLVE_WHILE_UNCERTAIN if k == "resolve" and uncertain else 1) for k in kinds]
-        self._do(getattr(self, f"_{_weighted(data, kinds, weights, 'kind')}")(data))
+        self._do(getattr(self, f"_{weighted(data, kinds, weights, 'kind')}")(data))
 
     def _can(self, kind: str) -> bool:
         if kind in ("register", "claim", "reopen", "drive"):
@@ -340,7 +247,7 @@ class ExploreMachine(RuleBasedStateMachine):
         group = data.draw(st.sampled_from(sorted(by_state, key=lambda x: (x is not None, x or ""))), label="state")
         task = data.draw(st.sampled_from(by_state[group]), label="task")
         self.t = self._when(data, self._running_leases())
-        if self.can_batch and _weighted(data, (False, True), (3, 1), "through register_many"):
+        if self.can_batch and weighted(data, (False, True), (3, 1), "through register_many"):
             return {"step": "register", "task": task, "batch": True}
         return {"step": "register", "task": task}
 
@@ -369,7 +276,7 @@ class ExploreMachine(RuleBasedStateMachine):
         weights = [coverage.caller_weight(ops, CALLERS[0] if g is latest else CALLERS[1] if g is stale else CALLERS[2],
                                           CALLER_WEIGHTS[0 if g is latest else 1 if g is stale else 2])
                    for g in groups]
-        group = _weighted(data, groups, weights, "caller")
+        group = weighted(data, groups, weights, "caller")
         who, task, gen = data.draw(st.sampled_from(group), label="holder")
         actor = who if who is not None else data.draw(st.sampled_from(ACTORS), label="actor")
         return actor, task, gen
@@ -414,7 +321,7 @@ class ExploreMachine(RuleBasedStateMachine):
             accepted = s.state == "uncertain" and g == s.generation
             cell = step_cell({"step": "resolve", "t": self.t}, s, g, TICK)
             weights.append(coverage.cell_weight(cell, RESOLVE_ACCEPTED if accepted else 1))
-        task, gen = _weighted(data, pairs, weights, "task and generation")
+        task, gen = weighted(data, pairs, weights, "task and generation")
         outcome = data.draw(st.sampled_from(("pending", "done")), label="outcome")
         self.t = self._when(data, self._running_leases())
         return {"step": "resolve", "task": task, "outcome": outcome, "with_generation": gen}
@@ -422,66 +329,6 @@ class ExploreMachine(RuleBasedStateMachine):
     def _reopen(self, data: st.DataObject) -> dict[str, Any]:
         """The queue is closed and a new queue object opened on the same database."""
         return {"step": "exit_and_reopen"}
-
-
-def judge_call(states: dict[str, TaskState], spec: dict[str, Any], result: StepResult, hang: StepHung | None,
-               lease: float) -> tuple[str, list[str], str, str | None, tuple[str, str, int] | None]:
-    """One call's answer judged by the model in ``states`` (moved on by it, in place): the answer in words,
-    the invariants it breaks and why, the task it acted on, and the holding a claim granted."""
-    obs, kind, task = result.observed, spec["step"], spec.get("task")
-    held = None
-    if hang is not None or obs.get("raised") is not None:
-        answered = f"raised {'; '.join(result.errors)}" if hang is None else str(hang)
-        return answered, [SPEC], f"{kind} {answered}", task, None
-    if kind == "claim":
-        got = obs.get("claimed")
-        names, words = claim_departures(states, spec, got, lease)
-        if got is not None and got[0] in states:
-            task = got[0]
-            states[task] = apply(states[task], spec, (got[1], got[2]))
-            held = (spec["actor"], task, got[1])
-        return _claim_words(got), names, words, task, held
-    if task is not None:
-        before = states.get(task, TaskState())
-        answer = obs.get("returns")
-        names, words = step_departures(before, spec, answer, lease)
-        states[task] = apply(before, spec, answer)
-        return "nothing" if kind == "register" else repr(answer), names, words, task, None
-    return "nothing", [], "", task, None
-
-
-def snapshot_check(states: dict[str, TaskState], result: StepResult) -> tuple[list[str], str]:
-    """A snapshot (read after the call) that does not show what the answers imply, or a contract error
-    the call made (a claim's lease end is judged by the model instead)."""
-    snap = snapshot_departures(states, result.observed.get("rows", []))
-    if snap:
-        return [STATE_MATCHES], snap
-    errors = [e for e in result.errors if not e.startswith("claim returned lease_until")]
-    return ([SPEC], "; ".join(errors)) if errors else ([], "")
-
-
-def expected_words(states: dict[str, TaskState], spec: dict[str, Any], lease: float) -> str:
-    """What the spec's model answers to ``spec`` given ``states``, in words (a claim: every right answer)."""
-    kind, task = spec["step"], spec.get("task")
-    if kind == "claim":
-        open_ = claimable_tasks(states, float(spec["t"]))
-        return ("None (nothing claimable)" if not open_ else
-                " or ".join(_claim_words((k, (states[k].generation or 0) + 1,
-                                          float(spec["t"]) + float(spec.get("lease", lease)))) for k in open_))
-    if task is not None and kind in ("finish", "extend", "resolve"):
-        return repr(expect(states.get(task, TaskState()), spec, lease))
-    return "nothing"
-
-
-def _weighted(data: st.DataObject, options: Sequence[T], weights: Sequence[int], label: str) -> T:
-    """One of ``options``, each as likely as its weight (one integer draw: Hypothesis shrinks it toward
-    the first option)."""
-    pick = data.draw(st.integers(0, sum(weights) - 1), label=label)
-    for option, w in zip(options, weights, strict=True):
-        pick -= w
-        if pick < 0:
-            return option
-    return options[-1]
 
 
 def machine_class(setup: Setup) -> type[ExploreMachine]:

@@ -25,25 +25,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hypothesis import strategies as st
 
+from takeover.explorer.calls import WEIGHTS, MachineParts, Step, expected_words, judge_call, snapshot_check, weighted
 from takeover.explorer.coverage import op_of
-from takeover.explorer.machine import (
-    WEIGHTS,
-    Step,
-    _weighted,
-    expected_words,
-    judge_call,
-    snapshot_check,
-)
 from takeover.replay.model import SPEC, TaskState
 from takeover.scenario.overlap import PAUSABLE, Overlap, run_overlap
 from takeover.scenario.results import StepResult
-
-if TYPE_CHECKING:
-    from takeover.explorer.machine import ExploreMachine
 
 GAP_CALLS = 5  # the gap call is given this many typical calls' time before the parked call is released
 GAP_MIN, GAP_MAX = 0.01, 0.2  # seconds, whatever the typical call takes
@@ -61,36 +51,6 @@ class Judged:
     reached: int = 0  # calls (then the snapshot: one more) that were the spec's before the first departure
     names: list[str] = field(default_factory=list)
     words: str = ""
-
-
-def overlap_step(m: ExploreMachine, data: st.DataObject) -> None:
-    """Draw a call to pause, the statement to pause it before, and a call for the gap; run and judge."""
-    kinds = [k for k in PAUSABLE if m._can(k)]
-    weights = [WEIGHTS[k] for k in kinds]
-    # A call of one statement paused before it is only the gap call made first, which the sequential steps
-    # show too: the calls that issue several statements, where another call can land between two, lean in.
-    between = [w * (SEVERAL if m.setup.statements.get(k, 1) > 1 else 1) for k, w in zip(kinds, weights, strict=True)]
-    first = _weighted(data, kinds, between, "paused call")
-    paused = _spec(m, first, data)
-    count = m.setup.statements.get(first, 1)
-    pause = 1 if count < 2 else data.draw(st.integers(2, count), label="pause before statement")
-    paused["pause_before_statement"] = pause
-    # The gap call leans toward the paused call's kind: two claims, two finishes, two registers contend for
-    # the same rows, and two calls of one kind are where a check-then-act breaks.
-    leaned = [w * (SAME_KIND if k == first else 1) for k, w in zip(kinds, weights, strict=True)]
-    gap = _spec(m, _weighted(data, kinds, leaned, "call in the gap"), data)
-    rec = m.setup.recorder
-    rec.steps += 2
-    a = StepResult(index=len(m.steps) + 1, spec=paused)
-    b = StepResult(index=len(m.steps) + 2, spec=gap)
-    ov = run_overlap(m.live, a, pause, b, gap_wait(list(rec.pace)))
-    m.overlaps[situation(ov)] += 1
-    judge_pair(m, ov)
-
-
-def _spec(m: ExploreMachine, kind: str, data: st.DataObject) -> dict[str, Any]:
-    spec = getattr(m, f"_{kind}")(data)
-    return {"t": m.t, "actor": spec.pop("actor", None), **spec}
 
 
 def gap_wait(pace: list[float]) -> float:
@@ -132,37 +92,70 @@ def _other(r: StepResult, ov: Overlap) -> str:
     return f"while {other.spec.get('actor') or 'a producer'}'s {other.spec['step']} was under way ({where})"
 
 
-def judge_pair(m: ExploreMachine, ov: Overlap) -> None:
-    """Keep the order that is the spec's (or went furthest), its model and its steps; depart when none is."""
-    lease = m.setup.lease
-    before = dict(m.states)
-    orders = [(ov.paused, ov.gap), (ov.gap, ov.paused)] if ov.overlapped else [(ov.paused, ov.gap)]
-    if ov.gap_first:
-        orders.reverse()
-    readings = [read(before, o, ov, lease) for o in orders]
-    best = max(readings, key=lambda j: j.reached)  # the first of equals: the order the calls returned in
-    expect_states = dict(before)
-    expected: dict[int, str] = {}
-    for r in best.order:  # what the model expects of each call in that order
-        expected[id(r)] = expected_words(expect_states, r.spec, lease)
-        judge_call(expect_states, r.spec, r, ov.hung if r.hung else None, lease)
-    lines = {id(r): line for r, line in zip(best.order, best.lines, strict=True)}
-    for r in (ov.paused, ov.gap):  # kept in the order they started
-        answered, _words, task, held = lines[id(r)]
-        if held is not None:
-            m.holdings.append(held)
-        m.settle(Step(r.spec, answered, expected[id(r)], task), before)
-    m.states = best.states
-    paused = ov.paused.spec
-    resume = {"t": ov.gap.spec["t"], "actor": paused.get("actor"), "step": "resume"}
-    order = " then ".join(f"{r.spec.get('actor') or 'the producer'}'s {r.spec['step']}" for r in best.order)
-    where = ("it had returned first" if ov.point is None else
-             f"{'holding' if ov.point.locked else 'not holding'} the write lock; {ov.statements} statement(s) in all")
-    answered, expect = f"both done, read as {order} ({where})", "an order of the two calls the spec allows"
-    departed = next((n for n, (_a, w, _t, _h) in enumerate(best.lines) if w and w == best.words), None)
-    if departed is not None:  # the call that departed, in the order read: its answer and the model's
-        r = best.order[departed]
-        answered = f"{r.spec.get('actor') or 'the producer'}'s {r.spec['step']}: {best.lines[departed][0]}"
-        expect = f"{expected[id(r)]} (read as {order}; {where})"
-    task = next((t for _a, _w, t, _h in reversed(best.lines) if t), None)
-    m.settle(Step(resume, answered, expect, task, tuple(dict.fromkeys(best.names)), best.words), before)
+class OverlapRules(MachineParts):
+    """Two calls at once, a rule of several calls mixed into the machine (takeover.explorer.machine)."""
+
+    def overlap_step(self, data: st.DataObject) -> None:
+        """Draw a call to pause, the statement to pause it before, and a call for the gap; run and judge."""
+        kinds = [k for k in PAUSABLE if self._can(k)]
+        weights = [WEIGHTS[k] for k in kinds]
+        # A call of one statement paused before it is only the gap call made first, which the sequential steps
+        # show too: the calls that issue several statements, where another call can land between two, lean in.
+        statements = self.setup.statements
+        between = [w * (SEVERAL if statements.get(k, 1) > 1 else 1) for k, w in zip(kinds, weights, strict=True)]
+        first = weighted(data, kinds, between, "paused call")
+        paused = self._call_spec(first, data)
+        count = statements.get(first, 1)
+        pause = 1 if count < 2 else data.draw(st.integers(2, count), label="pause before statement")
+        paused["pause_before_statement"] = pause
+        # The gap call leans toward the paused call's kind: two claims, two finishes, two registers contend for
+        # the same rows, and two calls of one kind are where a check-then-act breaks.
+        leaned = [w * (SAME_KIND if k == first else 1) for k, w in zip(kinds, weights, strict=True)]
+        gap = self._call_spec(weighted(data, kinds, leaned, "call in the gap"), data)
+        rec = self.setup.recorder
+        rec.steps += 2
+        a = StepResult(index=len(self.steps) + 1, spec=paused)
+        b = StepResult(index=len(self.steps) + 2, spec=gap)
+        ov = run_overlap(self.live, a, pause, b, gap_wait(list(rec.pace)))
+        self.overlaps[situation(ov)] += 1
+        self.judge_pair(ov)
+
+    def _call_spec(self, kind: str, data: st.DataObject) -> dict[str, Any]:
+        spec = getattr(self, f"_{kind}")(data)
+        return {"t": self.t, "actor": spec.pop("actor", None), **spec}
+
+    def judge_pair(self, ov: Overlap) -> None:
+        """Keep the order that is the spec's (or went furthest), its model and its steps; depart when none is."""
+        lease = self.setup.lease
+        before = dict(self.states)
+        orders = [(ov.paused, ov.gap), (ov.gap, ov.paused)] if ov.overlapped else [(ov.paused, ov.gap)]
+        if ov.gap_first:
+            orders.reverse()
+        readings = [read(before, o, ov, lease) for o in orders]
+        best = max(readings, key=lambda j: j.reached)  # the first of equals: the order the calls returned in
+        expect_states = dict(before)
+        expected: dict[int, str] = {}
+        for r in best.order:  # what the model expects of each call in that order
+            expected[id(r)] = expected_words(expect_states, r.spec, lease)
+            judge_call(expect_states, r.spec, r, ov.hung if r.hung else None, lease)
+        lines = {id(r): line for r, line in zip(best.order, best.lines, strict=True)}
+        for r in (ov.paused, ov.gap):  # kept in the order they started
+            answered, _words, task, held = lines[id(r)]
+            if held is not None:
+                self.holdings.append(held)
+            self.settle(Step(r.spec, answered, expected[id(r)], task), before)
+        self.states = best.states
+        paused = ov.paused.spec
+        resume = {"t": ov.gap.spec["t"], "actor": paused.get("actor"), "step": "resume"}
+        order = " then ".join(f"{r.spec.get('actor') or 'the producer'}'s {r.spec['step']}" for r in best.order)
+        lock = "holding" if ov.point is not None and ov.point.locked else "not holding"
+        where = ("it had returned first" if ov.point is None else
+                 f"{lock} the write lock; {ov.statements} statement(s) in all")
+        answered, expect = f"both done, read as {order} ({where})", "an order of the two calls the spec allows"
+        departed = next((n for n, (_a, w, _t, _h) in enumerate(best.lines) if w and w == best.words), None)
+        if departed is not None:  # the call that departed, in the order read: its answer and the model's
+            r = best.order[departed]
+            answered = f"{r.spec.get('actor') or 'the producer'}'s {r.spec['step']}: {best.lines[departed][0]}"
+            expect = f"{expected[id(r)]} (read as {order}; {where})"
+        task = next((t for _a, _w, t, _h in reversed(best.lines) if t), None)
+        self.settle(Step(resume, answered, expect, task, tuple(dict.fromkeys(best.names)), best.words), before)

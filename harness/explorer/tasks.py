@@ -22,7 +22,7 @@ import math
 from typing import Any
 
 from takeover.contract import QueueFactory
-from takeover.explorer.machine import Failure, Step, expected_words, judge_call, snapshot_check
+from takeover.explorer.calls import Failure, Step, expected_words, judge_call, snapshot_check
 from takeover.replay.judge import Departure, Outcome, Replayer, ReplayHung
 from takeover.replay.model import TaskState, apply, claimable_tasks, expect, lease_of, returns
 from takeover.replay.shrink import Shrunk, drop_default_lease, shrink

@@ -10,11 +10,12 @@ violation is.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from takeover import db
-from takeover.explorer.machine import Step, _claim_words
+from takeover.explorer.calls import Failure, Step, claim_words
 from takeover.explorer.tasks import expected_task_steps
 from takeover.options import shell_line
 from takeover.replay.core import ReplayReport, TaskReplay
@@ -23,11 +24,57 @@ from takeover.replay.output import pytest_text
 from takeover.replay.output import write_outputs as write_replay_outputs
 from takeover.replay.shrink import Shrunk
 
-if TYPE_CHECKING:
-    from takeover.explorer.core import ExploreResult
-
 SCENARIO_FILE = "explore.json"  # the scenario file in the output folder; the pytest file goes beside it
 RESULT_FILE = "explore-result.json"
+
+
+@dataclass
+class Written:
+    """The departure as one task's scenario, replayed and shrunk by the replay's machinery."""
+
+    task: str
+    shrunk: Shrunk | None  # None: no scenario could be written (the reason says why)
+    reason: str = ""
+    tasks: list[str] = field(default_factory=list)  # a departure that needs several tasks: the scenario's tasks
+    shown: list[Step] = field(default_factory=list)  # and its steps in explore's words (explore.tasks)
+
+
+@dataclass
+class ExploreResult:
+    """What one explore found: the counts, and the shrunk departure (None when every step was the spec's)."""
+
+    queue: str
+    seed: int
+    examples: int
+    steps: int
+    seconds: float
+    db: str
+    failure: Failure | None = None
+    written: Written | None = None
+    scenario_file: Path | None = None
+    test_file: Path | None = None
+    cells: dict[str, Any] = field(default_factory=dict)
+    first: tuple[float, int, int] | None = None  # seconds, examples, steps when the first departure came
+    shrink_examples: int = 0  # of the examples, those run to shrink the departure
+    flaky_batches: int = 0  # batches cut short: an overlap's order changed what the same draws met
+    # The queue did not answer the probe made before any example (a call that never returned): nothing was
+    # explored, so the result is neither a pass nor a departure, but INCONCLUSIVE (exit 3), saying which call.
+    hung: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.hung is None
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.hung is not None else 0 if self.ok else 1
+
+    def message(self) -> str:
+        """What a failed test prints: the shrunk sequence in words."""
+        return "\n".join(failure_lines(self))
+
+    def to_json(self) -> dict[str, Any]:
+        return result_json(self)
 
 
 def command(result: ExploreResult, examples: int | None = None, seconds: float | None = None) -> str:
@@ -112,8 +159,8 @@ def written_steps(sh: Shrunk, invariants: tuple[str, ...]) -> list[Step]:
         want = expect(state, spec, sh.lease) if kind in ("claim", "finish", "extend", "resolve") else None
         if kind == "claim":
             got = None if answer is None else (sh.task, answer, float(spec["t"]) + lease)
-            answered = _claim_words(got)
-            expected = "None (nothing claimable)" if want is None else _claim_words((sh.task, *want))
+            answered = claim_words(got)
+            expected = "None (nothing claimable)" if want is None else claim_words((sh.task, *want))
             state = apply(state, spec, None if answer is None else (answer, float(spec["t"]) + lease))
         elif kind in ("finish", "extend", "resolve"):
             answered, expected = repr(answer), repr(want)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from takeover.explorer.calls import Failure, Step
 from takeover.explorer.core import ExploreResult, candidate_tasks
-from takeover.explorer.machine import Failure, Step
 from takeover.explorer.words import failure_lines, promise
 from takeover.replay.model import STATE_MATCHES, TaskState, snapshot_departure
 
