@@ -16,7 +16,7 @@ import sys
 from takeover import store
 from takeover.config import profile_defaults, profile_names
 from takeover.exit_codes import ExitCode
-from takeover.hunter.core import DEFAULT_BUDGET, DEFAULT_KEEP_VALID, DEFAULT_RUN_SECONDS, PASSED_ON, HuntOptions
+from takeover.hunter.hunt import DEFAULT_BUDGET, DEFAULT_KEEP_VALID, DEFAULT_RUN_SECONDS, PASSED_ON, HuntOptions
 from takeover.options import BY_DEST, add_db_options, add_option, default_words, shell_line
 
 HELP = "hunt for a bug: short runs on successive seeds, aimed and swarm in turn, until the first violation"

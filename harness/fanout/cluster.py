@@ -28,7 +28,7 @@ from typing import Any
 
 from takeover.errors import UsageError
 from takeover.fanout import remote
-from takeover.fanout.launch import ClusterLost, Done, Job
+from takeover.fanout.jobs import ClusterLost, Done, Job
 
 LOST_AFTER = 5.0  # seconds without the scheduler before the command gives up on it
 CONNECT_TIMEOUT = 10.0

@@ -1,10 +1,11 @@
 """The seam every multi-run command starts its runs through: a :class:`Job` in, a :class:`Done` out.
 
 A command submits jobs while :meth:`Launcher.free` says there is room, and takes finished ones from
-:meth:`Launcher.next_done`. The local launcher has one slot and makes the run inside ``next_done``, with the
-call the command always made (``Job.local``): the command's behaviour and results without ``--cluster`` are
-those it had before the seam. The cluster launcher (:mod:`takeover.fanout.cluster`) has a slot per dask
-worker thread and makes the run from ``Job.argv``, the run's reproduce line.
+:meth:`Launcher.next_done`. The words (:class:`Job`, :class:`Done`, :class:`Launcher`) are
+:mod:`takeover.fanout.jobs`'s, handed on here. The local launcher has one slot and makes the run inside
+``next_done``, with the call the command always made (``Job.local``): the command's behaviour and results
+without ``--cluster`` are those it had before the seam. The cluster launcher (:mod:`takeover.fanout.cluster`)
+has a slot per dask worker thread and makes the run from ``Job.argv``, the run's reproduce line.
 """
 
 from __future__ import annotations
@@ -13,77 +14,18 @@ import collections
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
+from takeover.fanout.cluster import ClusterLauncher
 
-
-@dataclass
-class Job:
-    """One run to make: where its folder goes, the ``takeover`` arguments that make it (``stress ...``,
-    without ``--out``), the queue's import paths, and how the command makes it here (``local``)."""
-
-    key: str  # unique within the command: names the run in progress lines and in fanout.json
-    run_dir: Path
-    argv: list[str]
-    local: Callable[[], Any]
-    pythonpath: tuple[str, ...] = ()
-    index: int = 0  # the run's place in the command's own order (results are reported in it)
-    info: dict[str, Any] = field(default_factory=dict)  # the command's own notes on the run, handed back
-
-
-@dataclass
-class Done:
-    """A finished job. Locally ``value`` is what ``Job.local`` returned; on a cluster ``exit_code`` is the
-    remote ``takeover stress``'s and the run folder is in ``job.run_dir``. ``lost``: no run folder (the run
-    was lost with a worker twice, or failed to start): ``note`` says why. ``interrupted``: the run was
-    stopped before it ended (Ctrl-C)."""
-
-    job: Job
-    value: Any = None
-    exit_code: int | None = None
-    wall_s: float = 0.0
-    worker: str = "local"
-    attempts: int = 1
-    note: str = ""
-    lost: bool = False
-    interrupted: bool = False
-
-    def record(self) -> dict[str, Any]:
-        """The run's line in ``fanout.json``."""
-        return {"key": self.job.key, "run_dir": str(self.job.run_dir), "worker": self.worker,
-                "attempts": self.attempts, "exit_code": self.exit_code, "wall_s": round(self.wall_s, 3),
-                "lost": self.lost, "note": self.note}  # fmt: skip
-
-
-class ClusterLost(Exception):
-    """The dask scheduler went away: the runs still out are lost with it (the command ends, exit 3)."""
-
-
-class Launcher(Protocol):
-    slots: int
-    dashboard: str | None
-    remote: bool
-    # Called every half second while next_done() waits for a remote run (none locally: the run is made in
-    # the call): the command's live line shows the cluster as it is, not as it was at the last submit.
-    on_wait: Callable[[], None] | None
-
-    def free(self) -> bool: ...
-
-    def submit(self, job: Job) -> None: ...
-
-    def busy(self) -> int: ...
-
-    def next_done(self) -> Done: ...
-
-    def status(self) -> str: ...
-
-    def cancel(self) -> None: ...
-
-    def close(self) -> None: ...
+# The seam's words, handed on: a command imports the whole seam from here.
+from takeover.fanout.jobs import ClusterLost as ClusterLost
+from takeover.fanout.jobs import Done as Done
+from takeover.fanout.jobs import Job as Job
+from takeover.fanout.jobs import Launcher as Launcher
 
 
 class LocalLauncher:
@@ -130,8 +72,6 @@ def open_launcher(cluster: str | None, *, db: str = "sqlite") -> Launcher:
     if not cluster:
         return LocalLauncher()
     check_cluster(cluster, db=db)
-    from takeover.fanout.cluster import ClusterLauncher
-
     return ClusterLauncher(cluster)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from takeover.config import command_argv
 from takeover.exit_codes import ExitCode
 from takeover.fanout.launch import ClusterLost, Done, Job, Launcher
-from takeover.hunter.core import INTERRUPTED, MODES, RUNNING, UNCHECKED, Hunt
+from takeover.hunter.hunt import INTERRUPTED, MODES, RUNNING, UNCHECKED, Hunt
 
 
 class ClusterHunt(Hunt):

@@ -162,7 +162,7 @@ def test_hunt_and_soak_hand_the_clock_options_to_every_run():
     import argparse
 
     from takeover.commands import hunt
-    from takeover.hunter.core import MODES
+    from takeover.hunter.hunt import MODES
 
     parser = argparse.ArgumentParser()
     hunt.configure(parser)
