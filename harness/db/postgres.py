@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from takeover.db.kinds import redact
 from takeover.errors import UsageError
 
 CONNECT_TIMEOUT = 10  # seconds; libpq's own default waits forever for a server that does not answer
@@ -43,8 +44,6 @@ def connect(url: str, **kwargs: Any) -> Any:
 
 
 def _admin(url: str, what: str) -> Any:
-    from takeover.db import redact
-
     try:
         return connect(url)
     except Exception as exc:  # noqa: BLE001 - any failure to reach the server is the user's to fix
@@ -59,8 +58,6 @@ def check_reachable(url: str) -> None:
 def create_database(admin_url: str, name: str) -> str:
     """Create an empty database ``name`` through ``admin_url``'s server; its URL (same credentials)."""
     from psycopg import sql
-
-    from takeover.db import redact
 
     with _admin(admin_url, "create a database") as conn:
         try:
@@ -83,8 +80,6 @@ def empty_database(url: str) -> None:
     but the system's, and create ``public`` again. What ``takeover explore`` does between its examples
     instead of creating a database for each (CREATE DATABASE copies a template: a second under load)."""
     from psycopg import sql
-
-    from takeover.db import redact
 
     with _admin(url, "empty a database") as conn:
         try:

@@ -23,6 +23,7 @@ import os
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from takeover.db.kinds import redact
 from takeover.errors import UsageError
 
 SCHEMES = ("redis",)  # rediss:// (TLS) and unix:// are redis-py's too, but a private server needs neither
@@ -63,8 +64,6 @@ def database_of(url: str) -> int:
 
 def check_url(url: str) -> None:
     """A ``redis://`` URL redis-py can use, or a UsageError in one line."""
-    from takeover.db import redact
-
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a port that is not a number
@@ -78,8 +77,6 @@ def check_url(url: str) -> None:
 
 
 def _client(url: str, what: str) -> Any:
-    from takeover.db import redact
-
     client = connect(url)
     try:
         client.ping()
@@ -92,8 +89,6 @@ def _client(url: str, what: str) -> Any:
 def check_empty(url: str) -> None:
     """The user's database must hold nothing: takeover empties it afterwards, and a queue's keys must not
     meet someone else's. Refused in one line otherwise (exit 2), nothing touched."""
-    from takeover.db import redact
-
     client = _client(url, "connect")
     try:
         keys = client.dbsize()
@@ -107,8 +102,6 @@ def check_empty(url: str) -> None:
 
 def flush(url: str) -> None:
     """Empty the database at ``url`` (``FLUSHDB``): before a queue gets it, and after."""
-    from takeover.db import redact
-
     client = _client(url, "empty a database")
     try:
         client.flushdb()

@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from takeover.db import DEFAULT_REDIS_PERSISTENCE, REDIS_PERSISTENCE
 from takeover.db import redis as redis_db
-from takeover.db.server import _child_setup, release_watchdog, start_watchdog
+from takeover.db.kinds import DEFAULT_REDIS_PERSISTENCE, REDIS_PERSISTENCE
+from takeover.db.server import child_setup, release_watchdog, start_watchdog
 from takeover.db.watchdog import REDIS_PID_FILE, stop_redis
 from takeover.errors import UsageError
 
@@ -171,7 +171,7 @@ class PrivateRedis:
         main = threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(self._argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, env=env, close_fds=True,
-                                     preexec_fn=lambda: _child_setup(None, self.netns, main))  # fmt: skip
+                                     preexec_fn=lambda: child_setup(None, self.netns, main))  # fmt: skip
         (self.folder / REDIS_PID_FILE).write_text(f"{self.proc.pid}\n")
         deadline = time.monotonic() + START_TIMEOUT
         client = redis_db.connect(f"unix://{self.folder / SOCKET}?db=0", socket_timeout=5)

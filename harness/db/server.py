@@ -100,7 +100,7 @@ def _server_user() -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def _child_setup(user: tuple[int, int] | None, netns: str = "", deathsig: bool = True) -> None:
+def child_setup(user: tuple[int, int] | None, netns: str = "", deathsig: bool = True) -> None:
     """In the child, before exec: enter the run's network namespace (a server on the run's own network,
     takeover.net), become the server's user, then die with takeover (initdb, pg_ctl; ``deathsig``: with
     the thread that started it, which must then be one that lives as long as takeover)."""
@@ -177,7 +177,7 @@ class PrivateServer:
     def _run(self, argv: list[str], what: str) -> None:
         env = {**os.environ, OWNER_ENV: str(os.getpid())}
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              preexec_fn=lambda: _child_setup(self.user, self.netns), cwd=self.folder, env=env,
+                              preexec_fn=lambda: child_setup(self.user, self.netns), cwd=self.folder, env=env,
                               check=False)  # fmt: skip
         if proc.returncode != 0:
             tail = " ".join(proc.stdout.decode(errors="replace").split())[-300:]

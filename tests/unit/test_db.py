@@ -17,6 +17,7 @@ from takeover.cli import main
 from takeover.config import RunConfig
 from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE, open_queue
 from takeover.db import postgres
+from takeover.db.hosts import database_name
 from takeover.errors import ContractError, UsageError
 
 
@@ -68,7 +69,7 @@ def test_a_fresh_database_url_keeps_the_server_and_the_credentials():
 
 
 def test_fresh_database_names_are_valid_and_unique():
-    names = {db._name("scenario_S1 ünïcode/../x" * 3) for _ in range(50)}
+    names = {database_name("scenario_S1 ünïcode/../x" * 3) for _ in range(50)}
     assert len(names) == 50
     assert all(len(n) <= 63 and n.replace("_", "").isalnum() and n.isascii() for n in names)
 
