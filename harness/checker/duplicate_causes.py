@@ -16,7 +16,7 @@ import pandas as pd
 
 from takeover.checker import network
 from takeover.checker.facts import Facts, power_loss_between, power_loss_times
-from takeover.checker.invariants import _extended_leases
+from takeover.checker.invariants import extended_leases
 from takeover.summary_types import Duplicates
 
 EXAMPLES = 5
@@ -249,7 +249,7 @@ def _lease_at_takeover(fx: Facts, task: pd.Series, gen: pd.Series, *,
     rows = pd.DataFrame({"task": task.to_numpy(dtype="float64"), "gen": gen.to_numpy(dtype="float64")})
     rows = rows.merge(c, on=["task", "gen"], how="left")
     rows["rid"] = np.arange(n)
-    ext = _extended_leases(fx, rows, "taken_inv", ext_ok)[0].to_numpy(dtype="float64")
+    ext = extended_leases(fx, rows, "taken_inv", ext_ok)[0].to_numpy(dtype="float64")
     held = np.fmax(rows["lease_until"].to_numpy(dtype="float64"), ext)
     taken = rows["taken_at"].to_numpy(dtype="float64")
     return held, taken

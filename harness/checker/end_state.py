@@ -17,7 +17,7 @@ import pandas as pd
 
 from takeover.checker import unknown_claims
 from takeover.checker.facts import Facts
-from takeover.checker.invariant_result import TERMINAL, Describe, InvariantResult, _p, _result
+from takeover.checker.invariant_result import TERMINAL, Describe, InvariantResult, num, result_of
 from takeover.checker.probes import probe_violations
 from takeover.checker.resolves import last_word, reopen_epoch, reopened_at_end
 from takeover.summary_types import UNKNOWN, Example
@@ -51,7 +51,7 @@ def state_matches_history(fx: Facts) -> InvariantResult:
     if snap is None:
         note = f"no snapshot ({fx.run.snapshot_error})"
         if len(probed):
-            return _result("state_matches_history", probed, _describe_state(fx), note, fx=fx, at="at")
+            return result_of("state_matches_history", probed, _describe_state(fx), note, fx=fx, at="at")
         return InvariantResult("state_matches_history", UNKNOWN, 0, [], note=note)
     s = snap.copy()
     max_gen = fx.claims_ok.groupby("task", sort=False)["gen"].max().rename("max_gen")
@@ -156,8 +156,8 @@ def state_matches_history(fx: Facts) -> InvariantResult:
         bad = pd.concat([bad[["task", "problem", "state", "gen", "max_gen"]], extra_rows], ignore_index=True)
     if len(probed):  # the probes' first: the earliest evidence, and what the examples should show
         bad = pd.concat([probed, bad[["task", "problem", "state", "gen", "max_gen"]]], ignore_index=True)
-        return _result("state_matches_history", bad, _describe_state(fx), fx=fx, at="at")
-    return _result("state_matches_history", bad, _describe_state(fx))
+        return result_of("state_matches_history", bad, _describe_state(fx), fx=fx, at="at")
+    return result_of("state_matches_history", bad, _describe_state(fx))
 
 
 def _describe_state(fx: Facts) -> Describe:
@@ -169,12 +169,12 @@ def _describe_state(fx: Facts) -> Describe:
         fa = fx.fin_acc[fx.fin_acc["task"].isin(rows["task"].to_numpy())]
         fins: dict[float, list[list[Any]]] = {}
         for t, g, o, p in zip(fa["task"], fa["gen"], fa["outcome"], fa["process"], strict=True):
-            fins.setdefault(float(t), []).append([_p(g), o, _p(p)])
+            fins.setdefault(float(t), []).append([num(g), o, num(p)])
         probe = rows["probe"].to_numpy(dtype="float64") if "probe" in rows else np.full(len(rows), np.nan)
         out: list[Example] = []
         for j, r in enumerate(rows.itertuples()):
-            ex: Example = {"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": _p(r.gen),
-                           "highest_claimed_gen": _p(r.max_gen), "accepted_finishes": fins.get(float(r.task), [])}
+            ex: Example = {"task": fx.name(r.task), "problem": r.problem, "state": r.state, "gen": num(r.gen),
+                           "highest_claimed_gen": num(r.max_gen), "accepted_finishes": fins.get(float(r.task), [])}
             if not np.isnan(probe[j]):
                 answered = float(r.answered)
                 ex.update(probe=int(probe[j]), probe_at=fx.rel(r.at), answered_at=fx.rel(answered),
@@ -236,9 +236,9 @@ def no_lost_task(fx: Facts) -> InvariantResult:
     def describe(rows: pd.DataFrame) -> list[Example]:
         counted = pd.Series(claim_tasks[np.isin(claim_tasks, rows["task"].to_numpy(dtype="float64"))]).value_counts()
         return [{"task": fx.name(r.task), "problem": r.problem, "state": None if pd.isna(r.state) else r.state,
-                 "gen": _p(r.gen), "successful_claims": int(counted.get(r.task, 0))} for r in rows.itertuples()]
+                 "gen": num(r.gen), "successful_claims": int(counted.get(r.task, 0))} for r in rows.itertuples()]
 
-    res = _result("no_lost_task", bad, describe, note)
+    res = result_of("no_lost_task", bad, describe, note)
     if isinstance(expected, int) and not len(fx.ops.registers) and len(snap) < expected:
         res.valid = False
         res.violations += expected - len(snap)

@@ -59,7 +59,7 @@ class InvariantResult:
         return self.describe(self.found)
 
 
-def _result(name: str, bad: pd.DataFrame, describe: Describe, note: str = "",
+def result_of(name: str, bad: pd.DataFrame, describe: Describe, note: str = "",
             fx: Facts | None = None, at: str = "", found: pd.DataFrame | None = None) -> InvariantResult:
     """``at``: the column of ``bad`` holding each violating operation's time (record clock).
     ``found``: the violations one row each, when a row of ``bad`` is not one violation."""
@@ -70,12 +70,12 @@ def _result(name: str, bad: pd.DataFrame, describe: Describe, note: str = "",
                            bad if found is None else found, describe)
 
 
-def _sfx(frame: pd.DataFrame, suffix: str, keys: tuple[str, ...] = ("task",)) -> pd.DataFrame:
+def suffixed(frame: pd.DataFrame, suffix: str, keys: tuple[str, ...] = ("task",)) -> pd.DataFrame:
     """Suffix every column but the join keys, so joined names are predictable."""
     return frame.rename(columns={c: c + suffix for c in frame.columns if c not in keys})
 
 
-def _p(x: Any) -> int | None:
+def num(x: Any) -> int | None:
     """A process number or generation for an example: int, or None when missing."""
     return None if pd.isna(x) else int(x)
 

@@ -23,7 +23,7 @@ import pandas as pd
 from takeover.checker import unknown_claims
 from takeover.checker.end_state import no_lost_task, state_matches_history
 from takeover.checker.facts import Facts
-from takeover.checker.invariant_result import InvariantResult, _p, _result, _sfx
+from takeover.checker.invariant_result import InvariantResult, num, result_of, suffixed
 from takeover.checker.resolves import reopen_epoch, reopened_between
 from takeover.summary_types import Example
 
@@ -36,18 +36,18 @@ def no_stale_commit(fx: Facts) -> InvariantResult:
     tests/quality/cases.py): if the finish took effect first, a done task was handed out again, if
     the claim did, the finish was stale; a correct queue refuses one of the two. Only a resolve back
     to pending between them excuses it."""
-    fa = _sfx(fx.fin_acc[["i", "task", "gen", "t_inv", "t_comp", "process", "outcome"]], "_f")
-    c = _sfx(fx.claims_ok[["task", "gen", "t_inv", "t_comp", "process"]], "_c")
+    fa = suffixed(fx.fin_acc[["i", "task", "gen", "t_inv", "t_comp", "process", "outcome"]], "_f")
+    c = suffixed(fx.claims_ok[["task", "gen", "t_inv", "t_comp", "process"]], "_c")
     m = fa.merge(c, on="task")
     m = m[(m["gen_c"] > m["gen_f"]) & (m["t_inv_c"] < m["t_comp_f"])]
     bad = m[~reopened_between(fx, m, "t_inv_f", "t_comp_c")]
     bad = bad.sort_values("gen_c").drop_duplicates("i_f", keep="last").sort_values("t_inv_f")
     def describe(rows: pd.DataFrame) -> list[Example]:
-        return [{"task": fx.name(r.task), "finish_gen": _p(r.gen_f), "outcome": r.outcome_f,
-                 "finish_by": _p(r.process_f), "finish_at": fx.rel(r.t_inv_f), "claimed_gen": _p(r.gen_c),
-                 "claimed_by": _p(r.process_c), "claimed_at": fx.rel(r.t_comp_c)} for r in rows.itertuples()]
+        return [{"task": fx.name(r.task), "finish_gen": num(r.gen_f), "outcome": r.outcome_f,
+                 "finish_by": num(r.process_f), "finish_at": fx.rel(r.t_inv_f), "claimed_gen": num(r.gen_c),
+                 "claimed_by": num(r.process_c), "claimed_at": fx.rel(r.t_comp_c)} for r in rows.itertuples()]
 
-    return _result("no_stale_commit", bad, describe, fx=fx, at="t_inv_f")
+    return result_of("no_stale_commit", bad, describe, fx=fx, at="t_inv_f")
 
 
 def _plausible_ind_extends(fx: Facts) -> pd.DataFrame:
@@ -87,7 +87,7 @@ def _plausible_ind_extends(fx: Facts) -> pd.DataFrame:
     return e
 
 
-def _extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str,
+def extended_leases(fx: Facts, rows: pd.DataFrame, before_col: str,
                      ext_ok: pd.DataFrame | None = None) -> tuple[pd.Series, pd.Series]:
     """For each row (task, gen, key ``rid``): the latest lease an ``extend`` surely set before
     ``before_col``, and whether an indeterminate extend may have moved it. ``ext_ok``: the successful
@@ -116,7 +116,7 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
     fa = fx.fin_acc[["i", "task", "gen", "now", "t_inv", "process", "outcome"]].rename(columns={"i": "rid"})
     lease = fx.claim_lease().rename("claim_lease")
     fa = fa.merge(lease, left_on=["task", "gen"], right_index=True, how="left")
-    ext_max, maybe = _extended_leases(fx, fa, "t_inv")
+    ext_max, maybe = extended_leases(fx, fa, "t_inv")
     eff = np.fmax(fa["claim_lease"].to_numpy(dtype="float64"), ext_max.to_numpy(dtype="float64"))
     fa["eff"] = eff
     known = ~np.isnan(eff) & ~maybe.to_numpy(dtype=bool)
@@ -135,28 +135,28 @@ def finish_within_lease(fx: Facts) -> InvariantResult:
                                                 "finished after its lease"), index=bad.index, dtype=object))
     bad = bad.sort_values("t_inv")
     def describe(rows: pd.DataFrame) -> list[Example]:
-        return [{"task": fx.name(r.task), "gen": _p(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
+        return [{"task": fx.name(r.task), "gen": num(r.gen), "outcome": r.outcome, "finish_by": num(r.process),
                  "problem": r.problem, "now": fx.rel(r.now), "lease_until": fx.rel(r.eff),
                  "late_by": None if np.isnan(r.eff) else round(float(r.now - r.eff), 3)}
                 for r in rows.itertuples()]
 
-    return _result("finish_within_lease", bad, describe, fx=fx, at="t_inv")
+    return result_of("finish_within_lease", bad, describe, fx=fx, at="t_inv")
 
 
 def no_reclaim_after_terminal(fx: Facts) -> InvariantResult:
     """A successful claim invoked after an accepted finish of that task had returned."""
-    fa = _sfx(fx.fin_acc[["task", "gen", "outcome", "t_comp", "process"]], "_f")
-    c = _sfx(fx.claims_ok[["i", "task", "gen", "now", "t_inv", "t_comp", "process"]], "_c")
+    fa = suffixed(fx.fin_acc[["task", "gen", "outcome", "t_comp", "process"]], "_f")
+    c = suffixed(fx.claims_ok[["i", "task", "gen", "now", "t_inv", "t_comp", "process"]], "_c")
     m = c.merge(fa, on="task")
     m = m[m["t_inv_c"] > m["t_comp_f"]]
     m = m[~reopened_between(fx, m, "t_comp_f", "t_inv_c")]  # a resolve back to pending reopens it
     bad = m.sort_values("t_comp_f").drop_duplicates("i_c").sort_values("t_inv_c")
     def describe(rows: pd.DataFrame) -> list[Example]:
-        return [{"task": fx.name(r.task), "finished_gen": _p(r.gen_f), "outcome": r.outcome_f,
-                 "finished_by": _p(r.process_f), "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": _p(r.gen_c),
-                 "reclaimed_by": _p(r.process_c), "reclaimed_at": fx.rel(r.t_inv_c)} for r in rows.itertuples()]
+        return [{"task": fx.name(r.task), "finished_gen": num(r.gen_f), "outcome": r.outcome_f,
+                 "finished_by": num(r.process_f), "finished_at": fx.rel(r.t_comp_f), "reclaimed_gen": num(r.gen_c),
+                 "reclaimed_by": num(r.process_c), "reclaimed_at": fx.rel(r.t_inv_c)} for r in rows.itertuples()]
 
-    return _result("no_reclaim_after_terminal", bad, describe, fx=fx, at="t_inv_c")
+    return result_of("no_reclaim_after_terminal", bad, describe, fx=fx, at="t_inv_c")
 
 
 def _claims_by_gen(fx: Facts) -> pd.DataFrame:
@@ -209,12 +209,12 @@ def generation_monotonic(fx: Facts) -> InvariantResult:
     bad = c[kinds != ""].sort_values("t_inv")
 
     def describe(rows: pd.DataFrame) -> list[Example]:
-        return [{"task": fx.name(r.task), "problem": r.kind, "gen": _p(r.gen), "previous_gen": _p(r.prev_gen),
-                 "claimed_by": _p(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": _p(r.prev_process),
+        return [{"task": fx.name(r.task), "problem": r.kind, "gen": num(r.gen), "previous_gen": num(r.prev_gen),
+                 "claimed_by": num(r.process), "claimed_at": fx.rel(r.t_inv), "previous_by": num(r.prev_process),
                  "previous_at": fx.rel(r.prev_t)} for r in rows.itertuples()]
 
     violations = int((dup | inverted).sum()) + unexplained_total
-    res = _result("generation_monotonic", bad, describe,
+    res = result_of("generation_monotonic", bad, describe,
                   f"{unexplained_total} generation(s) skipped beyond what {len(fx.ind_claim_times)} "
                   f"indeterminate claim(s) can explain" if unexplained_total else "", fx=fx, at="t_inv",
                   found=bad.loc[bad.index.repeat(bad["weight"].to_numpy())])
@@ -251,7 +251,7 @@ def _stale_extends(fx: Facts) -> pd.DataFrame:
     if not len(m):
         return pd.DataFrame()
     rows = m.assign(rid=m["i"].to_numpy(), gen=m["gen_n"].to_numpy())
-    ext = _extended_leases(fx, rows, "t_inv")[0].to_numpy(dtype="float64")
+    ext = extended_leases(fx, rows, "t_inv")[0].to_numpy(dtype="float64")
     p_eff = np.fmax(m["lease_until"].to_numpy(dtype="float64"), ext)
     return pd.DataFrame({
         "task": m["task"].to_numpy(), "gen": m["gen"].to_numpy(), "now": m["now"].to_numpy(),
@@ -278,18 +278,18 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
     # Every step counts, not only 0 and 1: a gap left by an indeterminate claim does not excuse a
     # grant inside the older lease (case lease_granted_across_an_info_claim in tests/quality/cases.py).
     def describe(rows: pd.DataFrame) -> list[Example]:
-        return [{"task": fx.name(r.task), "held_gen": _p(r.p_gen), "held_by": _p(r.p_process),
-                 "lease_until": fx.rel(r.p_eff), "granted_gen": _p(r.gen), "granted_to": _p(r.process),
+        return [{"task": fx.name(r.task), "held_gen": num(r.p_gen), "held_by": num(r.p_process),
+                 "lease_until": fx.rel(r.p_eff), "granted_gen": num(r.gen), "granted_to": num(r.process),
                  "granted_now": fx.rel(r.now), "overlap_s": round(float(r.p_eff - r.now), 3)}
                 for r in rows.itertuples()]
 
     stale = _stale_extends(fx)
     if len(pairs) == 0 and len(stale) == 0:
-        return _result("lease_exclusive", pairs, describe)
+        return result_of("lease_exclusive", pairs, describe)
     if len(pairs) == 0:
-        return _result("lease_exclusive", stale.sort_values("t_inv"), describe, fx=fx, at="at")
+        return result_of("lease_exclusive", stale.sort_values("t_inv"), describe, fx=fx, at="at")
     # The previous lease, as extended by heartbeats surely done before this claim started.
-    ext = _extended_leases(fx, pairs.assign(task=pairs["task"], gen=pairs["p_gen"]), "t_inv")[0]
+    ext = extended_leases(fx, pairs.assign(task=pairs["task"], gen=pairs["p_gen"]), "t_inv")[0]
     p_eff = np.fmax(pairs["p_lease"].to_numpy(dtype="float64"), ext.to_numpy(dtype="float64"))
     # A lease ends early when its holder's finish surely returned before this claim started (a
     # claim then is no_reclaim_after_terminal's to judge), or when a resolve back to pending came
@@ -327,7 +327,7 @@ def lease_exclusive(fx: Facts) -> InvariantResult:
     if len(stale):
         bad = pd.concat([bad.assign(stale_extend=False), stale], ignore_index=True)
     bad = bad.sort_values("t_inv")
-    return _result("lease_exclusive", bad, describe, fx=fx, at="at")
+    return result_of("lease_exclusive", bad, describe, fx=fx, at="at")
 
 
 def single_finish(fx: Facts) -> InvariantResult:
@@ -354,11 +354,11 @@ def single_finish(fx: Facts) -> InvariantResult:
                             e_t_comp=earlier["t_comp"])[later_mask]
 
     def describe(rows: pd.DataFrame) -> list[Example]:
-        return [{"task": fx.name(r.task), "gen": _p(r.gen), "outcome": r.outcome, "finish_by": _p(r.process),
-                 "finish_at": fx.rel(r.t_inv), "earlier_gen": _p(r.e_gen), "earlier_outcome": r.e_outcome,
-                 "earlier_by": _p(r.e_process), "earlier_at": fx.rel(r.e_t_comp)} for r in rows.itertuples()]
+        return [{"task": fx.name(r.task), "gen": num(r.gen), "outcome": r.outcome, "finish_by": num(r.process),
+                 "finish_at": fx.rel(r.t_inv), "earlier_gen": num(r.e_gen), "earlier_outcome": r.e_outcome,
+                 "earlier_by": num(r.e_process), "earlier_at": fx.rel(r.e_t_comp)} for r in rows.itertuples()]
 
-    res = _result("single_finish", per_task, per_task_example, found=later.sort_values("t_inv"))
+    res = result_of("single_finish", per_task, per_task_example, found=later.sort_values("t_inv"))
     res.describe = describe
     res.violations = int((per_task["n"] - 1).sum()) if len(per_task) else 0
     # The violating operation is each task's second accepted finish (rows sorted by task, t_inv).

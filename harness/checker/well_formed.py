@@ -29,7 +29,7 @@ import pandas as pd
 from takeover.answers import ANSWER_RECORD, CHECK, LEASE_TOLERANCE, lease_departure
 from takeover.checker.diagnosis import Diagnosis
 from takeover.checker.facts import Facts
-from takeover.checker.invariant_result import InvariantResult, _p
+from takeover.checker.invariant_result import InvariantResult, num
 from takeover.summary_types import DiagnosisJson, Example
 
 MALFORMED = "malformed_answer"
@@ -66,8 +66,8 @@ def answers_well_formed(fx: Facts) -> tuple[InvariantResult | None, str | None]:
         return None, warning
 
     def describe(rows: pd.DataFrame) -> list[Example]:
-        return [{"pattern": r.pattern, "method": r.method, "task": fx.name(r.task), "gen": _p(r.gen),
-                 "by": _p(r.process), "at": fx.rel(r.t), "answer": r.what} for r in rows.itertuples()]
+        return [{"pattern": r.pattern, "method": r.method, "task": fx.name(r.task), "gen": num(r.gen),
+                 "by": num(r.process), "at": fx.rel(r.t), "answer": r.what} for r in rows.itertuples()]
 
     tasks = np.unique(found["task"].dropna().to_numpy(dtype="float64")).tolist()
     first = str(found["what"].iloc[0])
