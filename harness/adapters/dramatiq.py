@@ -268,6 +268,8 @@ class DramatiqAdapter:
             elif not in_msgs:
                 state = "done" if generation > 0 else "unknown(acked, never handed out)"
                 out.append((task, state, generation, None))
+            elif holders == 1 and generation == 0:  # a claim in flight: fetched, its hand-out not yet counted
+                out.append((task, "pending", 0, None))
             elif holders == 1:
                 until = float(beat) / 1000 + lease_ms / 1000 if beat and lease_ms else None
                 out.append((task, "running" if not queued else "unknown(queued and held)", generation, until))
