@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from takeover.api import QueueLike, RunResult, ScenarioResult
-    from takeover.explorer.core import ExploreResult
+    from takeover.api import ExploreResult, QueueLike, RunResult, ScenarioResult
 
 MARKER = "takeover"
 
