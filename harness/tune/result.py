@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from takeover import bridge
-from takeover.adapters import arq
+from takeover.adapters import arq, node_libraries
 from takeover.contract import load_queue_factory
 from takeover.errors import ContractError
 from takeover.sweep.wilson import wilson
@@ -132,12 +132,14 @@ def library_settings(queue: str, lease: float | None, heartbeat: float | None) -
     """The recommendation in the library's own setting names (Celery's ``visibility_timeout``, RQ's
     ``job_monitoring_interval``), when the queue's adapter says how: its optional class attribute
     ``library_settings(lease, heartbeat) -> list of lines`` (docs/adapters.md). None otherwise, and for an
-    ``exec:`` queue (its factory lives in another process) but arq's, which takeover knows by its adapter's file
-    (takeover.adapters.arq: arq runs in an environment of its own)."""
+    ``exec:`` queue (its factory lives in another process) but arq's, BullMQ's and Bee-Queue's, which takeover
+    knows by their adapter's file (takeover.adapters.arq, takeover.adapters.node_libraries)."""
     if lease is None:
         return None
     if bridge.is_exec(queue):
-        return arq.library_settings(lease, heartbeat) if arq.is_arq(queue) else None
+        if arq.is_arq(queue):
+            return arq.library_settings(lease, heartbeat)
+        return node_libraries.library_settings(queue, lease, heartbeat)  # BullMQ's, Bee-Queue's, or None
     try:
         factory = load_queue_factory(queue)
     except ContractError:

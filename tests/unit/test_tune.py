@@ -349,6 +349,27 @@ def test_the_examples_are_light_and_heavy_tailed():
     assert json.loads(HEAVY.read_text())["max"] == heavy.max
 
 
+def test_bullmq_and_bee_queue_get_the_recommendation_in_their_own_setting_names() -> None:
+    """The Node adapters (exec:) are known by their file: BullMQ's lockDuration, stalledInterval (the ratio the
+    adapter was given), lockRenewTime, maxStalledCount; Bee-Queue's stallInterval and its stall check."""
+    from takeover.tune.result import library_settings
+
+    bull = library_settings("exec:node adapters/js/bullmq.js", 95.3, None)
+    assert bull and bull[0] == ("new Worker(name, processor, { lockDuration: 95300, stalledInterval: 95300, "
+                                "maxStalledCount: 1 })")  # fmt: skip
+    assert "285.9 s" in bull[2] and bull[3].startswith("maxStalledCount: 1 fails a job that stalls 2 times")
+    raised = library_settings("exec:node /x/adapters/js/bullmq.js --max-stalled-count 100 --stalled-interval 5000 "
+                              "--lock-duration 30000", 95.3, 30.0)  # fmt: skip
+    assert raised and "stalledInterval: 15883, maxStalledCount: 100" in raised[0]
+    assert raised[1].startswith("lockRenewTime: 30000") and len(raised) == 3
+    bee = library_settings("exec:node adapters/js/beequeue.js", 95.3, 30.0)
+    assert bee and bee[0].startswith("new Queue(name, { stallInterval: 95300 })")
+    assert "waits for a worker to start" in bee[1] and "47.65 s" in bee[2]
+    checked = library_settings("exec:node adapters/js/beequeue.js --check-stalled", 95.3, None)
+    assert checked and checked[1].startswith("queue.checkStalledJobs(95300) on every worker") and len(checked) == 2
+    assert library_settings("exec:node adapters/js/bullmq.js", None, None) is None
+
+
 def test_the_recommendation_is_also_given_in_the_librarys_own_settings(tmp_path: Path):
     """An adapter's optional ``library_settings(lease, heartbeat)`` turns the answer into the library's words
     (RQ's job_monitoring_interval, Celery's visibility_timeout); a queue without it gets none."""
