@@ -24,7 +24,7 @@ Each contract call is what arq's own ``Worker`` does, by arq's own code wherever
   job's function under ``asyncio.wait_for(task, job_timeout)`` (:599). The claim answers when the function
   has started (with its ``job_try``); a job that arq failed instead is not handed out, and the next is tried.
 * finish: the function of that run returns (done) or raises (uncertain: arq records a failure and does
-  not retry an ordinary exception, worker.py:621-628), and arq's ``run_job`` goes on to ``finish_job``
+  not retry an ordinary exception, worker.py:610-634), and arq's ``run_job`` goes on to ``finish_job``
   (:682-711): result stored for ``keep_result``, in-progress, retry and job keys deleted, the id removed from
   the queue, by the job id alone. It answers nothing and refuses nothing: the adapter answers True once the
   function got the outcome. False only where arq's worker has no such run: a (task, generation) this
@@ -40,7 +40,7 @@ Nothing is fenced that arq does not fence. Adapter bookkeeping, never read by ar
 The lease and the clock. arq's lease is the in-progress key's TTL, ``in_progress_timeout_s`` = the
 longest job timeout + 10 s (worker.py:276-277: 310 s by default), counted by the Redis server, never
 renewed; inside it the worker cancels its own job at ``job_timeout`` (:599) and fails it for good (a
-``TimeoutError`` is no ``Retry``, :614-628). The contract's lease *is* that TTL: a claim at ``now`` with
+``TimeoutError`` is no ``Retry``, :610-634). The contract's lease *is* that TTL: a claim at ``now`` with
 lease L sets the key to end at now + L, and arq's ``job_timeout`` is the same share of L as in production
 (``--job-timeout S``, default 300: 300/310 of L; the 10 s are scaled alike). Real time stands for the
 contract's: in stress runs ``now`` is this machine's clock, the Redis server's too; in the scenarios and
@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import logging
 import math
 import sys
@@ -96,6 +97,27 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
 end
 return rows
 """
+
+
+# The library, as a bug report names it (`takeover replay --issue`, `takeover scenarios --file F --issue`).
+LIBRARY = {
+    "name": "arq",
+    "version": importlib.metadata.version("arq"),
+    "home": "https://github.com/python-arq/arq",
+    "calls": {
+        "register": "`ArqRedis.enqueue_job(function, _job_id=task)`",
+        "claim": "`Worker.start_jobs([job_id])` (`PSETEX arq:in-progress:<id>` for {lease} s) and `Worker.run_job`",
+        "finish:done": "the job's function returns; `Worker.finish_job(job_id, ...)`",
+        "finish:uncertain": "the job's function raises; `Worker.finish_job(job_id, ...)` (a failure, not retried)",
+        "snapshot": "`arq:queue`, `arq:in-progress:<id>` and `arq:result:<id>` (`JobResult.success`)",
+    },
+    "states": {
+        "pending": "queued",
+        "running": "in_progress",
+        "done": "complete (success)",
+        "uncertain": "complete (failed)",
+    },
+}
 
 
 def options(argv: list[str]) -> argparse.Namespace:
@@ -256,7 +278,7 @@ class ArqQueue:
         """The connection closed, nothing else: takeover's "worker exits" is a worker process that ends without
         arq's graceful shutdown (a crash, SIGKILL), so the in-progress keys of its runs stay until their TTL.
         arq's own shutdown on SIGINT/SIGTERM (``Worker.handle_sig``, worker.py:852-866) would cancel the runs
-        and put each job back at once (``retry_jobs``, :626-628 and ``finish_job``'s delete, :706-710); the
+        and put each job back at once (``retry_jobs``, :625-627, and ``finish_job``'s delete, :695-696); the
         process leaves right after this answer (adapters/py/protocol.py), so none of that runs."""
         await self.redis.aclose()
 
@@ -273,7 +295,7 @@ def main() -> None:
         await redis.ping()  # connected before the first claim, so its key's end is not late by a connect
         return ArqQueue(redis, settings)
 
-    serve_async({"databases": ["redis"]}, open_queue)
+    serve_async({"databases": ["redis"], "library": LIBRARY}, open_queue)
 
 
 if __name__ == "__main__":

@@ -94,10 +94,11 @@ EXEC_DATABASES = {"bullmq": "redis", "bee-queue": "redis", "arq": "redis", "grap
                   "pg-boss": "postgres"}
 # The system package that serves each database (tests/helpers/system_packages.py names them).
 SERVER_PACKAGE = {"redis": "redis-server", "postgres": "postgresql"}
-# Findings whose replay takes long: the BullMQ and Bee-Queue adapters let real time pass for the library's
-# clock (0.1 s per scenario second: docs/analyses/bullmq.md), and these files' last steps are at t=175 and
-# t=70. Each library's other finding is its smoke test in the gate; these run in the nightly tier.
-NIGHTLY = {"bullmq/twice-stalled-job-failed.json", "bee-queue/stalled-job-waits-for-a-worker-start.json"}
+# Findings whose replay takes long: the BullMQ, Bee-Queue and arq adapters let real time pass for the library's
+# clock (0.1 s per scenario second: docs/analyses/bullmq.md, arq.md), and these files' last steps are at t=175,
+# t=70 and t=151. Each library's other finding is its smoke test in the gate; these run in the nightly tier.
+NIGHTLY = {"bullmq/twice-stalled-job-failed.json", "bee-queue/stalled-job-waits-for-a-worker-start.json",
+           "arq/max-tries-fails-a-job-whose-workers-died.json"}
 
 
 def _rows() -> list[Any]:
