@@ -154,7 +154,7 @@ $(ARQ_STAMP): adapters/py/requirements-arq.txt
 # ruff, then the floors of the package (the import-linter contracts in pyproject.toml), read from the
 # package laid out as it is installed (PACKAGE_TREE, below).
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check harness workloads reports tests docs
+	$(BIN)/ruff check harness workloads reports tests docs adapters/py
 	$(PACKAGE_TREE)
 	cd build/typecheck && PYTHONPATH=. ../../$(BIN)/lint-imports ../../pyproject.toml --no-cache
 
