@@ -19,8 +19,12 @@ import pytest
 from takeover import db
 from takeover.bridge import ExecFactory, ExecQueue
 from takeover.contract import check_queue_object, has_extension
+from takeover.scenario_file import load_scenario_file
+from takeover.scenario_replay import run_scenarios
 from tests.helpers import arq_env
 from tests.helpers.processes import takeover
+
+ANALYSES = arq_env.ROOT / "docs" / "analyses"
 
 pytestmark = [pytest.mark.needs_package("redis-server"), pytest.mark.timeout(120)]
 
@@ -138,3 +142,13 @@ def test_a_stress_run_judges_arq_and_never_the_adapter(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["invariants"]) >= {"no_stale_commit", "lease_exclusive", "state_matches_history"}
     assert summary["invariants"].get("answers_well_formed", {"valid": True})["valid"], summary["invariants"]
+
+
+@pytest.mark.nightly
+def test_with_max_tries_raised_a_job_whose_workers_died_five_times_runs_again(host: db.Host) -> None:
+    """The other side of arq.md's finding 2: with ``max_tries`` raised (the page's second spec string) the same
+    scenario file matches the spec in every step: the sixth start runs the job."""
+    doc = load_scenario_file(ANALYSES / "arq" / "max-tries-fails-a-job-whose-workers-died.json")
+    [result] = run_scenarios(arq_env.queue("--max-tries", "100"), doc=doc)
+    assert len(result.steps) == 12
+    assert result.ok, f"departs at steps {[s.index for s in result.failed_steps()]}"
