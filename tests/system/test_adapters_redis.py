@@ -198,6 +198,46 @@ def test_saq_sweeps_a_job_between_its_dequeue_and_its_start_and_two_workers_run_
             w.close()
 
 
+def test_saq_runs_again_a_job_completed_late_while_re_enqueued(host: db.Host, tmp_path: Path) -> None:
+    """docs/analyses/saq.md, finding 8 (two jobs, so no one-task scenario file shows it): the sweep re-enqueued
+    A's silent job behind another; A then completes it (by id: accepted); its id is still on the queued list,
+    and the next dequeue runs the complete job again."""
+    cls = adapter("saq", "SAQHeartbeatAdapter")
+    with host.database(tmp_path, "saq-rerun") as url:
+        a, b = cls(url), cls(url)
+        try:
+            a.register_many(["t1", "t2"], 0.0)
+            assert a.claim("A", 1.0, 30.0) == ("t1", 1, pytest.approx(31.0))
+            assert b.claim("B", 41.0, 30.0) == ("t2", 1, pytest.approx(71.0))  # t1 swept, pushed behind t2
+            assert a.finish("t1", 1, "done", 42.0) is True  # late, accepted
+            assert ("t1", "done", 1, None) in a.snapshot()
+            again = b.claim("C", 43.0, 30.0)
+            assert again is not None and again[:2] == ("t1", 2)  # the complete job runs again
+        finally:
+            a.close()
+            b.close()
+
+
+def test_saq_a_sweeper_killed_in_its_abort_wait_leaves_the_job_aborting(host: db.Host, tmp_path: Path) -> None:
+    """docs/analyses/saq.md: ``Queue.sweep`` first aborts a stuck job (status ``aborting``, off the active list),
+    then waits up to 5 s for its holder to confirm; a sweeper killed in that wait leaves the job on no list of
+    SAQ's, and every later sweep reads only the active list: nothing runs the job again."""
+    cls = adapter("saq", "SAQRetryAdapter")
+    with host.database(tmp_path, "saq-abort") as url:
+        a, s, c = cls(url), cls(url), cls(url)
+        try:
+            a.register("t1", 0.0)
+            assert a.claim("A", 0.0, 30.0) == ("t1", 1, pytest.approx(30.0))  # then A stops
+            with s.clock.at(181.0, 30.0):  # the sweeper's first step on A's stuck job, then it is killed
+                s._run(s.queue.abort(s._run(s.queue.job("t1")), error=s.queue.swept_error_message))
+            assert c.snapshot() == [("t1", "running", 1, pytest.approx(30.0))]  # aborting: held by no one
+            assert c.claim("C", 400.0, 30.0) is None  # C's sweeps (here, and 180 s later) find an empty active list
+            assert c.claim("C", 600.0, 30.0) is None
+        finally:
+            for queue in (a, s, c):
+                queue.close()
+
+
 @pytest.mark.parametrize(
     "library, name",
     [
