@@ -29,9 +29,10 @@ from takeover.config import TaskTime
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
 from takeover.history import HistoryWriter, error_text
 from takeover.lifeline import die_with_parent, parent_alive
+from takeover.run.board_layout import ACTIONS, DONE, EXTEND_CALLS, FINISH_CALLS, LOST, SLOWED
 from takeover.run.clock import WorkerClock, record_jump, record_skew, skew_of
 from takeover.run.freeze_in_call import watched
-from takeover.run.phases import ACTIONS, DONE, EXTEND_CALLS, FINISH_CALLS, LOST, SLOWED, PhaseBoard, task_id, task_index
+from takeover.run.phases import PhaseBoard, task_id, task_index
 from takeover.run.registration import register_tasks
 from takeover.run.service import ServiceClient
 from takeover.run.supervision import WorkerSpec

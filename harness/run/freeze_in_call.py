@@ -39,17 +39,8 @@ from takeover.config import RunConfig
 from takeover.failpoints import Point, StatementHook
 from takeover.history import HistoryWriter
 from takeover.run.aimed import AimedFaults, Frozen, Missed
-from takeover.run.phases import (
-    FREEZE_ARM,
-    FREEZE_AT,
-    FREEZE_OF,
-    FREEZE_OP,
-    FREEZE_SEEN,
-    FREEZE_SPOT,
-    HOLDING,
-    PhaseBoard,
-    task_id,
-)
+from takeover.run.board_layout import FREEZE_ARM, FREEZE_AT, FREEZE_OF, FREEZE_OP, FREEZE_SEEN, FREEZE_SPOT
+from takeover.run.phases import HOLDING, PhaseBoard, task_id
 from takeover.run.supervision import wait_stopped
 
 KIND = "freeze_in_call"

@@ -43,7 +43,7 @@ from takeover import store
 from takeover.config import RunConfig
 from takeover.history import HistoryWriter
 from takeover.powerloss.layer import PowerLossLayer
-from takeover.run.phases import DONE
+from takeover.run.board_layout import DONE
 from takeover.run.supervision import Supervisor, send, wait_stopped
 from takeover.seeds import stream_seed
 

@@ -16,9 +16,10 @@ import pytest
 
 from takeover.config import RunConfig
 from takeover.run.aimed import POLL, STALE_ORDERS, AimedFaults, AimedKind, Missed, Script
+from takeover.run.board_layout import DONE, LOSE_ASK
 from takeover.run.duplicate_register import STATE_CLASSES, pick_registered
 from takeover.run.nemesis import AIMED_KINDS
-from takeover.run.phases import DONE, PhaseBoard, SlotView
+from takeover.run.phases import PhaseBoard, SlotView
 
 
 class Hands:
@@ -147,8 +148,6 @@ def test_duplicate_register_waits_for_the_state_it_was_dealt() -> None:
 def test_duplicate_register_dealt_uncertain_asks_a_working_worker_to_lose_its_reply_when_none_is() -> None:
     """No task is uncertain: the worker working on a task (slot 0) is asked to lose its next action's
     reply (so its task ends uncertain), and the pick waits for it; with an uncertain task there, nobody is."""
-    from takeover.run.phases import LOSE_ASK
-
     faults, board, _ = aimed(rows=[("t000001", "pending"), ("t000002", "done")], phases=("idle", "idle"))
     faults._deck = ["uncertain"]
     step = pick_registered(faults, time.time() + 1)

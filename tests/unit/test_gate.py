@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from takeover.run.phases import HEADER, RACE, RACE_BEAT, RACE_CORE, RACE_WITH, SLOT_WIDTH, PhaseBoard
+from takeover.run.board_layout import HEADER, RACE, RACE_BEAT, RACE_CORE, RACE_WITH, SLOT_WIDTH
+from takeover.run.phases import PhaseBoard
 
 pytestmark = pytest.mark.timeout(60)
 
