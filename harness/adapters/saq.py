@@ -108,11 +108,31 @@ class SAQClock(DilatedClock):
 
     def __init__(self, conn: redis.Redis, saq_lease: float) -> None:
         super().__init__(conn, CLOCK_KEY, EPOCH, saq_lease)
+        self.lease: float | None = None  # the run's lease (harness seconds): SAQ's `saq_lease` seconds
 
     def harness_time(self, library_seconds: float) -> float:
-        value = super().harness_time(library_seconds)
-        # float error of epoch milliseconds (about 1e-6 s here); the logical clock's times are exact decimals
-        return round(value, 4) if logical(value) else value
+        """The harness's ``now`` that gave SAQ this time, when this process gave it (exact: epoch milliseconds
+        carry a float error of about 1e-6 s, and the scenarios and explore compare lease ends exactly);
+        computed otherwise."""
+        seen = _SEEN.get((self.origin, self.scale, library_seconds * 1000))
+        return seen if seen is not None else super().harness_time(library_seconds)
+
+    def harness_duration(self, saq_seconds: float) -> float:
+        """A SAQ duration (a timeout, a heartbeat) in harness seconds: ``saq_seconds * lease / LEASE``, exact for
+        the lease itself."""
+        if self.lease is None:
+            self._read()
+        return saq_seconds * (self.lease or 1.0) / self.library_lease if self.lease else saq_seconds
+
+    def load(self, now: float, lease: float | None) -> None:
+        if lease is not None and self.scale is None:
+            self.conn.hsetnx(self.key, "lease", repr(lease))  # beside the scale, for exact durations
+        super().load(now, lease)
+
+    def _read(self) -> None:
+        super()._read()
+        stored = cast(bytes | None, self.conn.hget(self.key, "lease"))
+        self.lease = float(stored) if stored is not None else None
 
     def real_seconds(self, saq_seconds: float) -> float:
         """A SAQ duration in harness seconds (what a server-side TTL or a real wait must last)."""
@@ -125,11 +145,17 @@ class SAQClock(DilatedClock):
         # SAQ's now() is whole milliseconds; dilated, a millisecond of SAQ's would be up to 1 / scale ms of
         # the harness's (3 ms in the scenarios), so the adapter keeps the fraction: a lease end maps back exactly
         ms = self.library_seconds(now) * 1000
+        if len(_SEEN) > SEEN_MAX:
+            _SEEN.clear()
+        _SEEN[(self.origin, self.scale, ms)] = now
         with swapped("saq", "now", _REAL_NOW, lambda: ms):
             yield
 
 
 _REAL_NOW = saq.utils.now
+# (origin, scale, SAQ's epoch ms) -> the harness's now that gave it, in this process (SAQClock.harness_time)
+_SEEN: dict[tuple[float | None, float | None, float], float] = {}
+SEEN_MAX = 200_000
 
 
 def logical(now: float) -> bool:
@@ -330,12 +356,12 @@ class SAQAdapter:
     def _until(self, job: Job) -> float | None:
         """When the sweep may take the job: ``Job.stuck``, ``timeout`` after ``started`` or ``heartbeat``
         after ``touched`` (strictly after: job.py), on the harness's clock."""
-        ends = []
+        clock, ends = self.clock, []
         if job.timeout:
-            ends.append(saq.utils.seconds(job.started) + job.timeout)
+            ends.append(clock.harness_time(saq.utils.seconds(job.started)) + clock.harness_duration(job.timeout))
         if job.heartbeat:
-            ends.append(saq.utils.seconds(job.touched) + job.heartbeat)
-        return self.clock.harness_time(min(ends)) if ends else None
+            ends.append(clock.harness_time(saq.utils.seconds(job.touched)) + clock.harness_duration(job.heartbeat))
+        return min(ends) if ends else None
 
     def _parse(self, raw: bytes) -> Job | None:
         try:
