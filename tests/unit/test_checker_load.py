@@ -63,3 +63,27 @@ def test_generated_history_checks_valid_with_typed_frames(tmp_path) -> None:
     for frame in (run.ledger, run.snapshot):
         assert frame["task"].dtype == object and frame["gen"].dtype == np.float64
     assert run.ledger["t"].dtype == np.float64 and run.ledger["performed"].dtype == np.int64
+
+
+def test_the_ledger_read_in_chunks_is_the_ledger_read_at_once(tmp_path, monkeypatch) -> None:
+    """Chunk boundaries change nothing: the same frame whether the rows come 7 at a time or all at once,
+    with the odd values a ledger may hold (a missing process, every kind of reply and result, a text where
+    a generation belongs: NaN either way) placed in different chunks."""
+    from takeover.checker import load
+
+    generate(tmp_path, 3000, 4)
+    conn = sqlite3.connect(tmp_path / "ledger.sqlite")
+    conn.execute("UPDATE actions SET process = NULL WHERE seq % 5 = 0")
+    conn.execute("UPDATE actions SET reply = 'error' WHERE seq % 9 = 0")
+    conn.execute("UPDATE actions SET result = 'deduplicated' WHERE seq = 3")
+    conn.execute("UPDATE actions SET generation = 'two' WHERE seq = 11")
+    conn.commit()
+    conn.close()
+    frames = []
+    for chunk in (7, 10**9):
+        monkeypatch.setattr(load, "_LEDGER_CHUNK", chunk)
+        frames.append(load._load_ledger(tmp_path / "ledger.sqlite", []))
+    assert len(frames[0]) > 7 * 3
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+    assert np.isnan(frames[0]["process"]).sum() > 0 and np.isnan(frames[0]["gen"]).sum() == 1
+    assert set(frames[0]["reply"]) == {"ok", "lost", "error"} and "deduplicated" in set(frames[0]["result"])
