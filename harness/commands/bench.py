@@ -26,27 +26,16 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from takeover import db
-from takeover.benchmarks.bench_file import bench_doc, keep_earlier
-from takeover.benchmarks.detection_table import print_detection
+from takeover.benchmarks.bench_file import keep_earlier
+from takeover.benchmarks.bench_run import BenchPlan, detection_runs, measure_bench, print_bench
 from takeover.benchmarks.sources import MEASURE, MEASURE_POSTGRES, MEASURE_REDIS, bridge
-from takeover.benchmarks.targets import (
-    QUIET_LOAD,
-    REDIS_PERSISTENCE_PAIRS,
-    SIZES,
-    SOURCES,
-    evaluate,
-    print_table,
-    quieter,
-    row_verdict,
-    scaled,
-)
+from takeover.benchmarks.targets import QUIET_LOAD, SOURCES, quieter, row_verdict
 from takeover.benchmarks.timing import MISS
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
@@ -135,82 +124,34 @@ def run(args: argparse.Namespace) -> ExitCode:
         return _run(args, out, measure, database)
 
 
+def _plan(args: argparse.Namespace) -> BenchPlan:
+    return BenchPlan(only=tuple(args.only or ()), quick=bool(args.quick), repeat=args.repeat,
+                     detection=bool(args.detection), detection_seeds=args.detection_seeds,
+                     detection_seconds=args.detection_seconds, detection_jobs=args.detection_jobs,
+                     detection_hosts=args.detection_hosts, mutants=mutants_sample(args),
+                     cluster=getattr(args, "cluster", None))  # fmt: skip
+
+
 def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., dict[str, Any]]],
          database: str) -> ExitCode:
-    sources = args.only or list(measure)
     quick = bool(args.quick)
-    figures: dict[str, dict[str, Any]] = {}
-    for source in SOURCES:
-        if source not in sources:
-            continue
-        size = scaled(SIZES[source][1 if quick else 0], args.repeat)
-        print(f"takeover bench: measuring {source} {size} ...", file=sys.stderr, flush=True)
-        started = time.perf_counter()
-        figures[source] = measure[source](**size)
-        figures[source]["seconds"] = round(time.perf_counter() - started, 1)
-        figures[source]["size"] = size
-    results = evaluate(figures)
-    doc = bench_doc(quick, results, figures)
-    if database != db.DEFAULT:  # SQLite's bench.json stays as it was
-        doc["db"] = db.redact(database)
-        if db.kind(database) == db.REDIS:
-            from takeover.benchmarks.redis import persistence_rates
-
-            doc["redis_persistence"] = persistence_rates(REDIS_PERSISTENCE_PAIRS[1 if quick else 0] * args.repeat)
-        else:
-            doc["frozen_holder"] = _frozen_holder()
-    if args.detection or "detection" in (args.only or []):
-        doc["detection"] = _detection(args, quick, getattr(args, "cluster", None))
-        if args.detection_hosts:
-            doc["detection_network"] = _detection_network(args, quick)
-    if args.detection or "mutation" in (args.only or []):
-        doc["mutation"] = _mutation(args, quick)
-    if "fanout" in (args.only or []):
-        doc["fanout"] = _fanout(quick)
-    kept = keep_earlier(out, doc)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
+    bench = measure_bench(_plan(args), measure, database)
+    kept = keep_earlier(out, bench.doc)
+    out.write_text(json.dumps(bench.doc, indent=2) + "\n")
     if kept:
         print(f"takeover bench: kept from the earlier {out.name} (not measured this time): {', '.join(kept)}",
               file=sys.stderr)
-    if results:  # ``--only detection`` measured nothing else
-        print_table(results, quick)
-    if "detection" in doc:
-        print_detection(doc["detection"])
-    if "detection_network" in doc:
-        print_detection(doc["detection_network"])
-    if "fanout" in doc:
-        f = doc["fanout"]
-        print(f"fanout_vs_local {f['fanout_vs_local']:.3f} (target {f['target']}: "
-              f"{'PASS' if f['pass'] else 'MISS'}): {f['runs']} sleep-bound runs, two local jobs "
-              f"{f['local_s']} s, dask local:2 {f['cluster_s']} s; the cluster's overhead "
-              f"{f['overhead_per_run_s']} s per run")  # fmt: skip
-    if "mutation" in doc:
-        from takeover.benchmarks.mutation import line
-
-        for name, fig in doc["mutation"].items():
-            print(line(name, fig))
-    if "redis_persistence" in doc:
-        print("redis persistence: the reference queue's claim+finish per second: " + ", ".join(
-            f"{mode} {fig['pairs_per_s']:g}" for mode, fig in doc["redis_persistence"].items()))
-    if "frozen_holder" in doc:
-        ref, tx = doc["frozen_holder"]["reference"], doc["frozen_holder"]["open_transaction"]
-        print(f"frozen holder: the reference queue holds no transaction across calls (others' claims took at most "
-              f"{ref['longest_claim_while_frozen_ms']} ms while it was frozen; its task was taken over "
-              f"{ref['takeover_after_expiry_ms']} ms after its lease ran out); a holder frozen inside a transaction "
-              f"blocked a FOR UPDATE of its row {tx['for_update_waited_s']} s and hid it from SKIP LOCKED "
-              f"{tx['skip_locked_missed_s']} s (idle_in_transaction_session_timeout "
-              f"{tx['idle_in_transaction_session_timeout']})")
+    print_bench(bench, quick)
     print(f"wrote {out}")
-    advice = quieter(results)
+    advice = quieter(bench.results)
     if advice and not quick:
         print(advice, file=sys.stderr)
-    loaded = [f"{name} {fig['load_avg']['max']:g}" for name, fig in figures.items()
-              if (fig.get("load_avg") or {}).get("max", 0) >= QUIET_LOAD]
+    loaded = bench.loaded()
     if loaded and not quick:
         print(f"takeover bench: measured under load (1-minute load average up to: {', '.join(loaded)}): these "
               f"figures are for direction only; publish (docs/bench.json) only a run at a load below {QUIET_LOAD:g}",
               file=sys.stderr)  # fmt: skip
-    missed = [r["name"] for r in results if row_verdict(r) == MISS and r["enforced"]]
+    missed = [r["name"] for r in bench.results if row_verdict(r) == MISS and r["enforced"]]
     if missed and not quick:
         print(f"takeover bench: target missed: {', '.join(missed)}", file=sys.stderr)
         return ExitCode.VIOLATED
@@ -258,43 +199,11 @@ def _shard(args: argparse.Namespace) -> ExitCode:
     i, n = args.shard
     print(f"takeover bench: shard {i}/{n} of the detection runs (the other figures and the mutation score are not "
           "sharded)", file=sys.stderr, flush=True)  # fmt: skip
-    made = _detection(args, bool(args.quick), getattr(args, "cluster", None), shard=args.shard)
+    made = detection_runs(_plan(args), shard=args.shard)
     write_detection_shard(out, args.shard, made, bool(args.quick))
     print(f"takeover bench: shard {i}/{n}: {len(made['rows'])} detection run(s) -> {out}; join the shards with "
           "takeover merge")  # fmt: skip
     return ExitCode.VALID
-
-
-def _frozen_holder() -> dict[str, Any]:
-    from takeover.benchmarks import frozen_holder
-
-    print("takeover bench: measuring frozen_holder ...", file=sys.stderr, flush=True)
-    return frozen_holder.measure()
-
-
-def _detection(args: argparse.Namespace, quick: bool, cluster: str | None = None,
-               shard: tuple[int, int] | None = None) -> dict[str, Any]:
-    """Detection power; with ``--quick`` one reliably caught bug, one seed, 3 s (proves it runs). With
-    ``--cluster`` the runs are made on that dask cluster (takeover.fanout), ``--detection-jobs`` ignored.
-    With ``shard`` only that shard's runs, and the runs themselves, not the figures
-    (:func:`takeover.benchmarks.detection.make_runs`)."""
-    from takeover.benchmarks import detection
-    from takeover.fanout.launch import open_launcher
-
-    bugs, seeds, seconds = (["StealsLiveLeases"], 1, 3.0) if quick else (
-        None, args.detection_seeds, args.detection_seconds)
-    print(f"takeover bench: measuring detection ({seeds} seed(s) x {seconds:g} s per planted bug and mode, "
-          f"and the reference queue) ...",
-          file=sys.stderr, flush=True)
-    launcher = open_launcher(cluster) if cluster else None
-    try:
-        made = detection.make_runs(bugs, seeds, seconds, args.detection_jobs,
-                                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
-                                   launcher=launcher, shard=shard)  # fmt: skip
-        return made if shard else detection.figures(made)
-    finally:
-        if launcher is not None:
-            launcher.close()
 
 
 def _check_detection_hosts(args: argparse.Namespace) -> None:
@@ -311,31 +220,6 @@ def _check_detection_hosts(args: argparse.Namespace) -> None:
     check_network(db.POSTGRES, {"hosts": args.detection_hosts})
 
 
-def _detection_network(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
-    """The network era's planted bugs (takeover.queues.planted_network) with ``--detection-hosts`` hosts, one
-    run at a time (each makes its own network and server); with ``--quick`` one bug, one seed, 3 s."""
-    from takeover.benchmarks import detection
-    from takeover.selftest.runs import NETWORK_DURATION  # each caught in 9 of 10 runs this long
-
-    bugs, seeds, seconds = (["AdvisoryLockLease"], 1, 3.0) if quick else (None, args.detection_seeds, NETWORK_DURATION)
-    print(f"takeover bench: measuring the network era's detection ({seeds} seed(s) x {seconds:g} s per planted bug, "
-          f"{args.detection_hosts} hosts, and the reference queue) ...", file=sys.stderr, flush=True)
-    return detection.measure(bugs, seeds, seconds, 1, hosts=args.detection_hosts,
-                             progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
-
-
-def _fanout(quick: bool) -> dict[str, Any]:
-    """fanout_vs_local (takeover.benchmarks.fanout); with ``--quick`` two runs (proves it runs)."""
-    from takeover.benchmarks import fanout
-    from takeover.fanout.launch import check_cluster_extra
-
-    check_cluster_extra()
-    runs = 2 if quick else 4
-    print(f"takeover bench: measuring fanout_vs_local ({runs} sleep-bound runs here and on local:2, in turns) ...",
-          file=sys.stderr, flush=True)
-    return fanout.measure(runs)
-
-
 def mutants_sample(args: argparse.Namespace) -> int | None:
     """``--mutants``: a sample size, or None for every mutant (``all``)."""
     from takeover.benchmarks.mutation import DEFAULT_SAMPLE
@@ -348,18 +232,3 @@ def mutants_sample(args: argparse.Namespace) -> int | None:
     if not value.isdigit() or int(value) < 1:
         raise UsageError(f"--mutants takes a number of mutants (at least 1) or 'all', got {value!r}")
     return int(value)
-
-
-def _mutation(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
-    """The mutation score per database (SQLite, and PostgreSQL when a server can be started); ``--quick``:
-    3 SQLite mutants with 3 s stress runs (proves it runs)."""
-    from takeover.benchmarks import mutation
-
-    sample, seconds = (3, 3.0) if quick else (mutants_sample(args), 20.0)
-    out: dict[str, Any] = {}
-    for database in (db.SQLITE,) if quick else (db.SQLITE, db.POSTGRES):
-        print(f"takeover bench: measuring the mutation score on {database} "
-              f"({'all' if sample is None else sample} mutants) ...", file=sys.stderr, flush=True)
-        out[database] = mutation.measure(database, sample, seconds,
-                                         progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
-    return out
