@@ -62,7 +62,7 @@ def _rate(cfg: RunConfig, kind: str, factor: float) -> float:
     return rate if kind in NEMESIS_FAULTS else min(rate, 1.0)
 
 
-# The network's kinds (takeover.net.faults), drawn only in a run with hosts, each around this rate per second
+# The network's kinds (takeover.run.net_faults), drawn only in a run with hosts, each around this rate per second
 # when the run gives it none; one given (above 0) is kept as given.
 NETWORK_RATES = {"partition_rate": 0.3, "conn_kill_rate": 0.2, "db_restart_rate": 0.05}
 

@@ -37,7 +37,7 @@ FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5",
                  "aimed": "#6a040f", "partition": "#457b9d", "db_restart": "#6c757d", "conn_kill": "#1d3557",
                  "db_pause": "#b5838d", "db_lost_reply": "#7b2cbf",
                  "path": "#a8dadc"}
-ONE_WAY = "one_way"  # a partition's shape when only the replies are lost (takeover.net.faults)
+ONE_WAY = "one_way"  # a partition's shape when only the replies are lost (takeover.run.net_faults)
 # How the timeline labels a freeze made by an aimed fault (a pause whose ``detail`` names the fault).
 AIMED_LABELS = {"expire_and_return": "S2 expire_and_return", "stale_return": "S3 stale_return"}
 # Per invariant, the fields of a violation (violations.csv's row) naming the worker incarnation and the

@@ -315,7 +315,7 @@ def section(fx: Facts, extra: Any, rows: list[dict[str, Any]]) -> dict[str, Any]
 
 def lost_packets(fx: Facts) -> int | None:
     """The packets ``--net-loss`` dropped in the faulted phase (the run's ``net_loss`` record,
-    takeover.net.faults); None in a run without loss, or one stored before the record."""
+    takeover.run.net_faults); None in a run without loss, or one stored before the record."""
     h = fx.run.history
     if not len(h) or "f" not in h:
         return None

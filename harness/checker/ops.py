@@ -26,7 +26,7 @@ QUEUE_OPS = ("register", "claim", "action", "finish", "extend")
 AIMED_FAULTS = ("expire_and_return", "stale_return", "claim_stampede", "duplicate_register", "freeze_in_call",
                 "stale_heartbeat", "lease_edge", "aim_unreached")
 # ``power_loss`` (added later): process 0, no target, one at a time, so paired in order as the aimed ones.
-# The network's faults (takeover.net.faults), recorded only by runs with hosts.
+# The network's faults (takeover.run.net_faults), recorded only by runs with hosts.
 NETWORK_FAULTS = ("partition", "conn_kill", "db_restart", "db_pause", "db_lost_reply")
 FAULTS = ("kill", "pause", "slow", "lose_reply", *AIMED_FAULTS, "power_loss", *NETWORK_FAULTS)
 INDETERMINATE = ("info", "open")

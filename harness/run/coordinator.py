@@ -129,8 +129,8 @@ class Coordinator:
             self.supervisor.queue_path = self.power.queue_path
             self.power.others = self._probe_process
         self.prober: Prober | None = None
-        self.site: Any = None  # the run's hosts and their server (takeover.net.site), with --hosts
-        self.net_faults: Any = None  # their partitions, connection kills and restarts (takeover.net.faults)
+        self.site: Any = None  # the run's hosts and their server (takeover.run.net_site), with --hosts
+        self.net_faults: Any = None  # their partitions, connection kills and restarts (takeover.run.net_faults)
 
     # -- public -----------------------------------------------------------------------------------
     def run(self) -> RunOutcome:
@@ -150,8 +150,8 @@ class Coordinator:
 
     def _run_on_hosts(self) -> RunOutcome:
         """With ``--hosts``: the run on a network of its own, its database on a server of its own there
-        (takeover.net.site), whatever database the command made for it; all of it gone afterwards."""
-        from takeover.net.site import Site
+        (takeover.run.net_site), whatever database the command made for it; all of it gone afterwards."""
+        from takeover.run.net_site import Site
 
         if self.cfg.db == REDIS:
             from takeover.run.redis_site import RedisHostsSite
@@ -177,7 +177,7 @@ class Coordinator:
 
     def _attach(self, site: Any) -> None:
         """The run's site (hosts, or its own Redis server) and the faults on it, which reach the workers by slot."""
-        from takeover.net.faults import NetworkFaults
+        from takeover.run.net_faults import NetworkFaults
 
         self.site = site
         sup = self.supervisor

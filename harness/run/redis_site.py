@@ -1,5 +1,5 @@
 """One run's Redis server (``--db redis``): started for the run with the run's persistence, crashed,
-frozen and its clients' connections ended by the run's faults (takeover.net.faults), gone with the run.
+frozen and its clients' connections ended by the run's faults (takeover.run.net_faults), gone with the run.
 
 Why a server per run rather than a database of the command's server (takeover.db.redis): the faults
 act on a whole server (SIGKILL, SIGSTOP, a power loss of its disk), which must reach this run alone
@@ -26,7 +26,7 @@ import psutil
 from takeover.config import RunConfig
 from takeover.db import redis as redis_db
 from takeover.db.redis_server import HOST, PrivateRedis
-from takeover.net.site import OnHosts
+from takeover.run.net_site import OnHosts
 from takeover.run.reply_dropper import ReplyDropper
 
 KILL_TIMEOUT = 2.0  # seconds the CLIENT KILL may take (the server may be starting again)
@@ -130,7 +130,7 @@ class RedisSite:
 
 class RedisHostsSite(OnHosts):
     """``--db redis --hosts N``: the run's own redis-server on the hosts' network (takeover.net.hosts), as
-    takeover.net.site puts PostgreSQL's: inside the database's namespace, listening on ``10.200.0.1`` for the
+    takeover.run.net_site puts PostgreSQL's: inside the database's namespace, listening on ``10.200.0.1`` for the
     workers on their hosts, and on a Unix socket in its folder, which the coordinator reaches through a relay
     on this machine's loopback (``site.database``; no network fault reaches it). Partitions, one-way cuts,
     the delay proxy and packet loss are the hosts' own; a connection kill ends the worker's connections by

@@ -116,7 +116,7 @@ class Supervisor:
         self.service_restarts = 0
         self._old_handlers: dict[int, Any] = {}
         self._old_env: str | None = None
-        self.site: Any = None  # the run's hosts (takeover.net.site.Site), set by the coordinator; None: this machine
+        self.site: Any = None  # the run's hosts (takeover.run.net_site.Site), set by the coordinator; None: here
 
     # -- around the run -----------------------------------------------------------------------------
     def open(self) -> None:

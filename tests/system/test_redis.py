@@ -174,7 +174,7 @@ def test_a_freeze_ends_on_time_while_the_coordinator_waits_on_the_frozen_server(
 
     from takeover.config import RunConfig
     from takeover.history import HistoryWriter
-    from takeover.net.faults import DB_PAUSE, NetworkFaults
+    from takeover.run.net_faults import DB_PAUSE, NetworkFaults
 
     with PrivateRedis("none") as private:
         faults = NetworkFaults(RunConfig(seed=1, lease=0.4, db_pause_rate=1.0), SimpleNamespace(server=private),

@@ -9,8 +9,8 @@ import pytest
 
 from takeover.commands import stress
 from takeover.errors import UsageError
-from takeover.net.faults import hosts_cut
 from takeover.net.hosts import placement, worker_url
+from takeover.run.net_faults import hosts_cut
 from tests.unit.test_options import parser_for
 
 

@@ -1,5 +1,5 @@
 """The network's nemesis: partitions, connection kills, database restarts and freezes (``--partition-rate``,
-``--conn-kill-rate``, ``--db-restart-rate``, ``--db-pause-rate``), on a run with hosts (takeover.net.site)
+``--conn-kill-rate``, ``--db-restart-rate``, ``--db-pause-rate``), on a run with hosts (takeover.run.net_site)
 or on a run's own Redis server (takeover.run.redis_site: no hosts, so no partitions).
 
 Why a nemesis of its own beside takeover.run.nemesis: those faults act on the network and the server,
