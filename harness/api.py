@@ -41,9 +41,11 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from takeover import locate
 from takeover.errors import UsageError, under_error_contract
 from takeover.run_result import RunResult
 
@@ -123,8 +125,6 @@ def queue_name(queue: QueueLike) -> str:
 def _import_path(spec: str) -> list[str]:
     """Folders this process imports the queue from that a fresh ``takeover`` process would not search:
     they go on the run's PYTHONPATH (its reproduce line then names them)."""
-    from takeover import locate
-
     module = spec.partition(":")[0]
     root = locate.find_root(spec)  # where a fresh process looks: the current folder, then the path
     loaded = sys.modules.get(module)
@@ -143,10 +143,6 @@ def _import_path(spec: str) -> list[str]:
 def _hooked(spec: str) -> bool:
     """Whether an import hook other than the path's finds the queue's top-level module (an editable
     install's finder does): a fresh process has the same hook, so no folder is needed."""
-    from importlib.machinery import PathFinder
-
-    from takeover import locate
-
     top = locate.top_level(spec)
     for finder in sys.meta_path:
         if top is None or finder is PathFinder or not hasattr(finder, "find_spec"):
@@ -277,7 +273,6 @@ def _child_main(argv: list[str]) -> int:
     from takeover import db
     from takeover.config import RunConfig
     from takeover.lifeline import die_with_parent
-    from takeover.locate import locate
     from takeover.stress_run import run_checked
 
     die_with_parent(int(argv[0]))
@@ -287,7 +282,7 @@ def _child_main(argv: list[str]) -> int:
 
     def body() -> int:
         cfg = RunConfig.from_dict(request.pop("config"))
-        where = locate(cfg.queue, cfg.profile)  # as a fresh process finds the queue: the reproduce line's
+        where = locate.locate(cfg.queue, cfg.profile)  # as a fresh process finds the queue: the reproduce line's
         cfg = dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath)
         with db.attached(host):
             result = run_checked(cfg, host, Path(request.pop("out")), console=sys.stdout, progress=sys.stderr,
