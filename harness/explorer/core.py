@@ -100,6 +100,23 @@ def explore_queue(queue_spec: str, *, seed: int = 1, examples: int | None = None
     return result
 
 
+def raised_in_an_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a Ctrl-C was being handled (a KeyboardInterrupt in its chain).
+
+    Why: SIGTERM and SIGHUP become a KeyboardInterrupt wherever the main thread is (takeover.cli). Landing
+    inside Hypothesis's own bookkeeping (computing the database key, before its runner exists), the interrupt
+    makes Hypothesis's handler fail an internal assertion, and an AssertionError with a traceback came out
+    instead of "takeover: interrupted" (exit 1, not 130). Such an error is the interrupt, told as one."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
+
+
 def _run_batches(setup: Setup, examples: int | None, seconds: float | None, steps: int, seed: int,
                  database: DirectoryBasedExampleDatabase | None) -> None:
     recorder = setup.recorder
@@ -128,14 +145,17 @@ def _run_batches(setup: Setup, examples: int | None, seconds: float | None, step
         test = hypothesis_seed(batch_seed)(get_state_machine_test(machine_class(setup), settings=config))
         try:
             test()
-        except Flaky:
-            # Two calls at once may take effect in either order, and a correct queue may answer either way
-            # (explore.overlap): the same draws then meet another model, and Hypothesis, which wants a test
-            # to draw alike on the same choices, stops the batch. Not a departure: the next batch goes on.
-            if recorder.failure is None:
-                recorder.flaky_batches += 1
-        except Exception:  # noqa: BLE001 - a departure (or Hypothesis saying a replay differed): judged below
-            if recorder.failure is None:
+        except Exception as exc:  # noqa: BLE001 - a departure (or Hypothesis saying a replay differed): judged below
+            if raised_in_an_interrupt(exc):
+                raise KeyboardInterrupt("interrupted inside Hypothesis") from None
+            if isinstance(exc, Flaky):
+                # Two calls at once may take effect in either order, and a correct queue may answer either
+                # way (explore.overlap): the same draws then meet another model, and Hypothesis, which wants
+                # a test to draw alike on the same choices, stops the batch. Not a departure: the next batch
+                # goes on.
+                if recorder.failure is None:
+                    recorder.flaky_batches += 1
+            elif recorder.failure is None:
                 raise
         batch += 1
         if recorder.spent():
