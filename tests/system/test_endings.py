@@ -22,13 +22,21 @@ from tests.helpers.processes import REPO, child_env, records, stop_and_reap, wai
 ADAPTER = f"exec:{sys.executable} tests/fixtures/adapters/pyadapter.py"
 
 
+def _default_stop_signals() -> None:
+    """In the child before it runs takeover: SIGTERM and SIGHUP at their defaults, as a terminal's session
+    starts. Inherited as ignored (the suite run under ``nohup``, as a CI job may be), SIGHUP stays ignored by
+    design (takeover.cli), and the SIGHUP test waited 100 s for an explore that never heard it."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start(tmp: Path, *args: str) -> subprocess.Popen:
     """``takeover ARGS`` in a session of its own (a signal to its group is what a terminal sends), with its
     temporary folder ``tmp``."""
     tmp.mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "takeover", *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**child_env(), "TMPDIR": str(tmp)},
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, preexec_fn=_default_stop_signals)  # fmt: skip
 
 
 def _wait_for(pred, timeout: float = 60.0) -> bool:
