@@ -47,15 +47,14 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from takeover.adapters.pins import require_library
+from takeover.adapters.rediscommon import connect
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.errors import ContractError
 
 PINNED = "5.7.0"
 require_library("celery", PINNED)
 require_library("kombu", "5.7.0")
 
 import kombu.transport.redis as _kombu_redis  # noqa: E402 - after the check, so a missing library is one line
-import redis  # noqa: E402
 from celery import Celery, states  # noqa: E402
 
 NAME = "takeover.adapters.celery:CeleryAdapter"
@@ -150,10 +149,8 @@ class CeleryAdapter:
         return lines
 
     def __init__(self, db: str) -> None:
-        if not db.startswith(("redis://", "rediss://")):
-            raise ContractError(f"{NAME} needs a Redis database (--db redis or a redis:// URL), got {db!r}")
         self.url = db
-        self.conn = redis.Redis.from_url(db)
+        self.conn = connect(NAME, db)
         self.app = Celery("takeover", broker=db, backend=db, set_as_current=False)
         self.app.conf.task_acks_late = self.acks_late
         self._snapshot = self.conn.register_script(SNAPSHOT_LUA)

@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from takeover.adapters.pins import require_library
+from takeover.adapters.rediscommon import REDIS_URLS, connect
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.errors import ContractError
 from takeover.lifeline import RUN_ENV  # set in every process of a stress run
 
 PINNED = "2.2.1"
@@ -184,9 +184,7 @@ class DramatiqAdapter:
         return lines
 
     def __init__(self, db: str) -> None:
-        if not db.startswith(("redis://", "rediss://", "unix://")):
-            raise ContractError(f"{NAME} needs a Redis database (--db redis or a redis:// URL), got {db!r}")
-        self.conn = redis.Redis.from_url(db)
+        self.conn = connect(NAME, db, (*REDIS_URLS, "unix://"))
         self._snapshot = self.conn.register_script(SNAPSHOT_LUA)
         self._workers: dict[str, _Worker] = {}  # contract worker name -> the Dramatiq worker of this process
         self._producer = _Worker("producer", self.conn, self.maintenance_chance)

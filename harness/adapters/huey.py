@@ -29,13 +29,12 @@ import traceback
 from typing import Any, cast
 
 from takeover.adapters.pins import require_library
+from takeover.adapters.rediscommon import connect
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.errors import ContractError
 
 PINNED = "3.5.4"
 require_library("huey", PINNED)
 
-import redis  # noqa: E402 - after the check, so a missing library is one line
 from huey import RedisHuey  # noqa: E402
 from huey.api import Error  # noqa: E402
 
@@ -61,9 +60,7 @@ class HueyAdapter:
     databases = ("redis",)
 
     def __init__(self, db: str) -> None:
-        if not db.startswith(("redis://", "rediss://")):
-            raise ContractError(f"{NAME} needs a Redis database (--db redis or a redis:// URL), got {db!r}")
-        self.conn = redis.Redis.from_url(db)
+        self.conn = connect(NAME, db)
         self.huey = RedisHuey(HUEY_NAME, url=db, blocking=False)
         self.perform = self.huey.task(name="takeover.task")(_perform)
         self.storage: Any = self.huey.storage

@@ -51,6 +51,7 @@ from typing import Any, cast
 
 from takeover.adapters.dilated import DilatedClock, swapped
 from takeover.adapters.pins import require_library
+from takeover.adapters.rediscommon import REDIS_URLS, connect
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
 
 PINNED = "3.0.0"
@@ -187,11 +188,7 @@ class RQAdapter:
         return lines
 
     def __init__(self, db: str) -> None:
-        if not db.startswith(("redis://", "rediss://", "unix://")):
-            from takeover.errors import ContractError
-
-            raise ContractError(f"{NAME} needs a Redis database (--db redis or a redis:// URL), got {db!r}")
-        self.conn = redis.Redis.from_url(db)
+        self.conn = connect(NAME, db, (*REDIS_URLS, "unix://"))
         self.queue = Queue(QUEUE, connection=self.conn)
         self.clock = RQClock(self.conn)
         self._snapshot = self.conn.register_script(SNAPSHOT_LUA)

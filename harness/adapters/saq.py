@@ -56,8 +56,8 @@ from typing import Any, cast
 
 from takeover.adapters.dilated import DilatedClock, swapped
 from takeover.adapters.pins import require_library
+from takeover.adapters.rediscommon import connect
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.errors import ContractError
 
 PINNED = "0.26.4"
 VERSION = require_library("saq", PINNED)
@@ -210,9 +210,7 @@ class SAQAdapter:
         return lines
 
     def __init__(self, db: str) -> None:
-        if not db.startswith(("redis://", "rediss://")):
-            raise ContractError(f"{NAME} needs a Redis database (--db redis or a redis:// URL), got {db!r}")
-        self.conn = redis.Redis.from_url(db)
+        self.conn = connect(NAME, db)
         self.loop = asyncio.new_event_loop()
         self.queue = RedisQueue.from_url(db, name=QUEUE)
         self.clock = SAQClock(self.conn, float(self.heartbeat or self.timeout))

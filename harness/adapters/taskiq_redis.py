@@ -46,8 +46,8 @@ from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 from takeover.adapters.pins import require_library
+from takeover.adapters.rediscommon import connect
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.errors import ContractError
 
 PINNED = "1.2.4"
 BEFORE_FIX = "1.2.2"  # the last release before taskiq-redis #126 (the fix of #123): run only to show the difference
@@ -145,10 +145,8 @@ class TaskiqStreamAdapter:
         return lines
 
     def __init__(self, db: str) -> None:
-        if not db.startswith(("redis://", "rediss://")):
-            raise ContractError(f"{NAME} needs a Redis database (--db redis or a redis:// URL), got {db!r}")
         self.url = db
-        self.conn = redis.Redis.from_url(db)
+        self.conn = connect(NAME, db)
         self.loop = asyncio.new_event_loop()
         self.results: RedisAsyncResultBackend[Any] = RedisAsyncResultBackend(db, prefix_str=RESULTS)
         self._idle = self.conn.register_script(IDLE_LUA)
