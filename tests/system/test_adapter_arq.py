@@ -18,7 +18,6 @@ import pytest
 
 from takeover import db
 from takeover.bridge import ExecFactory, ExecQueue
-from takeover.contract import check_queue_object, has_extension
 from takeover.scenario_file import load_scenario_file
 from takeover.scenario_replay import run_scenarios
 from tests.helpers import arq_env
@@ -51,14 +50,7 @@ def test_a_holder_frozen_past_its_lease_fails_on_waking_the_job_its_successor_ru
     with host.database(tmp_path, "arq") as url:
         a, b = _open(url, 2)
         try:
-            check_queue_object(a, arq_env.QUEUE)
-            assert not has_extension(a, "extend")  # arq has no heartbeat
-            now = time.time()
-            a.register("t1", now)
-            a.register("t1", now)  # arq enqueues no second job with the same id
-            assert b.snapshot() == [("t1", "pending", 0, None)]
-            assert a.claim("A", now, 1.0) == ("t1", 1, now + 1.0)
-            assert b.claim("B", time.time(), 1.0) is None  # the in-progress key holds it
+            arq_env.a_holds_t1(a, b, arq_env.QUEUE)
             os.kill(a.proc.pid, signal.SIGSTOP)
             try:
                 time.sleep(1.3)  # past the key's TTL, on the server's clock

@@ -25,7 +25,6 @@ import pytest
 
 from takeover import db
 from takeover.bridge import ExecFactory
-from takeover.contract import check_queue_object, has_extension
 from tests.helpers import arq_env
 from tests.helpers.processes import takeover
 
@@ -50,14 +49,7 @@ def test_a_paused_holders_completion_is_accepted_after_the_ttl_handed_the_job_on
         factory = ExecFactory(QUEUE)
         a, b = factory(url), factory(url)
         try:
-            check_queue_object(a, QUEUE)
-            assert not has_extension(a, "extend")  # arq has no heartbeat
-            now = time.time()
-            a.register("t1", now)
-            a.register("t1", now)  # arq refuses a second job with the same id
-            assert b.snapshot() == [("t1", "pending", 0, None)]
-            assert a.claim("A", now, 1.0) == ("t1", 1, now + 1.0)
-            assert b.claim("B", time.time(), 1.0) is None  # the in-progress key holds it
+            arq_env.a_holds_t1(a, b, QUEUE)
             time.sleep(1.2)  # past the key's TTL, on the server's clock
             later = time.time()
             assert b.claim("B", later, 30.0) == ("t1", 2, later + 30.0)
