@@ -6,8 +6,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed
-# The Debian packages some tests and runs need (fuse3, postgresql): installed with apt-get when missing and
-# make runs as root; otherwise the tests that need one skip with a line naming it (scripts/system-packages).
+# The Debian packages some tests and runs need (`scripts/system-packages list` names them): installed with apt-get
+# when missing and make runs as root; otherwise the tests that need one skip with a line naming it.
 SYSTEM_PACKAGES := scripts/system-packages
 PYTEST_ARGS ?=
 # Test processes: most of the suite's time is real runs waiting on their own clocks (faults, leases,

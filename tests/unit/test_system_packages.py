@@ -9,6 +9,7 @@ lacks is set by replacing the script's answer (the packages are installed here, 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -98,6 +99,15 @@ def test_the_script_refuses_an_unknown_package_or_command_in_one_line() -> None:
         done = subprocess.run([str(system_packages.SCRIPT), *argv], capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr == f"system-packages: {words}\n"
+
+
+def test_the_readme_names_every_package_make_test_installs() -> None:
+    """The README's set-up names the Debian packages `make test` installs as root, in the script's order: one
+    added to the script alone (redis-server was) leaves a user who is not root guessing what to install."""
+    readme = (system_packages.SCRIPT.parents[1] / "README.md").read_text()
+    said = re.search(r"`make test` also installs the Debian\s+packages some tests need \(([^)]*)\)", readme)
+    assert said, "README.md no longer says which Debian packages `make test` installs"
+    assert said[1].split(", ") == list(system_packages.known())
 
 
 def test_without_ensurepip_make_is_told_in_one_line_what_to_install(tmp_path) -> None:
