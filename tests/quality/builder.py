@@ -243,3 +243,12 @@ class Run:
                                  "WHERE seq = ?", (n,))
         ledger.close()
         return folder
+
+
+def one_task() -> Run:
+    """Task a registered, workers w1 (process 1) and w2 (process 2) started: how most one-task histories open."""
+    r = Run()
+    r.register("a")
+    r.spawn(1, "w1")
+    r.spawn(2, "w2")
+    return r

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.quality.builder import Run
+from tests.quality.builder import Run, one_task
 
 CASES: dict[str, tuple[Callable[[], Run], set[str]]] = {}
 
@@ -264,7 +264,7 @@ def retry_after_resolve_skips_generations() -> Run:
 def chained_info_extends_excuse_a_late_finish() -> Run:
     """Two heartbeats that raised: the first (at 4) may have moved the lease to 9, so the second
     (at 8) may have moved it to 13; a finish at now=12 is then legal."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.extend(1, 4, "a", 1, status="info")
     r.extend(1, 8, "a", 1, status="info")
@@ -513,19 +513,11 @@ def lease_granted_twice() -> Run:
     return r
 
 
-def _one_task() -> Run:
-    r = Run()
-    r.register("a")
-    r.spawn(1, "w1")
-    r.spawn(2, "w2")
-    return r
-
-
 @case("lease_exclusive")
 def lease_granted_after_an_info_finish() -> Run:
     """w1's finish raised at 2; w2 is granted a at now=2.5. If the finish took effect a was
     reclaimed after it was done, if not its lease (until 5) was granted twice."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.finish(1, 2, "a", 1, status="info")
@@ -537,7 +529,7 @@ def lease_granted_after_an_info_finish() -> Run:
 @case("lease_exclusive")
 def lease_granted_after_a_killed_finish() -> Run:
     """The same as lease_granted_after_an_info_finish, with w1 killed inside its finish."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.finish(1, 2, "a", 1, status="open")
@@ -551,7 +543,7 @@ def lease_granted_after_a_killed_finish() -> Run:
 def lease_granted_across_an_info_claim() -> Run:
     """An info claim may have taken generation 2, so generation 3 at now=2 is no gap; but w1's
     generation 1 lease ran until 5."""
-    r = _one_task()
+    r = one_task()
     r.spawn(3, "w3")
     r.claim(1, 0, "a", 1)
     r.claim(2, 1, None, status="info")
@@ -566,7 +558,7 @@ def lease_granted_across_an_info_claim() -> Run:
 def late_info_extend_does_not_excuse_a_late_finish() -> Run:
     """A heartbeat invoked at 5.5, after the lease ended at 5, cannot have extended it (a correct
     queue answers lost); the finish accepted at now=6 is late."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.extend(1, 5.5, "a", 1, status="info")
     r.action(1, 5.6, "a", 1)
@@ -579,7 +571,7 @@ def late_info_extend_does_not_excuse_a_late_finish() -> Run:
 def finish_of_a_generation_nobody_was_given() -> Run:
     """w1 was given generation 1 but generation 7 is accepted. Six claims killed mid-call explain
     the snapshot's generation, but a killed process finishes nothing: no claim of w1 returned 7."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.finish(1, 8, "a", 7)
@@ -596,7 +588,7 @@ def stale_finish_overlapping_the_takeover() -> Run:
     """w1's finish of generation 1 (within its lease) is still in flight when w2's claim returns
     generation 2 at now=5; both succeed. Finish first: a done task was reclaimed; claim first: a
     stale commit. A correct queue refuses one of them."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.rec(4.9, 1, "invoke", "finish", task="a", gen=1, outcome="done", now=4.9)
@@ -701,7 +693,7 @@ def dup_cause(cause: str, *violated: str):
 def double_lease_holder_acted_first() -> Run:
     """w1 acts inside its lease (until 5); the queue grants a to w2 at now=2 anyway, w2 acts and
     finishes, w1's finish is refused. Not lost_lease: w1 never outlived its lease."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.claim(2, 2, "a", 2)
@@ -716,7 +708,7 @@ def double_lease_holder_acted_first() -> Run:
 def double_lease_holder_acted_after_the_thief() -> Run:
     """The same steal, but w1 acts after w2 did, still inside its own lease (until 5): an older
     generation acting after a newer one, which only the lease at the takeover tells from a pause."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.claim(2, 1, "a", 2)
     r.action(2, 1.5, "a", 2)
@@ -731,7 +723,7 @@ def double_lease_holder_acted_after_the_thief() -> Run:
 def double_lease_holder_killed_after_acting() -> Run:
     """w1 acts and is SIGKILLed, but w2 is granted a at now=2, inside w1's lease (until 5): a double
     lease, whichever way the earlier holder ended (s5 needs the lease to have run out first)."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.kill(1, 1.5, phase="acted", aim="after_action", task="a", gen=1)
@@ -744,7 +736,7 @@ def double_lease_holder_killed_after_acting() -> Run:
 def paused_holder_acts_before_the_new_holder() -> Run:
     """S2: w1 is frozen from 1 to 8, past its lease (until 5); w2 takes a over at 6; w1 resumes and
     acts at 8.1, before w2 does at 8.5. The earlier action is the stale one, the extra is w2's."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.pause_start(1, 1, 7, task="a", gen=1, phase="working")
     r.claim(2, 6, "a", 2)
@@ -761,7 +753,7 @@ def paused_holder_acts_before_the_new_holder() -> Run:
 def killed_after_acting_taken_over_at_expiry() -> Run:
     """S5: w1 acts and is SIGKILLed; w2 takes a over at now=5, the very instant w1's lease ends
     (lease_until <= now is expired, as in the reference queue): not a double lease."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.kill(1, 1.5, phase="acted", aim="after_action", task="a", gen=1)
@@ -774,7 +766,7 @@ def killed_after_acting_taken_over_at_expiry() -> Run:
 def double_lease_inside_an_extended_lease() -> Run:
     """w1's heartbeat at 3 moved its lease from 5 to 8; the queue grants a to w2 at now=6 anyway.
     Judged on the claim's lease alone this would read as lost_lease."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.extend(1, 3, "a", 1)
     r.action(1, 4, "a", 1)
@@ -791,7 +783,7 @@ def slow_holder_outlives_its_extended_lease() -> Run:
     """w1's heartbeat at 3 moved its lease to 8, then it went slow: w2 takes a over at 9, after the
     extended lease ran out, and w1 acts late at 9.5. An extension does not make every takeover a
     double lease."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.extend(1, 3, "a", 1)
     r.claim(2, 9, "a", 2)
@@ -810,7 +802,7 @@ def slow_holder_outlives_its_extended_lease() -> Run:
 def skewed_taker_takes_over_a_live_lease() -> Run:
     """w2's clock is 3 s ahead: at real 2.5 its now (5.5) is past w1's lease (until 5 on w1's true clock),
     so a correct queue hands it a; both act. On the real clock w1's lease had 2.5 s left."""
-    r = _one_task()
+    r = one_task()
     r.clock(2, 0, 3.0, kind="clock_skew")
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
@@ -826,7 +818,7 @@ def skewed_taker_takes_over_a_live_lease() -> Run:
 def holder_clock_jumps_ahead_and_its_finish_is_refused() -> Run:
     """w1 acts at 1; its clock jumps 4.5 s ahead at 1.5, so its finish at real 2 says now 6.5, past its
     lease (until 5) and refused; w2 takes a over once the lease really ran out (6) and acts again."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.clock(1, 1.5, 4.5)
@@ -841,7 +833,7 @@ def skewed_clocks_but_the_holder_really_outlived_its_lease() -> Run:
     """w1's clock is 1 s ahead, so its lease ends at real 5 (its now 6); it is paused from 1 to 6.2. w2 (true
     clock) takes a over at 6, after the lease really ran out; w1 acts first, then w2: clock faults were there,
     but the pause lost the lease."""
-    r = _one_task()
+    r = one_task()
     r.clock(1, 0, 1.0, kind="clock_skew")
     r.claim(1, 0, "a", 1)
     r.pause_start(1, 1, 5.2, task="a", gen=1, phase="working")
@@ -859,7 +851,7 @@ def skewed_clocks_but_the_holder_really_outlived_its_lease() -> Run:
 def holder_clock_jumps_back_and_finishes_inside_its_lease_by_that_clock() -> Run:
     """w1's lease ends at 5; its clock jumps 2 s back at 1.5, so its finish at real 6 says now 4: inside the
     lease the queue judged by that now, and accepted. Leases are judged by the now each call was given: valid."""
-    r = _one_task()
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.clock(1, 1.5, -2.0)

@@ -23,7 +23,7 @@ from takeover.checker.patterns import IDEMPOTENT, LOST_COMMIT, NOT_ATOMIC, NOT_F
 from takeover.pipeline import check_and_report
 from takeover.queues.planted import DIAGNOSED, PLANTED
 from takeover.store import VIOLATIONS_CSV
-from tests.quality.builder import Run
+from tests.quality.builder import one_task
 from tests.quality.cases import CASES
 from tests.quality.test_replay import NOT_IN_ONE_PROCESS, REPRODUCIBLE, claim, finish, history, reregister
 
@@ -136,10 +136,7 @@ def test_a_gap_of_two_generations_is_two_violations(tmp_path: Path) -> None:
     """A claim that returns generation 3 first skips two generations nobody can have taken: two
     rows, and one indeterminate claim before it explains one of them."""
     for killed, expected in ((False, 2), (True, 1)):
-        r = Run()
-        r.register("a")
-        r.spawn(1, "w1")
-        r.spawn(2, "w2")
+        r = one_task()
         if killed:
             r.claim(2, 0, None, status="info")
         r.claim(1, 1, "a", 3)
@@ -201,10 +198,7 @@ def test_an_upsert_that_keeps_the_generation_is_blamed_on_the_registration(tmp_p
     a reset from a claim that takes finished tasks. Without that registration the same claim is the
     claim's own defect."""
     for again, pattern in ((True, "reset_by_register"), (False, "reclaimed")):
-        r = Run()
-        r.register("a")
-        r.spawn(1, "w1")
-        r.spawn(2, "w2")
+        r = one_task()
         r.work(1, 0, "a", 1, "uncertain")
         if again:
             r.reregister(3, 0, "a")

@@ -17,7 +17,7 @@ import pytest
 from takeover.checker.patterns import CHECK_THEN_ACT, CLAIM_RACE, NOT_ATOMIC_ANY, NOT_FENCED, PATTERNS, database_kind
 from takeover.pipeline import check_and_report
 from takeover.store import VIOLATIONS_CSV
-from tests.quality.builder import Run
+from tests.quality.builder import Run, one_task
 from tests.quality.known_causes import KNOWN, KnownCause, extract
 
 
@@ -97,10 +97,7 @@ def _claim_takes_a_finished_task() -> Run:
     """Issue 36's PostgreSQL run, as a history: w2's claim is in flight (27.99 s to 30.358 s) while w1 claims
     the task (generation 2) and finishes it at 29.303 s; w2's claim then takes the done row as generation 3,
     and its finish is accepted too. The queue's finish is fenced; its claim is not atomic."""
-    r = Run()
-    r.register("a")
-    r.spawn(1, "w1")
-    r.spawn(2, "w2")
+    r = one_task()
     r.spawn(3, "w3")
     r.claim(3, 10, "a", 1)
     r.kill(3, 11)
@@ -131,10 +128,7 @@ def test_a_stale_finish_while_the_takeover_is_in_flight_is_not_said_to_come_afte
     """A stale finish accepted while the newer claim was still in flight, and no sign that the claim took
     effect after it: told with the claim in flight, not "after" it; and when every stale finish of the run
     landed in that moment, a finish that checks, then writes (check-then-act), not one never fenced."""
-    r = Run()
-    r.register("a")
-    r.spawn(1, "w1")
-    r.spawn(2, "w2")
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     r.claim(2, 5.5, "a", 2, done=6.5)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from takeover.pipeline import check_and_report
 from takeover.store import VIOLATIONS_CSV
-from tests.quality.builder import Run
+from tests.quality.builder import Run, one_task
 
 HOSTS = {"hosts": 2, "placement": {"w1": "h1", "w2": "h2"}}
 
@@ -21,10 +21,7 @@ def _cut_off_holder_finishes_after_the_takeover() -> Run:
     """w1 (on h1) claims a and acts; h1 is cut off from 2 s to 8 s; its lease (5 s) runs out, w2 (on h2)
     takes a over at 5.5 s and acts; when the network comes back w1's finish of generation 1 is accepted:
     a stale commit (a queue that does not fence its finish), and a duplicate side effect."""
-    r = Run()
-    r.register("a")
-    r.spawn(1, "w1")
-    r.spawn(2, "w2")
+    r = one_task()
     r.claim(1, 0, "a", 1)
     r.action(1, 1, "a", 1)
     cut = {"host": "h1", "worker": "w1", "detail": "one", "value": "6"}
