@@ -11,10 +11,10 @@ TEST_STAMP := $(VENV)/.installed
 SYSTEM_PACKAGES := scripts/system-packages
 PYTEST_ARGS ?=
 # Test processes: most of the suite's time is real runs waiting on their own clocks (faults, leases,
-# drains): in two processes the gate kept about 1.1 of CI's 2 cores busy, so three overlap more of
-# those waits (tests/README.md, "Three processes"). PYTEST_JOBS=0 runs in one process.
+# drains): two processes kept about 0.9 of CI's 2 cores busy, three about 1.0; four keep both busy
+# (tests/README.md, "Four processes"). PYTEST_JOBS=0 runs in one process.
 # loadgroup keeps the tests of an xdist_group (one module-scoped run read by several tests) together.
-PYTEST_JOBS ?= 3
+PYTEST_JOBS ?= 4
 PYTEST_XDIST := -n $(PYTEST_JOBS) --dist loadgroup
 # Extra options for the command behind a target, e.g. `make stress ARGS="--seed 7 --workers 8"`.
 ARGS ?=

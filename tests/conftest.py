@@ -41,7 +41,7 @@ import takeover.reports.resources  # noqa: E402,F401
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# `make test` runs the suite in three processes (pytest-xdist, --dist loadgroup). Each test goes to
+# `make test` runs the suite in four processes (pytest-xdist, --dist loadgroup). Each test goes to
 # whichever process is free, except that all the tests of a file that defines a module-scoped fixture
 # (one real run, or one server, read by several tests) run in one process, one after the other:
 # otherwise each process would make that run again. Files that must not run at the same time as
