@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -51,6 +52,39 @@ def child_env() -> dict[str, str]:
     env = queues.child_env()
     env.pop(RUN_ENV, None)
     return env
+
+
+def server_child_env(server_env: str, **extra: str) -> dict[str, str]:
+    """A takeover child's environment without the database server an enclosing serve() published under
+    ``server_env``, plus ``extra``: a command tested for the private server it starts and removes must start it."""
+    env = child_env()
+    env.pop(server_env, None)
+    env.update(extra)
+    return env
+
+
+def live_servers(name: str, owned: Callable[[psutil.Process], bool]) -> list[psutil.Process]:
+    """The live (not zombie) processes called ``name`` that ``owned`` says the command under test started."""
+    found = []
+    for p in psutil.process_iter(["name"]):
+        try:
+            if p.info["name"] == name and p.status() != psutil.STATUS_ZOMBIE and owned(p):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def wait_servers_gone(
+    servers: Callable[[], list[psutil.Process]], folders: list[Path], timeout: float = 20.0
+) -> list[psutil.Process]:
+    """Wait until ``servers()`` lists none and none of ``folders`` exists; what ``servers()`` still lists then."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not servers() and not any(f.exists() for f in folders):
+            return []
+        time.sleep(0.05)
+    return servers()
 
 
 def records(run_dir: Path) -> list[dict]:

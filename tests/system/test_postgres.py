@@ -25,7 +25,7 @@ from takeover.contract import POSTGRES_REFERENCE_QUEUE
 from takeover.db import postgres
 from takeover.db.server import OWNER_ENV
 from takeover.scenario.replay import run_scenarios
-from tests.helpers.processes import REPO, child_env
+from tests.helpers.processes import REPO, live_servers, server_child_env, wait_servers_gone
 
 # Each test starts a PostgreSQL server (about a second, more on a loaded machine).
 pytestmark = [pytest.mark.slow, pytest.mark.needs_package("postgresql")]
@@ -34,25 +34,12 @@ MARKER_ENV = "TAKEOVER_TEST_HANG_MARKER"
 
 
 def _env(**extra: str) -> dict[str, str]:
-    """A takeover child's environment, without a server an enclosing serve() may have published: each
-    command here must start (and remove) its own."""
-    env = child_env()
-    env.pop(db.SERVER_ENV, None)
-    env.update(extra)
-    return env
+    return server_child_env(db.SERVER_ENV, **extra)
 
 
 def servers_of(pid: int) -> list[psutil.Process]:
     """The live (not zombie) processes of the private server started by the takeover process ``pid``."""
-    found = []
-    for p in psutil.process_iter(["name"]):
-        try:
-            if p.info["name"] == "postgres" and p.status() != psutil.STATUS_ZOMBIE \
-                    and p.environ().get(OWNER_ENV) == str(pid):
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
+    return live_servers("postgres", lambda p: p.environ().get(OWNER_ENV) == str(pid))
 
 
 def server_folder(procs: list[psutil.Process]) -> Path:
@@ -63,14 +50,8 @@ def server_folder(procs: list[psutil.Process]) -> Path:
     raise AssertionError(f"no postmaster among {[p.cmdline() for p in procs]}")
 
 
-def wait_gone(pid: int, folder: Path, timeout: float = 20.0) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = servers_of(pid)
-        if not left and not folder.exists():
-            return []
-        time.sleep(0.05)
-    return servers_of(pid)
+def wait_gone(pid: int, folder: Path) -> list[psutil.Process]:
+    return wait_servers_gone(lambda: servers_of(pid), [folder])
 
 
 def _hung_scenarios(tmp_path: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:

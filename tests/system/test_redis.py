@@ -26,7 +26,7 @@ from takeover import db
 from takeover.db import redis as redis_db
 from takeover.db.redis_server import PrivateRedis, owner_of
 from takeover.scenario.replay import run_scenarios
-from tests.helpers.processes import REPO, child_env
+from tests.helpers.processes import REPO, live_servers, server_child_env, wait_servers_gone
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_package("redis-server")]
 
@@ -35,25 +35,12 @@ QUEUE = "redis_queues:LuaQueue"
 
 
 def _env(**extra: str) -> dict[str, str]:
-    """A takeover child's environment without a server an enclosing serve() published: each command here must
-    start (and remove) its own."""
-    env = child_env()
-    env.pop(db.REDIS_SERVER_ENV, None)
-    env.update(extra)
-    return env
+    return server_child_env(db.REDIS_SERVER_ENV, **extra)
 
 
 def servers_of(pid: int) -> list[psutil.Process]:
     """The live (not zombie) redis-servers started by the takeover process ``pid``."""
-    found = []
-    for p in psutil.process_iter(["name"]):
-        try:
-            if p.info["name"] == "redis-server" and p.status() != psutil.STATUS_ZOMBIE \
-                    and owner_of(p.cmdline()) == pid:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
+    return live_servers("redis-server", lambda p: owner_of(p.cmdline()) == pid)
 
 
 def folders_of(procs: list[psutil.Process]) -> list[Path]:
@@ -64,14 +51,8 @@ def folders_of(procs: list[psutil.Process]) -> list[Path]:
     return out
 
 
-def wait_gone(pid: int, folders: list[Path], timeout: float = 20.0) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = servers_of(pid)
-        if not left and not any(f.exists() for f in folders):
-            return []
-        time.sleep(0.05)
-    return servers_of(pid)
+def wait_gone(pid: int, folders: list[Path]) -> list[psutil.Process]:
+    return wait_servers_gone(lambda: servers_of(pid), folders)
 
 
 def _hang(argv: list[str], tmp_path: Path, servers: int) -> tuple[subprocess.Popen, list[psutil.Process]]:
