@@ -120,11 +120,12 @@ bench: $(RUN_STAMP)
 # them skip saying so (under CI=true they fail: tests/helpers/system_packages.py). npm ci runs no install
 # scripts; the one library that needs one, better-sqlite3 (SQLite's C code in a node addon), then runs its
 # own: prebuild-install fetches a prebuilt addon from GitHub, or, offline, node-gyp compiles it (about
-# 3 minutes of one core; python3, make and g++). node-gyp is pointed at the headers node's package installs
-# beside it (nodesource's nodejs: /usr/include/node), so it downloads nothing. A failed build removes the
-# stamp, so the next make tries again. Where node is older than better-sqlite3 asks (Debian 12's nodejs is
-# 18; it asks for 20: tests/helpers/node_needs.py), the addon is left out, saying so in one line, and the
-# tests of adapters/js/sqlite.js skip naming the node they need.
+# 3 minutes of one core; python3, make and a C/C++ compiler: g++, which make installs first as root, and
+# otherwise names in one line and stops, as for python3-venv). node-gyp is pointed at the headers node's
+# package installs beside it (nodesource's nodejs: /usr/include/node), so it downloads nothing. A failed
+# build removes the stamp, so the next make tries again. Where node is older than better-sqlite3 asks
+# (Debian 12's nodejs is 18; it asks for 20: tests/helpers/node_needs.py), the addon is left out, saying so
+# in one line, and the tests of adapters/js/sqlite.js skip naming the node they need.
 JS_STAMP := adapters/js/node_modules/.package-lock.json
 JS_NODEDIR = $$(prefix=$$(dirname "$$(dirname "$$(readlink -f "$$(command -v node)")")"); \
 	[ -f "$$prefix/include/node/node.h" ] && echo "npm_config_nodedir=$$prefix")
@@ -134,8 +135,9 @@ js: $(TEST_STAMP)
 		echo "make: no npm here, so adapters/js is not installed; its tests skip (as root: apt-get install nodejs npm)" >&2; \
 	elif ! (cd adapters/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); then exit 1; \
 	elif old=$$($(BIN)/python -m tests.helpers.node_needs better-sqlite3); then \
-		cd adapters/js && env $(JS_NODEDIR) npm rebuild better-sqlite3 --loglevel=error \
-		|| { rm -f node_modules/.package-lock.json; exit 1; }; \
+		$(SYSTEM_PACKAGES) require g++ \
+		&& (cd adapters/js && env $(JS_NODEDIR) npm rebuild better-sqlite3 --loglevel=error) \
+		|| { rm -f $(JS_STAMP); exit 1; }; \
 	else echo "make: $$old, so its addon is not built; the tests of adapters/js/sqlite.js skip" >&2; fi
 
 # The arq adapter's environment (adapters/py/arq_adapter.py): arq 0.28.0 requires redis-py below 6, which

@@ -86,7 +86,7 @@ def test_a_mark_naming_a_package_the_script_does_not_know_is_an_error(pytester, 
         ["*needs_package('fuse'): scripts/system-packages knows only fuse3, postgresql, iptables, iproute2, nodejs,*"])
 
 
-KNOWN = "fuse3 postgresql iptables iproute2 nodejs npm redis-server python3-venv"
+KNOWN = "fuse3 postgresql iptables iproute2 nodejs npm redis-server python3-venv g++"
 
 
 def test_the_script_refuses_an_unknown_package_or_command_in_one_line() -> None:
@@ -129,6 +129,29 @@ def test_without_ensurepip_make_is_told_in_one_line_what_to_install(tmp_path) ->
         done = subprocess.run([str(system_packages.SCRIPT), verb, "python3-venv"], capture_output=True, text=True,
                               env=env, timeout=30)  # fmt: skip
         assert (done.returncode, done.stdout, done.stderr) == (code, out, err)
+
+
+def test_without_a_compiler_make_js_is_told_in_one_line_what_to_install(tmp_path) -> None:
+    """better-sqlite3's addon is compiled where node is new enough (offline: no prebuilt one): `require g++`, which
+    make js runs first, names it in one line and exits 1 where it cannot install it (a PATH with no cc, no c++ and
+    no apt-get); a compiler there counts, however it was installed."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for program in ("bash", "id", "cut", "paste", "sed"):  # what the script runs on this path; no apt-get
+        (bin_ / program).symlink_to(shutil.which(program) or program)
+    env = {**os.environ, "PATH": str(bin_)}
+    why = "cc (a C compiler) and c++ (a C++ compiler)"
+    for verb, code, out, err in (("missing", 0, f"g++\t{why}\n", ""),
+                                 ("require", 1, "", f"system-packages: missing {why}: as root, apt-get install g++\n")):
+        done = subprocess.run([str(system_packages.SCRIPT), verb, "g++"], capture_output=True, text=True, env=env,
+                              timeout=30)  # fmt: skip
+        assert (done.returncode, done.stdout, done.stderr) == (code, out, err)
+    for program in ("cc", "c++"):
+        (bin_ / program).write_text("#!/bin/sh\n")
+        (bin_ / program).chmod(0o755)
+    done = subprocess.run([str(system_packages.SCRIPT), "require", "g++"], capture_output=True, text=True, env=env,
+                          timeout=30)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
 def test_an_adapter_needs_the_node_its_libraries_ask_for() -> None:
