@@ -5,7 +5,7 @@ names (the brief's contracts). Written out by hand in a page, each new option is
 here each page is rendered from the one place the code declares it:
 
 - ``reference/cli.md``: every command and every option, from the argparse parsers ``takeover.cli`` builds
-  (whose run options come from the table in ``takeover.options``);
+  (whose run options come from the table in ``takeover._internal.options``);
 - ``reference/contract.md``: the queue contract, ``takeover.contract``'s docstring and its method table;
 - ``reference/summary.md``: ``summary.json``, from the TypedDicts of ``takeover.summary_types``;
 - ``reference/exit-codes.md``: ``takeover.exit_codes``;
@@ -85,7 +85,7 @@ def _default(action: argparse.Action) -> str:
 
 def _help(parser: argparse.ArgumentParser, action: argparse.Action, command: str) -> str:
     if action.help == argparse.SUPPRESS:
-        from takeover.options import BY_DEST
+        from takeover._internal.options import BY_DEST
 
         option = BY_DEST.get(action.dest)
         reason = option.soak if option is not None and command == "soak" else ""
@@ -116,8 +116,8 @@ def cli_page() -> str:
            "when this site was built. `takeover COMMAND --help` prints the same.\n",
            f"```text\n{_usage(parser)}\n```\n",
            "`takeover --version` prints the version. Run options (`--workers`, `--lease`, the fault rates...) "
-           "are declared once in `takeover.options`; `stress` and `soak` take all of them, `sweep` some, and a "
-           "profile (`workloads/*.toml`) may set most of them: the command line overrides the profile.\n",
+           "are declared once in `takeover._internal.options`; `stress` and `soak` take all of them, `sweep` "
+           "some, and a profile (`workloads/*.toml`) may set most of them: the command line overrides the profile.\n",
            "| command | what it does |", "|---|---|"]
     for name, cmd in commands.items():
         out.append(f"| [`takeover {name}`](#{anchor('takeover ' + name)}) | {cell(cmd.description or '')} |")

@@ -15,10 +15,10 @@ API pulls in the command line; a worker must not pay for it.
 
 Why no API name is also a module's: importing a submodule sets it as an attribute of its package, which
 would replace the API function of the same name the first time anything imported the module. So the
-package of the scenarios is takeover.scenario (``from takeover.scenario.replay import run_scenarios``), and
-the package that explores is takeover.explorer (``from takeover.explorer import ExploreResult,
-explore_queue``); ``takeover.scenarios`` and ``takeover.explore`` are only the functions, with no guard on
-the package.
+package of the scenarios is takeover._internal.scenario (``from takeover._internal.scenario.replay import
+run_scenarios``), and the package that explores is takeover._internal.explorer (``from takeover._internal.explorer
+import ExploreResult, explore_queue``); ``takeover.scenarios`` and ``takeover.explore`` are only the functions, with no
+guard on the package.
 """
 
 from __future__ import annotations

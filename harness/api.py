@@ -4,8 +4,8 @@ Why an API beside the command line: a user tests their own queue in their own re
 own test suite, and wants a result to assert on rather than a process to parse. Each function runs the
 library code the command line runs, so a test and ``takeover ...`` in a shell give the same verdict:
 
-- :func:`stress` runs the library's stress run (:func:`takeover.stress_run.run_stress`, what ``takeover
-  stress`` runs): its checks in this process (:func:`~takeover.stress_run.checked`), each once, then the
+- :func:`stress` runs the library's stress run (:func:`takeover._internal.stress_run.run_stress`, what ``takeover
+  stress`` runs): its checks in this process (:func:`~takeover._internal.stress_run.checked`), each once, then the
   run in a child process, which hands back the RunResult it built in memory. The child is for interrupt
   safety, not the way to the core: a run installs signal handlers,
   spawns worker processes that import the queue by name, and must be reaped whatever happens to its
@@ -13,7 +13,7 @@ library code the command line runs, so a test and ``takeover ...`` in a shell gi
   is interrupted (Ctrl-C, or pytest-timeout's exception) the run gets a terminal's Ctrl-C (the clean
   stop: faults end, paused workers resume, the history is closed), then SIGKILL for whatever is left
   after a grace period; and should the caller die outright (pytest-timeout's thread method ends the
-  process), the kernel kills the run (``PR_SET_PDEATHSIG``, :mod:`takeover.lifeline`), whose own
+  process), the kernel kills the run (``PR_SET_PDEATHSIG``, :mod:`takeover._internal.lifeline`), whose own
   workers die with it.
 - :func:`check` is ``takeover check``'s pipeline, in this process (it starts no process).
 - :func:`scenarios` replays the scenarios in this process, as ``takeover scenarios`` does, with the
@@ -21,7 +21,7 @@ library code the command line runs, so a test and ``takeover ...`` in a shell gi
 
 The options of :func:`stress` are the command's options under their Python names (``--task-time-mean``
 is ``task_time_mean=``); which names exist, their defaults, and how each value is read and checked come
-from the definitions the command's parser is built from (:data:`takeover.options.STRESS_OPTIONS`), with
+from the definitions the command's parser is built from (:data:`takeover._internal.options.STRESS_OPTIONS`), with
 no parser in between. Bad input raises :class:`takeover.errors.UsageError` with the command's one-line
 message.
 """
@@ -45,16 +45,16 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from takeover import locate
+from takeover._internal import locate
 from takeover.errors import UsageError, under_error_contract
 from takeover.run_result import RunResult
 
 if TYPE_CHECKING:
-    from takeover.config import RunConfig
-    from takeover.db import Host
-    from takeover.explorer.core import ExploreResult
-    from takeover.options import RunOption
-    from takeover.scenario.results import ReplayedScenario
+    from takeover._internal.config import RunConfig
+    from takeover._internal.db import Host
+    from takeover._internal.explorer.core import ExploreResult
+    from takeover._internal.options import RunOption
+    from takeover._internal.scenario.results import ReplayedScenario
 
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
 QueueLike = str | type | Callable[[str], Any]
@@ -72,7 +72,7 @@ class ScenarioResult:
     """What replaying the scenarios concluded (every scenario of the spec, or of a file).
 
     ``ok`` when every step matches; ``exit_code`` is the command's (0 or 1). ``scenarios`` holds each
-    scenario's own result (``takeover.scenario.results.ReplayedScenario``: its steps, what each returned);
+    scenario's own result (``takeover._internal.scenario.results.ReplayedScenario``: its steps, what each returned);
     ``failures`` one plain line per departure; ``transcript`` what ``takeover scenarios`` prints;
     ``json`` what ``takeover scenarios --json`` prints.
     """
@@ -171,7 +171,7 @@ def _loaded_root(module: Any, name: str) -> str | None:
 # -- stress --------------------------------------------------------------------------------------------------
 def _keywords() -> tuple[RunOption, ...]:
     """The options :func:`stress` takes as keywords: every ``takeover stress`` option but its queue."""
-    from takeover.options import STRESS_OPTIONS
+    from takeover._internal.options import STRESS_OPTIONS
 
     return tuple(o for o in STRESS_OPTIONS if o.dest != "queue")
 
@@ -184,9 +184,9 @@ def stress_options() -> dict[str, str]:
 
 def stress_values(queue: QueueLike, **options: Any) -> argparse.Namespace:
     """The keywords of :func:`stress` as the ``takeover stress`` parser gives its options: every option, by
-    its dest, read and defaulted from the same definitions (takeover.options.STRESS_OPTIONS), so a value
+    its dest, read and defaulted from the same definitions (takeover._internal.options.STRESS_OPTIONS), so a value
     is read, refused and defaulted in the same words. Raises a one-line UsageError."""
-    from takeover.options import from_keywords
+    from takeover._internal.options import from_keywords
 
     values = from_keywords(options, _keywords(), "takeover.stress()")
     return argparse.Namespace(queue=queue_name(queue), **values)
@@ -194,7 +194,7 @@ def stress_values(queue: QueueLike, **options: Any) -> argparse.Namespace:
 
 def stress_config(queue: QueueLike, **options: Any) -> RunConfig:
     """The validated config :func:`stress` runs (what ``takeover stress`` resolves from the same options)."""
-    from takeover.stress_run import resolve
+    from takeover._internal.stress_run import resolve
 
     return resolve(stress_values(queue, **options))
 
@@ -212,14 +212,14 @@ def stress(queue: QueueLike, **options: Any) -> RunResult:
     Returns the checked run; raises :class:`UsageError` on bad input (nothing is started) and re-raises
     an interrupt or a test timeout once every process of the run is gone.
     """
-    from takeover.options import db_given
-    from takeover.stress_run import checked, resolve
+    from takeover._internal.options import db_given
+    from takeover._internal.stress_run import checked, resolve
 
     args = stress_values(queue, **options)
     cfg = resolve(args)  # every value checked before anything starts
     # Everything else the run refuses is refused here too, in this process, before the run's child exists; the
     # child checks nothing again. The database is served here, for the child too: a private server is started
-    # once (the child is handed its host, takeover.db.attached) and is gone when this returns.
+    # once (the child is handed its host, takeover._internal.db.attached) and is gone when this returns.
     with checked(cfg, database=db_given(args), out=args.out, keep_db=args.keep_db, reconcile=args.reconcile) as host:
         run = {"reconcile": args.reconcile, "fail_on_duplicates": args.fail_on_duplicates,
                "max_duplicates_per_1000": args.max_duplicates_per_1000}
@@ -227,10 +227,10 @@ def stress(queue: QueueLike, **options: Any) -> RunResult:
 
 
 def _stress_child(spec: str, cfg: RunConfig, host: Host, run: dict[str, Any], out: str | None) -> RunResult:
-    """The library's stress run (takeover.stress_run.run_checked) in a child process (see the module's
+    """The library's stress run (takeover._internal.stress_run.run_checked) in a child process (see the module's
     docstring). A file of this process' hands the child the database host and hands back the RunResult it
     built in memory."""
-    from takeover import store
+    from takeover._internal import store
 
     run_dir = store.create(out).absolute()
     env = dict(os.environ)
@@ -255,10 +255,10 @@ def _stress_child(spec: str, cfg: RunConfig, host: Host, run: dict[str, Any], ou
 
 
 def _run_child(argv: list[str], env: dict[str, str], run_dir: Path) -> tuple[int, str, str]:
-    """Run :func:`_child_main` in a child process of its own session (takeover.child_run); its output is passed
-    through to this process's and kept. Whatever ends the wait early (an interrupt, a test's timeout) stops the
+    """Run :func:`_child_main` in a child process of its own session (takeover._internal.child_run); its output is
+    passed through to this process's and kept. Whatever ends the wait early (an interrupt, a test's timeout) stops the
     run first: a terminal's Ctrl-C, SIGKILL after :data:`STOP_GRACE`, then any process of the run still there."""
-    from takeover.child_run import ChildRun, Stop
+    from takeover._internal.child_run import ChildRun, Stop
 
     run = ChildRun([sys.executable, "-c", _CHILD, str(os.getpid()), *argv], Stop(signal.SIGINT, STOP_GRACE, run_dir),
                    env=env, echo=True, session=True)
@@ -270,10 +270,10 @@ def _child_main(argv: list[str]) -> int:
     """The run's process: die with the caller (a caller that is killed cannot stop its run), then the
     library's stress run on the host its caller served and checked, printing as ``takeover stress`` does;
     its RunResult goes to the file the caller named. Bad input is one line and exit 2, as on the command line."""
-    from takeover import db
-    from takeover.config import RunConfig
-    from takeover.lifeline import die_with_parent
-    from takeover.stress_run import run_checked
+    from takeover._internal import db
+    from takeover._internal.config import RunConfig
+    from takeover._internal.lifeline import die_with_parent
+    from takeover._internal.stress_run import run_checked
 
     die_with_parent(int(argv[0]))
     handed, request = Path(argv[1]), json.loads(argv[2])
@@ -299,7 +299,7 @@ def check(run_dir: str | os.PathLike[str], *, fail_on_duplicates: bool = False,
     """Re-check a stored run folder, as ``takeover check RUN_DIR`` does: write summary.json (and, with
     ``reports``, report.md, report.html and junit.xml) into it and return the verdict. The two
     duplicate options are the command's gate. Raises :class:`UsageError` for a folder that is not a run."""
-    from takeover.pipeline import check_and_report
+    from takeover._internal.pipeline import check_and_report
 
     buf = io.StringIO()
     result = check_and_report(Path(run_dir), fail_on_duplicates=fail_on_duplicates,
@@ -316,15 +316,15 @@ def scenarios(queue: QueueLike | None = None, file: str | os.PathLike[str] | Non
 
     ``queue`` defaults to the queue the file names, else the reference queue (of ``db``'s kind). ``only``
     picks scenarios by id; ``step_timeout`` is each queue call's deadline (the command's default when None);
-    ``db`` is ``--db``: each scenario's fresh database (takeover.db). Raises
+    ``db`` is ``--db``: each scenario's fresh database (takeover._internal.db). Raises
     :class:`UsageError` for a queue that cannot be loaded and a malformed file.
     """
-    from takeover import db as databases
+    from takeover._internal import db as databases
+    from takeover._internal.scenario.engine import DEFAULT_STEP_TIMEOUT, LANGS
+    from takeover._internal.scenario.file import load_scenario_file
+    from takeover._internal.scenario.replay import results_to_json, run_scenarios
     from takeover.contract import reference_queue
     from takeover.reports.transcript import print_transcript
-    from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT, LANGS
-    from takeover.scenario.file import load_scenario_file
-    from takeover.scenario.replay import results_to_json, run_scenarios
 
     if lang not in LANGS:
         raise UsageError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
@@ -355,10 +355,10 @@ def explore(queue: QueueLike | None = None, *, seed: int = 1, examples: int | No
     neither is given) or ``seconds``; ``seed`` makes it repeatable. ``result.ok`` is False when the
     queue departed (``exit_code`` 1). Raises :class:`UsageError` for bad input.
     """
-    from takeover import db as databases
+    from takeover._internal import db as databases
+    from takeover._internal.explorer.core import DEFAULT_STEPS, explore_queue
+    from takeover._internal.scenario.engine import DEFAULT_STEP_TIMEOUT
     from takeover.contract import reference_queue
-    from takeover.explorer.core import DEFAULT_STEPS, explore_queue
-    from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT
 
     if examples is not None and seconds is not None:
         raise UsageError("give examples or seconds, not both")

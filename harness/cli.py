@@ -1,4 +1,4 @@
-"""The ``takeover`` command line: one subcommand per module in ``takeover.commands``.
+"""The ``takeover`` command line: one subcommand per module in ``takeover._internal.commands``.
 
 Each subcommand module exposes ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> ExitCode``.
 The CLI keeps the error contract (:func:`takeover.errors.under_error_contract`): bad input is one line
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"takeover {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMANDS:
-        module_name = f"takeover.commands.{name.replace('-', '_')}"  # init-ci lives in init_ci.py
+        module_name = f"takeover._internal.commands.{name.replace('-', '_')}"  # init-ci lives in init_ci.py
         if importlib.util.find_spec(module_name) is None:
             continue
         module = importlib.import_module(module_name)
@@ -146,7 +146,7 @@ def _interrupt(signum: int, _frame: object) -> None:
     """The first SIGTERM or SIGHUP is a Ctrl-C (KeyboardInterrupt); should the command not have ended
     STOP_GRACE seconds later (the interrupt landed where a library swallowed it, or cleanup hangs), or a
     second one come, it leaves at once with 130: its scratch folders go with the janitor
-    (takeover.scratch), its children with the kernel's death signal, its servers with their watchdogs."""
+    (takeover._internal.scratch), its children with the kernel's death signal, its servers with their watchdogs."""
     if _redeliver.is_set():  # the first one's KeyboardInterrupt was lost (_unraisable): this is it again
         _redeliver.clear()
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")

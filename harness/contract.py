@@ -1,10 +1,10 @@
 """The queue contract: the only way takeover touches a queue.
 
 A queue is named ``MODULE:ATTR`` (or ``exec:COMMAND``, a queue in any language behind a process that
-speaks this contract over JSON lines: takeover.bridge, docs/reference/protocol.md). ``ATTR(database)`` is called
-in every process that uses the queue (the coordinator, each worker incarnation, each scenario reopen)
+speaks this contract over JSON lines: takeover._internal.bridge, docs/reference/protocol.md). ``ATTR(database)`` is
+called in every process that uses the queue (the coordinator, each worker incarnation, each scenario reopen)
 and returns an object
-with the five methods of :class:`LeaseQueue`. ``database`` is the run's database (takeover.db,
+with the five methods of :class:`LeaseQueue`. ``database`` is the run's database (takeover._internal.db,
 chosen with ``--db``): a SQLite file's path (``--db sqlite``, the default), or the
 ``postgresql://`` URL of a fresh, empty PostgreSQL database (``--db postgres`` or a URL), created
 for the run (for each scenario) and dropped afterwards, or the ``redis://HOST:PORT/N`` URL of an empty
@@ -57,10 +57,10 @@ import inspect
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from takeover import answers, bridge, locate
+from takeover._internal import answers, bridge, locate
+from takeover._internal.locate import canonical_module
+from takeover._internal.queue_types import Claim, SnapshotRow
 from takeover.errors import ContractError
-from takeover.locate import canonical_module
-from takeover.queue_types import Claim, SnapshotRow
 
 STATES = answers.STATES
 TERMINAL_STATES = ("done", "uncertain")
@@ -73,7 +73,7 @@ REDIS_REFERENCE_QUEUE = "takeover.queues.redis_lease:RedisLeaseQueue"
 
 def reference_queue(db: str) -> str:
     """The default queue for a ``--db`` value: the reference queue of that kind of database."""
-    from takeover.db import POSTGRES, REDIS, kind
+    from takeover._internal.db import POSTGRES, REDIS, kind
 
     return {POSTGRES: POSTGRES_REFERENCE_QUEUE, REDIS: REDIS_REFERENCE_QUEUE}.get(kind(db), REFERENCE_QUEUE)
 
@@ -115,8 +115,8 @@ QueueFactory = Callable[[str], LeaseQueue]
 def load_queue_factory(spec: str) -> QueueFactory:
     """Resolve ``MODULE:ATTR`` to a callable, with a one-line error naming what is wrong.
 
-    The module is looked for in the current folder first, as ``python -m`` does (:mod:`takeover.locate`).
-    ``exec:COMMAND`` is a queue in any language, spoken to over JSON lines (:mod:`takeover.bridge`).
+    The module is looked for in the current folder first, as ``python -m`` does (:mod:`takeover._internal.locate`).
+    ``exec:COMMAND`` is a queue in any language, spoken to over JSON lines (:mod:`takeover._internal.bridge`).
     """
     if bridge.is_exec(spec):
         return bridge.ExecFactory(spec)
@@ -172,7 +172,7 @@ def check_queue_object(queue: object, spec: str) -> None:
 def open_queue(spec: str, database: str, factory: QueueFactory | None = None) -> LeaseQueue:
     """Build a queue for ``database`` (a SQLite path or a postgresql:// URL) and check it against the
     contract; a queue that does not take that kind of database is refused first (``databases``)."""
-    from takeover.db import check_queue_takes, redact
+    from takeover._internal.db import check_queue_takes, redact
 
     factory = factory or load_queue_factory(spec)
     check_queue_takes(spec, factory, database)
@@ -206,7 +206,7 @@ def capabilities(queue: object) -> dict[str, bool]:
 
 # -- run-time shape checks ----------------------------------------------------------------------
 # check_queue_object() can only see names and arities; what the methods *return* is seen at run
-# time, and checked in one place for every command: takeover.answers. These are its checks under the
+# time, and checked in one place for every command: takeover._internal.answers. These are its checks under the
 # names the callers have long used.
 validate_claim_result = answers.claim
 validate_finish_result = answers.finish

@@ -69,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--takeover-duration must be a positive number of seconds, got {duration}")
     database = config.getoption("takeover_db", None)
     if database is not None:
-        from takeover import db
+        from takeover._internal import db
         from takeover.errors import UsageError
 
         try:

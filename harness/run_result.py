@@ -1,6 +1,6 @@
 """What one checked run concluded, as ``takeover.stress()`` and ``takeover.check()`` return it.
 
-Why a module of its own: the library's core (takeover.stress_run.run_stress) returns it, the Python API
+Why a module of its own: the library's core (takeover._internal.stress_run.run_stress) returns it, the Python API
 returns it, and the pytest plugin records it; one type for all of them, built from the checker's
 summary in memory (:meth:`RunResult.of`), or read from a run folder when the run left no verdict in
 memory (:meth:`RunResult.read`: a run that ended without one, a stored folder).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from takeover import store
+from takeover._internal import store
 from takeover.errors import UsageError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class RunResult:
         """The model coverage (summary.json ``coverage.model``): ``reached`` of ``possible`` cells,
         ``cells`` (key -> calls), ``unreached``, ``unreached_important``, ``impossible`` (reason -> cells);
         None for a run never checked, or checked before coverage was computed. The cells are
-        takeover.coverage_space's ``op/state/caller/time`` keys."""
+        takeover._internal.coverage_space's ``op/state/caller/time`` keys."""
         model = (self.summary.get("coverage") or {}).get("model")
         return model if isinstance(model, dict) else None
 

@@ -22,7 +22,7 @@ Verdict: TypeAlias = bool | Literal["unknown"]
 UNKNOWN: Literal["unknown"] = "unknown"
 
 # The note of every invariant of a run whose history is damaged (empty, or cut short): nothing was judged,
-# and ``inconclusive`` says why (takeover.checker.verdict.damaged_reason).
+# and ``inconclusive`` says why (takeover._internal.checker.verdict.damaged_reason).
 NOT_JUDGED = "not judged: the history is damaged"
 
 # One example of a violation or of a duplicate side effect: JSON values (task names, generations,
@@ -51,10 +51,10 @@ class InvariantJson(TypedDict):
 
 class DiagnosisJson(TypedDict):
     """One way the run broke an invariant (a pattern), told in words: ``summary["diagnosis"]`` lists
-    them, invariant by invariant, the most frequent pattern first (takeover.checker.diagnosis)."""
+    them, invariant by invariant, the most frequent pattern first (takeover._internal.checker.diagnosis)."""
 
     invariant: str
-    pattern: str  # e.g. "stale_commit", "no_bump", "claim_race" (PATTERNS in takeover.checker.patterns)
+    pattern: str  # e.g. "stale_commit", "no_bump", "claim_race" (PATTERNS in takeover._internal.checker.patterns)
     scenario: str  # the spec scenario whose promise it breaks: "S1" ... "S5" (docs/spec.md)
     defect: str  # the likely defect in the queue, in words
     sentence: str  # what happened to the first such violation, the defect and the scenario
@@ -66,7 +66,7 @@ class DiagnosisJson(TypedDict):
 
 
 class Network(TypedDict):
-    """A run with hosts (takeover.checker.network): where each worker ran, what the network did, and what
+    """A run with hosts (takeover._internal.checker.network): where each worker ran, what the network did, and what
     that did to the promises, in words."""
 
     hosts: int
@@ -90,7 +90,7 @@ class Duplicates(TypedDict):
 
 
 class DuplicateGate(TypedDict):
-    """What ``--fail-on-duplicates`` and ``--max-duplicates-per-1000`` concluded (takeover.checker.gate):
+    """What ``--fail-on-duplicates`` and ``--max-duplicates-per-1000`` concluded (takeover._internal.checker.gate):
     written only when one of them was given."""
 
     remedy: str
@@ -125,7 +125,7 @@ class Actions(TypedDict):
 
 
 class Counts(TypedDict):
-    """What the run did, counted (harness/checker/counts.py says what each count means)."""
+    """What the run did, counted (harness/_internal/checker/counts.py says what each count means)."""
 
     tasks: int
     final_states: dict[str, int] | None  # state -> tasks, from the snapshot; None without one
@@ -205,7 +205,9 @@ class ClockCoverage(TypedDict):
 
 
 class ModelCoverage(TypedDict):
-    """The cells of takeover.coverage_space the run's queue calls reached (takeover.checker.model_coverage)."""
+    """The cells of the coverage space the run's queue calls reached.
+
+    From takeover._internal.coverage_space, judged by takeover._internal.checker.model_coverage."""
 
     tick: float  # seconds: "edge" is within one tick of lease_until
     extensions: list[str]  # the optional methods the queue had (their ops' cells are possible)
@@ -215,7 +217,7 @@ class ModelCoverage(TypedDict):
     unreached: list[str]  # the possible cells no call reached
     unreached_important: list[str]  # of them, those where the spec says no, or at a lease's edge
     impossible: dict[str, int]  # reason -> how many cells it rules out
-    # (Added later) each unreached possible cell -> why no call reached it (takeover.checker.model_coverage).
+    # (Added later) each unreached possible cell -> why no call reached it (takeover._internal.checker.model_coverage).
     unreached_why: NotRequired[dict[str, str]]
     # Only when some call fell in a cell the spec rules out (a queue answering outside it): key -> calls.
     impossible_reached: NotRequired[dict[str, int]]
@@ -229,7 +231,7 @@ class Coverage(TypedDict):
     slows: Overruns
     lost_replies: LostReplies
     # Only when the run requested or recorded an aimed fault (older runs have none): kind -> its windows,
-    # for each aimed kind requested or recorded, in the order of takeover.checker.ops.AIMED_FAULTS.
+    # for each aimed kind requested or recorded, in the order of takeover._internal.checker.ops.AIMED_FAULTS.
     aimed: NotRequired[dict[str, AimedCoverage]]
     # Only when the run requested or recorded clock faults (older runs have none).
     clock: NotRequired[ClockCoverage]
@@ -280,7 +282,7 @@ class FeatureSections(TypedDict):
 
 
 class PowerLoss(TypedDict):
-    """``summary.json`` ``power_loss`` (takeover.checker.power): only in runs with power losses."""
+    """``summary.json`` ``power_loss`` (takeover._internal.checker.power): only in runs with power losses."""
 
     rate: float  # requested power losses per second
     losses: int  # power losses recorded
@@ -311,7 +313,7 @@ class Summary(TypedDict):
     fail_on_duplicates: bool
     failed_on_duplicates: bool
     run_dir: str
-    # config.json's values as stored, for the keys in takeover.checker.check.CONFIG_KEYS that it has:
+    # config.json's values as stored, for the keys in takeover._internal.checker.check.CONFIG_KEYS that it has:
     # a run stored by another version may lack some or hold other types, and the readers only show them.
     config: dict[str, Any]
     invariants: dict[str, InvariantJson]

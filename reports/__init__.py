@@ -1,6 +1,6 @@
 """Reports written next to summary.json: report.md, report.html (self-contained), junit.xml.
 
-They render what the checker concluded (a :class:`takeover.checker.CheckResult`) and never run
+They render what the checker concluded (a :class:`takeover._internal.checker.CheckResult`) and never run
 any part of the check themselves."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD
+from takeover._internal.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD
 
 if TYPE_CHECKING:  # importing the package must stay cheap: the soak and sweep reports need no checker
-    from takeover.checker import CheckResult
+    from takeover._internal.checker import CheckResult
 
 
 def write_reports(folder: Path, result: CheckResult) -> list[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from takeover._internal.store import VIOLATIONS_CSV, json_default
 from takeover.reports.coverage import coverage_line, needs_lines, unreached_lines
 from takeover.reports.words import aimed_brief, clock_brief, diagnosis_lines, feature_lines, gate_line, verdict_word
-from takeover.store import VIOLATIONS_CSV, json_default
 from takeover.summary_types import NOT_JUDGED
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time

@@ -1,7 +1,7 @@
 """The model coverage in words and pictures: the console's line, the reports' heat map, the planted needs.
 
 Why: a valid verdict means "no violation in the situations this run reached". The summary's
-``coverage.model`` (takeover.checker.model_coverage) says which those were; this module puts the
+``coverage.model`` (takeover._internal.checker.model_coverage) says which those were; this module puts the
 figure next to the verdict, shows the grid (operation x state rows, caller x time columns) with the
 unreached possible cells apart from the impossible ones, and names the planted bugs (and any other
 bug that declares its cells) a run could not have seen.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from takeover import coverage_space as cs
+from takeover._internal import coverage_space as cs
 
 if TYPE_CHECKING:
     from takeover.summary_types import ModelCoverage, Summary

@@ -27,8 +27,8 @@ from matplotlib.patches import Patch, Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from takeover.checker.facts import Facts  # noqa: E402
-from takeover.checker.ops import AIMED_FAULTS  # noqa: E402
+from takeover._internal.checker.facts import Facts  # noqa: E402
+from takeover._internal.checker.ops import AIMED_FAULTS  # noqa: E402
 from takeover.summary_types import Example  # noqa: E402
 
 MAX_LANES = 40
@@ -37,7 +37,7 @@ FAULT_COLOURS = {"pause": "#f4a261", "slow": "#e9c46a", "lose_reply": "#9b5de5",
                  "aimed": "#6a040f", "partition": "#457b9d", "db_restart": "#6c757d", "conn_kill": "#1d3557",
                  "db_pause": "#b5838d", "db_lost_reply": "#7b2cbf",
                  "path": "#a8dadc"}
-ONE_WAY = "one_way"  # a partition's shape when only the replies are lost (takeover.run.net_faults)
+ONE_WAY = "one_way"  # a partition's shape when only the replies are lost (takeover._internal.run.net_faults)
 # How the timeline labels a freeze made by an aimed fault (a pause whose ``detail`` names the fault).
 AIMED_LABELS = {"expire_and_return": "S2 expire_and_return", "stale_return": "S3 stale_return"}
 # Per invariant, the fields of a violation (violations.csv's row) naming the worker incarnation and the
@@ -95,9 +95,9 @@ def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> li
     """A run with hosts (or on a Redis server of its own): a partition shades the lanes of the workers it cut
     off (hatched when one way), a database restart or freeze every lane, a connection kill is a tick on its
     worker's lane, and a path's delay or loss (the whole run's) a strip along the bottom
-    (takeover.checker.network). Returns the legend entries of what was drawn: none without hosts, so other
+    (takeover._internal.checker.network). Returns the legend entries of what was drawn: none without hosts, so other
     runs' legends stay as they were."""
-    from takeover.checker.network import (
+    from takeover._internal.checker.network import (
         CONN_KILL,
         DB_LOST_REPLY,
         DB_PAUSE,
@@ -161,7 +161,7 @@ def _network_windows(ax: Any, fx: Facts, lane: dict[Any, int], rel: float) -> li
 
 def _hosts_of(fx: Facts) -> dict[float, str]:
     """`` on h2`` per worker incarnation in a run with hosts; empty otherwise (lanes keep their labels)."""
-    from takeover.checker.network import has_network, process_hosts
+    from takeover._internal.checker.network import has_network, process_hosts
 
     if not has_network(fx):
         return {}

@@ -7,6 +7,7 @@ import html
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from takeover._internal.store import VIOLATIONS_CSV
 from takeover.reports.coverage import coverage_line, needs_lines
 from takeover.reports.markdown import CAUSE_MEANING, MEANING
 from takeover.reports.words import (
@@ -19,7 +20,6 @@ from takeover.reports.words import (
     plain,
     verdict_word,
 )
-from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.summary_types import ClockCoverage, Summary, Verdict

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from takeover._internal.store import VIOLATIONS_CSV
 from takeover.reports import coverage
 from takeover.reports.words import (
     AIMED_MEANING,
@@ -16,7 +17,6 @@ from takeover.reports.words import (
     plain,
     verdict_word,
 )
-from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.summary_types import Percentiles, Summary
@@ -30,12 +30,12 @@ MEANING = {
     "single_finish": "at most one finish per task takes effect",
     "state_matches_history": "the final snapshot follows from the recorded operations",
     "no_lost_task": "after the drain every task is terminal, and none terminal without an attempted action",
-    # Listed only when violated (takeover.checker.well_formed): the answers the invariants are judged on.
+    # Listed only when violated (takeover._internal.checker.well_formed): the answers the invariants are judged on.
     "answers_well_formed": "every answer had the contract's form, and every lease end was the one asked for",
 }
 
 # What each duplicate cause means (``duplicates.by_cause`` in summary.json; see
-# harness/checker/duplicate_causes.py:duplicates for the exact rule). The earlier holder is the older of the
+# harness/_internal/checker/duplicate_causes.py:duplicates for the exact rule). The earlier holder is the older of the
 # two generations behind an extra action and the action before it.
 CAUSE_MEANING = {
     "s5": "the earlier holder was killed after acting, before its finish took effect; its lease ran out and "

@@ -1,7 +1,7 @@
 """What the run itself saw, in words, before (or without) the checker: ``takeover stress``'s run summary.
 
 Why apart from the checker's reports: these lines come from the coordinator's own counts
-(takeover.run.coordinator.RunOutcome) and the ledger, so a run can be judged roughly even when the
+(takeover._internal.run.coordinator.RunOutcome) and the ledger, so a run can be judged roughly even when the
 checker cannot read it; they are printed between the run and its verdict.
 """
 
@@ -11,8 +11,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from takeover import store
-from takeover.options import AIMED_FAULTS, NEMESIS_FAULTS
+from takeover._internal import store
+from takeover._internal.options import AIMED_FAULTS, NEMESIS_FAULTS
 
 
 def ledger_counts(run_dir: Path) -> dict[str, int]:
@@ -97,7 +97,7 @@ def print_run_summary(result: Any, out: Any) -> None:
 
 
 def _injected(kind: str, t: Any, c: dict[str, int]) -> int:
-    from takeover.config import KILL_AIMS
+    from takeover._internal.config import KILL_AIMS
 
     if kind in KILL_AIMS:
         return t.kills[KILL_AIMS[kind]]

@@ -13,12 +13,20 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from takeover._internal.store import (
+    JUNIT_XML,
+    REPORT_FILES,
+    REPORT_HTML,
+    REPORT_MD,
+    RESOURCES_FILE,
+    RESOURCES_PNG,
+    SOAK_FILE,
+)
 from takeover.reports.resources import figure
-from takeover.store import JUNIT_XML, REPORT_FILES, REPORT_HTML, REPORT_MD, RESOURCES_FILE, RESOURCES_PNG, SOAK_FILE
 
 
 def write(root: Path, soak: dict[str, Any], resources: list[dict[str, float | str]]) -> list[str]:
-    """The final reports; ``resources`` are the soak's resource samples (takeover.soak.resources reads
+    """The final reports; ``resources`` are the soak's resource samples (takeover._internal.soak.resources reads
     them: the soak hands them over, so the reports do not reach back into it)."""
     png = figure(resources)
     if png:

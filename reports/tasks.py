@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from takeover._internal.store import VIOLATIONS_CSV
 from takeover.reports.figures import holds
 from takeover.reports.words import anchor, plain
-from takeover.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:
-    from takeover.checker.facts import Facts
+    from takeover._internal.checker.facts import Facts
     from takeover.summary_types import Example
 
 MAX_SECTIONS = 1000  # tasks with a section of their own

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from takeover.checker.facts import Facts  # noqa: E402
+from takeover._internal.checker.facts import Facts  # noqa: E402
 from takeover.reports.figures import FAULT_COLOURS, png, windows  # noqa: E402
 
 

@@ -19,10 +19,10 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from takeover import db
-from takeover.scenario.engine import DEFAULT_STEP_TIMEOUT
-from takeover.scenario.replay import load_spec
-from takeover.scenario.results import ReplayedScenario, StepResult, cut
+from takeover._internal import db
+from takeover._internal.scenario.engine import DEFAULT_STEP_TIMEOUT
+from takeover._internal.scenario.replay import load_spec
+from takeover._internal.scenario.results import ReplayedScenario, StepResult, cut
 
 # Narrower than this, the eight-column table wraps every cell; two lines per step read better.
 TABLE_MIN_WIDTH = 120

@@ -1,6 +1,6 @@
 """``tuning.md`` and a self-contained ``tuning.html`` (plots inlined as PNG) from ``tuning.json``'s content.
 
-It renders what the tuning concluded (:func:`takeover.tune.result.tuning_json`) and decides nothing.
+It renders what the tuning concluded (:func:`takeover._internal.tune.result.tuning_json`) and decides nothing.
 Why the frontier plot: a lease is a trade between duplicates (too short) and the time a dead
 worker's task sits orphaned (too long); each lease the search tried is one point of that trade, with
 its 95 % interval, so a reader sees where the recommendation sits and what a step either way costs.
@@ -20,8 +20,8 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from takeover._internal.store import TUNE_CSV, TUNE_HTML, TUNE_JSON, TUNE_MD  # noqa: E402
 from takeover.reports.figures import png  # noqa: E402
-from takeover.store import TUNE_CSV, TUNE_HTML, TUNE_JSON, TUNE_MD  # noqa: E402
 
 SEARCH_LABELS = {"fixed": "fixed lease", "heartbeat": "lease with heartbeat (every 0.3 lease)",
                  "fraction": "heartbeat fraction at the heartbeat lease"}

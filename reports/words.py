@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from takeover.store import VIOLATIONS_CSV
+from takeover._internal.store import VIOLATIONS_CSV
 
 if TYPE_CHECKING:  # the reports import no part of the checker at run time
     from takeover.summary_types import AimedCoverage, ClockCoverage, DiagnosisJson, Summary
@@ -78,7 +78,7 @@ def verdict_word(summary: Summary) -> str:
 
 
 def gate_line(summary: Summary) -> str | None:
-    """The duplicate gate's verdict in one line (takeover.checker.gate); None when no gate was asked for."""
+    """The duplicate gate's verdict in one line (takeover._internal.checker.gate); None when no gate was asked for."""
     g = summary.get("duplicate_gate")
     if not g:
         return None

@@ -7,7 +7,7 @@ invoke without completion is "may have happened". The worker publishes its phase
 board before each step so the nemesis can aim kills and pauses, and so that a dead worker's slot
 says where it died.
 
-Every ``now`` the worker passes to the queue is read from its own clock (:mod:`takeover.run.clock`):
+Every ``now`` the worker passes to the queue is read from its own clock (:mod:`takeover._internal.run.clock`):
 the real clock, unless ``--clock-skew-max`` or ``--clock-jump-rate`` put it off. Its sleeps and the
 history's record times stay on the real clock.
 
@@ -24,19 +24,19 @@ import signal
 import time
 from typing import cast
 
-from takeover import answers, bridge
-from takeover.config import TaskTime
+from takeover._internal import answers, bridge
+from takeover._internal.config import TaskTime
+from takeover._internal.history import HistoryWriter, error_text
+from takeover._internal.lifeline import die_with_parent, parent_alive
+from takeover._internal.run.board_layout import ACTIONS, DONE, EXTEND_CALLS, FINISH_CALLS, LOST, SLOWED
+from takeover._internal.run.clock import WorkerClock, record_jump, record_skew, skew_of
+from takeover._internal.run.freeze_in_call import watched
+from takeover._internal.run.phases import PhaseBoard, task_id, task_index
+from takeover._internal.run.registration import register_tasks
+from takeover._internal.run.service import ServiceClient
+from takeover._internal.run.supervision import WorkerSpec
+from takeover._internal.run.wake import Boost
 from takeover.contract import ExtendingQueue, LeaseQueue, has_extension, open_queue
-from takeover.history import HistoryWriter, error_text
-from takeover.lifeline import die_with_parent, parent_alive
-from takeover.run.board_layout import ACTIONS, DONE, EXTEND_CALLS, FINISH_CALLS, LOST, SLOWED
-from takeover.run.clock import WorkerClock, record_jump, record_skew, skew_of
-from takeover.run.freeze_in_call import watched
-from takeover.run.phases import PhaseBoard, task_id, task_index
-from takeover.run.registration import register_tasks
-from takeover.run.service import ServiceClient
-from takeover.run.supervision import WorkerSpec
-from takeover.run.wake import Boost
 
 
 def worker_seed(seed: int, process: int) -> int:
@@ -75,7 +75,7 @@ def worker_main(spec: WorkerSpec, board: PhaseBoard) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # so is a hangup of the terminal
     if bridge.is_exec(spec.config.queue):
-        bridge.share_group()  # its adapter process is frozen and killed with it (takeover.bridge)
+        bridge.share_group()  # its adapter process is frozen and killed with it (takeover._internal.bridge)
         # An answer later than the drain timeout is a hung adapter: the coordinator gives up its own calls then.
         bridge.set_call_timeout(spec.config.effective_drain_timeout)
     Worker(spec, board).run()
@@ -98,7 +98,7 @@ class Worker:
 
     # -- helpers ----------------------------------------------------------------------------------
     def adapter_broke(self, op: str, line: str) -> None:
-        """An ``exec:`` queue's adapter broke the protocol (takeover.bridge): recorded, so the run is
+        """An ``exec:`` queue's adapter broke the protocol (takeover._internal.bridge): recorded, so the run is
         INCONCLUSIVE with this line rather than judged on what a broken adapter answered."""
         self.hist.write("info", "adapter", worker=self.name, value=op, detail=line)
 
@@ -164,7 +164,8 @@ class Worker:
         backoff = 0.05
         while self.queue is None and not self.should_stop():
             try:
-                # With freeze_in_call on, every connection the queue opens is watched (takeover.run.freeze_in_call).
+                # With freeze_in_call on, every connection the queue opens is watched
+                # (takeover._internal.run.freeze_in_call).
                 self.queue = watched(self.cfg, self.board, self.slot, self.hist, self.name,
                                      lambda: open_queue(self.cfg.queue, self.spec.queue_path))
             except BaseException as exc:  # noqa: BLE001 - recorded, retried: never a crash of the run

@@ -133,7 +133,7 @@ def _logger() -> logging.Logger:
 class ChancyAdapter:
     """``takeover.adapters.chancy:ChancyAdapter`` — chancy as it is, behind the contract."""
 
-    # What each contract call is in chancy's API, for `takeover replay --issue` (takeover.replay.issue).
+    # What each contract call is in chancy's API, for `takeover replay --issue` (takeover._internal.replay.issue).
     library = "chancy"
     library_calls = {
         "register": "`Chancy.push_many_ex(cursor, [job])`",

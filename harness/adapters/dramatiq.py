@@ -54,10 +54,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
+from takeover._internal.lifeline import RUN_ENV  # set in every process of a stress run
 from takeover.adapters.pins import require_library
 from takeover.adapters.rediscommon import REDIS_URLS, connect
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.lifeline import RUN_ENV  # set in every process of a stress run
 
 PINNED = "2.2.1"
 require_library("dramatiq", PINNED)

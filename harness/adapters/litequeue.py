@@ -135,7 +135,7 @@ def _retry_locked(fn: Callable[[], Any]) -> Any:
 class LiteQueueAdapter:
     """``takeover.adapters.litequeue:LiteQueueAdapter`` — litequeue 0.9 as it is, behind the contract."""
 
-    # What each contract call is in litequeue's API, for `takeover replay --issue` (takeover.replay.issue).
+    # What each contract call is in litequeue's API, for `takeover replay --issue` (takeover._internal.replay.issue).
     library = "litequeue"
     library_calls = {
         "register": "`LiteQueue.put(data)`",

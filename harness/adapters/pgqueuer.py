@@ -83,7 +83,7 @@ GENERATION = "(SELECT count(*) FROM pgqueuer_log l WHERE l.job_id = t.job_id AND
 class PgQueuerAdapter:
     """``takeover.adapters.pgqueuer:PgQueuerAdapter`` — pgqueuer as it is, behind the contract."""
 
-    # What each contract call is in pgqueuer's API, for `takeover replay --issue` (takeover.replay.issue).
+    # What each contract call is in pgqueuer's API, for `takeover replay --issue` (takeover._internal.replay.issue).
     library = "pgqueuer"
     library_calls = {
         "register": "`Queries.enqueue(entrypoint, payload, priority)`",

@@ -106,7 +106,8 @@ def _library_utcnow(now: float) -> Iterator[None]:
 class ProcrastinateAdapter:
     """``takeover.adapters.procrastinate:ProcrastinateAdapter`` — procrastinate as it is."""
 
-    # What each contract call is in procrastinate's API, for `takeover replay --issue` (takeover.replay.issue).
+    # What each contract call is in procrastinate's API, for `takeover replay --issue`
+    # (takeover._internal.replay.issue).
     library = "procrastinate"
     library_calls = {
         "register": "`JobManager.batch_defer_jobs_async([job])`",

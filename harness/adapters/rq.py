@@ -152,7 +152,7 @@ _REAL_NOW = rq.utils.now
 class RQAdapter:
     """``takeover.adapters.rq:RQAdapter`` — RQ as ``rq worker`` runs it, jobs enqueued without retry."""
 
-    # What each contract call is in RQ's API, for `takeover replay --issue` (takeover.replay.issue).
+    # What each contract call is in RQ's API, for `takeover replay --issue` (takeover._internal.replay.issue).
     library = "rq"
     library_calls = {
         "register": "`Queue.enqueue(func, job_id=task, unique=True)`",

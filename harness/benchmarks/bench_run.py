@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from takeover import db
+from takeover._internal import db
 from takeover.benchmarks.bench_file import bench_doc
 from takeover.benchmarks.detection_table import print_detection
 from takeover.benchmarks.targets import (
@@ -137,11 +137,11 @@ def _frozen_holder() -> dict[str, Any]:
 
 def detection_runs(plan: BenchPlan, shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Detection power; with ``--quick`` one reliably caught bug, one seed, 3 s (proves it runs). With
-    ``--cluster`` the runs are made on that dask cluster (takeover.fanout), ``--detection-jobs`` ignored.
+    ``--cluster`` the runs are made on that dask cluster (takeover._internal.fanout), ``--detection-jobs`` ignored.
     With ``shard`` only that shard's runs, and the runs themselves, not the figures
     (:func:`takeover.benchmarks.detection.make_runs`)."""
+    from takeover._internal.fanout.launch import open_launcher
     from takeover.benchmarks import detection
-    from takeover.fanout.launch import open_launcher
 
     bugs, seeds, seconds = (
         (["StealsLiveLeases"], 1, 3.0) if plan.quick else (None, plan.detection_seeds, plan.detection_seconds)
@@ -166,8 +166,8 @@ def detection_runs(plan: BenchPlan, shard: tuple[int, int] | None = None) -> dic
 def _detection_network(plan: BenchPlan) -> dict[str, Any]:
     """The network era's planted bugs (takeover.queues.planted_network) with ``--detection-hosts`` hosts, one
     run at a time (each makes its own network and server); with ``--quick`` one bug, one seed, 3 s."""
+    from takeover._internal.selftest.runs import NETWORK_DURATION  # each caught in 9 of 10 runs this long
     from takeover.benchmarks import detection
-    from takeover.selftest.runs import NETWORK_DURATION  # each caught in 9 of 10 runs this long
 
     bugs, seeds, seconds = (
         (["AdvisoryLockLease"], 1, 3.0) if plan.quick else (None, plan.detection_seeds, NETWORK_DURATION)
@@ -190,8 +190,8 @@ def _detection_network(plan: BenchPlan) -> dict[str, Any]:
 
 def _fanout(quick: bool) -> dict[str, Any]:
     """fanout_vs_local (takeover.benchmarks.fanout); with ``--quick`` two runs (proves it runs)."""
+    from takeover._internal.fanout.launch import check_cluster_extra
     from takeover.benchmarks import fanout
-    from takeover.fanout.launch import check_cluster_extra
 
     check_cluster_extra()
     runs = 2 if quick else 4

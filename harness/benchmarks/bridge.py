@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from takeover import db
+from takeover._internal import db
 from takeover.benchmarks import queue_raw
 from takeover.benchmarks.timing import Turns
 from takeover.contract import open_queue

@@ -30,10 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-from takeover import store
+from takeover._internal import store
+from takeover._internal.run.ledger import Ledger
 from takeover.benchmarks.timing import Load, Spread
 from takeover.exit_codes import ExitCode
-from takeover.run.ledger import Ledger
 
 LEASE = 5.0
 
@@ -188,7 +188,7 @@ print(took, table.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
 
 _CHECK = """
 import resource, sys, time
-from takeover.checker import analyse
+from takeover._internal.checker import analyse
 t = time.perf_counter()
 summary = analyse(sys.argv[1]).summary
 took = time.perf_counter() - t

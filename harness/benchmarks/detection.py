@@ -21,7 +21,7 @@ the gain of the aimed faults shows as ratios measured in the same bench run. Per
 
 and per mode ``bugs_per_minute``: caught runs per minute of wall time spent in that mode's runs
 (faults, drain and check of every run, caught or not), and (added later) ``model_coverage``: how many of the
-spec's situations (takeover.coverage_space cells) the mode's runs reached, median and range over every run
+spec's situations (takeover._internal.coverage_space cells) the mode's runs reached, median and range over every run
 of the mode, the reference queue's included. The reference queue runs over the same seeds
 in both modes: a false alarm there (an INVALID run) is a release blocker, so its folder is kept.
 
@@ -65,8 +65,8 @@ from takeover.errors import UsageError, under_error_contract
 from takeover.exit_codes import ExitCode
 
 if TYPE_CHECKING:  # the checker (pandas) is loaded when a run is checked, not when this module is imported
-    from takeover.checker import CheckResult
-    from takeover.fanout.launch import Launcher
+    from takeover._internal.checker import CheckResult
+    from takeover._internal.fanout.launch import Launcher
 
 PROFILE = "stress"
 SEEDS = 10
@@ -75,7 +75,7 @@ MODES = ("aimed", "random")
 REFERENCE = "reference"
 # Judged on the final snapshot alone: a bug that only these catch has no violating operation to time.
 # ``state_matches_history`` is not among them: the stress profile's mid-run snapshot probes
-# (``probe_rate``, takeover.checker.probes) date its violations at the probe that saw them.
+# (``probe_rate``, takeover._internal.checker.probes) date its violations at the probe that saw them.
 SNAPSHOT_ONLY = frozenset({"no_lost_task"})
 END_ONLY_REASON = ("its only evidence is the final snapshot after the drain ({}): no operation of the run "
                    "breaks a rule, so there is no moment before the end to time; the target that applies is "
@@ -85,7 +85,7 @@ END_ONLY_REASON = ("its only evidence is the final snapshot after the drain ({})
 def mode_args(mode: str) -> tuple[str, ...]:
     """The stress options of a mode: ``aimed`` is the profile as it is, ``random`` sets every aimed
     fault's rate to 0 (and nothing else), so the two differ by the aimed faults alone."""
-    from takeover.options import AIMED_FAULTS, FAULT_RATES
+    from takeover._internal.options import AIMED_FAULTS, FAULT_RATES
 
     if mode == "aimed":
         return ()
@@ -114,7 +114,7 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
     """One real stress run of planted queue ``name`` (or the reference queue, ``name`` =
     :data:`REFERENCE`), checked; its folder is removed afterwards unless ``keep`` or the reference
     queue failed (a false alarm: its folder is the evidence). ``hosts``: the network era's bugs (:func:`suite`)."""
-    from takeover.child_run import stress_in_child
+    from takeover._internal.child_run import stress_in_child
 
     queue, out, extra = run_args(name, seed, seconds, root, mode, hosts)
     code, took, _ = stress_in_child(queue, seed, profile, out, extra)
@@ -132,7 +132,7 @@ def run_args(name: str, seed: int, seconds: float, root: Path, mode: str, hosts:
 def judge(name: str, expected: tuple[str, ...], seed: int, mode: str, out: Path, code: int, took: float,
           keep: bool) -> dict[str, Any]:
     """One finished run's row (checked here, wherever it ran); its folder removed unless kept."""
-    from takeover.checker.check import analyse
+    from takeover._internal.checker.check import analyse
 
     kept = keep
     try:
@@ -152,7 +152,7 @@ def judge(name: str, expected: tuple[str, ...], seed: int, mode: str, out: Path,
                            "first_violation_s": first, "first_invariant": first_invariant, "at_end": at_end,
                            "wall_s": round(took, 2), "aimed": _aimed(result)}
     model = result.summary["coverage"].get("model")
-    if model is not None:  # the spec's situations the run reached (takeover.checker.model_coverage)
+    if model is not None:  # the spec's situations the run reached (takeover._internal.checker.model_coverage)
         row["model"] = {"reached": model["reached"], "possible": model["possible"]}
     if name != REFERENCE:  # the defects the diagnosis names, each once, in the order it tells them
         row["defects"] = list(dict.fromkeys(e["defect"] for e in result.summary.get("diagnosis", [])))
@@ -207,7 +207,7 @@ def summarise(name: str, expected: tuple[str, ...], runs: list[dict[str, Any]]) 
 
 def planted_defect(name: str) -> str | None:
     """The defect the diagnosis must name for planted bug ``name`` (None for the reference queue)."""
-    from takeover.checker.patterns import PATTERNS
+    from takeover._internal.checker.patterns import PATTERNS
     from takeover.queues.planted import DIAGNOSED
 
     if name not in DIAGNOSED:
@@ -219,7 +219,7 @@ def planted_defect(name: str) -> str | None:
 def planted_wordings(name: str) -> set[str]:
     """Every wording of planted bug ``name``'s defect: the SQLite one (:func:`planted_defect`) and, for a defect
     each database makes in its own way, the others (empty for the reference queue)."""
-    from takeover.checker.patterns import PATTERNS
+    from takeover._internal.checker.patterns import PATTERNS
     from takeover.queues.planted import DIAGNOSED
 
     if name not in DIAGNOSED:
@@ -280,7 +280,7 @@ def measure(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float = 
 def run_order(names: list[str], seeds: int, modes: tuple[str, ...], reference: bool) -> list[tuple[str, str, int]]:
     """Every run of a detection bench as (queue, mode, seed), in the order they are started: seed by seed,
     a bug's modes next to each other (what a ratio compares runs side by side). ``--shard I/N`` makes runs
-    I, I+N, ... of this list (:func:`takeover.sweep.runner.shard_of`)."""
+    I, I+N, ... of this list (:func:`takeover._internal.sweep.runner.shard_of`)."""
     queues = [*names, *([REFERENCE] if reference else [])]
     return [(n, m, s) for s in range(1, seeds + 1) for n in queues for m in modes]
 
@@ -299,7 +299,7 @@ def make_runs(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float 
     """The runs of :func:`measure` (only shard ``I/N`` of :func:`run_order` with ``shard``), each judged:
     the config, one row per run (its ``queue`` beside :func:`judge`'s keys) and the timings of the making,
     which :func:`figures` turns into the bench's figures (``takeover merge`` gives it every shard's rows)."""
-    from takeover.sweep.runner import shard_of
+    from takeover._internal.sweep.runner import shard_of
 
     PLANTED = suite(hosts)[0]  # noqa: N806 - the table, as the SQLite one is named
     if hosts > 0:
@@ -344,9 +344,9 @@ def make_runs(bugs: list[str] | None = None, seeds: int = SEEDS, seconds: float 
             # Ctrl-C (or a failed run): no new run starts, and every run still going is killed with
             # everything it started, before the threads waiting on them are joined.
             pool.shutdown(wait=False, cancel_futures=True)
-            from takeover.child_run import stop_all
+            from takeover._internal.child_run import stop_all
 
-            stop_all()  # each run with everything it started (takeover.child_run)
+            stop_all()  # each run with everything it started (takeover._internal.child_run)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -407,9 +407,9 @@ def figures(made: dict[str, Any]) -> dict[str, Any]:
 def _on_cluster(launcher: Launcher, done: Callable[[str, dict[str, Any]], None], planted: dict[str, tuple[str, ...]],
                 order: list[tuple[str, str, int]], seconds: float, root: Path, profile: str, keep: bool,
                 hosts: int) -> None:
-    """The same runs as the local pool's, in the same order, on a dask cluster (takeover.fanout): each
+    """The same runs as the local pool's, in the same order, on a dask cluster (takeover._internal.fanout): each
     gathered run is judged here as a local one is, and handed to ``done``."""
-    from takeover.fanout.launch import Job
+    from takeover._internal.fanout.launch import Job
 
     pending = list(enumerate(order))
     try:

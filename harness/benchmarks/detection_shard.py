@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from takeover import store
+from takeover._internal import store
 from takeover.errors import UsageError
 
 COMMAND = "bench --detection"  # shard.json's command
@@ -29,8 +29,8 @@ RUNS_DIR = "runs"  # kept run folders (a reference queue's false alarm), in a sh
 def write_detection_shard(out: Path, shard: tuple[int, int], made: dict[str, Any], quick: bool) -> None:
     """Leave shard ``I/N``'s runs (:func:`takeover.benchmarks.detection.make_runs`) in folder ``out``: their
     rows and the bench's config in ``detection-runs.json``, kept run folders under ``runs/``, ``shard.json``."""
+    from takeover._internal.fanout.merge import write_shard
     from takeover.benchmarks.detection import run_key, run_order
-    from takeover.fanout.merge import write_shard
 
     out.mkdir(parents=True, exist_ok=True)
     made = {**made, "quick": quick, "rows": [_bring(r, out) for r in made["rows"]]}
@@ -60,11 +60,11 @@ def _bring(row: dict[str, Any], out: Path, src_dir: Path | None = None) -> dict[
 
 
 def merge_detection(shards: list[dict[str, Any]], out: Path) -> dict[str, Any]:
-    """The N shards' rows joined (:func:`takeover.fanout.merge.read_shards` checked they are the N shards of
+    """The N shards' rows joined (:func:`takeover._internal.fanout.merge.read_shards` checked they are the N shards of
     one run order) into the ``detection`` figures of bench.json, computed as the unsharded bench computes
     them; kept run folders copied to ``out/runs``."""
+    from takeover._internal.sweep.runner import shard_of
     from takeover.benchmarks.detection import figures, run_key
-    from takeover.sweep.runner import shard_of
 
     made = []
     for s in shards:

@@ -1,8 +1,8 @@
 """``watched_vs_plain``: what the statement hook of ``freeze_in_call`` costs a worker's claim and finish.
 
 Why: with ``--freeze-in-call-rate`` on, every statement of every call a worker makes goes through
-the hook's callback (:mod:`takeover.failpoints`), and every call through the worker's wrapper, which
-reads the phase board for an armed freeze (:mod:`takeover.run.freeze_in_call`). Nearly all of
+the hook's callback (:mod:`takeover._internal.failpoints`), and every call through the worker's wrapper, which
+reads the phase board for an armed freeze (:mod:`takeover._internal.run.freeze_in_call`). Nearly all of
 those calls have nothing armed, and must then cost next to nothing, or the fault would slow the
 very runs it is meant to sharpen. The candidate is the reference queue opened and called exactly as
 a worker does with the fault on (nothing armed); the baseline the same queue opened plainly; both
@@ -17,12 +17,12 @@ import tempfile
 from functools import partial
 from typing import Any
 
+from takeover._internal.history import HistoryWriter
+from takeover._internal.run.freeze_in_call import CallFreezer
+from takeover._internal.run.phases import PhaseBoard
 from takeover.benchmarks.queue_raw import TURN, FreshQueues, queue_pairs
 from takeover.benchmarks.timing import Turns
-from takeover.history import HistoryWriter
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
-from takeover.run.freeze_in_call import CallFreezer
-from takeover.run.phases import PhaseBoard
 
 
 def measure(pairs: int = 3000, repetitions: int = 5) -> dict[str, Any]:

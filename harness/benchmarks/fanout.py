@@ -5,8 +5,8 @@ the run's folder packed, sent and unpacked), not how two CPU-bound runs share tw
 ``takeover stress`` whose tasks sleep (fixed task times, no faults), so its wall time is mostly waiting.
 
 The local side is the detection bench's way of running jobs side by side: two threads, each making a run as
-a child process (takeover.child_run). The cluster side sends the very same command lines to
-``local:2`` through takeover.fanout. ``fanout_vs_local`` is local wall time over cluster wall time (>= 0.9:
+a child process (takeover._internal.child_run). The cluster side sends the very same command lines to
+``local:2`` through takeover._internal.fanout. ``fanout_vs_local`` is local wall time over cluster wall time (>= 0.9:
 the cluster costs at most a tenth); ``overhead_per_run_s`` is the extra wall time per run the cluster adds,
 with the two slots busy.
 """
@@ -28,13 +28,13 @@ EXTRA = ("--no-faults", "--workers", "2", "--tasks", "16", "--duration", "2", "-
 
 
 def argv(seed: int) -> list[str]:
-    """The run's command line, as takeover.child_run makes it locally."""
+    """The run's command line, as takeover._internal.child_run makes it locally."""
     return ["stress", "--profile", PROFILE, "--queue", QUEUE, "--seed", str(seed), *EXTRA]
 
 
 def _warm() -> None:
-    import takeover.fanout.remote  # noqa: F401
-    import takeover.stress_run  # noqa: F401 - what a run imports first
+    import takeover._internal.fanout.remote  # noqa: F401
+    import takeover._internal.stress_run  # noqa: F401 - what a run imports first
 
 
 def measure(runs: int = 4) -> dict[str, Any]:
@@ -42,8 +42,8 @@ def measure(runs: int = 4) -> dict[str, Any]:
 
     The two sides take turns, two runs each (a pair here, then a pair on the cluster, ...), so a load that
     comes and goes on the machine falls on both sides alike rather than on whichever ran second."""
-    from takeover.child_run import stress_in_child
-    from takeover.fanout.launch import Job, open_launcher
+    from takeover._internal.child_run import stress_in_child
+    from takeover._internal.fanout.launch import Job, open_launcher
 
     root = Path(tempfile.mkdtemp(prefix="takeover-bench-fanout-"))
     local_s = cluster_s = 0.0

@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from takeover import db
-from takeover.db.server import IDLE_IN_TRANSACTION_TIMEOUT
+from takeover._internal import db
+from takeover._internal.db.server import IDLE_IN_TRANSACTION_TIMEOUT
 from takeover.queues.postgres_lease import PostgresLeaseQueue
 
 LEASE = 1.0
@@ -98,7 +98,7 @@ def reference(url: str) -> dict[str, Any]:
 
 def open_transaction(url: str, wait_too: bool = True) -> dict[str, Any]:
     """``wait_too``: also measure a blocking ``FOR UPDATE`` (a second frozen holder, a second timeout)."""
-    from takeover.db import postgres
+    from takeover._internal.db import postgres
 
     queue = PostgresLeaseQueue(url)
     queue.register_many(["t0"], time.time())
@@ -126,7 +126,7 @@ def open_transaction(url: str, wait_too: bool = True) -> dict[str, Any]:
 def _blocked_for_update(url: str) -> float:
     """The row is free again only once the frozen session was ended: a second frozen holder, and how long a
     plain ``FOR UPDATE`` of its row waits for it."""
-    from takeover.db import postgres
+    from takeover._internal.db import postgres
 
     holder, _ = _frozen(_LOCK_AND_WAIT, url)
     try:

@@ -18,9 +18,9 @@ import time
 from functools import partial
 from typing import Any
 
+from takeover._internal.history import HistoryWriter
 from takeover.benchmarks.queue_raw import TURN, FreshQueues
 from takeover.benchmarks.timing import Turns
-from takeover.history import HistoryWriter
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 LEASE = 30.0

@@ -1,5 +1,5 @@
 """The mutation score for ``takeover bench --detection``: mechanically generated mutants of a reference
-queue run through the stages of ``takeover mutate`` (:mod:`takeover.commands.mutate`), the score and the
+queue run through the stages of ``takeover mutate`` (:mod:`takeover._internal.commands.mutate`), the score and the
 median time to kill per database.
 
 Why in the bench: detection power measured on the planted bugs says how well takeover catches the bugs
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from takeover import db
+from takeover._internal import db
 from takeover.errors import UsageError
 
 DEFAULT_SAMPLE = 10

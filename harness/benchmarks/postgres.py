@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from takeover import db
+from takeover._internal import db
 from takeover.benchmarks import queue_raw, workers4
 from takeover.contract import POSTGRES_REFERENCE_QUEUE
 from takeover.queues.postgres_lease import PostgresLeaseQueue

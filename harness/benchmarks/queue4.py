@@ -38,9 +38,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from takeover._internal.lifeline import die_with_parent, parent_alive
+from takeover._internal.run.service import (
+    ServiceAddress,
+    ServiceClient,
+    ServiceSpec,
+    address_of,
+    listen_local,
+    service_main,
+)
 from takeover.contract import REFERENCE_QUEUE, open_queue
-from takeover.lifeline import die_with_parent, parent_alive
-from takeover.run.service import ServiceAddress, ServiceClient, ServiceSpec, address_of, listen_local, service_main
 
 LEASE = 60.0
 CLIENT_TIMEOUT = 5.0  # the bench run's --client-timeout (workers4.bench_config)

@@ -16,11 +16,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+from takeover._internal.sqlite_util import open_wal
 from takeover.benchmarks.timing import Turns
 from takeover.contract import LeaseQueue
 from takeover.queues import sqlite_lease
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
-from takeover.sqlite_util import open_wal
 
 LEASE = 30.0
 # Pairs per turn (Turns): about a tenth of a second of SQLite on a quiet machine, long enough that one

@@ -9,7 +9,7 @@ persistence mode.
   server of each ``--redis-persistence`` mode (always: an fsync before every reply; everysec; none): what
   durability costs, which a user weighs against the power losses that everysec and none do not survive.
 
-``workers4_vs_raw`` is not measured on Redis: a run has a server of its own (takeover.run.redis_site), so its
+``workers4_vs_raw`` is not measured on Redis: a run has a server of its own (takeover._internal.run.redis_site), so its
 baseline would run on another server than its run.
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from takeover._internal.db.redis_server import PERSISTENCE, PrivateRedis
 from takeover.benchmarks import postgres, queue_raw
-from takeover.db.redis_server import PERSISTENCE, PrivateRedis
 from takeover.queues.redis_lease import PENDING, REQUEST, RUNNING, TASK, RedisLeaseQueue, number
 
 REQUEST_TTL_MS = 300_000
@@ -33,7 +33,7 @@ class FreshDatabases(postgres.FreshDatabases):
 
     def raw(self) -> Any:
         """A bare redis-py client of a fresh database, with the queue's two scripts loaded."""
-        from takeover.db import redis as redis_db
+        from takeover._internal.db import redis as redis_db
 
         client = self.track(redis_db.connect(self.path(), decode_responses=True))
         return client, client.register_script(RedisLeaseQueue.CLAIM), client.register_script(RedisLeaseQueue.FINISH)

@@ -1,7 +1,7 @@
 """What each figure of ``takeover bench`` measures: one function per source (bench.json's ``measurements``
 key), each importing its benchmark module only when called, so ``takeover bench --help`` loads none of them.
 ``MEASURE`` is SQLite's set; ``MEASURE_POSTGRES`` the figures that measure the queue on PostgreSQL (the same
-targets, takeover.commands.bench)."""
+targets, takeover._internal.commands.bench)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from takeover import db
+from takeover._internal import db
 from takeover.exit_codes import ExitCode
 
 

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from takeover import db
+from takeover._internal import db
 from takeover.benchmarks.detection_table import terminal_width
 from takeover.benchmarks.timing import MISS, NOISY, PASS, verdict
 
@@ -60,7 +60,7 @@ TARGETS = (
     # (docs/howto/power-loss.md), never failing the bench (it is the disk's fsync, which no code here can change).
     Target("full_vs_normal", "full_vs_normal", ">=", 0.01, enforced=False,
            what="the reference queue with synchronous=FULL vs NORMAL (claim+finish pairs, one process)"),
-    # A queue in another language, through the JSON-lines bridge (takeover.bridge), against the same queue in
+    # A queue in another language, through the JSON-lines bridge (takeover._internal.bridge), against the same queue in
     # Python: in every --db postgres bench; on SQLite with --only bridge_vs_native (a plain bench needs no node).
     Target("bridge_vs_native", "bridge_vs_native", ">=", 0.5,
            what="the JavaScript reference queue through the exec: bridge vs the Python one (claim+finish pairs)"),

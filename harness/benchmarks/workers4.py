@@ -38,13 +38,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from takeover._internal.config import RunConfig, TaskTime
+from takeover._internal.options import FAULT_KINDS
+from takeover._internal.store import HISTORY_FILE
 from takeover.benchmarks import queue_raw
 from takeover.benchmarks.queue4 import queue4_rate
 from takeover.benchmarks.timing import Load, Sample, Spread, rate
-from takeover.config import RunConfig, TaskTime
 from takeover.contract import REFERENCE_QUEUE
-from takeover.options import FAULT_KINDS
-from takeover.store import HISTORY_FILE
 
 WORKERS = 4
 WARMUP_AFTER_FIRST_CLAIMS = 0.3  # seconds after the last worker's first claim before counting
@@ -158,8 +158,8 @@ def run_once(tasks: int, seconds: float, root: Path, index: int, queue: str = RE
 
 
 def _run_once(tasks: int, seconds: float, run_dir: Path, queue: str, db: str) -> dict[str, Any]:
-    from takeover.run.coordinator import Coordinator
-    from takeover.stress_run import coordinator_for
+    from takeover._internal.run.coordinator import Coordinator
+    from takeover._internal.stress_run import coordinator_for
 
     run_dir.mkdir(parents=True)
     cfg = bench_config(tasks, seconds, run_dir, queue=queue, db=db)

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from takeover import locate
+from takeover._internal import locate
 from takeover.errors import UsageError
 from takeover.mutation import lua, sql
 
-# The SQLite helper whose BEGIN is IMMEDIATE (takeover.sqlite_util): the "begin-deferred" operator swaps
+# The SQLite helper whose BEGIN is IMMEDIATE (takeover._internal.sqlite_util): the "begin-deferred" operator swaps
 # it for a subclass that BEGINs deferred, appended to the mutant as SHIM.
 IMMEDIATE_HELPER = "write_transaction"
 # The operators that weaken what keeps two calls apart (a transaction, SQLite's write lock taken up front, a row

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from takeover import db, store
+from takeover._internal import db, store
+from takeover._internal.scratch import scratch_dir
 from takeover.errors import UsageError
-from takeover.scratch import scratch_dir
 
 MUTATE_FILE = "mutate.json"
 
@@ -54,7 +54,7 @@ def measure(queue: str, database: str, mutants: list[Any], out: Path, seed: int,
             progress: bool = True, prior: dict[str, dict[str, Any]] | None = None,
             verify_equivalents: bool = False, explore_examples: int = 200) -> dict[str, Any]:
     """Run ``mutants`` (inside a served ``database``) and write ``out/mutate.json`` after each; the document."""
-    import takeover.pipeline  # noqa: F401 - the checker loaded before the first run (see takeover hunt)
+    import takeover._internal.pipeline  # noqa: F401 - the checker loaded before the first run (see takeover hunt)
     from takeover.mutation.equivalent import EQUIVALENT
     from takeover.mutation.report import figures
     from takeover.mutation.runner import STRESS, Runner, Settings

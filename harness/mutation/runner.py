@@ -9,9 +9,10 @@ The stages, each run only when the ones before did not kill the mutant:
 
 1. **crash**: the module does not import, the queue cannot be opened, or every call the scenarios
    make raises. Such a mutant is killed, but by nothing takeover checks; it is counted apart.
-2. **scenarios**: the spec's five scenarios on the logical clock (:func:`takeover.scenario.replay.run_scenarios`).
-3. **explore**: random contract-call sequences checked against the spec's model (``takeover.explorer``).
-4. **stress**: one real stress run (profile ``stress``, ``--duration`` the stress seconds, the given
+2. **scenarios**: the spec's five scenarios on the logical clock
+(:func:`takeover._internal.scenario.replay.run_scenarios`). 3. **explore**: random contract-call sequences checked
+against the spec's model (``takeover._internal.explorer``). 4. **stress**: one real stress run (profile ``stress``,
+``--duration`` the stress seconds, the given
    seed), made in this process as ``takeover hunt`` makes its runs (the coordinator, then the checker),
    one at a time: two stress runs at once on 2 cores would slow each other's workers into timing
    differences that are not the mutant's.
@@ -224,7 +225,7 @@ class Runner:
 
     # -- the stages ------------------------------------------------------------------------------------
     def _scenarios(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str]:
-        from takeover.scenario.replay import run_scenarios
+        from takeover._internal.scenario.replay import run_scenarios
 
         try:
             results = run_scenarios(spec, None, SCENARIO_STEP_TIMEOUT)
@@ -239,11 +240,11 @@ class Runner:
         return bool(failures), None, failures[0] if failures else ""
 
     def _explore(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
-        """``takeover.explorer`` with a budget of examples (the seconds a cap); None (not run) when explore
+        """``takeover._internal.explorer`` with a budget of examples (the seconds a cap); None (not run) when explore
         could not judge the mutant. Its time to kill is when the first departure came, before Hypothesis and
         the replay shrink it; the stage's record says which example that was (``examples_to_kill``), how many
         ran, and whether the cap cut the budget short (``capped``)."""
-        from takeover.explorer import explore_queue
+        from takeover._internal.explorer import explore_queue
 
         options: dict[str, Any] = {"seed": self.settings.seed, "examples": self.settings.explore_examples,
                                    "seconds": self.settings.explore_seconds,
@@ -265,8 +266,8 @@ class Runner:
         return True, None if not first else round(float(first[0]), 3), _first_line(result.message())
 
     def _stress(self, spec: str, outcome: Outcome) -> tuple[bool, float | None, str] | None:
-        from takeover.pipeline import check_and_report
-        from takeover.stress_run import run_once
+        from takeover._internal.pipeline import check_and_report
+        from takeover._internal.stress_run import run_once
 
         s = self.settings
         run_dir = self.runs / safe_name(outcome.mutant.id)
@@ -303,7 +304,7 @@ class Runner:
 
 
 # Which contract operations a site's code serves, from the words of its name (a constant's or a method's):
-# the model-coverage cells (takeover.coverage_space) of those operations are where its change can matter.
+# the model-coverage cells (takeover._internal.coverage_space) of those operations are where its change can matter.
 _SITE_OPS = {"register": ("register",), "pick": ("claim",), "take": ("claim",), "claim": ("claim",),
              "finish": ("finish_done", "finish_uncertain"), "extend": ("extend",), "resolve": ("resolve",),
              "snapshot": ("snapshot",)}  # fmt: skip
@@ -352,7 +353,7 @@ def stress_config(spec: str, seed: int, seconds: float, database: str, run_dir: 
     resolved as the command resolves it."""
     import dataclasses
 
-    from takeover.stress_run import resolve
+    from takeover._internal.stress_run import resolve
 
     options = {"queue": spec, "profile": STRESS_PROFILE, "duration": float(seconds), "seed": seed, "db": database}
     return dataclasses.replace(resolve(options), out=str(run_dir))

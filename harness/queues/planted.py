@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import zlib
 
+from takeover._internal.coverage_space import expand
+from takeover._internal.sqlite_util import begin_immediate, write_transaction
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.coverage_space import expand
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
-from takeover.sqlite_util import begin_immediate, write_transaction
 
 
 class _Planted(SQLiteLeaseQueue):
@@ -212,7 +212,7 @@ PLANTED: dict[str, tuple[str, ...]] = {
                          "state_matches_history"),
 }
 
-# name -> the (invariant, pattern) of takeover.checker.diagnosis that names its defect: what a user reads
+# name -> the (invariant, pattern) of takeover._internal.checker.diagnosis that names its defect: what a user reads
 # first when the bug is caught. The detection bench counts the caught runs whose diagnosis names that
 # defect and no other (the time from a violation to the line to fix), tests/quality/test_diagnosis.py
 # checks each on the shapes the bug leaves in a history.
@@ -231,7 +231,7 @@ DIAGNOSED: dict[str, tuple[str, str]] = {
     "RegisterReplaces": ("no_reclaim_after_terminal", "reset_by_register"),
 }
 
-# name -> the model-coverage cells (takeover.coverage_space) a run must reach for the bug to show: its
+# name -> the model-coverage cells (takeover._internal.coverage_space) a run must reach for the bug to show: its
 # defect is on that path, so a run that reached none of them cannot have seen it, whatever it found.
 # Any one cell suffices. ``takeover selftest`` names each run on the bug that reached none, and fails
 # when none of its runs did (or the one that caught it did not); every run's console says which planted

@@ -129,7 +129,7 @@ NEEDS_CELLS: dict[str, tuple[str, ...]] = {name: planted.NEEDS_CELLS[name] for n
 
 def planted_queues(database: str) -> tuple[str, dict[str, tuple[str, ...]]]:
     """The module of the planted queues for a ``--db`` value, and its table of expected invariants."""
-    from takeover import db
+    from takeover._internal import db
 
     if db.kind(database) == db.POSTGRES:
         return __name__, PLANTED

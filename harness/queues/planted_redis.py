@@ -20,7 +20,7 @@ The others are mistakes of Redis queues that have no SQL namesake:
 - :class:`RetriedClaim`: the claim carries no request id, so redis-py's retry of a claim whose reply was lost
   claims a second task; the first stays running under a generation nobody was given until its lease runs out,
   then comes back a generation later (``generation_monotonic``'s gap, ``state_matches_history``'s probe: a
-  generation no claim returned, which no unknown claim can have taken: takeover.checker.unknown_claims). Only
+  generation no claim returned, which no unknown claim can have taken: takeover._internal.checker.unknown_claims). Only
   a lost answer inside a claim that took a task shows it, so the selftest runs it with
   ``--db-lost-reply-rate 3``.
 
@@ -33,8 +33,8 @@ import time
 import zlib
 from typing import Any
 
+from takeover._internal.coverage_space import expand
 from takeover.contract import Claim, SnapshotRow
-from takeover.coverage_space import expand
 from takeover.queues import planted
 from takeover.queues.redis_lease import (
     BUMP,

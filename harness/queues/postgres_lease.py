@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from takeover._internal.db import POSTGRES
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.db import POSTGRES
 from takeover.queues.sqlite_lease import RESOLUTIONS, check_lease, check_task_id, check_time
 
 SCHEMA = (

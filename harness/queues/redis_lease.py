@@ -57,8 +57,8 @@ import itertools
 import os
 from typing import Any
 
+from takeover._internal.db import REDIS
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.db import REDIS
 from takeover.queues.sqlite_lease import RESOLUTIONS, check_lease, check_task_id, check_time
 
 PREFIX = "{tq}:"

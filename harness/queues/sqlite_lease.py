@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
+from takeover._internal.sqlite_util import open_wal, retry_busy, write_transaction
 from takeover.contract import OUTCOMES, Claim, SnapshotRow
-from takeover.sqlite_util import open_wal, retry_busy, write_transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (

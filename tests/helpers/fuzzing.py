@@ -81,7 +81,7 @@ def _tally(strategy: Any, fn: Callable[[Any], Any], examples: int, seed: int) ->
 def main() -> None:
     """Print the rows of docs/benchmarks.md's table of bad inputs: per boundary, how many were tried and
     what came of them."""
-    from takeover import answers
+    from takeover._internal import answers
     from tests.helpers import junk
 
     parser = argparse.ArgumentParser()
@@ -110,7 +110,7 @@ def main() -> None:
                                   ("extend", junk.bad_extends, answers.extend)):
         got = Counter(_tally(strategy, refused(check), args.answers, args.seed))
         if got:
-            rows.append((f"`takeover.answers.{name}` (in process)", sum(got.values()), dict(got)))
+            rows.append((f"`takeover._internal.answers.{name}` (in process)", sum(got.values()), dict(got)))
     checked = _tally(junk.damaged_leases, lambda d: junk.check_damaged(junk.STORED_VALID, d), args.histories, args.seed)
     got = Counter("exit 2 (not a readable history)" if code == 2 else f"exit {code}, answers_well_formed {check}"
                   for _verdict, code, check in checked)

@@ -4,7 +4,7 @@ of a stress run starts, says so on stderr (:data:`HOLD_LINE`) and waits SECONDS,
 Why: a test that presses Ctrl-C while the checker runs, on a line printed just before the check, races the
 check: on a loaded machine the test reads the line late and the check is over first. Held there, the test's
 Ctrl-C lands before the check every time. The hold is the test's own, installed here around the real check
-(takeover.pipeline.check_and_report, which the stress run looks up when its check starts): takeover itself
+(takeover._internal.pipeline.check_and_report, which the stress run looks up when its check starts): takeover itself
 carries no test hook.
 """
 
@@ -19,7 +19,7 @@ HOLD_LINE = "takeover stress: holding before the check"
 
 def main(argv: list[str]) -> int:
     seconds = float(argv[0])
-    from takeover import pipeline
+    from takeover._internal import pipeline
     from takeover.cli import main as takeover
 
     check = pipeline.check_and_report

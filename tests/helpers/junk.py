@@ -1,5 +1,5 @@
 """Hypothesis strategies for answers a queue must never give (issue 34): each value drawn here is malformed
-by the queue contract's own words (docs/spec.md, takeover.contract), decided here without takeover.answers,
+by the queue contract's own words (docs/spec.md, takeover.contract), decided here without takeover._internal.answers,
 so the tests that feed them to takeover check that code rather than repeat it.
 
 The moves are the script of the fuzzing queue (tests/fixtures/queues/bad_answers.py ``FuzzQueue``):
@@ -96,7 +96,7 @@ damaged_leases = st.tuples(st.lists(bad_lease_json, min_size=1, max_size=3), st.
 def check_damaged(stored: Path, damage: tuple[list[Any], int]) -> tuple[Any, int, Any]:
     """``takeover check`` (in process) on a copy of ``stored`` whose claims, from the ``start``-th on, got the
     lease ends ``values``: the verdict, the exit code (2: refused as bad input) and answers_well_formed's."""
-    from takeover.checker import analyse
+    from takeover._internal.checker import analyse
     from takeover.errors import UsageError
 
     values, start = damage

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from takeover.lifeline import RUN_ENV
+from takeover._internal.lifeline import RUN_ENV
 from tests.helpers import queues
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ with ``@pytest.mark.needs_package("fuse3")``; where the package is missing (a us
 broke, and a run that skips the power-loss or PostgreSQL tests must not go green.
 
 Where fuse3 is installed but FUSE still cannot mount (no /dev/fuse in a container, no permission to open
-it), the test skips (or fails in CI) with takeover's own one-line reason (``takeover.powerloss.layer``).
+it), the test skips (or fails in CI) with takeover's own one-line reason (``takeover._internal.powerloss.layer``).
 
 A JavaScript adapter also needs a node new enough for the libraries it loads (pg-boss 10 asks for node 20;
 Debian 12's nodejs is 18): ``@pytest.mark.needs_node_for("reference.js")`` reads what the adapter loads and
@@ -55,7 +55,7 @@ def _script(*args: str) -> str:
 
 
 def _fuse_mounts() -> str:
-    from takeover.powerloss import layer
+    from takeover._internal.powerloss import layer
 
     why = layer.unavailable()
     return f"needs FUSE: {why}" if why else ""

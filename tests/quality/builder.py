@@ -1,7 +1,7 @@
 """Hand-written histories: a tiny DSL that writes a real run folder (history, ledger, snapshot, config).
 
 Why real files: the checker is tested exactly as users run it, through ``check_and_report`` on a
-folder, with the ledger written by the real :class:`takeover.run.ledger.Ledger`. Times are explicit so
+folder, with the ledger written by the real :class:`takeover._internal.run.ledger.Ledger`. Times are explicit so
 each case states precisely which operations overlap.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takeover.run.ledger import Ledger
+from takeover._internal.run.ledger import Ledger
 
 LEASE = 5.0
 T0 = 1_000.0  # absolute times are T0 + the small numbers used in the cases
@@ -194,7 +194,7 @@ class Run:
                      detail="power_loss")
         self.rec(t + 0.1, 0, "ok", "power_loss", value=str(number), workers=len(processes))
 
-    # -- the probe process (takeover.run.probes) ---------------------------------------------------
+    # -- the probe process (takeover._internal.run.probes) ---------------------------------------------------
     def probe(self, t: float, *rows: tuple[str, str, int, float | None], done: float | None = None,
               status: str = "ok", number: int | None = None, total: int | None = None) -> None:
         """A mid-run probe invoked at ``t`` that read ``rows``; ``status`` ok / info / open (killed: its rows

@@ -904,7 +904,7 @@ def overlapping_aimed_faults() -> Run:
     return r
 
 
-# ---- mid-run snapshot probes (takeover.checker.probes): judged on what was answered before each ----
+# ---- mid-run snapshot probes (takeover._internal.checker.probes): judged on what was answered before each ----
 # A probe (process -2) reads the whole table mid-run; only answers that returned before its invoke are
 # sure to be in it. Operations in flight across it, indeterminate ones, probes that never ended and
 # power losses between an answer and the probe must never be flagged; a lost commit and a reset row are.
@@ -982,7 +982,7 @@ def probe_sees_a_replaced_row() -> Run:
 def _stale_heartbeat(extend_status: str, finish_status: str) -> Run:
     """w1 claims a (lease until 5) and is frozen; w2 takes it over at 6 (lease until 11); w1, resumed,
     heartbeats generation 1 at 7, then (if the heartbeat kept its lease) acts and finishes at 8;
-    w2 finishes at 9 (the stale_heartbeat fault's window, takeover.run.stale_heartbeat)."""
+    w2 finishes at 9 (the stale_heartbeat fault's window, takeover._internal.run.stale_heartbeat)."""
     r = _two_workers()
     r.claim(1, 0, "a", 1)
     r.pause_start(1, 0.5, 6.0, task="a", gen=1, phase="working", detail="stale_heartbeat")
@@ -1028,7 +1028,8 @@ def heartbeat_in_flight_with_the_takeover() -> Run:
     return r
 
 
-# ---- a claim run twice by its client's retry (takeover.checker.unknown_claims) ----------------------------------
+# ---- a claim run twice by its client's retry (takeover._internal.checker.unknown_claims)
+# ----------------------------------
 def _retried_claim(db: str, *, unknown: str = "early", lost: bool = True) -> Run:
     """On a run's own Redis server (config ``db`` = ``redis``): w3 dies inside a claim at t=0 (dead at 0.01).
     At t=10 the server's answer to w1's claim is lost and its client sends the claim again: the first run took

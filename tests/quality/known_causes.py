@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from takeover.checker.patterns import (
+from takeover._internal.checker.patterns import (
     CHECK_THEN_ACT,
     IDEMPOTENT,
     LOST_COMMIT,

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from takeover.checker.counts import NO_END
-from takeover.pipeline import check_and_report
+from takeover._internal.checker.counts import NO_END
+from takeover._internal.pipeline import check_and_report
 from tests.quality.builder import Run
 from tests.quality.cases import FEW_AT_THE_GATE as FEW
 from tests.quality.cases import overlapping_aimed_faults

@@ -1,6 +1,6 @@
 """A run whose ``exec:`` adapter broke the protocol is INCONCLUSIVE, whatever its invariants say (issue 34).
 
-The checker reads the ``adapter`` records its processes wrote (takeover.bridge tells them each line naming a
+The checker reads the ``adapter`` records its processes wrote (takeover._internal.bridge tells them each line naming a
 broken adapter): a queue judged on what a broken adapter answered would be blamed for the wire's fault (a task
 that a dead adapter never handed out read as "the claim does not hand out every pending task (S1)"). The real
 runs, with real broken adapters, are in tests/system/test_bridge.py.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 
-from takeover.pipeline import check_and_report
+from takeover._internal.pipeline import check_and_report
 from tests.quality.cases import reclaim_after_done
 
 LINE = "adapter 'node queue.js' (pid 7): request 9 (claim): exited with code 3; adapter.log ends: boom"

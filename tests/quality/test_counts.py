@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from takeover.pipeline import check_and_report
+from takeover._internal.pipeline import check_and_report
 from tests.quality.cases import killed_finish_explains_terminal_state
 
 

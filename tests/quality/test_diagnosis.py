@@ -18,11 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from takeover.checker import analyse
-from takeover.checker.patterns import IDEMPOTENT, LOST_COMMIT, NOT_ATOMIC, NOT_FENCED, PATTERNS, REGISTER_RESETS
-from takeover.pipeline import check_and_report
+from takeover._internal.checker import analyse
+from takeover._internal.checker.patterns import (
+    IDEMPOTENT,
+    LOST_COMMIT,
+    NOT_ATOMIC,
+    NOT_FENCED,
+    PATTERNS,
+    REGISTER_RESETS,
+)
+from takeover._internal.pipeline import check_and_report
+from takeover._internal.store import VIOLATIONS_CSV
 from takeover.queues.planted import DIAGNOSED, PLANTED
-from takeover.store import VIOLATIONS_CSV
 from tests.quality.builder import one_task
 from tests.quality.cases import CASES
 from tests.quality.test_replay import NOT_IN_ONE_PROCESS, REPRODUCIBLE, claim, finish, history, reregister

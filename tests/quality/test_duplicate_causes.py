@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-import takeover.checker.duplicate_causes as causes_module
-from takeover.pipeline import check_and_report
+import takeover._internal.checker.duplicate_causes as causes_module
+from takeover._internal.pipeline import check_and_report
 from tests.helpers.attempts import ATTEMPTS, until_shown
 from tests.helpers.processes import reap_stragglers, records, takeover
 from tests.quality.cases import CASES, DUPLICATE_CAUSES

@@ -1,5 +1,5 @@
 """The duplicate gate: ``--fail-on-duplicates`` fails only the duplicates that the lease and the run's
-remedy promise to prevent, ``--max-duplicates-per-1000`` caps the rest (takeover.checker.gate).
+remedy promise to prevent, ``--max-duplicates-per-1000`` caps the rest (takeover._internal.checker.gate).
 
 Each hand-built history has one extra action of a known cause and, where it matters, a known order:
 with ``--remedy none`` only a double lease (``other``) is a broken promise; ``fencing`` adds a stale
@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from takeover.checker import analyse
+from takeover._internal.checker import analyse
 from takeover.cli import main
 from tests.quality.cases import CASES, DUPLICATE_CAUSES
 

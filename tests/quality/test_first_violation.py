@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from takeover.checker.check import analyse
+from takeover._internal.checker.check import analyse
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 

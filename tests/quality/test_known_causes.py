@@ -14,9 +14,16 @@ from typing import Any
 
 import pytest
 
-from takeover.checker.patterns import CHECK_THEN_ACT, CLAIM_RACE, NOT_ATOMIC_ANY, NOT_FENCED, PATTERNS, database_kind
-from takeover.pipeline import check_and_report
-from takeover.store import VIOLATIONS_CSV
+from takeover._internal.checker.patterns import (
+    CHECK_THEN_ACT,
+    CLAIM_RACE,
+    NOT_ATOMIC_ANY,
+    NOT_FENCED,
+    PATTERNS,
+    database_kind,
+)
+from takeover._internal.pipeline import check_and_report
+from takeover._internal.store import VIOLATIONS_CSV
 from tests.quality.builder import Run, one_task
 from tests.quality.known_causes import KNOWN, KnownCause, extract
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from takeover.checker import INVARIANTS
-from takeover.pipeline import check_and_report
+from takeover._internal.checker import INVARIANTS
+from takeover._internal.pipeline import check_and_report
 from tests.quality.cases import CASES
 
 

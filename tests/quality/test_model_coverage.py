@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from takeover import coverage_space as cs
-from takeover.checker.model_coverage import callers_of, times_of
-from takeover.pipeline import check_and_report
+from takeover._internal import coverage_space as cs
+from takeover._internal.checker.model_coverage import callers_of, times_of
+from takeover._internal.pipeline import check_and_report
 from tests.quality.builder import Run
 
 
@@ -90,7 +90,7 @@ def test_uncertain_reregistered_and_a_late_finish_at_the_edge(tmp_path: Path) ->
 
 
 def test_the_vectorized_classification_agrees_with_coverage_space() -> None:
-    """takeover.checker.model_coverage mirrors coverage_space.caller_of and time_of, on every mix of
+    """takeover._internal.checker.model_coverage mirrors coverage_space.caller_of and time_of, on every mix of
     states, generations and times around the lease's end."""
     rng = np.random.default_rng(7)
     n = 4000
@@ -126,9 +126,9 @@ def _plain_run(*, reregister: bool) -> Run:
 def test_a_run_that_never_reached_a_planted_bugs_cells_fails_the_selftest(tmp_path: Path) -> None:
     """RegisterReplaces needs a known task registered again: a run without one reached none of its cells,
     so the selftest's row for it says NEVER REACHED and fails, even though the bug was (say) caught."""
+    from takeover._internal.selftest.verdict import passed, row_line, unreached_cells
     from takeover.queues.planted import NEEDS_CELLS
     from takeover.reports.coverage import needs_lines
-    from takeover.selftest.verdict import passed, row_line, unreached_cells
 
     _model(_plain_run(reregister=False), tmp_path / "plain")
     summary = json.loads((tmp_path / "plain" / "summary.json").read_text())

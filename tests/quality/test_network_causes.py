@@ -10,8 +10,8 @@ import io
 import json
 from pathlib import Path
 
-from takeover.pipeline import check_and_report
-from takeover.store import VIOLATIONS_CSV
+from takeover._internal.pipeline import check_and_report
+from takeover._internal.store import VIOLATIONS_CSV
 from tests.quality.builder import Run, one_task
 
 HOSTS = {"hosts": 2, "placement": {"w1": "h1", "w2": "h2"}}
@@ -65,7 +65,7 @@ def test_the_timeline_draws_and_names_each_network_fault(tmp_path: Path):
     the path's delay and loss as a strip of the whole run); a run without hosts names none of them."""
     import matplotlib.pyplot as plt
 
-    from takeover.checker import analyse
+    from takeover._internal.checker import analyse
     from takeover.reports import figures
 
     r = _cut_off_holder_finishes_after_the_takeover()

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from takeover.checker import INVARIANTS
+from takeover._internal.checker import INVARIANTS
+from takeover._internal.history import HistoryWriter
+from takeover._internal.pipeline import check_and_report
+from takeover._internal.run.registration import register_tasks
+from takeover._internal.selftest.runs import QUICK
+from takeover._internal.store import HISTORY_FILE, VIOLATIONS_CSV
 from takeover.contract import REFERENCE_QUEUE, open_queue
-from takeover.history import HistoryWriter
-from takeover.pipeline import check_and_report
 from takeover.queues.planted import NEEDS_FAULT, PLANTED
-from takeover.run.registration import register_tasks
-from takeover.selftest.runs import QUICK
-from takeover.store import HISTORY_FILE, VIOLATIONS_CSV
 
 LEASE = 1.0
 T0 = 1_000.0

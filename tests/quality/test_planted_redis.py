@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from takeover import db
-from takeover.explorer import explore_queue
+from takeover._internal import db
+from takeover._internal.explorer import explore_queue
+from takeover._internal.scenario.replay import run_scenarios
 from takeover.queues import planted, planted_redis
-from takeover.scenario.replay import run_scenarios
 
 pytestmark = pytest.mark.needs_package("redis-server")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from takeover.checker import analyse
+from takeover._internal.checker import analyse
 from tests.quality.builder import Run
 
 

@@ -1,4 +1,4 @@
-"""Mid-run snapshot probes (takeover.checker.probes): dated at the probe, told in words, never judged
+"""Mid-run snapshot probes (takeover._internal.checker.probes): dated at the probe, told in words, never judged
 across what makes them indeterminate."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from takeover.checker import analyse
-from takeover.checker.load import load_probes
-from takeover.pipeline import check_and_report
+from takeover._internal.checker import analyse
+from takeover._internal.checker.load import load_probes
+from takeover._internal.pipeline import check_and_report
 from tests.quality.builder import Run
 from tests.quality.cases import probe_sees_a_lost_commit
 

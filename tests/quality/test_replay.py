@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from takeover._internal.replay.core import replay_run
+from takeover._internal.replay.output import report_json, scenarios_doc, write_outputs
+from takeover._internal.scenario.file import load_scenario_file
+from takeover._internal.scenario.replay import run_scenarios
 from takeover.cli import main
 from takeover.contract import REFERENCE_QUEUE
 from takeover.exit_codes import ExitCode
 from takeover.queues.planted import PLANTED
-from takeover.replay.core import replay_run
-from takeover.replay.output import report_json, scenarios_doc, write_outputs
-from takeover.scenario.file import load_scenario_file
-from takeover.scenario.replay import run_scenarios
 from tests.quality.builder import Run
 
 FIXTURE_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

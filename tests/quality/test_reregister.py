@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from takeover.pipeline import check_and_report
+from takeover._internal.pipeline import check_and_report
 from tests.quality.cases import CASES
 
 VALID = sorted(name for name, (_, violated) in CASES.items() if name.startswith("reregister_") and not violated)

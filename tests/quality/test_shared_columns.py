@@ -1,6 +1,6 @@
 """The checker's memory savings change no result: every column that is all missing is held as one value
-seen through a read-only view of stride 0 (takeover.history._missing for the columns the checker does not
-parse, takeover.checker.ops._shared_if_missing for the operation frames' empty columns), and a check with
+seen through a read-only view of stride 0 (takeover._internal.history._missing for the columns the checker does not
+parse, takeover._internal.checker.ops._shared_if_missing for the operation frames' empty columns), and a check with
 those views must conclude exactly what a check with plain arrays concludes.
 
 Each run is checked twice in this process: as it is, and with both helpers replaced by plain arrays of
@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from takeover import history
+from takeover._internal import history
+from takeover._internal.checker import ops
+from takeover._internal.checker.check import CheckResult, analyse
 from takeover.benchmarks import check_1m
-from takeover.checker import ops
-from takeover.checker.check import CheckResult, analyse
 from tests.quality.known_causes import KNOWN, extract
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

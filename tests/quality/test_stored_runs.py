@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from takeover._internal.pipeline import check_and_report
 from takeover.cli import main
-from takeover.pipeline import check_and_report
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 EXPECTED = "expected-summary.json"

@@ -1,4 +1,4 @@
-"""A claim run twice by its client's retry, on hand-written histories (takeover.checker.unknown_claims): the
+"""A claim run twice by its client's retry, on hand-written histories (takeover._internal.checker.unknown_claims): the
 generation its first run took is a violation whose pattern and cause say so, in violations.csv; the same
 skipped generation without a lost reply is named as a skip, with no cause. The verdicts themselves are
 tests/quality/cases.py's (retried_claim_*, unknown_claim_*); the real runs are
@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from takeover.checker.facts import build_facts
-from takeover.checker.load import load_run
-from takeover.checker.unknown_claims import GRACE, claim_ends, unexplained
-from takeover.pipeline import check_and_report
-from takeover.store import VIOLATIONS_CSV
+from takeover._internal.checker.facts import build_facts
+from takeover._internal.checker.load import load_run
+from takeover._internal.checker.unknown_claims import GRACE, claim_ends, unexplained
+from takeover._internal.pipeline import check_and_report
+from takeover._internal.store import VIOLATIONS_CSV
 from tests.quality.cases import _retried_claim
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from takeover import db
-from takeover.bridge import ExecFactory, ExecQueue
+from takeover._internal import db
+from takeover._internal.bridge import ExecFactory, ExecQueue
 from takeover.scenario_file import load_scenario_file
 from takeover.scenario_replay import run_scenarios
 from tests.helpers import arq_env

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from takeover import db
+from takeover._internal import db
 from takeover.contract import check_queue_object, has_extension
 from tests.helpers.processes import takeover
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from takeover import db
+from takeover._internal import db
+from takeover._internal.scenario.replay import run_scenarios
 from takeover.contract import check_queue_object, has_extension
 from takeover.errors import ContractError
-from takeover.scenario.replay import run_scenarios
 
 ADAPTERS = {
     "procrastinate": "ProcrastinateAdapter",
@@ -39,7 +39,7 @@ def adapter_class(library: str) -> Any:
 
 @pytest.fixture(scope="module")
 def host() -> Iterator[db.PostgresHost]:
-    """One private server (takeover.db.server) for the module; each test gets fresh databases on it."""
+    """One private server (takeover._internal.db.server) for the module; each test gets fresh databases on it."""
     with db.serve("postgres") as served:
         assert isinstance(served, db.PostgresHost)
         yield served

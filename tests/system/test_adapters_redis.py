@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from takeover import db
+from takeover._internal import db
+from takeover._internal.replay.judge import judge
+from takeover._internal.scenario.file import load_scenario_file
+from takeover._internal.scenario.replay import run_scenarios
 from takeover.contract import check_queue_object, has_extension
-from takeover.replay.judge import judge
-from takeover.scenario.file import load_scenario_file
-from takeover.scenario.replay import run_scenarios
 from tests.helpers.processes import REPO, takeover
 
 pytestmark = [pytest.mark.needs_package("redis-server")]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from takeover.run.reached import Reached
+from takeover._internal.run.reached import Reached
 from tests.helpers.attempts import until_shown
 from tests.helpers.processes import records, takeover
 from tests.system.test_aimed import REFERENCE, stress, the_claim

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from takeover.run.aimed import STALE_ORDERS
+from takeover._internal.run.aimed import STALE_ORDERS
 from tests.helpers.attempts import until_shown
 from tests.helpers.processes import reap_stragglers, records, wait_no_stragglers
 
@@ -39,10 +39,10 @@ def stress(run_dir: Path, seed: int, duration: float, queue: str = REFERENCE, **
     Coordinator in this process, checked (no reports: figures cost a second or two a run); its
     summary. Few tasks up front and a steady arrival keep holders busy while faults run, and leave
     little to drain. Nothing of the run outlives the call."""
-    from takeover.checker import analyse
-    from takeover.config import load_profile
-    from takeover.options import FAULT_KINDS
-    from takeover.run.coordinator import Coordinator
+    from takeover._internal.checker import analyse
+    from takeover._internal.config import load_profile
+    from takeover._internal.options import FAULT_KINDS
+    from takeover._internal.run.coordinator import Coordinator
     from takeover.workloads.worker import worker_main
 
     faults = dict.fromkeys(FAULT_KINDS, 0.0) | rates

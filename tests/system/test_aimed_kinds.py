@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from takeover.run.lease_edge import SIDES
+from takeover._internal.run.lease_edge import SIDES
 from tests.helpers.attempts import until_shown
 from tests.helpers.processes import records
 from tests.system.test_aimed import REFERENCE, hits, ops, stress, the_claim

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from takeover import db
+from takeover._internal import db
+from takeover._internal.replay.judge import judge
+from takeover._internal.scenario.file import load_scenario_file
+from takeover._internal.scenario.replay import run_scenarios
 from takeover.contract import load_queue_factory
 from takeover.errors import UsageError
-from takeover.replay.judge import judge
-from takeover.scenario.file import load_scenario_file
-from takeover.scenario.replay import run_scenarios
 from tests.helpers import arq_env, system_packages
 
 ANALYSES = Path(__file__).resolve().parents[2] / "docs" / "analyses"

@@ -3,8 +3,8 @@
 Why: the API used to check the folder, the database and the queue's contract itself (so that bad input is a
 one-line UsageError before anything starts), and then its child ran the whole of ``takeover stress``, which
 checked all three again: the queue was opened on a scratch database twice per run. The checks stay where the
-user hears them first (takeover.stress_run.checked, in the caller) and the child runs what follows
-(takeover.stress_run.run_checked). A real run, a queue that notes each database it is opened on.
+user hears them first (takeover._internal.stress_run.checked, in the caller) and the child runs what follows
+(takeover._internal.stress_run.run_checked). A real run, a queue that notes each database it is opened on.
 """
 
 from __future__ import annotations

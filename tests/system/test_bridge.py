@@ -1,4 +1,4 @@
-"""``--queue exec:COMMAND``: a queue in another process, spoken to over JSON lines (takeover.bridge).
+"""``--queue exec:COMMAND``: a queue in another process, spoken to over JSON lines (takeover._internal.bridge).
 
 The adapters are real processes: tests/fixtures/adapters/pyadapter.py (the SQLite reference queue behind the
 protocol, or one of its ways to break it) and, where node is installed, the JavaScript reference queue and
@@ -17,10 +17,10 @@ import time
 import psutil
 import pytest
 
-from takeover import bridge
+from takeover._internal import bridge
+from takeover._internal.run.supervision import send, wait_stopped
 from takeover.contract import open_queue
 from takeover.errors import ContractError
-from takeover.run.supervision import send, wait_stopped
 from tests.helpers.processes import REPO, child_env, takeover, wait_no_stragglers
 
 ADAPTER = f"exec:{sys.executable} tests/fixtures/adapters/pyadapter.py"
@@ -46,8 +46,8 @@ def test_the_hello_is_checked(tmp_path, monkeypatch):
 
 
 def test_the_hello_names_the_library_for_the_bug_report(tmp_path, monkeypatch):
-    """An adapter's library is named in its hello; the report (takeover.replay.issue) reads it from the factory,
-    once an adapter of that queue has been started in this process."""
+    """An adapter's library is named in its hello; the report (takeover._internal.replay.issue) reads it from the
+    factory, once an adapter of that queue has been started in this process."""
     monkeypatch.chdir(REPO)
     spec = f"{ADAPTER} library"
     factory = bridge.ExecFactory(spec)
@@ -109,9 +109,9 @@ def _group(pgid: int) -> list[int]:
 
 
 def test_an_answer_that_breaks_the_contract_goes_to_the_one_check_of_answers(tmp_path, monkeypatch):
-    """The bridge decodes; takeover.answers judges what was decoded, as for a Python queue: an extend answered
+    """The bridge decodes; takeover._internal.answers judges what was decoded, as for a Python queue: an extend answered
     with text is a malformed answer (answers_well_formed), not an adapter that broke the protocol."""
-    from takeover import answers
+    from takeover._internal import answers
 
     monkeypatch.chdir(REPO)
     spec = f"{ADAPTER} bad_extend"
@@ -164,7 +164,7 @@ def test_a_close_that_is_never_answered_stops_the_check_before_a_run(tmp_path):
 
 OWNER = """
 import sys, time
-from takeover import bridge
+from takeover._internal import bridge
 from takeover.contract import open_queue
 bridge.share_group()
 queue = open_queue(sys.argv[1], sys.argv[2])
@@ -251,7 +251,7 @@ def test_a_stress_run_whose_adapter_breaks_is_inconclusive_and_names_it(tmp_path
 @pytest.mark.needs_node_for("postgres.js")  # reference.js and planted.js load only the database's file
 def test_the_javascript_reference_passes_and_its_planted_bug_departs(monkeypatch):
     import takeover
-    from takeover import db
+    from takeover._internal import db
 
     monkeypatch.chdir(REPO)
     with db.serve("postgres"):  # one private server for both
@@ -268,7 +268,7 @@ def test_the_javascript_reference_passes_and_its_planted_bug_departs(monkeypatch
 @pytest.mark.needs_node_for("redis.js")
 def test_the_javascript_reference_passes_on_redis_and_its_planted_bug_departs(monkeypatch):
     import takeover
-    from takeover import db
+    from takeover._internal import db
 
     monkeypatch.chdir(REPO)
     with db.serve("redis"):  # one private server for both

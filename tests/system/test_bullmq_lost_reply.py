@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from takeover import db
+from takeover._internal import db
 from takeover.contract import open_queue
 from tests.system.test_redis_queue import LosingProxy
 

@@ -1,9 +1,9 @@
-"""takeover.child_run stops a child run however its wait ends, and leaves none of its processes behind.
+"""takeover._internal.child_run stops a child run however its wait ends, and leaves none of its processes behind.
 
 Why here as well as through its callers (the API's interrupt in test_pytest_plugin.py, the fan-out's
 cancel in test_fanout.py): each caller picks a different way to stop (:class:`Stop`), and each way must reap
 what the run started: its tree for a child of the caller's session, its process group and every process
-carrying its run folder (takeover.lifeline) for a child of its own session. Real processes, real signals.
+carrying its run folder (takeover._internal.lifeline) for a child of its own session. Real processes, real signals.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from takeover.child_run import ChildRun, Stop, stop_all
-from takeover.lifeline import RUN_ENV
+from takeover._internal.child_run import ChildRun, Stop, stop_all
+from takeover._internal.lifeline import RUN_ENV
 from tests.helpers.processes import child_env
 
 # A run that ignores SIGTERM and SIGINT and starts a grandchild that does too; it prints the grandchild's pid.
@@ -106,7 +106,7 @@ def test_a_run_of_its_own_session_is_swept_by_its_run_folder(tmp_path: Path, sta
 
 def test_a_run_in_a_child_dies_with_its_caller_when_the_caller_is_sigkilled(tmp_path: Path, started):
     """stress_in_child (the selftest's and the detection bench's runs): its caller SIGKILLed cannot stop the
-    run, so the kernel kills it at once (takeover.lifeline), and its workers die with the run: no process of
+    run, so the kernel kills it at once (takeover._internal.lifeline), and its workers die with the run: no process of
     it is left. Watched from a subreaper, which inherits the orphaned run and so sees how it ended: killed by
     SIGKILL, not ended later on its own (without the guard it ran on until its next write to the caller's
     closed pipe failed, and exited)."""
@@ -127,7 +127,7 @@ CALLER = """
 import sys
 import threading
 from pathlib import Path
-from takeover.child_run import stress_in_child
+from takeover._internal.child_run import stress_in_child
 stress_in_child("takeover.queues.sqlite_lease:SQLiteLeaseQueue", 1, "smoke", Path(sys.argv[1]), ("--duration", "120"))
 """
 

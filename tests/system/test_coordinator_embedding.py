@@ -22,9 +22,9 @@ SCRIPT = textwrap.dedent(
     import sys
     from pathlib import Path
 
-    from takeover.config import RunConfig, TaskTime
-    from takeover.options import FAULT_KINDS
-    from takeover.run.coordinator import Coordinator
+    from takeover._internal.config import RunConfig, TaskTime
+    from takeover._internal.options import FAULT_KINDS
+    from takeover._internal.run.coordinator import Coordinator
     from takeover.workloads.worker import worker_main
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("child-run")

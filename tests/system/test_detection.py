@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from takeover.checker.patterns import PATTERNS
+from takeover._internal.checker.patterns import PATTERNS
 from tests.helpers.processes import REPO, child_env
 
 

@@ -1,5 +1,5 @@
 """Every ending a command can meet leaves nothing behind (issue 34, item 4): SIGTERM is Ctrl-C for every
-command, a SIGKILL leaves no scratch folder (takeover.scratch's janitor removes them), and Ctrl-C stops a
+command, a SIGKILL leaves no scratch folder (takeover._internal.scratch's janitor removes them), and Ctrl-C stops a
 run while its workers are still starting.
 
 Each test runs ``takeover`` as a real process with its own temporary folder (``TMPDIR``), sends it a real
@@ -93,7 +93,7 @@ def test_sigkill_leaves_no_scratch_folder(tmp_path, args, prefix):
 def test_ctrl_c_while_many_workers_start_stops_the_run(tmp_path):
     """issue 34: with --workers 100000 the coordinator went on spawning after Ctrl-C. The bound is the
     machine's now (tests/unit/test_options.py); at that bound a Ctrl-C as the first workers start stops it."""
-    from takeover.run_option import max_workers
+    from takeover._internal.run_option import max_workers
 
     out = tmp_path / "run"
     proc = _start(tmp_path / "tmp", "stress", "--profile", "smoke", "--workers", str(max_workers()), "--duration",
@@ -115,9 +115,9 @@ def test_ctrl_c_while_many_workers_start_stops_the_run(tmp_path):
 
 def test_sigkill_while_workers_start_leaves_no_traceback_and_no_process(tmp_path):
     """issue 34: a SIGKILL of takeover while its workers started left ``EOFError: Ran out of input`` tracebacks
-    of the workers that had not read their start yet (takeover.lifeline.quiet_spawn), on the terminal. Their
+    of the workers that had not read their start yet (takeover._internal.lifeline.quiet_spawn), on the terminal. Their
     stderr is a file here, which they keep writing to after takeover is gone."""
-    from takeover.run_option import max_workers
+    from takeover._internal.run_option import max_workers
 
     out, err_file = tmp_path / "run", tmp_path / "stderr.txt"
     (tmp_path / "tmp").mkdir()

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
+from takeover._internal.explorer import explore_queue
 from takeover.cli import main
 from takeover.contract import REFERENCE_QUEUE
-from takeover.explorer import explore_queue
 from tests.helpers.processes import takeover
 from tests.helpers.queues import on_path
 

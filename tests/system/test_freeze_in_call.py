@@ -102,7 +102,7 @@ def test_a_check_then_act_finish_is_caught_and_the_correct_queue_is_not(
 
 def _frozen_run(tmp_path: Path) -> tuple[Path, subprocess.Popen]:
     """A long run of a check-then-act queue, with freezes inside calls often (the caller waits for one)."""
-    from takeover.options import FAULT_KINDS
+    from takeover._internal.options import FAULT_KINDS
 
     run_dir = tmp_path / "run"
     others = [a for kind in FAULT_KINDS if kind != KIND for a in (f"--{kind.replace('_', '-')}-rate", "0")]
@@ -149,8 +149,8 @@ def test_sigkill_of_the_coordinator_while_a_worker_is_frozen_inside_a_call_leave
 def test_the_hook_sees_a_postgres_queues_statements_through_psycopg(tmp_path: Path) -> None:
     """The PostgreSQL reference queue on a private server: its statements reach the hook through the cursor
     class set on its connection, and a trap stops before its finish's UPDATE with the row still running."""
-    from takeover import db
-    from takeover.failpoints import Point, StatementHook
+    from takeover._internal import db
+    from takeover._internal.failpoints import Point, StatementHook
     from takeover.queues.postgres_lease import PostgresLeaseQueue
 
     with db.run_database("postgres", tmp_path) as url:

@@ -6,9 +6,9 @@ every type (NaN, huge numbers, lists of junk), error answers, a line that never 
 or closes its stdout. The properties:
 
 * through the bridge, in this process: every call ends in the bridge's own named failures (a contract error
-  at the hello, :class:`~takeover.bridge.AdapterBroken`, :class:`~takeover.bridge.AdapterError`) or in an
-  answer that :mod:`takeover.answers` accepts or names malformed; nothing else escapes, and no process of the
-  adapter is left once the queue is closed;
+  at the hello, :class:`~takeover._internal.bridge.AdapterBroken`, :class:`~takeover._internal.bridge.AdapterError`) or
+  in an answer that :mod:`takeover._internal.answers` accepts or names malformed; nothing else escapes, and no process
+  of the adapter is left once the queue is closed;
 * through ``takeover scenarios``: the exit code is 0, 1, 2 or 3, stderr has no traceback, no process is left.
 
 A few generated examples in the gate; many more under the nightly marker. Examples that once failed are kept
@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from takeover import answers, bridge
+from takeover._internal import answers, bridge
 from takeover.contract import open_queue
 from takeover.errors import ContractError
 from tests.helpers.processes import REPO, child_env
@@ -76,7 +76,7 @@ def _mine(script: Path) -> list[psutil.Process]:
 
 
 def _calls(queue: Any, spec: str) -> list[tuple[str, Any]]:
-    """Each contract call, with the check of its answer (takeover.answers), in a run's order."""
+    """Each contract call, with the check of its answer (takeover._internal.answers), in a run's order."""
     return [
         ("register", lambda: queue.register("t1", 1.0)),
         ("claim", lambda: answers.claim(queue.claim("w1", 2.0, 1.0), spec)),

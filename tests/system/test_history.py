@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-from takeover.history import HistoryWriter, read_history
+from takeover._internal.history import HistoryWriter, read_history
 
 
 def _append(path: str, process: int, n: int) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from takeover.commands import stress
-from takeover.config import RunConfig
+from takeover._internal.commands import stress
+from takeover._internal.config import RunConfig
 from tests.helpers.processes import (
     reap_stragglers,
     records,

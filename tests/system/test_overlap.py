@@ -1,17 +1,17 @@
-"""Two calls at once (takeover.scenario.overlap): a call parked inside itself before one of its own statements, another
-actor's call in the gap. A claim that reads then writes in two autocommit statements answers every sequence of
-one call after another right; it breaks here, in a scenario file and in explore, while correct queues pass.
+"""Two calls at once (takeover._internal.scenario.overlap): a call parked inside itself before one of its own
+statements, another actor's call in the gap. A claim that reads then writes in two autocommit statements answers every
+sequence of one call after another right; it breaks here, in a scenario file and in explore, while correct queues pass.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from takeover._internal.explorer import explore_queue
+from takeover._internal.scenario.file import validate_scenarios
+from takeover._internal.scenario.replay import run_scenarios
 from takeover.contract import REFERENCE_QUEUE
 from takeover.errors import UsageError
-from takeover.explorer import explore_queue
-from takeover.scenario.file import validate_scenarios
-from takeover.scenario.replay import run_scenarios
 from tests.helpers.queues import on_path
 
 RACY = "racy_queues:ClaimReadThenWrite"

@@ -37,8 +37,8 @@ def test_every_source_package_is_installed_under_takeover() -> None:
 
 
 def test_profiles_and_the_scenarios_spec_load_from_the_installed_package() -> None:
-    from takeover.config import profile_names
-    from takeover.scenario.replay import scenario_ids
+    from takeover._internal.config import profile_names
+    from takeover._internal.scenario.replay import scenario_ids
 
     assert {"smoke", "stress"} <= set(profile_names())
     assert scenario_ids() == ["S1", "S2", "S3", "S4", "S5"]
@@ -57,7 +57,7 @@ def test_the_wheel_holds_only_takeover_and_its_dist_info(tmp_path: Path) -> None
 
     assert {n.split("/")[0] for n in names} == {"takeover", f"takeover-{__version__}.dist-info"}
     for needed in ("takeover/py.typed", "takeover/data/scenarios.json", "takeover/workloads/stress.toml",
-                   "takeover/workloads/smoke.toml", "takeover/reports/html.py", "takeover/checker/check.py",
+                   "takeover/workloads/smoke.toml", "takeover/reports/html.py", "takeover/_internal/checker/check.py",
                    "takeover/pytest_plugin.py", "takeover/data/ci/takeover.yml",
                    "takeover/data/ci/test_takeover.py.tmpl"):
         assert needed in names

@@ -1,4 +1,4 @@
-"""``--db postgres`` and ``postgresql://`` URLs on a real PostgreSQL server (takeover.db).
+"""``--db postgres`` and ``postgresql://`` URLs on a real PostgreSQL server (takeover._internal.db).
 
 The private server a command starts must be gone when the command is, however it ends (a normal end,
 Ctrl-C, SIGKILL of takeover itself); a URL's runs each get a fresh, empty database, dropped afterwards
@@ -20,11 +20,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from takeover import db
+from takeover._internal import db
+from takeover._internal.db import postgres
+from takeover._internal.db.server import OWNER_ENV
+from takeover._internal.scenario.replay import run_scenarios
 from takeover.contract import POSTGRES_REFERENCE_QUEUE
-from takeover.db import postgres
-from takeover.db.server import OWNER_ENV
-from takeover.scenario.replay import run_scenarios
 from tests.helpers.processes import REPO, live_servers, server_child_env, wait_servers_gone
 
 # Each test starts a PostgreSQL server (about a second, more on a loaded machine).

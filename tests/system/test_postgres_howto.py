@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from takeover import db
+from takeover._internal import db
 from tests.helpers.processes import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_package("postgresql")]

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from takeover.powerloss.layer import PowerLossLayer
+from takeover._internal.powerloss.layer import PowerLossLayer
 
 pytestmark = pytest.mark.needs_package("fuse3")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from takeover import store
+from takeover._internal import store
 from tests.helpers.attempts import ATTEMPTS, until_shown
 from tests.helpers.processes import (
     REPO,

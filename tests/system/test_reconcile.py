@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from takeover.history import HistoryWriter
+from takeover._internal.history import HistoryWriter
+from takeover._internal.reconcile import reconcile_run
+from takeover._internal.run.ledger import Ledger
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
-from takeover.reconcile import reconcile_run
-from takeover.run.ledger import Ledger
 from tests.helpers.attempts import ATTEMPTS, until_shown
 from tests.helpers.processes import reap_stragglers, takeover
 
@@ -166,7 +166,7 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
         assert q.finish(got, gen, "done", now)
         hist.write("ok", "finish", task=got, gen=gen, outcome="done", value="true")
     hist.close()
-    from takeover.store import write_snapshot
+    from takeover._internal.store import write_snapshot
 
     write_snapshot(run_dir, q.snapshot())
     q.close()
@@ -185,7 +185,7 @@ def test_reconcile_resolves_every_uncertain_task_by_the_ledger(lossy, tmp_path):
 
 @pytest.mark.slow
 def test_reconcile_through_the_running_service_agrees_with_the_ledger(lossy, tmp_path):
-    from takeover.run.service import ServiceSpec, listen, service_main
+    from takeover._internal.run.service import ServiceSpec, listen, service_main
 
     by_ledger, by_service = tmp_path / "a", tmp_path / "b"
     shutil.copytree(lossy, by_ledger)

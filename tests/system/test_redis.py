@@ -1,5 +1,5 @@
-"""``--db redis`` and ``redis://`` URLs on real redis-server processes (takeover.db.redis, takeover.db.redis_server,
-takeover.run.redis_site).
+"""``--db redis`` and ``redis://`` URLs on real redis-server processes (takeover._internal.db.redis,
+takeover._internal.db.redis_server, takeover._internal.run.redis_site).
 
 The private servers (the command's, and each run's) must be gone when the command is, however it ends (a normal
 end, Ctrl-C, SIGKILL of takeover itself); every queue gets an empty database; a user's database is refused when
@@ -22,10 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from takeover import db
-from takeover.db import redis as redis_db
-from takeover.db.redis_server import PrivateRedis, owner_of
-from takeover.scenario.replay import run_scenarios
+from takeover._internal import db
+from takeover._internal.db import redis as redis_db
+from takeover._internal.db.redis_server import PrivateRedis, owner_of
+from takeover._internal.scenario.replay import run_scenarios
 from tests.helpers.processes import REPO, live_servers, server_child_env, wait_servers_gone
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_package("redis-server")]
@@ -153,9 +153,9 @@ def test_a_freeze_ends_on_time_while_the_coordinator_waits_on_the_frozen_server(
     must end at its drawn time all the same, not when that call gives up (a 0.9 s pause once lasted 7.5 s)."""
     from types import SimpleNamespace
 
-    from takeover.config import RunConfig
-    from takeover.history import HistoryWriter
-    from takeover.run.net_faults import DB_PAUSE, NetworkFaults
+    from takeover._internal.config import RunConfig
+    from takeover._internal.history import HistoryWriter
+    from takeover._internal.run.net_faults import DB_PAUSE, NetworkFaults
 
     with PrivateRedis("none") as private:
         faults = NetworkFaults(RunConfig(seed=1, lease=0.4, db_pause_rate=1.0), SimpleNamespace(server=private),

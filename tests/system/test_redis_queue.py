@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from takeover import db
+from takeover._internal import db
 from takeover.contract import check_queue_object
 from takeover.queues import redis_lease
 from takeover.queues.redis_lease import RedisLeaseQueue
@@ -37,7 +37,7 @@ LEASE = 30.0
 
 @pytest.fixture(scope="module")
 def host() -> Iterator[db.Host]:
-    """One private server for the module (takeover.db.redis_server); each test gets an empty database of it."""
+    """One private server for the module (takeover._internal.db.redis_server); each test gets an empty database."""
     with db.serve("redis") as served:
         yield served
 
@@ -343,7 +343,7 @@ def test_mutate_on_redis_kills_the_mutant_without_the_generation_fence(tmp_path:
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_explore_passes_the_reference_on_ten_seeds(host: db.Host) -> None:
-    from takeover.explorer import explore_queue
+    from takeover._internal.explorer import explore_queue
 
     failed = {seed: r.to_json()["departure"] for seed in range(1, 11) if not (r := explore_queue(SPEC, seed=seed)).ok}
     assert failed == {}

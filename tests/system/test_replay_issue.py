@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from takeover.replay.issue import issue_markdown
+from takeover._internal.replay.issue import issue_markdown
 from tests.helpers.processes import takeover
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def test_a_findings_report_speaks_the_librarys_api():
 @pytest.mark.needs_package("redis-server")
 def test_a_report_on_redis_names_redis_and_its_command_serves_it():
     """A finding replayed on Redis says Redis and its version, and its command asks for --db redis."""
-    from takeover import db
+    from takeover._internal import db
 
     with db.serve("redis"):
         report = issue_markdown("takeover.queues.planted_redis:FinishIgnoresGeneration", LITEQUEUE_FINDING)
@@ -117,7 +117,7 @@ def test_scenarios_file_issue_writes_the_report_of_a_committed_finding(tmp_path)
 def test_a_report_of_a_node_library_names_it_and_its_version_from_the_hello():
     """An exec: adapter names its library in its hello: the report says Bee-Queue and its pinned version, its
     calls, a clone and `make` in place of pip, and quotes the exec: queue in its command."""
-    from takeover import db
+    from takeover._internal import db
 
     finding = ROOT / "docs" / "analyses" / "bee-queue" / "stale-completion.json"
     queue = json.loads(finding.read_text())["queue"]

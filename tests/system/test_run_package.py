@@ -1,4 +1,4 @@
-"""The runner (``takeover.run``) stands apart from what it runs and from what judges the run.
+"""The runner (``takeover._internal.run``) stands apart from what it runs and from what judges the run.
 
 Why: the coordinator used to import the workload inside a function, and the progress display
 imported the coordinator, so the runner could not be reused with another worker and its parts could
@@ -22,24 +22,24 @@ import pytest
 from tests.helpers.processes import child_env, reap_stragglers, records
 
 # What the runner must never load: the workload it runs, and everything that reads a run folder.
-FOREIGN = ("takeover.workloads.", "takeover.checker", "takeover.reports", "takeover.commands", "takeover.soak",
-           "takeover.sweep")  # fmt: skip
+FOREIGN = ("takeover.workloads.", "takeover._internal.checker", "takeover.reports", "takeover._internal.commands",
+           "takeover._internal.soak", "takeover._internal.sweep")  # fmt: skip
 
 
 def test_importing_the_whole_run_package_loads_no_workload_checker_or_reports() -> None:
     code = textwrap.dedent(
         """
         import importlib, json, pkgutil, sys
-        import takeover.run as run
+        import takeover._internal.run as run
         for info in pkgutil.iter_modules(run.__path__):
-            importlib.import_module(f"takeover.run.{info.name}")
+            importlib.import_module(f"takeover._internal.run.{info.name}")
         print(json.dumps(sorted(m for m in sys.modules if m.startswith("takeover"))))
         """
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
                           env=child_env())  # fmt: skip
     loaded = json.loads(proc.stdout)
-    assert "takeover.run.supervision" in loaded and "takeover.run.coordinator" in loaded
+    assert "takeover._internal.run.supervision" in loaded and "takeover._internal.run.coordinator" in loaded
     assert not [m for m in loaded if m.startswith(FOREIGN)]
 
 
@@ -52,10 +52,10 @@ SCRIPT = textwrap.dedent(
     import time
     from pathlib import Path
 
-    from takeover.config import RunConfig, TaskTime
-    from takeover.history import HistoryWriter
-    from takeover.options import FAULT_KINDS
-    from takeover.run.coordinator import Coordinator
+    from takeover._internal.config import RunConfig, TaskTime
+    from takeover._internal.history import HistoryWriter
+    from takeover._internal.options import FAULT_KINDS
+    from takeover._internal.run.coordinator import Coordinator
 
 
     def marker_worker(spec, board):

@@ -91,7 +91,7 @@ def finish(proc: subprocess.Popen, marker: Path, timeout: float = 60) -> tuple[s
     it survives; whatever happened, kill what is left so a failing test leaves no process either."""
     try:
         out, err = proc.communicate(timeout=timeout)
-        # The scratch janitor (takeover.scratch) removes the folders after the command's end, by design: a
+        # The scratch janitor (takeover._internal.scratch) removes the folders after the command's end, by design: a
         # process that is still ending is given a few seconds; one that stays is an orphan.
         deadline = time.monotonic() + JANITOR_GRACE
         while (left := left_behind(marker)) and time.monotonic() < deadline:

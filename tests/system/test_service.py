@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from takeover.run.service import (
+from takeover._internal.run.service import (
     ServiceAddress,
     ServiceClient,
     ServiceSpec,
@@ -34,7 +34,7 @@ from takeover.run.service import (
 
 _FROZEN_CHILD = r"""
 import sys, json
-from takeover.run.service import ServiceClient
+from takeover._internal.run.service import ServiceClient
 client = ServiceClient(int(sys.argv[1]), timeout=float(sys.argv[2]))
 print("ready", flush=True)
 sys.stdin.readline()

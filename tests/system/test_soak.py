@@ -286,7 +286,7 @@ def test_unusable_seed_bank_is_refused_before_anything_runs(tmp_path, make_bank)
 def test_the_seed_bank_defaults_to_the_output_folder_never_the_package(tmp_path, monkeypatch):
     """Without --seed-bank or $TAKEOVER_SEED_BANK the bank is seed-bank.json beside the soak folder: a user's
     failures are banked with their runs, and the installed package is never written."""
-    from takeover.soak.seedbank import DEFAULT_BANK
+    from takeover._internal.soak.seedbank import DEFAULT_BANK
 
     monkeypatch.delenv("TAKEOVER_SEED_BANK", raising=False)
     before = DEFAULT_BANK.read_bytes()

@@ -1,4 +1,4 @@
-"""The library's one stress run (takeover.stress_run.run_stress), called as a library: no command line.
+"""The library's one stress run (takeover._internal.stress_run.run_stress), called as a library: no command line.
 
 Why: ``takeover stress``, the Python API and the multi-run commands all stand on this core; its result
 is built in memory from the checker's summary, so it must say exactly what the run folder says, and a
@@ -22,7 +22,7 @@ from tests.helpers.processes import child_env, reap_stragglers
 SCRIPT = textwrap.dedent(
     """
     import io, json, pickle, sys
-    from takeover.stress_run import resolve, run_stress
+    from takeover._internal.stress_run import resolve, run_stress
 
     cfg = resolve({"profile": "smoke", "duration": 1.0, "tasks": 12, "no_faults": True, "seed": 5})
     console = io.StringIO()

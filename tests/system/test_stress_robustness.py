@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from takeover.options import FAULT_KINDS
+from takeover._internal.options import FAULT_KINDS
 from tests.helpers.hold_before_check import HOLD_LINE
 from tests.helpers.processes import (
     REPO,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from takeover.config import AIM_PHASES, RunConfig
-from takeover.options import AIMED_FAULTS
-from takeover.run.phases import task_id
+from takeover._internal.config import AIM_PHASES, RunConfig
+from takeover._internal.options import AIMED_FAULTS
+from takeover._internal.run.phases import task_id
 from tests.helpers.attempts import ATTEMPTS, until_shown
 from tests.helpers.processes import reap_stragglers, records, takeover, wait_no_stragglers
 
@@ -172,7 +172,7 @@ def test_snapshot_and_registration(smoke):
 
 
 def test_the_probes_are_in_the_history_before_the_drain_ends_and_their_rows_in_probes_jsonl(smoke):
-    """The smoke profile probes the table twice a second (takeover.run.probes), from a process of its own."""
+    """The smoke profile probes the table twice a second (takeover._internal.run.probes), from a process of its own."""
     run_dir, _, recs = smoke
     probes = [r for r in recs if r["f"] == "probe"]
     answered = {r["value"] for r in probes if r["type"] == "ok"}

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from takeover.sweep.grid import load_grid
-from takeover.sweep.metrics import COLUMNS
-from takeover.sweep.wilson import tasks_needed
+from takeover._internal.sweep.grid import load_grid
+from takeover._internal.sweep.metrics import COLUMNS
+from takeover._internal.sweep.wilson import tasks_needed
 from tests.helpers.processes import reap_stragglers, takeover
 
 pytestmark = pytest.mark.timeout(150)

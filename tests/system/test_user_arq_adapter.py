@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from takeover import db
-from takeover.bridge import ExecFactory
+from takeover._internal import db
+from takeover._internal.bridge import ExecFactory
 from tests.helpers import arq_env
 from tests.helpers.processes import takeover
 

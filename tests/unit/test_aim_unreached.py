@@ -2,8 +2,8 @@
 history reached, and that the calls it makes land in that cell.
 
 The coordinator's side is the real one: the reference queue in a SQLite file, the coordinator's recorded
-calls (takeover.run.own_calls) appended to a real history, and that history read back as it grows
-(takeover.run.reached), which tests/fixtures/runs holds to the checker's own figure. What the windows that
+calls (takeover._internal.run.own_calls) appended to a real history, and that history read back as it grows
+(takeover._internal.run.reached), which tests/fixtures/runs holds to the checker's own figure. What the windows that
 freeze workers do to real processes is tested by tests/system/test_aim_unreached.py.
 """
 
@@ -18,18 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from takeover import coverage_space as cs
-from takeover.config import RunConfig
-from takeover.coverage_aims import aimable, way
-from takeover.history import HistoryWriter
+from takeover._internal import coverage_space as cs
+from takeover._internal.config import RunConfig
+from takeover._internal.coverage_aims import aimable, way
+from takeover._internal.history import HistoryWriter
+from takeover._internal.run import aim_unreached as au
+from takeover._internal.run.aimed import AimedFaults
+from takeover._internal.run.ledger import Ledger
+from takeover._internal.run.nemesis import AIMED_KINDS
+from takeover._internal.run.own_calls import OwnCalls
+from takeover._internal.run.phases import PhaseBoard
+from takeover._internal.run.reached import Reached
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
-from takeover.run import aim_unreached as au
-from takeover.run.aimed import AimedFaults
-from takeover.run.ledger import Ledger
-from takeover.run.nemesis import AIMED_KINDS
-from takeover.run.own_calls import OwnCalls
-from takeover.run.phases import PhaseBoard
-from takeover.run.reached import Reached
 from tests.unit.test_aimed import Hands
 
 RUNS = Path(__file__).resolve().parent.parent / "fixtures" / "runs"
@@ -171,7 +171,7 @@ def test_each_situation_of_issue_36_has_a_way() -> None:
 
 
 def test_the_online_reckoning_agrees_with_the_checker_on_stored_runs() -> None:
-    """takeover.run.reached, what the nemesis steers by, places every call of a stored run where the
+    """takeover._internal.run.reached, what the nemesis steers by, places every call of a stored run where the
     checker's model coverage does (snapshots apart: the probes are the checker's alone)."""
     for run in sorted(RUNS.iterdir()):
         model = json.loads((run / "expected-summary.json").read_text())["coverage"]["model"]

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from takeover.config import RunConfig
-from takeover.run.aimed import POLL, STALE_ORDERS, AimedFaults, AimedKind, Missed, Script
-from takeover.run.board_layout import DONE, LOSE_ASK
-from takeover.run.duplicate_register import STATE_CLASSES, pick_registered
-from takeover.run.nemesis import AIMED_KINDS
-from takeover.run.phases import PhaseBoard, SlotView
+from takeover._internal.config import RunConfig
+from takeover._internal.run.aimed import POLL, STALE_ORDERS, AimedFaults, AimedKind, Missed, Script
+from takeover._internal.run.board_layout import DONE, LOSE_ASK
+from takeover._internal.run.duplicate_register import STATE_CLASSES, pick_registered
+from takeover._internal.run.nemesis import AIMED_KINDS
+from takeover._internal.run.phases import PhaseBoard, SlotView
 
 
 class Hands:

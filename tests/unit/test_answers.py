@@ -1,5 +1,5 @@
-"""takeover.answers, the one check of every answer of the queue, fuzzed with answers malformed by the contract's
-own words (tests/helpers/junk.py): every one is refused with one short line that quotes it, none is let
+"""takeover._internal.answers, the one check of every answer of the queue, fuzzed with answers malformed by the
+contract's own words (tests/helpers/junk.py): every one is refused with one short line that quotes it, none is let
 through, nothing else is raised; a well-formed answer is taken as it is. Then ``takeover check`` on stored
 histories whose answers were damaged the same way: never VALID, never a traceback."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from takeover import answers
+from takeover._internal import answers
 from tests.helpers import junk
 
 SPEC = "fuzz:Queue"

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 import takeover
 from takeover import api
-from takeover.config import RunConfig
+from takeover._internal.config import RunConfig
+from takeover._internal.options import REMEDIES, RUN_OPTIONS, STRESS_OPTIONS
+from takeover._internal.stress_run import resolve
 from takeover.errors import UsageError
-from takeover.options import REMEDIES, RUN_OPTIONS, STRESS_OPTIONS
 from takeover.queues.planted import StealsLiveLeases
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
-from takeover.stress_run import resolve
 from tests.quality.cases import CASES
 
 
@@ -41,10 +41,11 @@ def test_no_api_name_is_also_a_module_so_the_package_needs_no_guard() -> None:
     import pkgutil
     import types
 
-    import takeover.explorer.core  # noqa: F401 - the package that explores, imported on purpose
-    import takeover.scenario.replay  # noqa: F401 - the package of the scenarios, imported on purpose
+    import takeover._internal.explorer.core  # noqa: F401 - the package that explores, imported on purpose
+    import takeover._internal.scenario.replay  # noqa: F401 - the package of the scenarios, imported on purpose
 
     modules = {m.name for m in pkgutil.iter_modules(takeover.__path__)}
+    modules |= {m.name for m in pkgutil.iter_modules(takeover._internal.__path__)}
     assert {"explorer", "scenario", "api"} <= modules
     assert not modules & set(takeover.__all__)
     assert type(takeover) is types.ModuleType  # a plain package: no attribute guard
@@ -82,7 +83,7 @@ def test_a_queue_that_workers_cannot_import_by_name_is_one_line() -> None:
 
 
 def test_every_command_option_is_a_keyword_and_nothing_else_is() -> None:
-    """The keywords and the stress parser come from the same definitions (takeover.options.STRESS_OPTIONS):
+    """The keywords and the stress parser come from the same definitions (takeover._internal.options.STRESS_OPTIONS):
     a new option is a new keyword and a new flag without an edit here."""
     names = api.stress_options()
     assert {o.dest for o in RUN_OPTIONS} - {"queue"} <= set(names)
@@ -98,8 +99,8 @@ def test_every_command_option_is_a_keyword_and_nothing_else_is() -> None:
 
 
 def _stress_parser() -> argparse.ArgumentParser:
+    from takeover._internal.commands import stress
     from takeover.cli import OneLineParser
-    from takeover.commands import stress
 
     parser = OneLineParser(prog="takeover stress")
     stress.configure(parser)
@@ -210,7 +211,7 @@ def test_scenarios_pass_on_the_reference_queue_and_fail_on_a_departure(scenario_
 
 def test_scenarios_of_a_file_run_where_the_file_says(tmp_path, scenario_scratch) -> None:
     """The file's own queue is the default, as with ``takeover scenarios --file``."""
-    from takeover.scenario.replay import load_spec
+    from takeover._internal.scenario.replay import load_spec
 
     spec = load_spec()
     doc = {"lease_seconds": spec["lease_seconds"], "queue": "spec_departures:StaleFinishQueue",

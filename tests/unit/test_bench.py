@@ -152,9 +152,9 @@ def test_detection_names_an_invalid_reference_run_as_a_release_blocker():
 
 def test_random_mode_sets_every_aimed_fault_to_zero_and_nothing_else():
     """The two modes differ by the aimed faults alone: parsed as takeover stress parses them."""
+    from takeover._internal.config import load_profile
+    from takeover._internal.options import AIMED_FAULTS, FAULT_KINDS
     from takeover.benchmarks.detection import mode_args
-    from takeover.config import load_profile
-    from takeover.options import AIMED_FAULTS, FAULT_KINDS
 
     assert mode_args("aimed") == ()
     args = mode_args("random")

@@ -1,5 +1,5 @@
 """The phase board's fields: no two share a double, and every offset follows from the one declaration
-(takeover.run.board_layout). A field added by hand at an index already taken fails here, not in a run
+(takeover._internal.run.board_layout). A field added by hand at an index already taken fails here, not in a run
 where two faults would silently write one double."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import multiprocessing
 
 import pytest
 
-from takeover.run import board_layout
-from takeover.run.board_layout import HEADER, HEADER_LAYOUT, SLOT_LAYOUT, SLOT_WIDTH, Layout
-from takeover.run.phases import COUNTERS, PhaseBoard
+from takeover._internal.run import board_layout
+from takeover._internal.run.board_layout import HEADER, HEADER_LAYOUT, SLOT_LAYOUT, SLOT_WIDTH, Layout
+from takeover._internal.run.phases import COUNTERS, PhaseBoard
 
 
 def _offsets(prefix_header: bool) -> dict[str, int]:

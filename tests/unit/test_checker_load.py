@@ -15,10 +15,10 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from takeover._internal.checker.load import HISTORY_COLUMNS, load_run
+from takeover._internal.history import COLUMNS, read_history
+from takeover._internal.pipeline import check_and_report
 from takeover.benchmarks.check_1m import generate
-from takeover.checker.load import HISTORY_COLUMNS, load_run
-from takeover.history import COLUMNS, read_history
-from takeover.pipeline import check_and_report
 
 
 def _actions(folder) -> int:
@@ -69,7 +69,7 @@ def test_the_ledger_read_in_chunks_is_the_ledger_read_at_once(tmp_path, monkeypa
     """Chunk boundaries change nothing: the same frame whether the rows come 7 at a time or all at once,
     with the odd values a ledger may hold (a missing process, every kind of reply and result, a text where
     a generation belongs: NaN either way) placed in different chunks."""
-    from takeover.checker import load
+    from takeover._internal.checker import load
 
     generate(tmp_path, 3000, 4)
     conn = sqlite3.connect(tmp_path / "ledger.sqlite")

@@ -15,12 +15,12 @@ import multiprocessing
 
 import pytest
 
-from takeover.config import RunConfig
+from takeover._internal.config import RunConfig
+from takeover._internal.pipeline import check_and_report
+from takeover._internal.run.clock import WorkerClock, skew_of
+from takeover._internal.run.nemesis import Nemesis
+from takeover._internal.run.phases import PhaseBoard
 from takeover.errors import UsageError
-from takeover.pipeline import check_and_report
-from takeover.run.clock import WorkerClock, skew_of
-from takeover.run.nemesis import Nemesis
-from takeover.run.phases import PhaseBoard
 from tests.quality.cases import CASES
 
 
@@ -161,8 +161,8 @@ def test_hunt_and_soak_hand_the_clock_options_to_every_run():
     parser is stress's (tests/unit/test_options.py), so only the hunt's hand-over is checked here."""
     import argparse
 
-    from takeover.commands import hunt
-    from takeover.hunter.hunt import MODES
+    from takeover._internal.commands import hunt
+    from takeover._internal.hunter.hunt import MODES
 
     parser = argparse.ArgumentParser()
     hunt.configure(parser)
@@ -175,9 +175,9 @@ def test_hunt_and_soak_hand_the_clock_options_to_every_run():
 
 def test_a_sweep_row_carries_the_clock_faults_and_their_duplicates(tmp_path):
     """sweep.csv's added columns, from a run folder the sweep checks as it checks every cell's."""
-    from takeover.config import TaskTime
-    from takeover.sweep.grid import Cell, Distribution, Mode
-    from takeover.sweep.metrics import COLUMNS, cell_row
+    from takeover._internal.config import TaskTime
+    from takeover._internal.sweep.grid import Cell, Distribution, Mode
+    from takeover._internal.sweep.metrics import COLUMNS, cell_row
 
     folder = CASES["skewed_taker_takes_over_a_live_lease"][0]().write(tmp_path / "cell")
     cell = Cell(Distribution("light", TaskTime()), 5.0, 1.0, Mode())

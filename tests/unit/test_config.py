@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from takeover.commands import stress
-from takeover.config import RunConfig, TaskTime, load_profile, profile_names
+from takeover._internal.commands import stress
+from takeover._internal.config import RunConfig, TaskTime, load_profile, profile_names
+from takeover._internal.options import FAULT_KINDS
 from takeover.errors import UsageError
-from takeover.options import FAULT_KINDS
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -1,11 +1,11 @@
-"""The model-coverage space (takeover.coverage_space): its cells, the impossible ones, and how one call is
+"""The model-coverage space (takeover._internal.coverage_space): its cells, the impossible ones, and how one call is
 classified, on the spec's own scenario steps (docs/spec.md, tick = one logical second)."""
 
 from __future__ import annotations
 
 import pytest
 
-from takeover import coverage_space as cs
+from takeover._internal import coverage_space as cs
 
 
 def test_every_cell_is_either_possible_or_impossible_with_a_reason() -> None:

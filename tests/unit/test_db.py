@@ -1,4 +1,4 @@
-"""``--db`` and the run's database (takeover.db), without a server: the values, the URLs, the queue's kinds.
+"""``--db`` and the run's database (takeover._internal.db), without a server: the values, the URLs, the queue's kinds.
 
 A real server is started in tests/system/test_postgres.py (its clean-up on Ctrl-C and SIGKILL, fresh
 databases, the scenarios and a stress run on PostgreSQL).
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from takeover import db
+from takeover._internal import db
+from takeover._internal.config import RunConfig
+from takeover._internal.db import postgres
+from takeover._internal.db.hosts import database_name
 from takeover.cli import main
-from takeover.config import RunConfig
 from takeover.contract import POSTGRES_REFERENCE_QUEUE, REFERENCE_QUEUE, open_queue
-from takeover.db import postgres
-from takeover.db.hosts import database_name
 from takeover.errors import ContractError, UsageError
 
 
@@ -120,7 +120,7 @@ def test_server_faults_need_no_hosts_on_a_private_redis_server_only():
 
 
 def test_stress_records_a_url_without_its_password():
-    from takeover.commands import stress
+    from takeover._internal.commands import stress
 
     args = stress_args("--db", "postgresql://me:hunter2@db.example/postgres")
     cfg = stress.resolve(args)
@@ -134,7 +134,7 @@ def test_stress_records_a_url_without_its_password():
 def stress_args(*argv: str):
     import argparse
 
-    from takeover.commands import stress
+    from takeover._internal.commands import stress
 
     parser = argparse.ArgumentParser()
     stress.configure(parser)

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from takeover._internal.fanout.merge import write_shard
+from takeover._internal.sweep.runner import shard_of
 from takeover.benchmarks.detection import MODES, REFERENCE, figures, run_key, run_order
 from takeover.benchmarks.detection_shard import RUNS_DIR, write_detection_shard
 from takeover.cli import main
-from takeover.fanout.merge import write_shard
-from takeover.sweep.runner import shard_of
 
 BUGS = ["FinishIgnoresGeneration", "StealsLiveLeases"]
 

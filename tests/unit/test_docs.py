@@ -23,10 +23,10 @@ from types import ModuleType
 
 import pytest
 
+from takeover._internal.options import RUN_OPTIONS
 from takeover.cli import build_parser
 from takeover.contract import REQUIRED_METHODS
 from takeover.exit_codes import ExitCode
-from takeover.options import RUN_OPTIONS
 from takeover.summary_types import Summary
 from tests.helpers.processes import REPO
 

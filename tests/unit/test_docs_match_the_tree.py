@@ -23,7 +23,7 @@ def _exists(path: str) -> bool:
 
 def _folder_table() -> list[tuple[int, str, list[str]]]:
     """design.md's "folders, by role" table: (line number, folder, files named under it). A folder row has its
-    path at column 17 (``harness/run/``); a file row, two columns deeper, names files of the folder above."""
+    path at column 17 (``harness/_internal/run/``); a file row, two columns deeper, names files of the folder above."""
     lines = DESIGN.read_text().splitlines()
     start = lines.index("## The folders, by role")
     rows: list[tuple[int, str, list[str]]] = []

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from takeover._internal.commands.replay import stress_line
+from takeover._internal.replay.core import ReplayReport
 from takeover.cli import build_parser
-from takeover.commands.replay import stress_line
-from takeover.replay.core import ReplayReport
 from takeover.reports.transcript import WORDS, header_line
 
 # Commands whose --queue takes only a Python class: mutate rewrites its source, init-ci imports it in CI.

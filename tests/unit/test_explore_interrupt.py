@@ -1,10 +1,10 @@
-"""An error Hypothesis raises while handling a Ctrl-C is the Ctrl-C (takeover.explorer.core)."""
+"""An error Hypothesis raises while handling a Ctrl-C is the Ctrl-C (takeover._internal.explorer.core)."""
 
 from __future__ import annotations
 
 import pytest
 
-from takeover.explorer.core import raised_in_an_interrupt
+from takeover._internal.explorer.core import raised_in_an_interrupt
 
 
 def _raise_during(first: BaseException, then: BaseException) -> BaseException:

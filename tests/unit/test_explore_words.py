@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from takeover.explorer.calls import Failure, Step
-from takeover.explorer.core import ExploreResult, candidate_tasks
-from takeover.explorer.words import failure_lines, promise
-from takeover.replay.model import STATE_MATCHES, TaskState, snapshot_departure
+from takeover._internal.explorer.calls import Failure, Step
+from takeover._internal.explorer.core import ExploreResult, candidate_tasks
+from takeover._internal.explorer.words import failure_lines, promise
+from takeover._internal.replay.model import STATE_MATCHES, TaskState, snapshot_departure
 
 
 def _result(steps: list[Step], invariants: tuple[str, ...], what: str) -> ExploreResult:
@@ -72,7 +72,7 @@ def test_the_departing_task_is_the_one_the_departure_names() -> None:
 
 
 def test_a_departure_with_no_scenario_file_says_which_tasks_were_tried(tmp_path: Path) -> None:
-    from takeover.explorer.core import Written
+    from takeover._internal.explorer.core import Written
 
     steps = [_step({"step": "claim", "actor": "A"}, "None", "task t2, generation 1, lease until t=1", None,
                    ("no_lost_task",), "claim answered None while task t2 was claimable")]

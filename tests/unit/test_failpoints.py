@@ -1,4 +1,4 @@
-"""The statement hook (takeover.failpoints) on real SQLite connections opened by a user's queue.
+"""The statement hook (takeover._internal.failpoints) on real SQLite connections opened by a user's queue.
 
 What must hold: the hook sees the statements of the call under way in order and learns how many a
 call issues; a trap springs before exactly the statement it was armed for, with that statement not
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from takeover.failpoints import LEARN, Point, StatementHook
+from takeover._internal.failpoints import LEARN, Point, StatementHook
 from tests.helpers.processes import REPO
 
 
@@ -114,7 +114,7 @@ def test_connect_is_given_back(tmp_path: Path) -> None:
 
 
 def test_the_statement_frozen_before_is_between_two_of_the_calls_own_when_there_are_two() -> None:
-    from takeover.run.freeze_in_call import statement_index
+    from takeover._internal.run.freeze_in_call import statement_index
 
     assert statement_index(1, 0.99) == 1
     assert {statement_index(2, s / 10) for s in range(10)} == {2}
@@ -125,10 +125,10 @@ def test_the_watched_queue_offers_exactly_the_methods_the_queue_has(tmp_path: Pa
     """has_extension() on the worker's queue must see what it would see on the queue itself."""
     import multiprocessing
 
+    from takeover._internal.history import HistoryWriter
+    from takeover._internal.run.freeze_in_call import CallFreezer
+    from takeover._internal.run.phases import PhaseBoard
     from takeover.contract import has_extension
-    from takeover.history import HistoryWriter
-    from takeover.run.freeze_in_call import CallFreezer
-    from takeover.run.phases import PhaseBoard
 
     board = PhaseBoard.create(multiprocessing.get_context("spawn"), 1)
     hist = HistoryWriter(tmp_path / "h.jsonl", 1)
@@ -150,7 +150,7 @@ def test_the_watched_queue_offers_exactly_the_methods_the_queue_has(tmp_path: Pa
 def test_freeze_windows_that_found_every_statement_under_the_write_lock_raise_no_never_hit_warning() -> None:
     """A correct transactional SQLite queue gives freeze_in_call nothing to try: no warning for it; a run
     whose windows missed for any other reason (the workers never got there) still says so."""
-    from takeover.checker.counts import NO_END, PHASE_ENDED, _nothing_to_try
+    from takeover._internal.checker.counts import NO_END, PHASE_ENDED, _nothing_to_try
 
     locked = "the finish call held SQLite's write lock from the armed statement to its end: nothing can run " \
              "between those statements"  # fmt: skip

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
+from takeover._internal.fanout.merge import write_shard
+from takeover._internal.sweep.runner import shard_of
 from takeover.cli import main
-from takeover.fanout.merge import write_shard
-from takeover.sweep.runner import shard_of
 
 
 def _sweep(tmp_path, *extra: str) -> list[str]:
@@ -57,7 +57,7 @@ def test_merge_refuses_what_is_not_the_n_shards_of_one_sweep(tmp_path, capsys) -
 
 
 def test_merged_hunt_shards_stop_at_the_lowest_violating_run(tmp_path, capsys) -> None:
-    from takeover import store
+    from takeover._internal import store
 
     def row(run: int, verdict: str) -> dict:
         return {"run": run, "seed": run, "mode": "aimed", "verdict": verdict, "kept": True, "violated": {},

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from takeover import store
+from takeover._internal import store
+from takeover._internal.fanout.merge import write_shard
+from takeover._internal.scenario.file import load_scenario_file, validate_scenarios
 from takeover.cli import main
 from takeover.errors import UsageError
-from takeover.fanout.merge import write_shard
-from takeover.scenario.file import load_scenario_file, validate_scenarios
 
 _SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "database": None}
 

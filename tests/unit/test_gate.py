@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from takeover.run.board_layout import HEADER, RACE, RACE_BEAT, RACE_CORE, RACE_WITH, SLOT_WIDTH
-from takeover.run.phases import PhaseBoard
+from takeover._internal.run.board_layout import HEADER, RACE, RACE_BEAT, RACE_CORE, RACE_WITH, SLOT_WIDTH
+from takeover._internal.run.phases import PhaseBoard
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from takeover.history import HistoryWriter, read_history
+from takeover._internal.history import HistoryWriter, read_history
 
 
 def test_records_are_json_with_exact_queue_values(tmp_path) -> None:

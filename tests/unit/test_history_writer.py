@@ -6,7 +6,7 @@ import enum
 import json
 import math
 
-from takeover.history import HistoryWriter, read_history
+from takeover._internal.history import HistoryWriter, read_history
 
 
 class Resolution(enum.StrEnum):

@@ -1,5 +1,5 @@
 """``--hosts`` and the network faults as options: what is refused before anything starts, where workers go,
-and how a partition's hosts are drawn (takeover.net). The real runs are tests/system/test_hosts.py's."""
+and how a partition's hosts are drawn (takeover._internal.net). The real runs are tests/system/test_hosts.py's."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from takeover.commands import stress
+from takeover._internal.commands import stress
+from takeover._internal.net.hosts import placement, worker_url
+from takeover._internal.run.net_faults import hosts_cut
 from takeover.errors import UsageError
-from takeover.net.hosts import placement, worker_url
-from takeover.run.net_faults import hosts_cut
 from tests.unit.test_options import parser_for
 
 

@@ -26,12 +26,15 @@ def _floors() -> list[str]:
 def _installed_names(floors: list[str]) -> set[str]:
     """The package's top-level modules and packages as installed: harness/'s, with reports and workloads;
     a package whose modules stand on floors of their own (``net.hosts``) by those modules."""
-    names = {p.stem for p in (REPO / "harness").glob("*.py") if p.stem != "__init__"}
-    names |= {p.name for p in (REPO / "harness").iterdir() if (p / "__init__.py").is_file()}
-    names |= {"reports", "workloads"}
-    for package in {f.partition(".")[0] for f in floors if "." in f}:
+    def entries(folder: Path, prefix: str) -> set[str]:
+        found = {prefix + p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+        return found | {prefix + p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+
+    names = entries(REPO / "harness", "") | {"reports", "workloads"}
+    expand = {".".join(f.split(".")[:i]) for f in floors for i in range(1, f.count(".") + 1)}
+    for package in sorted(expand, key=len):  # _internal before _internal.net
         names.discard(package)
-        names |= {f"{package}.{p.stem}" for p in (REPO / "harness" / package).glob("*.py") if p.stem != "__init__"}
+        names |= entries(REPO / "harness" / package.replace(".", "/"), package + ".")
     return names
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from takeover.run.ledger import Ledger
+from takeover._internal.run.ledger import Ledger
 
 
 def _performed(path: str, task: str) -> int:

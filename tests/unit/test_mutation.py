@@ -24,7 +24,7 @@ from takeover.mutation.generate import generate
 
 TINY = '''"""A tiny queue module."""
 
-from takeover.sqlite_util import write_transaction
+from takeover._internal.sqlite_util import write_transaction
 
 _FINISH = "UPDATE tasks SET state = ? WHERE task_id = ? AND generation = ? AND ? < lease_until"
 
@@ -205,7 +205,7 @@ def test_logic_and_concurrency_mutants_are_told_apart_by_operator_not_by_the_sta
 
 def test_list_finds_a_queue_module_in_the_current_folder_as_stress_does(tmp_path, monkeypatch, capsys):
     """issue 34: ``mutate --queue advq:Q --list`` could not find a module in the current folder that ``stress``
-    finds (python -m's rule: the current folder first, takeover.locate)."""
+    finds (python -m's rule: the current folder first, takeover._internal.locate)."""
     import shutil
     import sys
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from takeover.config import RunConfig
-from takeover.options import FAULT_KINDS
+from takeover._internal.config import RunConfig
+from takeover._internal.options import FAULT_KINDS
 
 
 def _random_kill_targets(busy_hunts: bool) -> list[int]:
@@ -12,8 +12,8 @@ def _random_kill_targets(busy_hunts: bool) -> list[int]:
     import dataclasses as dc
     import multiprocessing
 
-    from takeover.run.nemesis import Nemesis
-    from takeover.run.phases import PhaseBoard
+    from takeover._internal.run.nemesis import Nemesis
+    from takeover._internal.run.phases import PhaseBoard
 
     faults = {k: 0.0 for k in FAULT_KINDS} | {"kill": 2.0, "kill_during_finish": 5.0}
     cfg = RunConfig(workers=4, seed=11, faults=faults)
@@ -49,8 +49,8 @@ def test_with_observed_stalls_each_pause_lasts_one_of_them_whatever_the_lease():
     import multiprocessing
     import time
 
-    from takeover.run.nemesis import Nemesis
-    from takeover.run.phases import PhaseBoard
+    from takeover._internal.run.nemesis import Nemesis
+    from takeover._internal.run.phases import PhaseBoard
 
     stalls = (0.5, 2.0, 9.0)
     faults = {k: 0.0 for k in FAULT_KINDS} | {"pause": 20.0}

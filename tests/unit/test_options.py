@@ -1,4 +1,4 @@
-"""Each run option is declared once (takeover.options); every place that needs it is derived from it.
+"""Each run option is declared once (takeover._internal.options); every place that needs it is derived from it.
 
 These tests walk the declaration, so an option added there is checked everywhere at once: the
 stress, soak and sweep parsers, the profile keys, the overrides on top of a profile, the per-value
@@ -27,10 +27,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from takeover import options
-from takeover.cli import main
-from takeover.commands import soak, stress, sweep
-from takeover.config import (
+from takeover._internal import options
+from takeover._internal.commands import soak, stress, sweep
+from takeover._internal.config import (
     DB_FIELDS,
     DERIVED_FIELDS,
     LOCATION_FIELDS,
@@ -41,9 +40,10 @@ from takeover.config import (
     profile_names,
     with_overrides,
 )
+from takeover._internal.options import FAULT_KINDS, GRID_AXIS, GRID_FIXED, GRID_OWN, RUN_OPTIONS, RunOption
+from takeover._internal.sweep.grid import FIXED_KEYS
+from takeover.cli import main
 from takeover.errors import UsageError
-from takeover.options import FAULT_KINDS, GRID_AXIS, GRID_FIXED, GRID_OWN, RUN_OPTIONS, RunOption
-from takeover.sweep.grid import FIXED_KEYS
 
 BASE = load_profile("smoke").validate()
 
@@ -388,8 +388,8 @@ def test_every_option_that_takes_a_value_says_its_default_in_help():
 
 
 def test_a_run_options_default_is_the_profiles_named_as_such():
-    from takeover.config import load_profile
-    from takeover.options import BY_DEST, DEFAULT_PROFILE
+    from takeover._internal.config import load_profile
+    from takeover._internal.options import BY_DEST, DEFAULT_PROFILE
 
     cfg = load_profile(DEFAULT_PROFILE)
     for dest, command in (("lease", "stress"), ("workers", "stress"), ("workers", "hunt")):

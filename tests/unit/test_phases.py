@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 
-from takeover.run.phases import PhaseBoard
+from takeover._internal.run.phases import PhaseBoard
 
 
 def test_a_respawned_worker_is_not_ready_until_it_has_opened_its_queue() -> None:

@@ -12,9 +12,9 @@ import json
 
 import pytest
 
+from takeover._internal.commands import stress, sweep
+from takeover._internal.powerloss import layer
 from takeover.cli import main
-from takeover.commands import stress, sweep
-from takeover.powerloss import layer
 
 
 @pytest.mark.parametrize("command", [

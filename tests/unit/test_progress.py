@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from takeover.run.progress import Progress, ProgressDisplay
+from takeover._internal.run.progress import Progress, ProgressDisplay
 
 
 def _plain(p: Progress) -> str:

@@ -1,4 +1,4 @@
-"""The spec's model behind `takeover replay` (takeover.replay.model): its expected answers are the
+"""The spec's model behind `takeover replay` (takeover._internal.replay.model): its expected answers are the
 spec's own tables, value for value, and a wrong answer is named by the invariant it breaks.
 
 Why against the spec's tables: the scenario files the replay writes take every expected value from
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from takeover.replay.model import (
+from takeover._internal.replay.model import (
     TaskState,
     apply,
     claim_departures,
@@ -20,8 +20,8 @@ from takeover.replay.model import (
     snapshot_departures,
     step_departures,
 )
-from takeover.scenario.replay import load_spec
-from takeover.scenario.results import OBSERVED_KEYS
+from takeover._internal.scenario.replay import load_spec
+from takeover._internal.scenario.results import OBSERVED_KEYS
 
 SPEC = load_spec()
 

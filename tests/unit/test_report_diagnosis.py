@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from takeover.pipeline import check_and_report
+from takeover._internal.pipeline import check_and_report
+from takeover._internal.store import VIOLATIONS_CSV
 from takeover.reports import tasks
 from takeover.reports.words import anchor
-from takeover.store import VIOLATIONS_CSV
 from tests.quality.cases import CASES
 
 STORED = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "planted-steals"  # 5 violations, 4 tasks

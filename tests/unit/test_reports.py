@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from takeover.pipeline import check_and_report
+from takeover._internal.pipeline import check_and_report
 from tests.quality.cases import CASES
 
 
@@ -41,7 +41,7 @@ def test_reports_for_a_valid_run_have_no_generation_figure(tmp_path) -> None:
 
 def _phase_label_boxes(folder):
     """The throughput figure of a checked run folder: its run-phase labels' and legend's boxes."""
-    from takeover.checker import analyse
+    from takeover._internal.checker import analyse
     from takeover.reports import throughput
 
     fx = analyse(folder).facts
@@ -103,7 +103,7 @@ def test_the_timeline_names_the_holds_of_the_tasks_in_violations(tmp_path) -> No
     labels, placed above and below the lanes, never cover one another."""
     import matplotlib.pyplot as plt
 
-    from takeover.checker import analyse
+    from takeover._internal.checker import analyse
     from takeover.reports import figures
 
     result = analyse(_stored_run(tmp_path))
@@ -130,7 +130,7 @@ def test_the_timeline_names_the_holds_of_the_tasks_in_violations(tmp_path) -> No
 def _five_ms_late(tmp_path):
     """A 30 s run whose one violation is a finish 5 ms past its lease: on the timeline, the part held
     past the lease is a fraction of a pixel wide."""
-    from takeover.checker import analyse
+    from takeover._internal.checker import analyse
     from tests.quality.builder import Run
 
     r = Run()
@@ -194,7 +194,7 @@ def test_a_finish_5_ms_late_is_ringed_and_labelled_on_top(tmp_path) -> None:
 def test_generation_panels_tick_whole_generations(tmp_path) -> None:
     import matplotlib.pyplot as plt
 
-    from takeover.checker import analyse
+    from takeover._internal.checker import analyse
     from takeover.reports import figures
 
     result = analyse(_stored_run(tmp_path))
@@ -277,7 +277,7 @@ def test_the_timeline_marks_and_names_the_freezes_of_aimed_faults(tmp_path) -> N
     at its start, on its worker's lane."""
     import matplotlib.pyplot as plt
 
-    from takeover.checker import analyse
+    from takeover._internal.checker import analyse
     from takeover.reports import figures
 
     fx = analyse(CASES["overlapping_aimed_faults"][0]().write(tmp_path / "aimed")).facts

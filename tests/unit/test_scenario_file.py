@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from takeover._internal.scenario.replay import load_spec
 from takeover.cli import main
 from takeover.contract import REFERENCE_QUEUE
 from takeover.exit_codes import ExitCode
-from takeover.scenario.replay import load_spec
 from tests.helpers.queues import on_path
 
 pytestmark = pytest.mark.usefixtures("scenario_scratch")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from takeover._internal.scenario.replay import load_spec, run_scenarios
 from takeover.cli import main
 from takeover.errors import UsageError
-from takeover.scenario.replay import load_spec, run_scenarios
 
 # The spec's tables as data, as delivered with the brief (docs/spec.md says where each file came from).
 SPEC_DATA = Path(__file__).resolve().parents[2] / "docs" / "spec.json"

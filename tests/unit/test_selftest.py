@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from takeover.commands.selftest import configure
-from takeover.selftest.runs import profile_and_duration
-from takeover.selftest.verdict import first_violation
+from takeover._internal.commands.selftest import configure
+from takeover._internal.selftest.runs import profile_and_duration
+from takeover._internal.selftest.verdict import first_violation
 
 
 def _args(*argv: str) -> argparse.Namespace:

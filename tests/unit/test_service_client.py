@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
-from takeover.run.service import ServiceClient, address_of, listen_local
+from takeover._internal.run.service import ServiceClient, address_of, listen_local
 
 FAMILIES = ["tcp", "unix"]
 

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from takeover import store
+from takeover._internal import store
+from takeover._internal.fanout.merge import write_shard
+from takeover._internal.task_times import parse_task_times
+from takeover._internal.tune.driver import Tuning
+from takeover._internal.tune.plan import Plan
+from takeover._internal.tune.result import tuning_json
+from takeover._internal.tune.shard import SHARDED, ShardTuning, points, replay
 from takeover.cli import main
-from takeover.fanout.merge import write_shard
-from takeover.task_times import parse_task_times
-from takeover.tune.driver import Tuning
-from takeover.tune.plan import Plan
-from takeover.tune.result import tuning_json
-from takeover.tune.shard import SHARDED, ShardTuning, points, replay
 
 # -- tune ---------------------------------------------------------------------------------------------------
 
@@ -123,7 +123,7 @@ def _segment(root: Path, name: str, seed: int, verdict: str, kind: str = "segmen
 
 def _soak_shard(root: Path, shard: tuple[int, int], segments: list[dict[str, Any]],
                 replays: list[dict[str, Any]]) -> None:
-    from takeover.soak.merge import write_soak_shard
+    from takeover._internal.soak.merge import write_soak_shard
 
     root.mkdir(parents=True, exist_ok=True)
     soak = {"status": "finished", "verdict": "valid", "started": 1.0, "elapsed": 9.0, "minutes": 0.05,
@@ -166,7 +166,7 @@ def test_soak_shards_of_two_different_soaks_are_refused(tmp_path: Path, capsys: 
 def test_a_soak_shard_makes_every_nth_segment_and_replay() -> None:
     from itertools import islice
 
-    from takeover.soak.driver import SoakOptions
+    from takeover._internal.soak.driver import SoakOptions
 
     opts = SoakOptions(base=None, out=Path("x"), minutes=1, bank=Path("b"), shard=(2, 3))  # type: ignore[arg-type]
     assert list(islice(opts.segment_indices(), 3)) == [1, 4, 7]
@@ -216,8 +216,8 @@ def test_selftest_shard_needs_a_folder_to_keep(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_the_merged_soak_joins_the_seed_banks_beside_its_shards(tmp_path: Path) -> None:
-    from takeover.config import RunConfig
-    from takeover.soak import seedbank
+    from takeover._internal.config import RunConfig
+    from takeover._internal.soak import seedbank
 
     dirs = [tmp_path / f"job{i}" / "soak" for i in (1, 2)]
     for i, d in enumerate(dirs, 1):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from takeover.commands.soak import header
-from takeover.config import load_profile
-from takeover.soak.resources import growth_warnings
+from takeover._internal.commands.soak import header
+from takeover._internal.config import load_profile
+from takeover._internal.soak.resources import growth_warnings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,7 +64,7 @@ def test_the_header_says_how_long_the_segments_really_run():
 
 
 def test_the_bank_is_given_or_beside_the_soak_folder(monkeypatch):
-    from takeover.soak.seedbank import BANK_ENV, DEFAULT_BANK, bank_path
+    from takeover._internal.soak.seedbank import BANK_ENV, DEFAULT_BANK, bank_path
 
     monkeypatch.delenv(BANK_ENV, raising=False)
     assert bank_path(None) == Path("runs/seed-bank.json")

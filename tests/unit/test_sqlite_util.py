@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from takeover.sqlite_util import open_wal, write_transaction
+from takeover._internal.sqlite_util import open_wal, write_transaction
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER)"
 
@@ -57,7 +57,7 @@ def test_a_spinning_writer_waits_for_the_lock_and_gives_up_at_the_busy_timeout(t
     import threading
     import time
 
-    import takeover.sqlite_util as su
+    import takeover._internal.sqlite_util as su
 
     path = str(tmp_path / "x.sqlite")
     holder = open_wal(path, SCHEMA)

@@ -1,4 +1,4 @@
-"""Faults steered by model coverage (takeover.steering) and the hunt's options.
+"""Faults steered by model coverage (takeover._internal.steering) and the hunt's options.
 
 The choice is a pure function of the cells reached so far: these tests give it coverage by hand and
 check which kinds it raises, which it turns on, and that it moves on from cells it already tried.
@@ -10,10 +10,10 @@ import argparse
 
 import pytest
 
-from takeover import coverage_space as cs
-from takeover.commands import hunt
-from takeover.options import FAULT_KINDS
-from takeover.steering import MOST, aimed_cells, steer
+from takeover._internal import coverage_space as cs
+from takeover._internal.commands import hunt
+from takeover._internal.options import FAULT_KINDS
+from takeover._internal.steering import MOST, aimed_cells, steer
 
 EXTS = ("extend",)
 STRESS = {"kill": 0.25, "pause": 0.5, "expire_and_return": 0.2, "stale_return": 0.3, "duplicate_register": 0.2,
@@ -78,12 +78,12 @@ def test_hunt_takes_every_stress_option_task_times_included() -> None:
 
 
 def test_the_library_hunt_takes_what_the_command_takes_and_refuses_bad_input_first(tmp_path) -> None:
-    """takeover.hunter.run_hunt is the hunt without a command line: the same run configs from the same
+    """takeover._internal.hunter.run_hunt is the hunt without a command line: the same run configs from the same
     options, and bad input is one line before any folder exists."""
     import io
 
+    from takeover._internal.hunter import HuntOptions, run_hunt
     from takeover.errors import UsageError
-    from takeover.hunter import HuntOptions, run_hunt
 
     parser = argparse.ArgumentParser()
     hunt.configure(parser)

@@ -18,7 +18,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is
 
 import pytest
 
-from takeover.pipeline import check_and_report
+from takeover._internal.pipeline import check_and_report
 from takeover.summary_types import Summary
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

@@ -1,4 +1,4 @@
-"""Swarm draws (``--swarm``, takeover.swarm): from the seed alone, different per seed, recorded, reproducible.
+"""Swarm draws (``--swarm``, takeover._internal.swarm): from the seed alone, different per seed, recorded, reproducible.
 
 In one process: the draw itself, how ``takeover stress``, the soak and the sweep resolve it, and the
 reproduce line read back by the stress parser. tests/system/test_hunt.py runs swarm runs for real
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from takeover import stress_run, swarm
+from takeover._internal import stress_run, swarm
+from takeover._internal.commands import soak, stress
+from takeover._internal.config import RunConfig, load_profile
+from takeover._internal.options import FAULT_KINDS, NEMESIS_FAULTS, WORKER_FAULTS
+from takeover._internal.soak.driver import segment_config
+from takeover._internal.sweep.grid import load_grid
 from takeover.cli import main
-from takeover.commands import soak, stress
-from takeover.config import RunConfig, load_profile
 from takeover.errors import UsageError
-from takeover.options import FAULT_KINDS, NEMESIS_FAULTS, WORKER_FAULTS
-from takeover.soak.driver import segment_config
-from takeover.sweep.grid import load_grid
 
 SEEDS = range(1, 65)
 

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from takeover.config import TaskTime
-from takeover.sweep.model import quantile, survival
-from takeover.sweep.recommend import frame, recommendations, warnings
-from takeover.sweep.wilson import tasks_needed, wilson
+from takeover._internal.config import TaskTime
+from takeover._internal.sweep.model import quantile, survival
+from takeover._internal.sweep.recommend import frame, recommendations, warnings
+from takeover._internal.sweep.wilson import tasks_needed, wilson
 from takeover.workloads.worker import draw_task_time
 
 

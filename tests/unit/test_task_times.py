@@ -1,4 +1,4 @@
-"""Observed task durations from a file (takeover.task_times) and their resampling by the workers."""
+"""Observed task durations from a file (takeover._internal.task_times) and their resampling by the workers."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from takeover.config import TaskTime
+from takeover._internal.config import TaskTime
+from takeover._internal.sweep.model import quantile, survival
+from takeover._internal.task_times import MAX_SAMPLES, SUMMARY_POINTS, load_task_times, parse_task_times
 from takeover.errors import UsageError
-from takeover.sweep.model import quantile, survival
-from takeover.task_times import MAX_SAMPLES, SUMMARY_POINTS, load_task_times, parse_task_times
 from takeover.workloads.worker import draw_task_time
 
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
+from takeover._internal.task_times import parse_task_times
+from takeover._internal.tune.driver import Tuning
+from takeover._internal.tune.plan import Failures, Plan, default_scale
+from takeover._internal.tune.result import tuning_json
+from takeover._internal.tune.search import CAPPED, OVER, UNDER, Search, nice_ladder
 from takeover.cli import main
 from takeover.errors import UsageError
 from takeover.reports.tuning import write_tuning_report
-from takeover.task_times import parse_task_times
-from takeover.tune.driver import Tuning
-from takeover.tune.plan import Failures, Plan, default_scale
-from takeover.tune.result import tuning_json
-from takeover.tune.search import CAPPED, OVER, UNDER, Search, nice_ladder
 
 REPO = Path(__file__).resolve().parents[2]
 LIGHT = REPO / "examples" / "task-times-light.csv"
@@ -341,7 +341,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_the_examples_are_light_and_heavy_tailed():
-    from takeover.task_times import load_task_times
+    from takeover._internal.task_times import load_task_times
 
     light, heavy = load_task_times(str(LIGHT)), load_task_times(str(HEAVY))
     assert 1.7 < light.p99 / light.p50 < 2.3 and light.source == "samples"
@@ -352,7 +352,7 @@ def test_the_examples_are_light_and_heavy_tailed():
 def test_bullmq_and_bee_queue_get_the_recommendation_in_their_own_setting_names() -> None:
     """The Node adapters (exec:) are known by their file: BullMQ's lockDuration, stalledInterval (the ratio the
     adapter was given), lockRenewTime, maxStalledCount; Bee-Queue's stallInterval and its stall check."""
-    from takeover.tune.result import library_settings
+    from takeover._internal.tune.result import library_settings
 
     bull = library_settings("exec:node adapters/js/bullmq.js", 95.3, None)
     assert bull and bull[0] == ("new Worker(name, processor, { lockDuration: 95300, stalledInterval: 95300, "
@@ -375,8 +375,8 @@ def test_the_recommendation_is_also_given_in_the_librarys_own_settings(tmp_path:
     (RQ's job_monitoring_interval, Celery's visibility_timeout); a queue without it gets none."""
     import importlib.util
 
+    from takeover._internal.tune.result import library_settings
     from takeover.reports.tuning import headline
-    from takeover.tune.result import library_settings
 
     assert library_settings("takeover.queues.reference:ReferenceQueue", 90.0, None) is None
     assert library_settings("exec:node adapters/js/reference.js", 90.0, None) is None

@@ -1,0 +1,71 @@
+"""Scratch folders that go when takeover goes, however it ends: SIGKILL included.
+
+Why a watchman process: a ``with tempfile.TemporaryDirectory()`` removes its folder on every ending the
+process itself sees (a return, an exception, Ctrl-C, SIGTERM: takeover.cli turns SIGTERM into Ctrl-C), but
+a SIGKILL ends the process before any ``finally`` runs, and ``takeover-check-*`` and ``takeover-explore-*``
+folders were left in the temporary folder (issue 34). Nothing in a process can act after its SIGKILL; only
+another process can. So the first scratch folder a process makes starts a *janitor*: ``sh`` in a session
+of its own (out of reach of a terminal's Ctrl-C), reading folder names from a pipe whose other end only
+this process holds (the pipe is close-on-exec, so no child program inherits it). The kernel closes that
+end when the process ends, whatever ends it; the janitor then reads end-of-file and removes every folder
+it was told of (a folder already removed costs nothing). It is the PostgreSQL watchdog's design
+(takeover._internal.db.watchdog), for plain folders, without Python: it starts in a millisecond.
+
+What it cannot do: remove a folder while takeover lives (that is the ``with`` block's job), or act when
+the janitor itself is SIGKILLed first (then the folder stays, as before). A process that forks without
+exec shares the pipe's end with its child: the janitor then waits for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+
+# Reads a folder name a line until end-of-file, then removes them all.
+_JANITOR = 'while IFS= read -r p; do set -- "$@" "$p"; done; exec rm -rf -- "$@"'
+
+_lock = threading.Lock()
+_janitor: tuple[int, int] | None = None  # (the pid it serves, the pipe's write end)
+
+
+def _tell(folder: str) -> None:
+    """Hand ``folder`` to this process's janitor (started on first use); nothing when none can start."""
+    global _janitor
+    with _lock:
+        if _janitor is None or _janitor[0] != os.getpid():
+            try:
+                proc = subprocess.Popen(["sh", "-c", _JANITOR, "takeover-janitor"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True, close_fds=True)  # fmt: skip
+            except OSError:
+                return
+            assert proc.stdin is not None
+            fd = os.dup(proc.stdin.fileno())  # close-on-exec, as every descriptor Python makes
+            proc.stdin.close()
+            proc.returncode = 0  # never waited for: it outlives this process by design (init reaps it)
+            _janitor = (os.getpid(), fd)
+        with contextlib.suppress(OSError):
+            os.write(_janitor[1], os.fsencode(folder) + b"\n")
+
+
+def mkdtemp(prefix: str) -> str:
+    """``tempfile.mkdtemp(prefix=prefix)``, removed by the janitor if this process dies before removing it."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    if "\n" not in folder:
+        _tell(folder)
+    return folder
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[str]:
+    """A temporary folder for the ``with`` block, removed at its end, and by the janitor after a SIGKILL."""
+    folder = mkdtemp(prefix)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
