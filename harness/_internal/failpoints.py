@@ -38,11 +38,15 @@ armed. PostgreSQL locks rows, not the database: statements inside its transactio
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import sqlite3
+import sys
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.machinery import ModuleSpec
 from typing import Any
 
 # Statements that take SQLite's write lock for the rest of their transaction (checked on upper-cased text).
@@ -213,20 +217,25 @@ class StatementHook:
             setattr(owner, name, classmethod(connect) if isinstance(original, classmethod) else connect)
             undo.append(lambda: setattr(owner, name, original))
 
-        import sqlite3.dbapi2
-
-        for module in (sqlite3, sqlite3.dbapi2):
-            wrap(module, "connect")
-        try:
-            import psycopg
-        except ImportError:
-            pass
-        else:
+        def wrap_psycopg(psycopg: Any) -> None:
             if "connect" in psycopg.__dict__:  # psycopg.connect: Connection.connect, bound at import
                 original = psycopg.connect
                 psycopg.connect = lambda *a, **kw: self.install(original(*a, **kw))
                 undo.append(lambda: setattr(psycopg, "connect", original))
             wrap(psycopg.Connection, "connect")
+
+        import sqlite3.dbapi2
+
+        for module in (sqlite3, sqlite3.dbapi2):
+            wrap(module, "connect")
+        # psycopg takes about 0.1 s of CPU to import: a worker of a SQLite or Redis run, which never uses it,
+        # does not import it here; a queue that imports it while watched gets it patched as it is imported.
+        if "psycopg" in sys.modules:
+            wrap_psycopg(sys.modules["psycopg"])
+        else:
+            finder = _OnImport("psycopg", wrap_psycopg)
+            sys.meta_path.insert(0, finder)
+            undo.append(finder.remove)
 
         def restore() -> None:
             while undo:
@@ -242,6 +251,35 @@ class StatementHook:
             yield self
         finally:
             undo()
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Calls ``then(module)`` right after module ``name`` is first imported (by the finders after this one),
+    once; :meth:`remove` takes it off ``sys.meta_path`` whether or not that happened."""
+
+    def __init__(self, name: str, then: Callable[[Any], None]) -> None:
+        self.name, self.then = name, then
+
+    def remove(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        self.remove()  # the spec below comes from the other finders; one import, one call of ``then``
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run, then = loader.exec_module, self.then
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            then(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]  # this import's loader only
+        return spec
 
 
 def _traced_cursor(base: Any, on_statement: Callable[[str], None]) -> type:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,33 @@ def test_the_hook_sees_a_postgres_queues_statements_through_psycopg(tmp_path: Pa
         finally:
             queue.close()
             other.close()
+
+
+WATCHED_IN_A_FRESH_PROCESS = """
+import sys
+from takeover._internal.failpoints import StatementHook
+from takeover.queues.postgres_lease import PostgresLeaseQueue
+
+hook = StatementHook()
+with hook.watching():
+    assert "psycopg" not in sys.modules, "the hook imported psycopg before any queue asked for it"
+    queue = PostgresLeaseQueue(sys.argv[1])  # imports psycopg as it opens: a worker of a PostgreSQL run
+queue.register("t000001", 0.0)
+with hook.call("claim"):
+    assert queue.claim("w1", 1.0, 10.0) is not None
+queue.close()
+print(hook.counts["claim"])
+"""
+
+
+@pytest.mark.needs_package("postgresql")
+def test_a_queue_that_imports_psycopg_while_watched_is_watched(tmp_path: Path) -> None:
+    """The hook leaves psycopg unimported (a SQLite run's worker never pays for it), and a queue that imports
+    it while the hook watches still has its connection watched: its claim's statements reach the hook."""
+    from takeover._internal import db
+
+    with db.run_database("postgres", tmp_path) as url:
+        done = subprocess.run([sys.executable, "-c", WATCHED_IN_A_FRESH_PROCESS, url],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.split()[-1]) >= 1, done.stdout
