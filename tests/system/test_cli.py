@@ -88,3 +88,15 @@ def test_help_lists_each_commands_options_in_order(command: str, listed: list[st
     assert out.returncode == 0
     options = [line.split()[0].rstrip(",") for line in out.stdout.splitlines() if line.startswith("  -")]
     assert options == listed
+
+
+def test_a_command_imports_no_other_commands_libraries() -> None:
+    """``takeover stress`` and ``takeover scenarios`` start without explore's Hypothesis or replay's pandas (about
+    0.4 s of CPU each time a test or a user starts them); the command that needs one imports it."""
+    probe = ("import sys\nfrom takeover.cli import main\n"
+             "for argv in (['stress', '--workers', '0'], ['scenarios', '--queue', 'no_such_module:Q']):\n"
+             "    assert main(argv) == 2\n"
+             "print(sorted(m for m in ('hypothesis', 'pandas') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "[]", done.stdout + done.stderr

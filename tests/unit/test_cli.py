@@ -3,11 +3,12 @@ That the documentation names every command and option is tests/unit/test_docs.py
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 
-from takeover.cli import main
+from takeover.cli import COMMANDS, build_parser, main
 from takeover.exit_codes import ExitCode
 
 
@@ -43,3 +44,14 @@ def test_every_entry_point_keeps_one_error_contract(capsys: pytest.CaptureFixtur
     assert capsys.readouterr().err == "detection: stopped\n"
     with pytest.raises(ZeroDivisionError):  # a bug is not bad input: its traceback goes on its way
         under_error_contract(lambda: 1 // 0)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_command_alone_is_parsed_by_the_same_parser_as_in_the_whole_command_line(name: str) -> None:
+    """``takeover NAME ...`` builds NAME's parser alone (cli.build_parser(NAME)): the same options, defaults and
+    help as the whole command line's NAME."""
+    whole, alone = build_parser(), build_parser(name)
+    [sub_whole] = [a for a in whole._actions if isinstance(a, argparse._SubParsersAction)]
+    [sub_alone] = [a for a in alone._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(sub_alone.choices) == [name]
+    assert sub_alone.choices[name].format_help() == sub_whole.choices[name].format_help()
