@@ -38,6 +38,7 @@ from takeover._internal.checker.patterns import (
     PATTERNS,
     REGISTER_RESETS,
 )
+from takeover._internal.tarballs import extract_within
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHIVES = ROOT / "tests" / "fixtures" / "known-causes"
@@ -149,7 +150,7 @@ def extract(cause: KnownCause, into: Path) -> Path:
     """The stored run's folder, unpacked under ``into``."""
     folder = into / cause.name
     with tarfile.open(cause.archive, "r:xz") as tar:
-        tar.extractall(folder, filter="data")
+        extract_within(tar, folder)
     return folder
 
 

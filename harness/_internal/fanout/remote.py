@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from takeover._internal.child_run import ChildRun, Stop, takeover_argv
+from takeover._internal.tarballs import extract_within
 
 TOPIC = "takeover-fanout"
 STOP_GRACE = 2.0  # seconds a cancelled run gets to stop its own tree (SIGTERM) before it is killed
@@ -53,7 +54,7 @@ def unpack(archive: bytes, folder: Path) -> None:
     """Extract :func:`pack`'s archive into ``folder`` (created): a plain tree of files, nothing outside it."""
     folder.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        tar.extractall(folder, filter="data")
+        extract_within(tar, folder)
 
 
 def _run_environ() -> dict[str, str]:
