@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,56 +200,141 @@ def _schema(columns: Collection[str] | None = None) -> Any:
 
 # Bytes of the file each parser thread takes at a time. 4 MB, not 16: on the 1M-event history of
 # takeover.benchmarks.check_1m the parse alone took 0.55 s at 4 MB against 0.84 s at 16 MB (load 6) and
-# its own peak was 50-80 MB lower (fewer bytes in flight; the check's overall peak comes later, in the
-# model coverage). A record (a line) must fit in one block, and a history line is well under a kilobyte.
+# its own peak was 50-80 MB lower (fewer bytes in flight). A record (a line) must fit in one block, and a
+# history line is well under a kilobyte.
 _BLOCK = 1 << 22
+# Bytes of the file parsed at a time (:func:`_chunks`): a few blocks, so both parser threads have work.
+_CHUNK = 4 * _BLOCK
 
 
-def _parse(source: str | bytes, columns: Collection[str] | None = None) -> Any:
-    """Parse with pyarrow's multi-threaded JSON reader: ``source`` is a path or bytes."""
+def _parse(source: bytes | Any, columns: Collection[str] | None = None) -> Any:
+    """Parse with pyarrow's JSON reader, on this thread: ``source`` is bytes or a pyarrow buffer.
+
+    Why one thread: on the 1M-event history of takeover.benchmarks.check_1m the parser's own threads
+    took more CPU time (2.2 s against 1.6-1.8 s at load 10) for no shorter a read, and each kept the
+    memory it had parsed into (Arrow's allocator returns a thread's freed pages only on that thread):
+    45 MB more resident after the read, 40 MB more at its peak. The checker's other thread loads the
+    ledger and the snapshot meanwhile (takeover.checker.load)."""
     import pyarrow as pa
     import pyarrow.json as paj
 
-    stream = source if isinstance(source, str) else pa.BufferReader(source)
     return paj.read_json(
-        stream,
-        read_options=paj.ReadOptions(block_size=_BLOCK),
+        pa.BufferReader(source),
+        read_options=paj.ReadOptions(block_size=_BLOCK, use_threads=False),
         parse_options=paj.ParseOptions(explicit_schema=_schema(columns), unexpected_field_behavior="ignore"),
     )
 
 
-def _to_frame(table: Any) -> Any:
-    """Arrow table -> pandas with text columns as categoricals.
+def _chunks(path: Path, end: int, columns: Collection[str] | None = None) -> Iterator[Any]:
+    """The file's first ``end`` bytes (whole lines) parsed :data:`_CHUNK` bytes at a time, as Arrow
+    tables in file order.
 
-    Why categoricals: every text column but ``task`` has a handful of distinct values, and even
-    ``task`` repeats ~8 times; integer codes make the checker's comparisons, joins and takes cheap
-    and keep 1M events well under the memory a column of Python strings would need.
-    """
+    Why not the whole file at once: the Arrow table of a 1M-event history is ~110 MB, held whole while
+    pandas built the frame from it, and the check's peak memory was there. Why not pyarrow's streaming
+    reader (``open_json``): it reads up to 32 blocks ahead in the background, ~130 MB of raw text."""
     import pyarrow as pa
 
-    frame = table.to_pandas(strings_to_categorical=True, split_blocks=True, self_destruct=True)
-    del table
-    # The parse buffers are freed by now, but the allocator keeps them for reuse (about 200 MB per
-    # 1M events): hand them back, so the checker's own arrays do not stack on top of them.
-    pa.default_memory_pool().release_unused()
-    return frame
+    with open(path, "rb") as fh:
+        at = 0
+        while at < end:
+            data = fh.read(min(_CHUNK, end - at))
+            if not data:  # the file shrank meanwhile: what was read is all there is
+                return
+            cut = len(data) if at + len(data) >= end else data.rfind(b"\n") + 1
+            while not cut:  # a line longer than a chunk: read on to its end
+                more = fh.read(min(_CHUNK, end - at - len(data)))
+                data += more
+                cut = len(data) if not more or at + len(data) >= end else data.rfind(b"\n") + 1
+            yield _parse(pa.py_buffer(data)[:cut], columns)
+            at += cut
+            fh.seek(at)
+            del data
+
+
+class _Frame:
+    """A pandas frame built from Arrow tables of consecutive lines, one table at a time.
+
+    The same frame as ``pa.concat_tables(tables).to_pandas(strings_to_categorical=True)`` (the test
+    tests/unit/test_history.py compares them): numbers as numpy (an int column with a null becomes
+    float64 with NaN), text as categoricals whose categories are in order of first appearance, codes
+    of the smallest integer type. Each table is reduced to numpy arrays and small integer codes as it
+    comes (~40 MB per 1M events less than Arrow's own columns), and text is looked up once per
+    distinct value per table, not once per row.
+    """
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.parts: dict[str, list[Any]] = {}
+        self.seen: dict[str, dict[str, int]] = {}
+        self.rows = 0
+
+    def add(self, table: Any) -> None:
+        import pyarrow as pa
+
+        if not self.names:
+            self.names = list(table.column_names)
+            self.parts = {name: [] for name in self.names}
+        for name, col in zip(table.column_names, table.columns, strict=True):
+            if pa.types.is_string(col.type):
+                self.parts[name].append(self._codes(name, col.combine_chunks()))
+            else:
+                self.parts[name].append(col.to_numpy())
+        self.rows += table.num_rows
+        del table
+
+    def _codes(self, name: str, col: Any) -> Any:
+        """The column's category codes so far (-1: missing), in the smallest type that holds them."""
+        import numpy as np
+
+        encoded = col.dictionary_encode()
+        seen = self.seen.setdefault(name, {})
+        lookup = np.fromiter(
+            (seen.setdefault(v, len(seen)) for v in encoded.dictionary.to_pylist()),
+            dtype=np.int64,
+            count=len(encoded.dictionary),
+        )
+        lookup = np.append(lookup, -1)  # index -1 (missing) takes the trailing -1
+        dtype = np.int8 if len(seen) < 2**7 else np.int16 if len(seen) < 2**15 else np.int32
+        return lookup[encoded.indices.fill_null(-1).to_numpy()].astype(dtype)
+
+    def frame(self) -> Any:
+        """The frame, each column's parts freed as soon as it is joined."""
+        import numpy as np
+        import pandas as pd
+
+        out: dict[str, Any] = {}
+        for name in self.names:
+            parts = self.parts.pop(name)
+            values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            del parts
+            if name in self.seen:  # text: categories in order of first appearance, none as object
+                seen = self.seen[name]
+                categories = pd.Index(list(seen), dtype=None if seen else object)
+                out[name] = pd.Categorical.from_codes(values, categories=categories)
+            else:
+                out[name] = values
+        return pd.DataFrame(out, copy=False)
 
 
 def _tail(path: Path) -> tuple[int, bool]:
-    """File size, and whether the last byte is a newline (no torn last line)."""
+    """Where the last whole line ends (0: no line), and whether the file ends there (no torn last line)."""
     with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        if size == 0:
-            return 0, True
-        fh.seek(-1, os.SEEK_END)
-        return size, fh.read(1) == b"\n"
+        size = fh.seek(0, os.SEEK_END)
+        at = size
+        while at > 0:
+            start = max(0, at - _BLOCK)
+            fh.seek(start)
+            found = fh.read(at - start).rfind(b"\n")
+            if found >= 0:
+                return start + found + 1, start + found + 1 == size
+            at = start
+        return 0, size == 0
 
 
 def read_history(path: str | os.PathLike[str], columns: Collection[str] | None = None) -> tuple[Any, ReadStats]:
     """Load a history file into a pandas DataFrame with :data:`COLUMNS`, tolerating damage.
 
-    Text columns come back as pandas categoricals (see :func:`_to_frame`). A torn last line (the
+    Text columns come back as pandas categoricals (see :class:`_Frame`). A torn last line (the
     writer was killed mid-write, or the run is still going) is dropped and reported; a corrupt
     line in the middle is skipped and counted. Anything else is an error.
 
@@ -258,45 +343,44 @@ def read_history(path: str | os.PathLike[str], columns: Collection[str] | None =
     of :data:`COLUMNS`, the others all missing, so code written against the full frame works.
     """
     import pandas as pd
+    import pyarrow as pa
 
     path = Path(path)
-    size, clean_end = _tail(path)
+    end, clean_end = _tail(path)
     torn = not clean_end
     corrupt: list[str] = []
-    table = None
-    raw: bytes | None = None
-    if size:
-        try:
-            if clean_end:
-                table = _parse(os.fspath(path), columns)  # the fast path: no copy of the file in memory
-            else:
-                raw = path.read_bytes()
-                raw = raw[: raw.rfind(b"\n") + 1]
-                table = _parse(raw, columns) if raw else None
-        except Exception:  # noqa: BLE001 - fall back to finding the bad lines one by one
-            table = None
-            raw = raw if raw is not None else path.read_bytes()
-            if torn:
-                raw = raw[: raw.rfind(b"\n") + 1]
-            good = []
-            for line in raw.splitlines(keepends=True):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                    if not isinstance(obj, dict):
-                        raise ValueError("not an object")
-                    good.append(_normalise(obj))
-                except ValueError:
-                    corrupt.append(line[:120].decode("utf-8", "replace").strip())
-            table = _parse(b"".join(good), columns) if good else None
-    if table is None:
+    built = _Frame()
+    try:
+        for table in _chunks(path, end, columns):  # the fast path: a few MB of the file in memory at a time
+            built.add(table)
+            del table
+    except Exception:  # noqa: BLE001 - fall back to finding the bad lines one by one
+        built = _Frame()
+        with open(path, "rb") as fh:
+            raw = fh.read(end)
+        good = []
+        for line in raw.splitlines(keepends=True):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                good.append(_normalise(obj))
+            except ValueError:
+                corrupt.append(line[:120].decode("utf-8", "replace").strip())
+        del raw
+        if good:
+            built.add(_parse(b"".join(good), columns))
+    if not built.names:
         frame = pd.DataFrame({
             name: pd.Series(dtype="category" if kind == "string" else kind) for name, kind in COLUMNS.items()
         })
     else:
-        frame = _to_frame(table)
-        table = None
+        frame = built.frame()
+        # The parse buffers are freed by now, but Arrow's allocator keeps them for reuse (about 50 MB per
+        # 1M events): hand them back, so the checker's own arrays do not stack on top of them.
+        pa.default_memory_pool().release_unused()
         for pos, (name, kind) in enumerate(COLUMNS.items()):
             if name not in frame:  # not parsed: all missing, at the place and type it always has
                 frame.insert(pos, name, _missing(kind, frame.index))
