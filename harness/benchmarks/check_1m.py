@@ -11,10 +11,20 @@ refused), lost replies (uncertain) — and writes the real run folder: history.j
 
 Prints one JSON object: events, read (fastest reader) and check (load + invariants + counts)
 seconds and peak RSS (MB), and their ratios. ``--repeat`` rounds, read and check alternating (the order
-flipped each round); ``time_ratio`` is the median of the rounds' check/read ratios, with its IQR and range
-(``time_ratio_iqr``, ``time_ratio_range``); the peak RSS is the largest of the rounds', its IQR beside it.
-``read_all_files_s`` / ``time_ratio_all_files`` read every file the checker loads (history,
-snapshot, ledger); ``time_ratio`` is against the history alone.
+flipped each round); ``time_ratio`` is the median of the rounds' check/read ratios of the process's user
+CPU time (every thread: ``read_cpu_s``, ``check_cpu_s``), with its IQR and range (``time_ratio_iqr``,
+``time_ratio_range``); ``time_ratio_wall`` the same of wall-clock time (``read_s``, ``check_s``).
+
+Why user CPU time (added later; before, the figure was the wall-clock ratio): on the shared 2-core machine
+the wall time of either side moved with whatever else ran (a round's ratio from 0.9 to 3.1 within one
+run), and so did the system time: five reads of the same file in a row took 0.09-1.49 s of it (page
+faults, at the kernel's pace under load), while their user time stayed within 0.77-0.84 s. The read is
+pyarrow's JSON reader on one thread: its threads took 1.8-3.5 s of CPU where one thread reads the same file
+in 0.85-1.0 s (no slower by the clock either on 2 cores), so one thread is the fastest reader at hand.
+
+The peak RSS (each process's own, VmHWM) is the largest of the rounds', its IQR beside it.
+``read_all_files_s`` / ``time_ratio_all_files`` read every file the checker loads (history, snapshot,
+ledger); ``time_ratio`` is against the history alone.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from takeover._internal import store
 from takeover._internal.run.ledger import Ledger
@@ -163,13 +174,24 @@ def generate(folder: Path, events: int, seed: int) -> int:
     return len(lines)
 
 
+# The process's own peak RSS (MB): VmHWM, which starts afresh at exec. Not ``ru_maxrss``: Linux keeps that
+# across exec, so a child's figure was at least the parent's RSS when it forked (here 459 MB, the generated
+# history's lines), which hid any check that peaked below it.
+_PEAK = """
+def peak():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+"""
+
+# Each script prints: wall seconds, process user CPU seconds (all threads; getrusage, in microseconds, not
+# os.times' 10 ms ticks), rows, peak RSS (MB).
 _READ = """
 import resource, sys, time
 import pyarrow.json as paj
-t = time.perf_counter()
-table = paj.read_json(sys.argv[1])
-took = time.perf_counter() - t
-print(took, table.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+c, t = resource.getrusage(resource.RUSAGE_SELF).ru_utime, time.perf_counter()
+table = paj.read_json(sys.argv[1], read_options=paj.ReadOptions(use_threads=False))
+took, cpu = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_utime - c
+print(took, cpu, table.num_rows, peak())
 """
 
 # The same files the checker loads, each with the fastest reader at hand: the issue's yardstick
@@ -177,32 +199,40 @@ print(took, table.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
 _READ_ALL = """
 import json, resource, sqlite3, sys, time
 import pyarrow.json as paj
-t = time.perf_counter()
-table = paj.read_json(sys.argv[1])
+c, t = resource.getrusage(resource.RUSAGE_SELF).ru_utime, time.perf_counter()
+table = paj.read_json(sys.argv[1], read_options=paj.ReadOptions(use_threads=False))
 snap = json.loads(open(sys.argv[2]).read())
 conn = sqlite3.connect("file:" + sys.argv[3] + "?mode=ro", uri=True)
 rows = conn.execute("SELECT * FROM actions").fetchall()
-took = time.perf_counter() - t
-print(took, table.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+took, cpu = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_utime - c
+print(took, cpu, table.num_rows, peak())
 """
 
 _CHECK = """
 import resource, sys, time
 from takeover._internal.checker import analyse
-t = time.perf_counter()
+c, t = resource.getrusage(resource.RUSAGE_SELF).ru_utime, time.perf_counter()
 summary = analyse(sys.argv[1]).summary
-took = time.perf_counter() - t
+took, cpu = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_utime - c
 assert summary["valid"] is True, {k: v for k, v in summary["invariants"].items() if v["valid"] is not True}
-print(took, summary["history"]["lines"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(took, cpu, summary["history"]["lines"], peak())
 """
 
 
-def _measure(script: str, *args: str) -> tuple[float, float]:
-    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=False)
+class Measured(NamedTuple):
+    """One fresh process's figures: wall and CPU seconds of the measured part, its peak RSS (MB)."""
+
+    wall: float
+    cpu: float
+    rss: float
+
+
+def _measure(script: str, *args: str) -> Measured:
+    out = subprocess.run([sys.executable, "-c", _PEAK + script, *args], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"check_1m: measurement failed: {out.stderr.strip().splitlines()[-1:]}")
-    took, _, rss = out.stdout.split()
-    return float(took), float(rss)
+    took, cpu, _, rss = out.stdout.split()
+    return Measured(float(took), float(cpu), float(rss))
 
 
 def main(argv: list[str] | None = None) -> ExitCode:
@@ -232,23 +262,27 @@ def main(argv: list[str] | None = None) -> ExitCode:
         read_alls.append(_measure(_READ_ALL, *(str(folder / name) for name in (
             store.HISTORY_FILE, store.SNAPSHOT_FILE, store.LEDGER_FILE))))
         load.sample()
-    read_s = statistics.median(r[0] for r in reads)
-    check_s = statistics.median(c[0] for c in checks)
-    read_all_s = statistics.median(r[0] for r in read_alls)
-    read_mb = max(r[1] for r in reads)
-    check_mb = max(c[1] for c in checks)
-    ratios = Spread(tuple(c[0] / r[0] for c, r in zip(checks, reads, strict=True)))
-    ratios_all = Spread(tuple(c[0] / r[0] for c, r in zip(checks, read_alls, strict=True)))
-    peaks = Spread(tuple(c[1] for c in checks))
+    read_s = statistics.median(r.wall for r in reads)
+    check_s = statistics.median(c.wall for c in checks)
+    read_all_s = statistics.median(r.wall for r in read_alls)
+    read_mb = max(r.rss for r in reads)
+    check_mb = max(c.rss for c in checks)
+    ratios = Spread(tuple(c.cpu / r.cpu for c, r in zip(checks, reads, strict=True)))
+    ratios_wall = Spread(tuple(c.wall / r.wall for c, r in zip(checks, reads, strict=True)))
+    ratios_all = Spread(tuple(c.cpu / r.cpu for c, r in zip(checks, read_alls, strict=True)))
+    peaks = Spread(tuple(c.rss for c in checks))
     print(json.dumps({
         "events": n, "history_mb": round((folder / store.HISTORY_FILE).stat().st_size / 2**20, 1),
         "generate_s": round(gen_s, 2),
         "read_s": round(read_s, 3), "read_peak_rss_mb": round(read_mb), "check_s": round(check_s, 3),
+        "read_cpu_s": round(statistics.median(r.cpu for r in reads), 3),
+        "check_cpu_s": round(statistics.median(c.cpu for c in checks), 3),
         "check_peak_rss_mb": round(check_mb), "time_ratio": round(ratios.median, 2),
+        "time_ratio_wall": round(ratios_wall.median, 2),
         "rss_ratio": round(check_mb / read_mb, 2), "repeat": args.repeat, "dir": str(folder),
         "read_all_files_s": round(read_all_s, 3), "time_ratio_all_files": round(ratios_all.median, 2),
-        **ratios.keys("time_ratio", 2), **ratios_all.keys("time_ratio_all_files", 2),
-        **peaks.keys("check_peak_rss_mb", 0), **load.figures(),
+        **ratios.keys("time_ratio", 2), **ratios_wall.keys("time_ratio_wall", 2),
+        **ratios_all.keys("time_ratio_all_files", 2), **peaks.keys("check_peak_rss_mb", 0), **load.figures(),
     }))
     return ExitCode.VALID
 

@@ -65,7 +65,8 @@ TARGETS = (
     Target("bridge_vs_native", "bridge_vs_native", ">=", 0.5,
            what="the JavaScript reference queue through the exec: bridge vs the Python one (claim+finish pairs)"),
     Target("check_1m_vs_read", "check_1m", "<=", 3.0,
-           what="load + check a 1M-event history vs only reading it (pyarrow)", key="time_ratio"),
+           what="load + check a 1M-event history vs only reading it (pyarrow, one thread), in user CPU time",
+           key="time_ratio"),
     Target("check_1m_peak_rss_mb", "check_1m", "<=", 600.0, unit="MB",
            what="peak RSS of the checker on that history", key="check_peak_rss_mb"),
 )
@@ -179,7 +180,11 @@ def absolute(name: str, fig: dict[str, Any]) -> str:
         return (f"bridge {fig['bridge_pairs_per_s']:.0f} vs native {fig['native_pairs_per_s']:.0f} pairs/s; "
                 f"{fig['per_call_overhead_us']:.0f} us per call, on {fig.get('db', db.POSTGRES)}")
     if name == "check_1m_vs_read":
-        return f"check {fig['check_s']:.2f}s vs read {fig['read_s']:.2f}s, {fig['events']} events"
+        if "check_cpu_s" not in fig:  # measured before the figure was of CPU time: the wall-clock times
+            return f"check {fig['check_s']:.2f}s vs read {fig['read_s']:.2f}s, {fig['events']} events"
+        return (f"CPU: check {fig['check_cpu_s']:.2f}s vs read {fig['read_cpu_s']:.2f}s; wall clock: check "
+                f"{fig['check_s']:.2f}s vs read {fig['read_s']:.2f}s (ratio {fig['time_ratio_wall']:.2f}); "
+                f"{fig['events']} events")
     return f"read alone {fig['read_peak_rss_mb']:.0f} MB"
 
 
