@@ -265,7 +265,7 @@ class _Frame:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.parts: dict[str, list[Any]] = {}
-        self.seen: dict[str, dict[str, int]] = {}
+        self.seen: dict[str, Any] = {}  # each text column's categories so far, in order (a pyarrow array)
         self.rows = 0
 
     def add(self, table: Any) -> None:
@@ -283,18 +283,28 @@ class _Frame:
         del table
 
     def _codes(self, name: str, col: Any) -> Any:
-        """The column's category codes so far (-1: missing), in the smallest type that holds them."""
+        """The column's category codes so far (-1: missing), in the smallest type that holds them. The
+        chunk's distinct values are looked up among the categories so far in one hash join (pyarrow), and
+        those not among them appended in the order the chunk has them."""
         import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
         encoded = col.dictionary_encode()
-        seen = self.seen.setdefault(name, {})
-        lookup = np.fromiter(
-            (seen.setdefault(v, len(seen)) for v in encoded.dictionary.to_pylist()),
-            dtype=np.int64,
-            count=len(encoded.dictionary),
-        )
+        values = encoded.dictionary
+        known = self.seen.get(name)
+        if known is None:
+            lookup = np.arange(len(values), dtype=np.int64)
+            self.seen[name] = values
+        else:
+            lookup = pc.index_in(values, value_set=known).fill_null(-1).to_numpy().astype(np.int64)
+            new = lookup < 0
+            if new.any():
+                lookup[new] = len(known) + np.arange(int(new.sum()))
+                self.seen[name] = pa.concat_arrays([known, values.filter(pa.array(new))])
+        count = len(self.seen[name])
         lookup = np.append(lookup, -1)  # index -1 (missing) takes the trailing -1
-        dtype = np.int8 if len(seen) < 2**7 else np.int16 if len(seen) < 2**15 else np.int32
+        dtype = np.int8 if count < 2**7 else np.int16 if count < 2**15 else np.int32
         return lookup[encoded.indices.fill_null(-1).to_numpy()].astype(dtype)
 
     def frame(self) -> Any:
@@ -308,8 +318,8 @@ class _Frame:
             values = parts[0] if len(parts) == 1 else np.concatenate(parts)
             del parts
             if name in self.seen:  # text: categories in order of first appearance, none as object
-                seen = self.seen[name]
-                categories = pd.Index(list(seen), dtype=None if seen else object)
+                seen = self.seen[name].to_pylist()
+                categories = pd.Index(seen, dtype=None if seen else object)
                 out[name] = pd.Categorical.from_codes(values, categories=categories)
             else:
                 out[name] = values

@@ -9,6 +9,7 @@ wrote, a ledger the service never created) is recorded so that the invariants ne
 
 from __future__ import annotations
 
+import ctypes
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -72,8 +73,23 @@ def load_run(run_dir: str | Path) -> RunData:
         except Exception as exc:  # noqa: BLE001 - an unreadable history is bad input, in one line
             raise UsageError(f"{history_path} is not a readable history: {type(exc).__name__}: {exc}") from None
         (snapshot, snap_time, snap_error), ledger, (probes, totals) = side.result()
+    _return_freed_heap()
     notes = snap_notes + ledger_notes
     return RunData(path, history, stats, config, snapshot, snap_time, snap_error, ledger, notes, probes, totals)
+
+
+def _return_freed_heap() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
+
+    Why: the ledger and snapshot are loaded on the side thread, in that thread's own heap, as Python
+    objects most of which are freed once their frames are built. Nothing the checker does later
+    allocates from that thread's heap, so its free pages stayed resident through the whole check: on
+    the check_1m history 16-20 MB of the peak (424-429 MB -> 408-409 MB), for 2 ms."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
 
 
 PROBE_COLUMNS = ("probe", "task", "state", "gen", "lease_until")
