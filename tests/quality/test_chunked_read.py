@@ -26,7 +26,7 @@ from tests.quality.cases import CASES
 def _every_case(tmp_path) -> bytes:
     """All cases' histories, one after the other, with the odd lines a history may hold besides: a record
     without ``process`` (the int column becomes float with NaN), one with every key, a text no case has
-    until the last line, and a line longer than any chunk below."""
+    until the last lines, a line longer than any chunk below, and lines only the slower parse reads."""
     parts = [(CASES[name][0]().write(tmp_path / name) / "history.jsonl").read_bytes() for name in sorted(CASES)]
     every = {
         name: (1.5 if kind == "float64" else 3 if kind == "int64" else f"{name}-é")
@@ -37,6 +37,11 @@ def _every_case(tmp_path) -> bytes:
         json.dumps(every),
         json.dumps({**every, "detail": "x" * 5000}),
         json.dumps({"time": 2.0, "process": 0, "type": "invoke", "f": "never-seen-before"}),
+        # Read by pyarrow's parser only with every column's type given: a text that looks like a time, and a
+        # key the checker does not read whose values change type.
+        json.dumps({"time": 3.0, "process": 0, "type": "ok", "f": "run", "value": "2026-12-03 20:00:00"}),
+        json.dumps({"time": 4.0, "process": 0, "type": "ok", "f": "run", "extra": 1}),
+        json.dumps({"time": 5.0, "process": 0, "type": "ok", "f": "run", "extra": "one"}),
     ]
     return b"".join(parts) + ("\n".join(odd) + "\n").encode()
 
