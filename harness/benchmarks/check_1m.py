@@ -267,9 +267,9 @@ def main(argv: list[str] | None = None) -> ExitCode:
     read_all_s = statistics.median(r.wall for r in read_alls)
     read_mb = max(r.rss for r in reads)
     check_mb = max(c.rss for c in checks)
-    ratios = Spread(tuple(c.cpu / r.cpu for c, r in zip(checks, reads, strict=True)))
+    ratios = Spread(tuple(c.cpu / max(r.cpu, 1e-6) for c, r in zip(checks, reads, strict=True)))
     ratios_wall = Spread(tuple(c.wall / r.wall for c, r in zip(checks, reads, strict=True)))
-    ratios_all = Spread(tuple(c.cpu / r.cpu for c, r in zip(checks, read_alls, strict=True)))
+    ratios_all = Spread(tuple(c.cpu / max(r.cpu, 1e-6) for c, r in zip(checks, read_alls, strict=True)))
     peaks = Spread(tuple(c.rss for c in checks))
     print(json.dumps({
         "events": n, "history_mb": round((folder / store.HISTORY_FILE).stat().st_size / 2**20, 1),
