@@ -214,7 +214,7 @@ def _parse(source: bytes | Any, columns: Collection[str] | None = None) -> Any:
     took more CPU time (2.2 s against 1.6-1.8 s at load 10) for no shorter a read, and each kept the
     memory it had parsed into (Arrow's allocator returns a thread's freed pages only on that thread):
     45 MB more resident after the read, 40 MB more at its peak. The checker's other thread loads the
-    ledger and the snapshot meanwhile (takeover.checker.load)."""
+    ledger and the snapshot meanwhile (takeover._internal.checker.load)."""
     import pyarrow as pa
     import pyarrow.json as paj
 

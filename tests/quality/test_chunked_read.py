@@ -1,7 +1,7 @@
 """The history read a few MB at a time gives the frame, and the verdicts, of the history read whole.
 
-Why: the checker parses its history in chunks (takeover.history._chunks) and builds the frame as they come
-(takeover.history._Frame), to keep a 1M-event check's memory down. A chunk boundary must change nothing:
+Why: the checker parses its history in chunks (takeover._internal.history._chunks) and builds the frame as they come
+(takeover._internal.history._Frame), to keep a 1M-event check's memory down. A chunk boundary must change nothing:
 not a value, not a type, not the order of a categorical's categories (the checker uses the task column's
 category codes as task codes). Here every known-verdict case (together: every kind of record and every
 column) is read with chunks of one line, of a few lines and whole, against pyarrow's own whole-file
@@ -17,9 +17,9 @@ import pandas as pd
 import pyarrow.json as paj
 import pytest
 
-from takeover import history
-from takeover.checker.load import HISTORY_COLUMNS
-from takeover.pipeline import check_and_report
+from takeover._internal import history
+from takeover._internal.checker.load import HISTORY_COLUMNS
+from takeover._internal.pipeline import check_and_report
 from tests.quality.cases import CASES
 
 
