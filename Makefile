@@ -63,11 +63,17 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/pip
 	touch $(RUN_STAMP) $(TEST_STAMP)
 
 # The gate (CI's `.ci/run`): every test but the long end-to-end ones marked nightly, under 10 minutes on 2 cores.
-# The 15 slowest are listed at the end, so a CI log shows where the budget goes.
+# The 15 slowest are listed at the end, so a CI log shows where the budget goes; the output is also left in
+# SUITE_LOG under a line naming the commit tested (with " dirty" for uncommitted changes) and when, and
+# `make bench` records the session's time and those 15 in bench.json (takeover.benchmarks.suite_log).
+SUITE_LOG := build/test-log.txt
 test: $(TEST_STAMP)
 	$(SYSTEM_PACKAGES) install
 	$(MAKE) --no-print-directory js arq
-	$(BIN)/pytest $(PYTEST_XDIST) -m "not nightly" --durations=15 $(PYTEST_ARGS)
+	@mkdir -p $(dir $(SUITE_LOG))
+	@echo "# make test: commit $$(git rev-parse HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD -- 2>/dev/null \
+		|| echo ' dirty'), started $$(date +%Y-%m-%dT%H:%M:%S%z)" > $(SUITE_LOG)
+	$(BIN)/pytest $(PYTEST_XDIST) -m "not nightly" --durations=15 $(PYTEST_ARGS) 2>&1 | tee -a $(SUITE_LOG)
 
 # The long end-to-end tests the gate leaves out (tests/README.md): run by the nightly workflow.
 test-nightly: $(TEST_STAMP)
@@ -112,8 +118,9 @@ soak: $(RUN_STAMP)
 	$(SYSTEM_FOR_RUN)
 	$(BIN)/takeover soak --minutes $(SOAK_MINUTES) $(ARGS)
 
+# With the suite's own time from the last `make test` when it left its log (SUITE_LOG).
 bench: $(RUN_STAMP)
-	$(BIN)/takeover bench $(ARGS)
+	$(BIN)/takeover bench $(if $(wildcard $(SUITE_LOG)),--with-suite-log $(SUITE_LOG)) $(ARGS)
 
 # The JavaScript adapters' libraries (adapters/js: pg, pg-boss, graphile-worker, better-sqlite3), exactly as
 # its package-lock.json pins them, with npm ci; where there is no npm, nothing, and the exec: tests that need

@@ -263,16 +263,19 @@ def bench_tables(bench: dict[str, Any] | None) -> str:
                                                else "") + ".\n"]
     results = bench.get("results", [])
     if results:
-        from takeover.benchmarks.targets import load_text, row_verdict, spread_text
+        from takeover.benchmarks.others_cpu import QUIET_SHARE
+        from takeover.benchmarks.targets import load_text, shown_verdict, spread_text
 
         out += ["## Overhead: takeover against bare SQLite\n",
                 "Each value is the median of its rounds' ratios (subject and baseline in alternating turns); the "
                 "verdict is PASS or MISS only when the whole interquartile range of the rounds is on one side of the "
-                "target, *noisy* otherwise. *Measured* is when, and the 1-minute load average meanwhile (min–max): "
-                "figures measured at a load above 2 are for direction only.\n"]
+                "target, *noisy* otherwise. *Measured* is when, the 1-minute load average meanwhile (min–max; the "
+                "bench's own processes lift it to 2–3), and the CPU other processes used meanwhile (*others*, in "
+                "cores, beside the bench's own): a figure measured while others used "
+                f"{QUIET_SHARE:g} of the CPUs or more is *not judged*, for direction only.\n"]
         out += _table(("figure", "value", "target", "verdict", "spread", "measured", "what", "absolute figures"), [
             [f"`{r['name']}`", f"{r['value']:.0f} MB" if r.get("unit") == "MB" else f"{r['value']:.3f}",
-             r["target"], row_verdict(r) + ("" if r["enforced"] else " (not enforced)"), spread_text(r),
+             r["target"], shown_verdict(r) + ("" if r["enforced"] else " (not enforced)"), spread_text(r),
              load_text(r) or _whole_bench(bench, r["name"]), r.get("what", ""), r.get("absolute", "")]
             for r in results])
     suite = bench.get("suite")

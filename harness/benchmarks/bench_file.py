@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,8 @@ from typing import Any
 
 def bench_doc(quick: bool, results: list[dict[str, Any]], figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """bench.json's head: the run's size, when, where, the targets' rows and the measurements behind them."""
-    return {"quick": quick, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "results": results,
-            "measurements": figures}  # fmt: skip
+    return {"quick": quick, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
+            "commit": head_commit(), "results": results, "measurements": figures}  # fmt: skip
 
 
 def keep_earlier(out: Path, doc: dict[str, Any]) -> list[str]:
@@ -63,3 +64,19 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+def head_commit() -> str | None:
+    """The commit of the checkout takeover runs from (an editable install: the repository's HEAD), or None
+    outside a git checkout: bench.json's ``commit``, which the suite's log is compared with."""
+    repo = Path(__file__).resolve().parents[2]  # harness/benchmarks/bench_file.py -> the checkout
+    if not (repo / "pyproject.toml").is_file() or not (repo / "harness").is_dir():
+        return None  # installed from a wheel: no checkout here (and a git repository above is not takeover's)
+    try:
+        done = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None

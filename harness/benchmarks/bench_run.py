@@ -17,6 +17,7 @@ from typing import Any
 from takeover._internal import db
 from takeover.benchmarks.bench_file import bench_doc
 from takeover.benchmarks.detection_table import print_detection
+from takeover.benchmarks.others_cpu import cpu_text, is_quiet
 from takeover.benchmarks.targets import (
     QUIET_LOAD,
     REDIS_PERSISTENCE_PAIRS,
@@ -54,9 +55,16 @@ class Bench:
     doc: dict[str, Any] = field(default_factory=dict)
 
     def loaded(self) -> list[str]:
-        """The sources measured at a 1-minute load of QUIET_LOAD or more, with the highest load seen."""
-        return [f"{name} {fig['load_avg']['max']:g}" for name, fig in self.figures.items()
-                if (fig.get("load_avg") or {}).get("max", 0) >= QUIET_LOAD]  # fmt: skip
+        """The sources measured while other processes used the machine (takeover.benchmarks.others_cpu), with
+        the cores they used; a source without that measure, when its 1-minute load reached QUIET_LOAD."""
+        out = []
+        for name, fig in self.figures.items():
+            quiet = is_quiet(fig)
+            if quiet is False:
+                out.append(f"{name} ({cpu_text(fig)})")
+            elif quiet is None and (fig.get("load_avg") or {}).get("max", 0) >= QUIET_LOAD:
+                out.append(f"{name} (load {fig['load_avg']['max']:g})")
+        return out
 
 
 def measure_bench(plan: BenchPlan, measure: dict[str, Callable[..., dict[str, Any]]], database: str) -> Bench:

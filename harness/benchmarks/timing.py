@@ -8,7 +8,8 @@ second apart, which see the same machine, and the figure is the median of the ro
 (the interquartile range and min-max of those ratios) says whether the figure can judge a target at all:
 :func:`verdict` gives PASS or MISS only when the whole interquartile range is on one side of it, "noisy"
 otherwise. The 1-minute load average is sampled at every round, so a figure says under what load it was
-measured.
+measured, and the CPU other processes used meanwhile is measured beside it (the bench lifts the load
+average itself; :mod:`takeover.benchmarks.others_cpu`), so a figure says whether it was a quiet one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from takeover.benchmarks.others_cpu import OthersCpu
 
 PASS, MISS, NOISY = "PASS", "MISS", "noisy"
 
@@ -90,22 +93,25 @@ def verdict(op: str, bound: float, iqr: Sequence[float]) -> str:
 
 
 class Load:
-    """The 1-minute load average sampled during a measurement: at its start, at every round, at its end."""
+    """The 1-minute load average sampled during a measurement (at its start, at every round, at its end),
+    and the CPU the machine spent outside the bench meanwhile (:mod:`takeover.benchmarks.others_cpu`)."""
 
     def __init__(self) -> None:
         self.when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.samples: list[float] = []
         self.sample()
+        self.others = OthersCpu()
 
     def sample(self) -> None:
         self.samples.append(os.getloadavg()[0])
 
     def figures(self) -> dict[str, Any]:
-        """``when`` the measurement started, and ``load_avg``: the 1-minute load's min, median and max."""
+        """``when`` the measurement started, ``load_avg``: the 1-minute load's min, median and max, and ``cpu``:
+        the cores other processes and the bench used meanwhile, and whether that was quiet."""
         self.sample()
         s = self.samples
         return {"when": self.when, "load_avg": {"min": round(min(s), 2), "median": round(statistics.median(s), 2),
-                                                "max": round(max(s), 2)}}  # fmt: skip
+                                                "max": round(max(s), 2)}, **self.others.figures()}  # fmt: skip
 
 
 @dataclass(frozen=True)

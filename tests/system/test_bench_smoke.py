@@ -8,12 +8,13 @@ bench.json carry exactly the issue's names with a PASS/MISS each.
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
 from takeover.benchmarks.sources import MEASURE
 from takeover.benchmarks.targets import TARGETS
-from tests.helpers.processes import takeover
+from tests.helpers.processes import REPO, takeover
 
 
 @pytest.mark.nightly
@@ -55,6 +56,33 @@ def test_quick_bench_writes_every_figure(tmp_path):
     assert row["value"] == pytest.approx(w4["workers4_vs_queue4"], abs=0.001)
     assert doc["measurements"]["check_1m"]["events"] > 1000
     assert "PASS" in proc.stdout or "MISS" in proc.stdout
+
+
+def test_make_bench_records_make_tests_log_beside_the_figures_and_the_cpu_others_used(tmp_path):
+    """``make bench``'s command: the figures, the suite's time from make test's log (with its commit, this
+    checkout's: not stale), and for each row the CPU other processes used meanwhile and whether that was quiet."""
+    from tests.unit.test_bench_timing import LOG
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    log = tmp_path / "test-log.txt"
+    log.write_text(f"# make test: commit {commit}, started 2026-12-03T19:00:00+0000\n" + LOG)
+    out = tmp_path / "bench.json"
+    proc = takeover("bench", "--quick", "--only", "history_overhead", "--with-suite-log", str(log), "--out", str(out),
+                    timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["commit"] == commit and doc["suite"]["commit"] == commit and "stale" not in doc["suite"]
+    assert doc["suite"]["wall_s"] == 498.12 and len(doc["suite"]["slowest"]) == 3
+    (row,) = doc["results"]
+    cpu = row["cpu"]
+    assert cpu["cpus"] >= 1 and cpu["bench_cores"] > 0 and cpu["others_cores"] >= 0 and row["quiet"] == cpu["quiet"]
+    assert doc["measurements"]["history_overhead"]["cpu"] == cpu
+    # a log cut off before pytest's summary: skipped with one line, the figures written all the same
+    log.write_text(LOG.rsplit("\n", 2)[0])
+    proc = takeover("bench", "--quick", "--only", "history_overhead", "--with-suite-log", str(log), "--out", str(out),
+                    timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and "the suite's time not recorded" in proc.stderr and "Traceback" not in proc.stderr
+    assert json.loads(out.read_text())["suite"]["wall_s"] == 498.12  # the earlier one kept
 
 
 def test_bad_out_is_one_line_exit_2(tmp_path):

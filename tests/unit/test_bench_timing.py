@@ -78,7 +78,7 @@ def test_the_bench_fails_only_a_miss_and_says_how_to_quieten_a_noisy_figure():
     assert rows["history_overhead"]["verdict"] == MISS
     advice = quieter(list(rows.values()))
     assert advice is not None and "queue_vs_raw" in advice and "history_overhead" not in advice
-    assert "--only queue_vs_raw --repeat" in advice and "load average below 2" in advice
+    assert "--only queue_vs_raw --repeat" in advice and "other processes below 0.1 of the CPUs" in advice
     assert {t.name for t in TARGETS} >= set(rows)
 
 
@@ -122,3 +122,48 @@ def test_bench_suite_log_records_into_the_bench_file_and_keeps_the_rest(tmp_path
     assert main(["bench", "--suite-log", str(log), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "no pytest summary line" in err and err.count("\n") == 1
+
+
+def test_make_tests_log_names_its_commit_and_a_suite_of_another_commit_says_so(tmp_path, capsys):
+    from takeover.benchmarks.suite_log import table
+    from takeover.cli import main
+
+    head = "# make test: commit 1234567890abcdef dirty, started 2026-12-03T19:00:00+0000\n"
+    suite = parse(head + LOG)
+    assert suite["commit"] == "1234567890abcdef" and suite["dirty"] is True and suite["started"].startswith("2026")
+    out = tmp_path / "bench.json"
+    log = tmp_path / "test-log.txt"
+    # the figures' commit is another: the page says the suite's time is not their code's
+    out.write_text(json.dumps({"results": [], "measurements": {}, "commit": "fedcba9876543210"}))
+    log.write_text(head.replace(" dirty", "") + LOG)
+    assert main(["bench", "--suite-log", str(log), "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["suite"]["stale"] == "the suite ran at commit 1234567890, not fedcba9876"
+    assert "Not the code of the figures above: the suite ran at commit 1234567890" in "\n".join(table(doc["suite"]))
+    # the same commit: current, nothing said; with uncommitted changes: said
+    out.write_text(json.dumps({"results": [], "measurements": {}, "commit": "1234567890abcdef"}))
+    assert main(["bench", "--suite-log", str(log), "--out", str(out)]) == 0
+    assert "stale" not in json.loads(out.read_text())["suite"]
+    log.write_text(head + LOG)
+    assert main(["bench", "--suite-log", str(log), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["suite"]["stale"] == "the suite ran with uncommitted changes"
+
+
+def test_the_page_judges_no_row_measured_while_others_used_the_machine():
+    from takeover.benchmarks.targets import load_text, shown_verdict
+
+    quiet = {"cpu": {"others_cores": 0.05, "bench_cores": 1.9, "cpus": 2, "seconds": 30.0, "quiet": True}}
+    loaded = {"cpu": {"others_cores": 0.8, "bench_cores": 1.2, "cpus": 2, "seconds": 30.0, "quiet": False}}
+    base = {"history_overhead": 0.5, "recorded_pairs_per_s": 1, "bare_pairs_per_s": 2,
+            "history_overhead_iqr": [0.45, 0.55], "when": "w", "load_avg": {"min": 2.5, "median": 2.7, "max": 2.9}}
+    (row,) = evaluate({"history_overhead": {**base, **quiet}})
+    assert row["quiet"] is True and shown_verdict(row) == MISS  # a load of 2.9 from the bench itself: judged
+    assert "others 0.05 of 2 cores (bench 1.9)" in load_text(row)
+    (row,) = evaluate({"history_overhead": {**base, **loaded}})
+    assert row["verdict"] == MISS and row["quiet"] is False  # bench.json keeps the verdict ...
+    assert shown_verdict(row).startswith("not judged") and MISS not in shown_verdict(row)  # ... the page does not
+    # a row from before the measure: judged by its load average, below 2 only
+    (row,) = evaluate({"history_overhead": base})
+    assert "quiet" not in row and shown_verdict(row).startswith("not judged")
+    (row,) = evaluate({"history_overhead": {**base, "load_avg": {"min": 0.5, "median": 0.6, "max": 1.5}}})
+    assert shown_verdict(row) == MISS

@@ -36,8 +36,9 @@ from takeover._internal.options import add_db_options, db_given
 from takeover._internal.run_option import WORKERS_PER_CORE, worker_count
 from takeover.benchmarks.bench_file import keep_earlier
 from takeover.benchmarks.bench_run import BenchPlan, detection_runs, measure_bench, print_bench
+from takeover.benchmarks.others_cpu import QUIET_SHARE
 from takeover.benchmarks.sources import MEASURE, MEASURE_POSTGRES, MEASURE_REDIS, bridge
-from takeover.benchmarks.targets import QUIET_LOAD, SOURCES, quieter, row_verdict
+from takeover.benchmarks.targets import SOURCES, quieter, row_verdict
 from takeover.benchmarks.timing import MISS
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
@@ -55,6 +56,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite-log", default=None, metavar="FILE",
                         help="measure nothing: record the suite's own time (session wall time, the 15 slowest tests) "
                              "from FILE, the output of make test, into --out's suite key")  # fmt: skip
+    parser.add_argument("--with-suite-log", default=None, metavar="FILE",
+                        help="measure as asked and also record the suite's own time from FILE, the output of make "
+                             "test, into --out's suite key (make bench passes build/test-log.txt, which make test "
+                             "leaves); a log cut off before its summary is skipped with a line saying so")  # fmt: skip
     parser.add_argument("--out", default=None, metavar="FILE|DIR",
                         help="where to write the results (default bench.json); with --shard the shard's folder "
                              "(new or empty), which takeover merge joins with the others")  # fmt: skip
@@ -137,6 +142,7 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
     quick = bool(args.quick)
     bench = measure_bench(_plan(args), measure, database)
     kept = keep_earlier(out, bench.doc)
+    _with_suite(args.with_suite_log, bench.doc)
     out.write_text(json.dumps(bench.doc, indent=2) + "\n")
     if kept:
         print(f"takeover bench: kept from the earlier {out.name} (not measured this time): {', '.join(kept)}",
@@ -148,8 +154,9 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
         print(advice, file=sys.stderr)
     loaded = bench.loaded()
     if loaded and not quick:
-        print(f"takeover bench: measured under load (1-minute load average up to: {', '.join(loaded)}): these "
-              f"figures are for direction only; publish (docs/bench.json) only a run at a load below {QUIET_LOAD:g}",
+        print(f"takeover bench: measured while other processes used the machine: {', '.join(loaded)}; these "
+              f"figures are for direction only and the benchmarks page does not judge them: publish "
+              f"(docs/bench.json) a run with nothing else running (others below {QUIET_SHARE:g} of the CPUs)",
               file=sys.stderr)  # fmt: skip
     missed = [r["name"] for r in bench.results if row_verdict(r) == MISS and r["enforced"]]
     if missed and not quick:
@@ -158,9 +165,26 @@ def _run(args: argparse.Namespace, out: Path, measure: dict[str, Callable[..., d
     return ExitCode.VALID
 
 
+def _with_suite(log: str | None, doc: dict[str, Any]) -> None:
+    """``--with-suite-log``: the suite's time into the bench's ``doc`` beside what it measured; a log that is
+    not there or was cut off is skipped, saying so (a kept earlier one stays, marked when of another commit)."""
+    from takeover.benchmarks.suite_log import attach, record
+
+    suite = None
+    if log is not None:
+        try:
+            suite = record(Path(log), "--with-suite-log")
+        except UsageError as exc:
+            print(f"takeover bench: the suite's time not recorded: {exc}", file=sys.stderr)
+    attach(doc, suite)
+    why = (doc.get("suite") or {}).get("stale")
+    if why and suite is not None:
+        print(f"takeover bench: the suite's time is not this code's: {why}", file=sys.stderr)
+
+
 def _suite(log: Path, out: Path) -> ExitCode:
     """``--suite-log``: the suite's time into ``out``'s ``suite`` key, everything else in it kept."""
-    from takeover.benchmarks.suite_log import record
+    from takeover.benchmarks.suite_log import attach, record
 
     suite = record(log)
     try:
@@ -169,7 +193,7 @@ def _suite(log: Path, out: Path) -> ExitCode:
         raise UsageError(f"--out {str(out)!r} is not a bench.json (not JSON): give the file the bench wrote") from None
     if not isinstance(doc, dict):
         raise UsageError(f"--out {str(out)!r} is not a bench.json (not a JSON object)")
-    doc["suite"] = suite
+    attach(doc, suite)  # compared with the commit of the figures already in the file
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"takeover bench: the suite took {suite['wall_s']:.0f} s ({len(suite['slowest'])} slowest tests) -> {out}")
     return ExitCode.VALID
