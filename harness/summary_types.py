@@ -137,8 +137,8 @@ class Counts(TypedDict):
     claims: Claims
     finishes: Finishes
     actions: Actions
-    takeovers: int
-    orphan_recovery_s: Percentiles
+    takeovers: int  # claims of a task with no finish of it accepted since its claim before
+    orphan_recovery_s: Percentiles  # per takeover of the next generation: its claim minus that lease's end
     throughput_per_s: float
     duration_s: float
     latency_ms: dict[str, Percentiles]  # per operation that completed at least once

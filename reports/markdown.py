@@ -134,7 +134,7 @@ def render(summary: Summary) -> str:
         ("finishes accepted / refused / unknown", f"{c['finishes']['accepted']} / {c['finishes']['rejected']} / "
                                                    f"{c['finishes']['indeterminate']}"),
         ("stale finishes refused by the fence", c["finishes"]["rejected_stale"]),
-        ("takeovers (a task claimed again)", c["takeovers"]),
+        ("takeovers (a task claimed from a holder whose finish was not accepted)", c["takeovers"]),
         ("orphan recovery p50 / p99 / max (s)", _trio(c["orphan_recovery_s"])),
         ("throughput (finishes accepted / s)", c["throughput_per_s"]),
         ("run length (s)", c["duration_s"]),

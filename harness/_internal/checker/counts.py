@@ -51,6 +51,29 @@ def _pct(values: np.ndarray, scale: float = 1.0) -> Percentiles:
             "max": round(float(values.max()) * scale, 3)}
 
 
+def _takeovers(co: pd.DataFrame, prev: pd.DataFrame, fin_acc: pd.DataFrame) -> np.ndarray:
+    """Per claim of ``co`` (claims sorted by task, then invoke time; ``prev`` the row before each): whether it
+    took its task over from a hand-out that had not ended: no finish of the task that the queue accepted
+    returned between the task's claim before it and this claim's invoke.
+
+    Why: a claim after an accepted finish is the queue handing out a task it had ended (a failed attempt
+    retried, a finished task registered again and reset, a finished job run again), not a takeover, and its
+    "recovery" is no time from a lease's end: graphile-worker's retry of a job failed as ``uncertain``,
+    claimed seconds into its 4-hour lock, counted as a recovery of -14,374 s (tests/quality/test_counts.py).
+    A finish of any generation: the queue ended the task when it accepted one (graphile-worker completes a
+    job by id, a generation it never handed out included). Between the two claims, not at any time: a task
+    registered again reuses its generations, and a stale holder's finish accepted after the takeover does
+    not undo it. Invoke times order the claims, not generations: a reset hands out a generation again."""
+    same = co["task"].eq(prev["task"]).to_numpy(dtype=bool, copy=True)
+    rows = np.flatnonzero(same)
+    pairs = pd.DataFrame({"row": rows, "task": co["task"].to_numpy()[rows], "lo": prev["t_inv"].to_numpy()[rows],
+                          "hi": co["t_inv"].to_numpy()[rows]})
+    m = pairs.merge(fin_acc[["task", "t_comp"]], on="task")
+    ended = m.loc[(m["t_comp"] > m["lo"]) & (m["t_comp"] < m["hi"]), "row"].to_numpy()
+    same[ended] = False
+    return same
+
+
 def counts(fx: Facts) -> Counts:
     ops = fx.ops
     def uniq(x: pd.Series) -> np.ndarray:
@@ -76,13 +99,13 @@ def counts(fx: Facts) -> Counts:
         fx.claims_ok[["task", "gen", "t_inv"]].rename(columns={"gen": "gen_c", "t_inv": "t_inv_c"}), on="task")
     stale = m.loc[(m["gen_c"] > m["gen"]) & (m["t_inv_c"] < m["t_comp"]), "i"].nunique()
     # Only the columns used below: shifting every column of 100k+ claims (text ones included) costs more.
-    co = fx.claims_ok[["i", "task", "gen", "now", "lease_until"]].sort_values(["task", "gen"], kind="stable")
+    co = fx.claims_ok[["task", "gen", "now", "lease_until", "t_inv"]].sort_values(["task", "t_inv", "gen"],
+                                                                              kind="stable")
     prev = co.shift()
-    same = co["task"].eq(prev["task"])
-    takeovers = int(same.sum())
-    # Orphan recovery: from the moment a lease expired to the claim that took the task over.
-    unfinished_prev = ~prev["i"].isin(fx.fin_acc["i"].to_numpy())
-    recovery = (co["now"] - prev["lease_until"])[same & unfinished_prev & (co["gen"] == prev["gen"] + 1)]
+    took_over = _takeovers(co, prev, fx.fin_acc)
+    takeovers = int(took_over.sum())
+    # Orphan recovery: from the moment the taken-over lease expired to the claim that took the task over.
+    recovery = (co["now"] - prev["lease_until"])[took_over & (co["gen"] == prev["gen"] + 1).to_numpy(dtype=bool)]
     span = max(fx.t1 - fx.t0, 1e-9)
     lat: dict[str, Percentiles] = {}
     for name in ("claim", "action", "finish", "extend", "register"):
