@@ -5,8 +5,9 @@ own test suite, and wants a result to assert on rather than a process to parse. 
 library code the command line runs, so a test and ``takeover ...`` in a shell give the same verdict:
 
 - :func:`stress` runs the library's stress run (:func:`takeover._internal.stress_run.run_stress`, what ``takeover
-  stress`` runs): its checks in this process (:func:`~takeover._internal.stress_run.checked`), each once, then the
-  run in a child process, which hands back the RunResult it built in memory. The child is for interrupt
+  stress`` runs) by way of :mod:`takeover._internal.stress_child`: its checks in this process
+  (:func:`~takeover._internal.stress_run.checked`), each once, then the run in a child process, which hands back
+  the RunResult it built in memory. The child is for interrupt
   safety, not the way to the core: a run installs signal handlers,
   spawns worker processes that import the queue by name, and must be reaped whatever happens to its
   caller: in a session of its own the run is out of reach of the caller's terminal; when the caller
@@ -30,28 +31,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import importlib
 import io
-import json
 import os
-import pickle
-import signal
-import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from takeover._internal import locate
-from takeover.errors import UsageError, under_error_contract
+from takeover.errors import UsageError
 from takeover.run_result import RunResult
 
 if TYPE_CHECKING:
     from takeover._internal.config import RunConfig
-    from takeover._internal.db import Host
     from takeover._internal.explorer.core import ExploreResult
     from takeover._internal.options import RunOption
     from takeover._internal.scenario.results import ReplayedScenario
@@ -59,11 +51,6 @@ if TYPE_CHECKING:
 # A queue as the API takes it: "MODULE:ATTR", or the class or factory function itself.
 QueueLike = str | type | Callable[[str], Any]
 
-# How long a stopped run may take to end cleanly (its drain is cut short; the check of what was recorded
-# runs) before it is SIGKILLed.
-STOP_GRACE = 15.0
-# The run's own entry point: the command line's main(), after arranging to die with this process.
-_CHILD = "import sys; from takeover.api import _child_main; sys.exit(_child_main(sys.argv[1:]))"
 
 
 # -- results -------------------------------------------------------------------------------------------------
@@ -122,52 +109,6 @@ def queue_name(queue: QueueLike) -> str:
     return f"{module}:{qualname}"
 
 
-def _import_path(spec: str) -> list[str]:
-    """Folders this process imports the queue from that a fresh ``takeover`` process would not search:
-    they go on the run's PYTHONPATH (its reproduce line then names them)."""
-    module = spec.partition(":")[0]
-    root = locate.find_root(spec)  # where a fresh process looks: the current folder, then the path
-    loaded = sys.modules.get(module)
-    if root is None and loaded is not None and getattr(loaded, "__file__", None) and not _hooked(spec):
-        # Imported here from a folder that is not on the path (pytest puts a test's folder there, or
-        # imports it by file): that folder goes on the run's path, if the module's name leads to its file.
-        root = _loaded_root(loaded, module)
-        if root is None:
-            raise UsageError(f"queue module {module!r} was imported under a name that does not match where its file "
-                             f"is ({loaded.__file__}), so worker processes cannot import it by that name")
-    if root is None or os.path.realpath(root) == os.path.realpath(os.getcwd()) or locate.installed(root):
-        return []  # installed, or in the current folder, which the command searches first
-    return [root]
-
-
-def _hooked(spec: str) -> bool:
-    """Whether an import hook other than the path's finds the queue's top-level module (an editable
-    install's finder does): a fresh process has the same hook, so no folder is needed."""
-    top = locate.top_level(spec)
-    for finder in sys.meta_path:
-        if top is None or finder is PathFinder or not hasattr(finder, "find_spec"):
-            continue
-        with contextlib.suppress(Exception):
-            if finder.find_spec(top, None) is not None and top not in sys.builtin_module_names:
-                return True
-    return False
-
-
-def _loaded_root(module: Any, name: str) -> str | None:
-    """The folder to put on the path so that ``import name`` finds this module's file again."""
-    file = getattr(module, "__file__", None)
-    if not file:
-        return None
-    path = Path(file).resolve()
-    parts = name.split(".")
-    depth = len(parts) - 1 + (path.name == "__init__.py")
-    root = path.parents[depth]
-    expected = root.joinpath(*parts)
-    if path not in (expected.with_suffix(path.suffix), expected / "__init__.py"):
-        return None  # imported under a name its file's place does not give (e.g. pytest's importlib mode)
-    return str(root)
-
-
 # -- stress --------------------------------------------------------------------------------------------------
 def _keywords() -> tuple[RunOption, ...]:
     """The options :func:`stress` takes as keywords: every ``takeover stress`` option but its queue."""
@@ -212,85 +153,10 @@ def stress(queue: QueueLike, **options: Any) -> RunResult:
     Returns the checked run; raises :class:`UsageError` on bad input (nothing is started) and re-raises
     an interrupt or a test timeout once every process of the run is gone.
     """
-    from takeover._internal.options import db_given
-    from takeover._internal.stress_run import checked, resolve
+    from takeover._internal.stress_child import stress_in_child
 
-    args = stress_values(queue, **options)
-    cfg = resolve(args)  # every value checked before anything starts
-    # Everything else the run refuses is refused here too, in this process, before the run's child exists; the
-    # child checks nothing again. The database is served here, for the child too: a private server is started
-    # once (the child is handed its host, takeover._internal.db.attached) and is gone when this returns.
-    with checked(cfg, database=db_given(args), out=args.out, keep_db=args.keep_db, reconcile=args.reconcile) as host:
-        run = {"reconcile": args.reconcile, "fail_on_duplicates": args.fail_on_duplicates,
-               "max_duplicates_per_1000": args.max_duplicates_per_1000}
-        return _stress_child(args.queue, cfg, host, run, args.out)
-
-
-def _stress_child(spec: str, cfg: RunConfig, host: Host, run: dict[str, Any], out: str | None) -> RunResult:
-    """The library's stress run (takeover._internal.stress_run.run_checked) in a child process (see the module's
-    docstring). A file of this process' hands the child the database host and hands back the RunResult it
-    built in memory."""
-    from takeover._internal import store
-
-    run_dir = store.create(out).absolute()
-    env = dict(os.environ)
-    extra = _import_path(spec)
-    if extra:
-        env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, [env.get("PYTHONPATH")])])
-    request = json.dumps({"config": cfg.to_dict(), "out": str(run_dir), **run})
-    fd, handed = tempfile.mkstemp(prefix="takeover-result-")  # this user's alone: the host holds a password
-    os.close(fd)
-    try:
-        Path(handed).write_bytes(pickle.dumps(host))
-        code, stdout, stderr = _run_child([handed, request], env, run_dir)
-        if code == 2:
-            lines = [line for line in stderr.splitlines() if line.startswith("takeover: error: ")]
-            raise UsageError(lines[-1].removeprefix("takeover: error: ") if lines else stderr.strip() or "bad input")
-        data = Path(handed).read_bytes()
-    finally:
-        os.unlink(handed)
-    if not data:  # the child ended before its result (killed, or a crash): what its folder holds
-        return RunResult.read(run_dir, code, stdout)
-    return dataclasses.replace(pickle.loads(data), output=stdout)  # our own child's, from our own file
-
-
-def _run_child(argv: list[str], env: dict[str, str], run_dir: Path) -> tuple[int, str, str]:
-    """Run :func:`_child_main` in a child process of its own session (takeover._internal.child_run); its output is
-    passed through to this process's and kept. Whatever ends the wait early (an interrupt, a test's timeout) stops the
-    run first: a terminal's Ctrl-C, SIGKILL after :data:`STOP_GRACE`, then any process of the run still there."""
-    from takeover._internal.child_run import ChildRun, Stop
-
-    run = ChildRun([sys.executable, "-c", _CHILD, str(os.getpid()), *argv], Stop(signal.SIGINT, STOP_GRACE, run_dir),
-                   env=env, echo=True, session=True)
-    run.wait()
-    return int(run.returncode or 0), run.stdout, run.stderr
-
-
-def _child_main(argv: list[str]) -> int:
-    """The run's process: die with the caller (a caller that is killed cannot stop its run), then the
-    library's stress run on the host its caller served and checked, printing as ``takeover stress`` does;
-    its RunResult goes to the file the caller named. Bad input is one line and exit 2, as on the command line."""
-    from takeover._internal import db
-    from takeover._internal.config import RunConfig
-    from takeover._internal.lifeline import die_with_parent
-    from takeover._internal.stress_run import run_checked
-
-    die_with_parent(int(argv[0]))
-    handed, request = Path(argv[1]), json.loads(argv[2])
-    host = pickle.loads(handed.read_bytes())  # our own caller's, from its own file
-    handed.write_bytes(b"")  # from here on, empty until the result: a run that dies leaves no result
-
-    def body() -> int:
-        cfg = RunConfig.from_dict(request.pop("config"))
-        where = locate.locate(cfg.queue, cfg.profile)  # as a fresh process finds the queue: the reproduce line's
-        cfg = dataclasses.replace(cfg, workdir=where.workdir, pythonpath=where.pythonpath)
-        with db.attached(host):
-            result = run_checked(cfg, host, Path(request.pop("out")), console=sys.stdout, progress=sys.stderr,
-                                 **request)  # fmt: skip
-        handed.write_bytes(pickle.dumps(result))
-        return result.exit_code
-
-    return under_error_contract(body)
+    args = stress_values(queue, **options)  # read as the command reads its options
+    return stress_in_child(args)  # checked here once, run in a child (takeover._internal.stress_child)
 
 
 # -- check ---------------------------------------------------------------------------------------------------
