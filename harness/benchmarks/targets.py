@@ -68,7 +68,7 @@ TARGETS = (
     Target("check_1m_vs_read", "check_1m", "<=", 3.0,
            what="load + check a 1M-event history vs only reading it (pyarrow, one thread), in user CPU time",
            key="time_ratio"),
-    Target("check_1m_peak_rss_mb", "check_1m", "<=", 600.0, unit="MB",
+    Target("check_1m_peak_rss_mb", "check_1m", "<=", 400.0, unit="MB",
            what="peak RSS of the checker on that history", key="check_peak_rss_mb"),
 )
 SOURCES = tuple(dict.fromkeys(t.source for t in TARGETS))

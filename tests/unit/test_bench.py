@@ -25,7 +25,7 @@ def test_targets_are_the_issues():
     assert bounds["history_overhead"] == (">=", 0.75)
     assert bounds["check_1m_vs_read"] == ("<=", 3.0)
     assert bounds["bridge_vs_native"] == (">=", 0.5)
-    assert bounds["check_1m_peak_rss_mb"] == ("<=", 600.0)
+    assert bounds["check_1m_peak_rss_mb"] == ("<=", 400.0)
 
 
 def test_steady_rate_counts_only_the_steady_window(tmp_path):
