@@ -116,10 +116,16 @@ def _stopped_itself(r: dict[str, Any]) -> bool:
     return r["f"] == "failpoint"
 
 
+def _freeze_recorded(r: dict[str, Any]) -> bool:
+    return r["f"] == "pause" and r.get("detail") == KIND and r["type"] == "invoke"
+
+
 def test_ctrl_c_while_a_worker_is_frozen_inside_a_call_resumes_it_and_leaves_nothing(tmp_path: Path) -> None:
     run_dir, proc = _frozen_run(tmp_path)
     try:
         assert wait_for_record(run_dir, _stopped_itself), "no worker stopped itself inside a call"
+        # the worker's own record comes first; Ctrl-C once the run has recorded the freeze it resumes
+        assert wait_for_record(run_dir, _freeze_recorded), "the run never recorded the freeze"
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         left = wait_no_stragglers(run_dir, timeout=15)
