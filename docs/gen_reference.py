@@ -9,6 +9,8 @@ here each page is rendered from the one place the code declares it:
 - ``reference/contract.md``: the queue contract, ``takeover.contract``'s docstring and its method table;
 - ``reference/summary.md``: ``summary.json``, from the TypedDicts of ``takeover.summary_types``;
 - ``reference/exit-codes.md``: ``takeover.exit_codes``;
+- ``reference/api.md``: what a user may import: the API's functions, their result types, the pytest fixture,
+  and every module at the top of the package (the internals are ``takeover._internal``);
 - the tables of ``benchmarks.md``: the figures of ``docs/bench.json``, a file ``takeover bench`` wrote, and the
   mutation tables of ``docs/mutation/*.json``, files ``takeover mutate`` wrote (judged again against the
   equivalence table as it is now, as ``python -m takeover.mutation.report`` does).
@@ -352,11 +354,82 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return markdown
 
 
+# -- the Python API and the public modules ---------------------------------------------------------------------
+# The names `import takeover` gives, in the order a reader meets them, and the result types they return.
+API_FUNCTIONS = ("stress", "check", "scenarios", "explore", "stress_options")
+FIXTURE_METHODS = ("stress", "check", "scenarios", "explore", "discard")
+
+
+def _fields(cls: type) -> list[str]:
+    """A dataclass's fields as table rows: name, type as written, and the comment or nothing."""
+    import dataclasses
+
+    return [f"| `{f.name}` | {code(str(f.type))} |" for f in dataclasses.fields(cls)]
+
+
+def public_modules() -> dict[str, str]:
+    """Every module and package at the top of the installed package (harness/, reports/, workloads/) but the
+    internals: its import name -> the first line of its docstring."""
+    import importlib.util
+    import pkgutil
+
+    import takeover
+
+    out = {}
+    names = {i.name for i in pkgutil.iter_modules(takeover.__path__)} | {"reports", "workloads"}  # mapped folders
+    for name in sorted(names - {"_internal"}):
+        spec = importlib.util.find_spec(f"takeover.{name}")  # read, not imported: __main__ would run
+        assert spec is not None and spec.origin is not None
+        doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))) or ""
+        out[f"takeover.{name}"] = doc.split("\n\n", 1)[0].replace("\n", " ")
+    return out
+
+
+def api_page() -> str:
+    import takeover
+    from takeover import api, pytest_plugin, run_result
+    from takeover._internal.explorer.words import ExploreResult
+
+    lines = [GENERATED_NOTE, "# The Python API and the public modules\n",
+             "What a user may import, read from the code: the names `import takeover` gives, the result types "
+             "they return, the pytest fixture, and the modules at the top of the package. Everything else is "
+             "under `takeover._internal` and may change between versions without notice (as pytest keeps its "
+             "machinery in `_pytest`); import-linter keeps the public modules reaching it through the cores "
+             "(`make lint`). [Test your queue from your own test suite](../howto/ci.md) shows them at work.\n",
+             "## `import takeover`\n",
+             f"`takeover.__all__`: {', '.join(f'`{n}`' for n in takeover.__all__)}. The names are loaded on "
+             "first use, so `import takeover` itself loads nothing.\n"]
+    for name in API_FUNCTIONS:
+        fn = getattr(api, name)
+        lines += [f"### `takeover.{name}`\n" if name in takeover.__all__ else f"### `takeover.api.{name}`\n",
+                  "```python", f"{name}{inspect.signature(fn)}", "```\n", rst_to_md(inspect.getdoc(fn) or "") + "\n"]
+    lines += ["`QueueLike`: a queue as the API takes it, `\"MODULE:ATTR\"`, or the class or factory function itself "
+              "(worker processes import it again by that name).\n", "## The results\n"]
+    for title, cls in (("takeover.RunResult", run_result.RunResult), ("takeover.ScenarioResult", api.ScenarioResult),
+                       ("what takeover.explore returns", ExploreResult)):
+        lines += [f"### {title}\n", rst_to_md(inspect.getdoc(cls) or "") + "\n", "| field | type |", "|---|---|",
+                  *_fields(cls), ""]
+    lines += ["## The pytest fixture `takeover`\n",
+              rst_to_md(inspect.cleandoc(pytest_plugin.__doc__ or "")) + "\n",
+              rst_to_md(inspect.getdoc(pytest_plugin.Takeover) or "") + "\n",
+              "| method | signature |", "|---|---|"]
+    for name in FIXTURE_METHODS:
+        lines.append(f"| `takeover.{name}` | {code(str(inspect.signature(getattr(pytest_plugin.Takeover, name))))} |")
+    lines += ["", "## The public modules\n",
+              "Every module and package at the top of `takeover` (the internals aside), with what its docstring "
+              "says first. `takeover.reports` and `takeover.workloads` are the design's own source folders "
+              "(reports/, workloads/) and stand at the top for that reason; import them only as the commands do.\n",
+              "| module | what |", "|---|---|"]
+    lines += [f"| `{name}` | {cell(rst_to_md(first))} |" for name, first in public_modules().items()]
+    return "\n".join(lines) + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli_page,
     "reference/contract.md": contract_page,
     "reference/summary.md": summary_page,
     "reference/exit-codes.md": exit_codes_page,
+    "reference/api.md": api_page,
 }
 
 
@@ -380,7 +453,8 @@ def on_files(files: Any, config: Any) -> Any:
 
 # The pages written into docs/ (``make reference``) so that a link to them resolves when the repository is read
 # on GitHub too; tests/unit/test_docs.py fails when a committed one differs from what the code gives now.
-COMMITTED = ("reference/cli.md", "reference/contract.md", "reference/summary.md", "reference/exit-codes.md")
+COMMITTED = ("reference/cli.md", "reference/contract.md", "reference/summary.md", "reference/exit-codes.md",
+             "reference/api.md")
 
 
 def stale(folder: Path = DOCS) -> list[str]:
