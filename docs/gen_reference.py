@@ -361,7 +361,7 @@ FIXTURE_METHODS = ("stress", "check", "scenarios", "explore", "discard")
 
 
 def _fields(cls: type) -> list[str]:
-    """A dataclass's fields as table rows: name, type as written, and the comment or nothing."""
+    """A dataclass's fields as table rows: its name and its type as written."""
     import dataclasses
 
     return [f"| `{f.name}` | {code(str(f.type))} |" for f in dataclasses.fields(cls)]
