@@ -1,9 +1,9 @@
 """The Python API in this process: queues named by their class, options under their Python names, the
 scenarios and the check as results, and bad input as one-line errors.
 
-What needs real runs is in tests/system: ``takeover.stress`` with worker processes and a queue class from
-a folder only the caller has on its path in test_user_project.py, interrupts and timeouts in
-test_pytest_plugin.py.
+What needs real runs is in tests/system: the reproduce line of ``takeover.stress`` runs in test_api.py,
+worker processes and a queue class from a folder only the caller has on its path in test_user_project.py,
+interrupts and timeouts in test_pytest_plugin.py.
 """
 
 from __future__ import annotations
