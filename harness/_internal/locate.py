@@ -12,16 +12,25 @@ one found through ``PYTHONPATH`` (or any folder outside the installed packages) 
 the path (``PYTHONPATH=DIR ...``). :func:`locate` finds out which, without running the module's code
 (only finders are asked, as ``importlib.util.find_spec`` does for a top-level name), so it is safe on
 any text a user typed.
+
+Why also what this process imported: the Python API runs in the user's own process, which may hold the
+queue's module from a folder no fresh process searches (pytest puts a test's folder on its own path, or
+imports a file by its path). That folder is what a fresh shell needs, and only the caller knows it: the
+run's child is handed the answer (its PYTHONPATH and its config), never asked again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import sysconfig
 from dataclasses import dataclass
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
+from types import ModuleType
+
+from takeover.errors import UsageError
 
 # Before the package was installed as ``takeover`` alone, its modules were ``harness.*``: stored runs and
 # users' scripts still name queues that way, so those names are read as the ``takeover.*`` module they
@@ -123,12 +132,54 @@ def installed(path: str) -> bool:
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in _installed_roots())
 
 
+def imported_from(queue: str) -> str | None:
+    """The folder this process imported the queue's module from, when no folder a command searches holds
+    it (:func:`find_root` found none): None when it is not imported here, or an import hook other than the
+    path's finds it (an editable install's finder), which a fresh process has too. Raises a one-line
+    UsageError when the module's name does not lead to its file: worker processes import it by that name."""
+    module = canonical_module(queue.partition(":")[0])
+    loaded = sys.modules.get(module) if top_level(queue) is not None else None
+    if loaded is None or not getattr(loaded, "__file__", None) or _hooked(queue):
+        return None
+    root = _loaded_root(loaded, module)
+    if root is None:
+        raise UsageError(f"queue module {module!r} was imported under a name that does not match where its file "
+                         f"is ({loaded.__file__}), so worker processes cannot import it by that name")
+    return root
+
+
+def _hooked(queue: str) -> bool:
+    """Whether an import hook other than the path's finds the queue's top-level module."""
+    top = top_level(queue)
+    for finder in sys.meta_path:
+        if top is None or finder is PathFinder or not hasattr(finder, "find_spec"):
+            continue
+        with contextlib.suppress(Exception):
+            if finder.find_spec(top, None) is not None and top not in sys.builtin_module_names:
+                return True
+    return False
+
+
+def _loaded_root(module: ModuleType, name: str) -> str | None:
+    """The folder to put on the path so that ``import name`` finds this module's file again."""
+    path = Path(str(module.__file__)).resolve()
+    parts = name.split(".")
+    depth = len(parts) - 1 + (path.name == "__init__.py")
+    root = path.parents[depth]
+    expected = root.joinpath(*parts)
+    if path not in (expected.with_suffix(path.suffix), expected / "__init__.py"):
+        return None  # imported under a name its file's place does not give (e.g. pytest's importlib mode)
+    return str(root)
+
+
 def locate(queue: str, profile: str | None = None) -> Location:
-    """What a fresh shell needs to run a command with this queue (and profile) again."""
+    """What a fresh shell needs to run a command with this queue (and profile) again: the queue's folder
+    where a command looks for it (:func:`find_root`), else where this process imported it from
+    (:func:`imported_from`)."""
     cwd = _current()
     workdir: str | None = None
     pythonpath: tuple[str, ...] = ()
-    root = None if queue.startswith("exec:") else find_root(queue)
+    root = None if queue.startswith("exec:") else find_root(queue) or imported_from(queue)
     if queue.startswith("exec:"):
         workdir = cwd  # the adapter's command is run from the folder it was given from
     if root is not None and not installed(root):
