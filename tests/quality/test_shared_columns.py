@@ -1,7 +1,7 @@
-"""The checker's memory savings change no result: every column that is all missing is held as one value
-seen through a read-only view of stride 0 (takeover._internal.history._missing for the columns the checker does not
-parse, takeover._internal.checker.ops._shared_if_missing for the operation frames' empty columns), and a check with
-those views must conclude exactly what a check with plain arrays concludes.
+"""The checker's memory savings change no result: every column that is all missing, or all one text, is held
+as one value seen through a read-only view of stride 0 (takeover._internal.history._missing for the columns the
+checker does not parse, takeover._internal.checker.ops._shared_if_constant for the operation frames' columns of
+one value), and a check with those views must conclude exactly what a check with plain arrays concludes.
 
 Each run is checked twice in this process: as it is, and with both helpers replaced by plain arrays of
 the same values. The summaries (bar the check's own time), the violations and every operation frame must
@@ -46,7 +46,7 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
         return pd.Series(np.full(n, np.nan if kind == "float64" else 0, dtype=kind), index=index)
 
     monkeypatch.setattr(history, "_missing", missing)
-    monkeypatch.setattr(ops, "_shared_if_missing", lambda values: values)
+    monkeypatch.setattr(ops, "_shared_if_constant", lambda values: values)
 
 
 def _views(result: CheckResult) -> int:

@@ -135,7 +135,7 @@ def pair_operations(h: pd.DataFrame) -> Ops:
         codes = [cats.index(x) for x in names if x in cats]
         mask = np.isin(inv_f, codes)
         frame = _assemble(h, inv_rows[mask], comp_rows[mask], extra, comp_extra)
-        frame["f"] = pd.Series(np.asarray(cats, dtype=object)[inv_f[mask]], dtype=object)
+        frame["f"] = frame_of({"f": np.asarray(cats, dtype=object)[inv_f[mask]]})["f"]
         return frame
 
     claims = part("claim")
@@ -252,31 +252,45 @@ def _assemble(h: pd.DataFrame, inv_rows: np.ndarray, comp_rows: np.ndarray,
     status = out["status"]
     status[~has] = "open"
     out["indeterminate"] = np.isin(status, INDETERMINATE)
-    # Text stays object: pandas 3 would otherwise infer its arrow-backed string dtype, whose
-    # conversions and comparisons cost more than the whole pairing. copy=False: the columns
-    # above are fresh arrays, owned by nobody else.
-    cols = {k: pd.Series(_shared_if_missing(v), dtype=object, copy=False) if v.dtype == object
-            else _shared_if_missing(v) for k, v in out.items()}
+    return frame_of(out)
+
+
+def frame_of(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """An operation frame from fresh arrays, each column of one value held once (:func:`_shared_if_constant`).
+
+    Text stays object: pandas 3 would otherwise infer its arrow-backed string dtype, whose conversions and
+    comparisons cost more than the whole pairing. copy=False: the arrays are fresh, owned by nobody else."""
+    cols = {k: pd.Series(_shared_if_constant(v), dtype=object, copy=False) if v.dtype == object
+            else _shared_if_constant(v) for k, v in columns.items()}
     return pd.DataFrame(cols, copy=False)
 
 
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3  # always on from pandas 3 (pandas 2.1+ is declared)
 
 
-def _shared_if_missing(values: np.ndarray) -> np.ndarray:
-    """``values``, or, when every one is missing (None or NaN), one missing value seen through a
-    read-only view of stride 0.
+def _shared_if_constant(values: np.ndarray) -> np.ndarray:
+    """``values``, or, when they are all one value, that value seen through a read-only view of stride 0:
+    every one missing (None or NaN; None for text), or every one the same text.
 
     Why: each kind leaves columns of the common set empty (a claim has no ``outcome``, a register no
-    ``gen``, nobody but a fault a ``target``): on the 1M-event check_1m history, 28 columns of
-    120k+ Nones and NaNs, 28 MB held through the whole check. Read-only is safe under copy-on-write
-    (pandas 3: a write copies first); before pandas 3 the array is kept as it is."""
-    if not _COPY_ON_WRITE or len(values) < 2:
+    ``gen``, nobody but a fault a ``target``): on the 1M-event check_1m history, 28 columns of 120k+
+    Nones and NaNs, 28 MB held through the whole check. And a kind's text columns are often one word
+    throughout (its ``f``, an ok ``status``, a finish's reply ``true``): 8 MB more, and so is the copy of
+    the accepted finishes (:func:`takeover._internal.checker.facts.build_facts`). Only text is shared
+    beyond the missing: equal strings are the same value, where 1, 1.0 and True are equal numbers of
+    three types. Read-only is safe under copy-on-write (pandas 3: a write copies first); before pandas 3
+    the array is kept as it is."""
+    if not _COPY_ON_WRITE or len(values) < 2 or values.strides == (0,):
         return values
+    first = values[0]
     if values.dtype == object:
-        if not pd.isna(values[0]) or pd.notna(values).any():
+        if type(first) is str:
+            if values[-1] is not first and values[-1] != first or not (values == first).all():
+                return values
+            return np.broadcast_to(np.array(first, dtype=object), values.shape)
+        if not pd.isna(first) or pd.notna(values).any():
             return values
         return np.broadcast_to(np.array(None, dtype=object), values.shape)
-    if values.dtype.kind != "f" or not np.isnan(values[0]) or not np.isnan(values).all():
+    if values.dtype.kind != "f" or not np.isnan(first) or not np.isnan(values).all():
         return values
     return np.broadcast_to(np.array(np.nan, dtype=values.dtype), values.shape)
