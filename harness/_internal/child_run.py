@@ -199,9 +199,13 @@ def _sweep(run_dir: Path) -> None:
                 p.kill()
 
 
-def stress_in_child(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ...] = ()
+def stress_command(queue: str, seed: int, profile: str, out: Path, extra: tuple[str, ...] = ()
                ) -> tuple[int, float, Summary]:
-    """One ``takeover stress`` run of ``queue`` as a subprocess: its exit code, wall time and summary.
+    """One ``takeover stress`` command line for ``queue`` as a subprocess: its exit code, wall time and summary.
+
+    The command, not the API's run: ``takeover.stress()`` hands its checked options to a child of its own
+    (takeover._internal.stress_child), which returns a RunResult; the selftest and the benches want what a
+    user typing the command gets, exit code and all.
 
     A subprocess rather than the coordinator in this process, so a planted queue that hangs or
     crashes cannot take the selftest (or the detection bench, which shares this) down with it;

@@ -114,10 +114,10 @@ def run_once(name: str, expected: tuple[str, ...], seed: int, seconds: float, ro
     """One real stress run of planted queue ``name`` (or the reference queue, ``name`` =
     :data:`REFERENCE`), checked; its folder is removed afterwards unless ``keep`` or the reference
     queue failed (a false alarm: its folder is the evidence). ``hosts``: the network era's bugs (:func:`suite`)."""
-    from takeover._internal.child_run import stress_in_child
+    from takeover._internal.child_run import stress_command
 
     queue, out, extra = run_args(name, seed, seconds, root, mode, hosts)
-    code, took, _ = stress_in_child(queue, seed, profile, out, extra)
+    code, took, _ = stress_command(queue, seed, profile, out, extra)
     return judge(name, expected, seed, mode, out, code, took, keep)
 
 

@@ -42,7 +42,7 @@ def measure(runs: int = 4) -> dict[str, Any]:
 
     The two sides take turns, two runs each (a pair here, then a pair on the cluster, ...), so a load that
     comes and goes on the machine falls on both sides alike rather than on whichever ran second."""
-    from takeover._internal.child_run import stress_in_child
+    from takeover._internal.child_run import stress_command
     from takeover._internal.fanout.launch import Job, open_launcher
 
     root = Path(tempfile.mkdtemp(prefix="takeover-bench-fanout-"))
@@ -57,7 +57,7 @@ def measure(runs: int = 4) -> dict[str, Any]:
             pair = [s for s in (first, first + 1) if s <= runs]
             started = time.monotonic()
             with ThreadPoolExecutor(max_workers=2) as pool:
-                codes += pool.map(lambda s: stress_in_child(QUEUE, s, PROFILE, root / f"local-{s}", EXTRA)[0], pair)
+                codes += pool.map(lambda s: stress_command(QUEUE, s, PROFILE, root / f"local-{s}", EXTRA)[0], pair)
             local_s += time.monotonic() - started
             started = time.monotonic()
             for s in pair:

@@ -105,7 +105,7 @@ def test_a_run_of_its_own_session_is_swept_by_its_run_folder(tmp_path: Path, sta
 
 
 def test_a_run_in_a_child_dies_with_its_caller_when_the_caller_is_sigkilled(tmp_path: Path, started):
-    """stress_in_child (the selftest's and the detection bench's runs): its caller SIGKILLed cannot stop the
+    """stress_command (the selftest's and the detection bench's runs): its caller SIGKILLed cannot stop the
     run, so the kernel kills it at once (takeover._internal.lifeline), and its workers die with the run: no process of
     it is left. Watched from a subreaper, which inherits the orphaned run and so sees how it ended: killed by
     SIGKILL, not ended later on its own (without the guard it ran on until its next write to the caller's
@@ -122,13 +122,13 @@ def test_a_run_in_a_child_dies_with_its_caller_when_the_caller_is_sigkilled(tmp_
     assert ended["left"] == [], ended
 
 
-# A caller of stress_in_child: one long run of the reference queue.
+# A caller of stress_command: one long run of the reference queue.
 CALLER = """
 import sys
 import threading
 from pathlib import Path
-from takeover._internal.child_run import stress_in_child
-stress_in_child("takeover.queues.sqlite_lease:SQLiteLeaseQueue", 1, "smoke", Path(sys.argv[1]), ("--duration", "120"))
+from takeover._internal.child_run import stress_command
+stress_command("takeover.queues.sqlite_lease:SQLiteLeaseQueue", 1, "smoke", Path(sys.argv[1]), ("--duration", "120"))
 """
 
 # A subreaper (PR_SET_CHILD_SUBREAPER): starts the caller, SIGKILLs it once the run is under way, then reaps

@@ -2,7 +2,7 @@
 
 Each run is a real ``takeover stress --profile stress --duration 10`` (the detection bench's run;
 ``--quick``: 3 s of profile ``smoke``) in a child process (real workers, real signals,
-takeover._internal.child_run.stress_in_child), checked by the same checker users get. A planted bug counts as caught
+takeover._internal.child_run.stress_command), checked by the same checker users get. A planted bug counts as caught
 when one of the invariants it targets is violated; the time to detection is the wall time of the run that
 caught it, and when the first violation happened in that run. Each planted bug declares the model-coverage
 cells its defect lives on (takeover.queues.planted.NEEDS_CELLS): a run on it that reached none of them could

@@ -1,5 +1,5 @@
 """The selftest's runs: which (profile, faulted seconds, planted bugs, reference seeds), each a real
-``takeover stress`` in a child process (takeover._internal.child_run.stress_in_child) or on a dask cluster
+``takeover stress`` in a child process (takeover._internal.child_run.stress_command) or on a dask cluster
 (takeover._internal.fanout), a planted bug tried seed after seed until caught; each try judged
 (takeover._internal.selftest.verdict) and its line printed in order.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from takeover._internal import db, store
-from takeover._internal.child_run import stress_in_child
+from takeover._internal.child_run import stress_command
 from takeover._internal.options import positive
 from takeover._internal.selftest.verdict import (
     conclude,
@@ -143,7 +143,7 @@ def _runs(args: argparse.Namespace, launcher: Launcher, module: str, planted: di
         folder = root / (f"{chains[chain]['queue']}-s{seed}" if chain >= 0 else f"reference-s{seed}")
         options = (*extra, *own.get(chains[chain]["queue"], ())) if chain >= 0 else extra
         argv = ["stress", "--profile", profile, "--queue", queue, "--seed", str(seed), *options]
-        return Job(folder.name, folder, argv, lambda: stress_in_child(queue, seed, profile, folder, options), (),
+        return Job(folder.name, folder, argv, lambda: stress_command(queue, seed, profile, folder, options), (),
                    len(done_all), {"chain": chain, "seed": seed})
 
     def flush() -> None:
