@@ -62,7 +62,7 @@ class DiagnosisJson(TypedDict):
     task_count: int
     tasks: list[str | None]  # the first tasks involved, in the order of their first violation
     replay_task: str | None  # the task to give `takeover replay --task`; None where one process cannot show it
-    confirmed_by: NotRequired[str]  # added by the pipeline: the spec scenario that departs the same way
+    confirmed_by: NotRequired[str]  # added by the pipeline: the spec scenario departing the same way; kept on re-check
 
 
 class Network(TypedDict):

@@ -10,7 +10,10 @@ downstream reaches back into the checker.
 Confirming the diagnosis is the one step that runs the queue, and so lives here, not in the checker:
 right after a run (``confirm``, what ``takeover stress`` asks for) the queue is importable, and the
 spec's five scenarios take a fraction of a second on it. ``takeover check`` re-checks a folder from
-the folder alone, on a machine that may not have the queue, and leaves it out.
+the folder alone, on a machine that may not have the queue, and runs nothing; it keeps what the run's
+own check confirmed, read back from the folder (``store.read_confirmations``), so a re-check (a newer
+checker's, say) loses nothing the run found. Both ways go through ``check_and_report`` and note the
+confirmations on the diagnosis in one place (``_note``).
 """
 
 from __future__ import annotations
@@ -37,12 +40,15 @@ def check_and_report(run_dir: str | Path, *, fail_on_duplicates: bool = False,
     """Check a stored run, write ``summary.json`` and ``violations.csv`` (and, with ``reports``,
     report.md, report.html and junit.xml) into it, print the short summary (or, with ``as_json``,
     summary.json) on ``out`` when one is given, and return the result; its ``exit_code`` is the
-    command's. The duplicate options are the gate of :mod:`takeover._internal.checker.gate`. With ``confirm``
-    (a run just made, its queue importable here), :func:`confirm_diagnosis` runs first."""
-    result = analyse(run_dir, fail_on_duplicates=fail_on_duplicates, max_duplicates_per_1000=max_duplicates_per_1000)
+    command's. The duplicate options are the gate of :mod:`takeover._internal.checker.gate`. The
+    confirmations an earlier check of the folder noted are kept; with ``confirm`` (a run just made, its
+    queue importable here), :func:`confirm_diagnosis` runs too, and what it finds is noted over them."""
     folder = Path(run_dir)
+    confirmed = store.read_confirmations(folder)  # read before summary.json is written again
+    result = analyse(run_dir, fail_on_duplicates=fail_on_duplicates, max_duplicates_per_1000=max_duplicates_per_1000)
     if confirm:
-        confirm_diagnosis(result.summary)
+        confirmed.update(confirm_diagnosis(result.summary))
+    _note(result.summary, confirmed)
     written = [store.write_summary(folder, result.summary), store.write_violations(folder, result.violations)]
     if reports:
         written += write_reports(folder, result)
@@ -52,10 +58,11 @@ def check_and_report(run_dir: str | Path, *, fail_on_duplicates: bool = False,
     return result
 
 
-def confirm_diagnosis(summary: Summary, step_timeout: float = CONFIRM_STEP_TIMEOUT) -> None:
-    """Replay the spec's five scenarios against the run's queue and note, on each pattern of the
+def confirm_diagnosis(summary: Summary, step_timeout: float = CONFIRM_STEP_TIMEOUT) -> dict[tuple[str, str], str]:
+    """Replay the spec's five scenarios against the run's queue and find, for each pattern of the
     diagnosis, the scenario step where the queue departs from the spec in the way that breaks the
-    same invariant (by the spec's model, takeover._internal.replay.model): its own scenario first, else any.
+    same invariant (by the spec's model, takeover._internal.replay.model): its own scenario first, else
+    any. Returned by the pattern's (scenario, invariant), the only two things the choice depends on.
 
     Nothing is noted where no scenario departs that way: most defects need an interleaving the five
     scenarios do not contain (a race, a late finish nobody took over), which is what ``takeover
@@ -63,8 +70,9 @@ def confirm_diagnosis(summary: Summary, step_timeout: float = CONFIRM_STEP_TIMEO
     judge, confirms nothing and stops nothing: the verdict stands on the run folder."""
     entries = summary.get("diagnosis")
     queue = summary["config"].get("queue")
+    found: dict[tuple[str, str], str] = {}
     if not entries or not isinstance(queue, str):
-        return
+        return found
     from takeover._internal.replay.judge import judge
     from takeover._internal.scenario.replay import load_spec, run_scenarios
 
@@ -73,11 +81,21 @@ def confirm_diagnosis(summary: Summary, step_timeout: float = CONFIRM_STEP_TIMEO
         results = run_scenarios(queue, step_timeout=step_timeout, doc=spec)
         outcomes = [(r.id, judge(r, float(spec["lease_seconds"]))) for r in results]
     except Exception:  # noqa: BLE001 - confirming is a bonus: an unloadable or broken queue confirms nothing
-        return
+        return found
     for entry in entries:
         ranked = sorted(outcomes, key=lambda o: o[0] != entry["scenario"])
         for sid, outcome in ranked:
             step = outcome.first(entry["invariant"])
             if step is not None:
-                entry["confirmed_by"] = f"spec scenario {sid} departs at step {step.index}: {step.what}"
+                text = f"spec scenario {sid} departs at step {step.index}: {step.what}"
+                found[entry["scenario"], entry["invariant"]] = text
                 break
+    return found
+
+
+def _note(summary: Summary, confirmed: dict[tuple[str, str], str]) -> None:
+    """Put each pattern's confirmation (``confirmed_by``) on the diagnosis, found now or by the run."""
+    for entry in summary.get("diagnosis") or ():
+        text = confirmed.get((entry["scenario"], entry["invariant"]))
+        if text:
+            entry["confirmed_by"] = text

@@ -354,6 +354,31 @@ def read_summary(run_dir: Path) -> Summary | None:
     return cast("Summary", read_json_object(path))
 
 
+def read_confirmations(run_dir: Path) -> dict[tuple[str, str], str]:
+    """The confirmations an earlier check of this folder noted on its diagnosis, by (scenario,
+    invariant): what the spec's scenarios answered when they ran against the run's queue right after
+    the run (``takeover stress``). A re-check reads them back so it keeps what it cannot redo from the
+    folder alone. A confirmation depends on nothing else: the queue is the folder's, and which step
+    confirms a pattern is chosen by the pattern's scenario and invariant only.
+
+    Empty where there is no summary.json yet, or one that is not readable or not of this shape (a
+    summary written by another version, or damaged): the re-check rewrites it, as it always has."""
+    path = run_dir / SUMMARY_FILE
+    try:
+        data = loads_json(path.read_bytes()) if path.is_file() else None
+    except (OSError, ValueError):
+        return {}
+    entries = data.get("diagnosis") if isinstance(data, dict) else None
+    found: dict[tuple[str, str], str] = {}
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict):
+            continue
+        scenario, invariant, text = entry.get("scenario"), entry.get("invariant"), entry.get("confirmed_by")
+        if isinstance(scenario, str) and isinstance(invariant, str) and isinstance(text, str) and text:
+            found.setdefault((scenario, invariant), text)
+    return found
+
+
 # -- violations.csv -------------------------------------------------------------------------------------------
 # The columns every row has, whatever its invariant; each invariant's own fields (its examples' keys in
 # summary.json) follow, in the order they first appear.

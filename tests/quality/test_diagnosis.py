@@ -29,6 +29,7 @@ from takeover._internal.checker.patterns import (
 )
 from takeover._internal.pipeline import check_and_report
 from takeover._internal.store import VIOLATIONS_CSV
+from takeover.cli import main
 from takeover.queues.planted import DIAGNOSED, PLANTED
 from tests.quality.builder import one_task
 from tests.quality.cases import CASES
@@ -197,6 +198,36 @@ def test_takeover_check_confirms_nothing(tmp_path: Path) -> None:
     folder = _folder(tmp_path, "FinishIgnoresGeneration")
     check_and_report(folder, out=io.StringIO(), reports=False)
     assert not any("confirmed_by" in e for e in json.loads((folder / "summary.json").read_text())["diagnosis"])
+
+
+def test_takeover_check_keeps_what_the_run_confirmed(tmp_path: Path) -> None:
+    """The run's own check confirmed the pattern on its queue; `takeover check` of the folder, with
+    the queue no longer loadable here, runs nothing and keeps that confirmation, pattern by pattern."""
+    folder = _folder(tmp_path, "FinishIgnoresGeneration")
+    confirmed = check_and_report(folder, out=io.StringIO(), reports=False, confirm=True).summary["diagnosis"]
+    assert any("confirmed_by" in e for e in confirmed), confirmed
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"queue": "not_installed_here:Queue"}))
+    out = io.StringIO()
+    assert main(["check", "--no-reports", str(folder)]) == 1
+    again = json.loads((folder / "summary.json").read_text())["diagnosis"]
+    assert [e.get("confirmed_by") for e in again] == [e.get("confirmed_by") for e in confirmed]
+    assert check_and_report(folder, out=out, reports=False).summary["diagnosis"] == again
+    assert f"confirmed by the spec: {confirmed[0]['confirmed_by']}" in out.getvalue()
+
+
+def test_a_confirmation_is_kept_only_for_its_own_scenario_and_invariant(tmp_path: Path) -> None:
+    """What confirms a pattern is chosen by its scenario and invariant: a confirmation the folder
+    holds for another pair is not put on this one, and a summary.json that is damaged or of another
+    shape confirms nothing and stops nothing (the re-check writes it again)."""
+    folder = _folder(tmp_path, "FinishIgnoresGeneration")
+    summary = check_and_report(folder, out=io.StringIO(), reports=False, confirm=True).summary
+    for e in summary["diagnosis"]:
+        e["scenario"] = "S1" if e["scenario"] != "S1" else "S2"
+    for written in (json.dumps(summary), "{not json", json.dumps({"diagnosis": [7, {"scenario": 1}]}), "[]"):
+        (folder / "summary.json").write_text(written)
+        result = check_and_report(folder, out=io.StringIO(), reports=False)
+        assert result.exit_code == 1 and not any("confirmed_by" in e for e in result.summary["diagnosis"]), written
 
 
 def test_an_upsert_that_keeps_the_generation_is_blamed_on_the_registration(tmp_path: Path) -> None:

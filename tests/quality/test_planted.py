@@ -60,6 +60,12 @@ def _assert_diagnosed(name: str, folder: Path) -> None:
     invariant, pattern, defect = EXPECTED[name]
     [entry] = [e for e in summary["diagnosis"] if (e["invariant"], e["pattern"]) == (invariant, pattern)]
     assert entry["defect"] == defect and entry.get("confirmed_by", "").startswith("spec scenario S2 departs"), entry
+    # `takeover check` of the same folder runs no scenario, yet keeps what the run's check confirmed
+    rechecked = subprocess.run([sys.executable, "-m", "takeover", "check", "--no-reports", str(folder)],
+                               capture_output=True, text=True, timeout=120)
+    assert rechecked.returncode == 1, rechecked.stdout + rechecked.stderr
+    assert f"confirmed by the spec: {entry['confirmed_by']}" in rechecked.stdout
+    assert json.loads((folder / "summary.json").read_text())["diagnosis"] == summary["diagnosis"]
 
 
 class _Scripted:
