@@ -165,6 +165,7 @@ _text = json.encoder.encode_basestring_ascii  # the C escaper json.dumps itself 
 
 _clock = time.time
 
+
 def _number(value: float) -> str:
     """Finite floats as ``repr`` (shortest round-trip, what json.dumps writes); NaN/inf as null."""
     return float.__repr__(value) if value - value == 0 else "null"
@@ -292,12 +293,21 @@ class _Frame:
     of the smallest integer type. Each table is reduced to numpy arrays and small integer codes as it
     comes (~40 MB per 1M events less than Arrow's own columns), and text is looked up once per
     distinct value per table, not once per row.
+
+    Why a text column's codes are made final only in :meth:`frame`: each table's are codes into its own
+    distinct values (pyarrow's dictionary encoding, in order of first appearance), and one encoding of all
+    the tables' distinct values one after the other at the end gives every code its final number. Looking
+    each table's values up among all the values seen so far instead built a hash table of those each time:
+    on the 1M-event history of takeover.benchmarks.check_1m, where most task ids are new in each table, 60 ms
+    of the 200 ms this class took.
     """
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.parts: dict[str, list[Any]] = {}
-        self.seen: dict[str, Any] = {}  # each text column's categories so far, in order (a pyarrow array)
+        # Each text column's tables' distinct values (pyarrow arrays), in table order: the codes in
+        # ``parts`` index these; a table whose column is all missing adds an empty one.
+        self.values: dict[str, list[Any]] = {}
         self.rows = 0
 
     def add(self, table: Any) -> None:
@@ -308,36 +318,13 @@ class _Frame:
             self.parts = {name: [] for name in self.names}
         for name, col in zip(table.column_names, table.columns, strict=True):
             if pa.types.is_string(col.type):
-                self.parts[name].append(self._codes(name, col.combine_chunks()))
+                codes, values = _local_codes(col)
+                self.parts[name].append(codes)
+                self.values.setdefault(name, []).append(values)
             else:
                 self.parts[name].append(col.to_numpy())
         self.rows += table.num_rows
         del table
-
-    def _codes(self, name: str, col: Any) -> Any:
-        """The column's category codes so far (-1: missing), in the smallest type that holds them. The
-        chunk's distinct values are looked up among the categories so far in one hash join (pyarrow), and
-        those not among them appended in the order the chunk has them."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        encoded = col.dictionary_encode()
-        values = encoded.dictionary
-        known = self.seen.get(name)
-        if known is None:
-            lookup = np.arange(len(values), dtype=np.int64)
-            self.seen[name] = values
-        else:
-            lookup = pc.index_in(values, value_set=known).fill_null(-1).to_numpy().astype(np.int64)
-            new = lookup < 0
-            if new.any():
-                lookup[new] = len(known) + np.arange(int(new.sum()))
-                self.seen[name] = pa.concat_arrays([known, values.filter(pa.array(new))])
-        count = len(self.seen[name])
-        lookup = np.append(lookup, -1)  # index -1 (missing) takes the trailing -1
-        dtype = np.int8 if count < 2**7 else np.int16 if count < 2**15 else np.int32
-        return lookup[encoded.indices.fill_null(-1).to_numpy()].astype(dtype)
 
     def frame(self) -> Any:
         """The frame, each column's parts freed as soon as it is joined."""
@@ -347,15 +334,59 @@ class _Frame:
         out: dict[str, Any] = {}
         for name in self.names:
             parts = self.parts.pop(name)
-            values = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            del parts
-            if name in self.seen:  # text: categories in order of first appearance, none as object
-                seen = self.seen[name].to_pylist()
+            if name in self.values:  # text: categories in order of first appearance, none as object
+                codes, seen = _final_codes(parts, self.values.pop(name))
+                del parts
                 categories = pd.Index(seen, dtype=None if seen else object)
-                out[name] = pd.Categorical.from_codes(values, categories=categories)
+                out[name] = pd.Categorical.from_codes(codes, categories=categories)
             else:
-                out[name] = values
+                out[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+                del parts
         return pd.DataFrame(out, copy=False)
+
+
+def _small(count: int) -> Any:
+    """The smallest signed integer type that holds codes 0..count-1 and -1."""
+    import numpy as np
+
+    return np.int8 if count < 2**7 else np.int16 if count < 2**15 else np.int32
+
+
+def _local_codes(col: Any) -> tuple[Any, Any]:
+    """A text column of one table as codes (-1: missing) into its distinct values in order of first
+    appearance, in the smallest type that holds them; and those values."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(col)
+    if col.null_count == n:  # most of the text columns in most tables: no hashing for them
+        return np.full(n, -1, dtype=np.int8), pa.array([], type=pa.string())
+    encoded = col.combine_chunks().dictionary_encode()
+    values = encoded.dictionary
+    indices = encoded.indices if not encoded.null_count else encoded.indices.fill_null(-1)
+    return indices.to_numpy().astype(_small(len(values))), values
+
+
+def _final_codes(parts: list[Any], values: list[Any]) -> tuple[Any, list[Any]]:
+    """The codes of a text column's tables (:func:`_local_codes`) as codes into the column's distinct
+    values in order of first appearance, in the smallest type that holds them; and those values."""
+    import numpy as np
+    import pyarrow as pa
+
+    every = pa.concat_arrays(values) if values else pa.array([], type=pa.string())
+    encoded = every.dictionary_encode()  # each table's values are distinct: the tables' order decides
+    seen = encoded.dictionary.to_pylist()
+    dtype = _small(len(seen))
+    final = encoded.indices.to_numpy().astype(dtype)
+    out = np.empty(sum(len(p) for p in parts), dtype=dtype)
+    at = start = 0
+    for codes, table_values in zip(parts, values, strict=True):
+        # index -1 (missing) takes the trailing -1
+        lookup = np.append(final[start : start + len(table_values)], np.array(-1, dtype=dtype))
+        out[at : at + len(codes)] = lookup[codes]
+        at += len(codes)
+        start += len(table_values)
+    return out, seen
 
 
 def _tail(path: Path) -> tuple[int, bool]:
@@ -415,9 +446,9 @@ def read_history(path: str | os.PathLike[str], columns: Collection[str] | None =
         if good:
             built.add(_parse(b"".join(good), columns))
     if not built.names:
-        frame = pd.DataFrame({
-            name: pd.Series(dtype="category" if kind == "string" else kind) for name, kind in COLUMNS.items()
-        })
+        frame = pd.DataFrame(
+            {name: pd.Series(dtype="category" if kind == "string" else kind) for name, kind in COLUMNS.items()}
+        )
     else:
         frame = built.frame()
         # The parse buffers are freed by now, but Arrow's allocator keeps them for reuse (about 50 MB per
