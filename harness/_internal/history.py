@@ -327,10 +327,19 @@ class _Frame:
         del table
 
     def frame(self) -> Any:
-        """The frame, each column's parts freed as soon as it is joined."""
+        """The frame, each column's parts freed as soon as it is joined.
+
+        The number columns' parts are Arrow's memory (``to_numpy`` of a chunk is a view), the joined
+        columns numpy's: Arrow's allocator keeps what is freed for reuse, so it is handed back before the
+        first column is joined (the parse's freed buffers) and after each (that column's parts). Once at
+        the end, the check_1m history's columns were built on top of all their parts, 47 MB of the load's
+        peak (368-418 MB -> 324-368 MB, the check's peak was there); each release takes microseconds."""
         import numpy as np
         import pandas as pd
+        import pyarrow as pa
 
+        pool = pa.default_memory_pool()
+        pool.release_unused()
         out: dict[str, Any] = {}
         for name in self.names:
             parts = self.parts.pop(name)
@@ -342,6 +351,7 @@ class _Frame:
             else:
                 out[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
                 del parts
+            pool.release_unused()
         return pd.DataFrame(out, copy=False)
 
 
@@ -416,7 +426,6 @@ def read_history(path: str | os.PathLike[str], columns: Collection[str] | None =
     of :data:`COLUMNS`, the others all missing, so code written against the full frame works.
     """
     import pandas as pd
-    import pyarrow as pa
 
     path = Path(path)
     end, clean_end = _tail(path)
@@ -450,10 +459,7 @@ def read_history(path: str | os.PathLike[str], columns: Collection[str] | None =
             {name: pd.Series(dtype="category" if kind == "string" else kind) for name, kind in COLUMNS.items()}
         )
     else:
-        frame = built.frame()
-        # The parse buffers are freed by now, but Arrow's allocator keeps them for reuse (about 50 MB per
-        # 1M events): hand them back, so the checker's own arrays do not stack on top of them.
-        pa.default_memory_pool().release_unused()
+        frame = built.frame()  # hands Arrow's freed memory back as it goes: see _Frame.frame
         for pos, (name, kind) in enumerate(COLUMNS.items()):
             if name not in frame:  # not parsed: all missing, at the place and type it always has
                 frame.insert(pos, name, _missing(kind, frame.index))
