@@ -94,6 +94,9 @@ class Worker:
         self.queue: LeaseQueue | None = None
         self.clock = WorkerClock(skew_of(self.cfg.seed, spec.process, self.cfg.clock_skew_max), board, spec.slot)
         self.boosted: Boost | None = None  # what lining up for a race changed, until the claim returned
+        self._publish = board.publisher(spec.slot)
+        self._published: str | None = None  # the task last published, and its index on the board (-1: none)
+        self._published_index = -1
         bridge.on_broken = self.adapter_broke
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -119,9 +122,14 @@ class Worker:
 
     def publish(self, phase: str, task: str | None = None, gen: int = 0, lease_until: float = 0.0) -> None:
         """The lease goes on the board on the real clock (when this worker's clock will reach it), so the
-        nemesis times pauses against the holder's own view of its lease whatever its clock's offset."""
-        lease_until = self.clock.real(lease_until) if lease_until else 0.0
-        self.board.publish(self.slot, phase, time.time(), task_index(task) if task else -1, gen, lease_until)
+        nemesis times pauses against the holder's own view of its lease whatever its clock's offset.
+
+        Seven of these per task: the task's index is worked out once per task (the last one published is
+        kept), and the slot's own publish is the board's, made once (PhaseBoard.publisher)."""
+        if task is not self._published:
+            self._published, self._published_index = task, task_index(task) if task else -1
+        self._publish(phase, time.time(), self._published_index, gen,
+                      self.clock.real(lease_until) if lease_until else 0.0)  # fmt: skip
 
     def now(self) -> float:
         """The ``now`` for the next call: this worker's clock, after any jump the nemesis posted since the last

@@ -66,6 +66,10 @@ COUNTERS = {"done": DONE, "actions": ACTIONS, "lose_reply": LOST, "slow": SLOWED
 FAULT_BITS = {"slow": 1, "lose_reply": 2}
 
 
+# A slot's publish (:meth:`PhaseBoard.publisher`): phase, now, task index, generation, lease end.
+Publish = Callable[[str, float, int, int, float], None]
+
+
 @dataclass(frozen=True)
 class SlotView:
     slot: int
@@ -125,14 +129,31 @@ class PhaseBoard(GateBoard, AsksBoard):
         self, slot: int, phase: str, now: float, task: int = -1, gen: int = 0, lease_until: float = 0.0
     ) -> None:
         """Called by the worker that owns the slot, only; the seqlock makes readers consistent."""
+        self.publisher(slot)(phase, now, task, gen, lease_until)
+
+    def publisher(self, slot: int) -> Publish:
+        """The slot's :meth:`publish`, for the worker that owns it: the same stores in the same order, the
+        slot's offsets worked out once.
+
+        Why: a worker publishes seven phases per task, and working out the offsets through method calls at
+        each one was a third of a worker's publish: 0.69 us of CPU before, 0.41 us with this and the task's
+        index kept per task (workloads/worker.py), 1.7 us less per task."""
         a, b = self.array, self._base(slot)
-        a[b + SEQ] += 1.0
-        a[b + TASK] = task
-        a[b + GEN] = gen
-        a[b + LEASE_UNTIL] = lease_until
-        a[b + SINCE] = now
-        a[b + PHASE] = PHASE_CODE[phase]
-        a[b + SEQ] += 1.0
+        seq, task_at, gen_at, lease_at, since_at, phase_at = (b + SEQ, b + TASK, b + GEN, b + LEASE_UNTIL,
+                                                             b + SINCE, b + PHASE)  # fmt: skip
+        codes = PHASE_CODE
+
+        def publish(phase: str, now: float, task: int = -1, gen: int = 0, lease_until: float = 0.0) -> None:
+            odd = a[seq] + 1.0  # odd while writing: a reader that sees it (or a change of it) reads again
+            a[seq] = odd
+            a[task_at] = task
+            a[gen_at] = gen
+            a[lease_at] = lease_until
+            a[since_at] = now
+            a[phase_at] = codes[phase]
+            a[seq] = odd + 1.0
+
+        return publish
 
     def set_owner(self, slot: int, process: int, pid: int) -> None:
         a, b = self.array, self._base(slot)
