@@ -218,15 +218,18 @@ def _ledger_frame(cursor: sqlite3.Cursor, wanted: list[str]) -> pd.DataFrame:
     parts: dict[str, list[np.ndarray]] = {name: [] for name in wanted}
     same: dict[object, object] = {}
     while rows := cursor.fetchmany(_LEDGER_CHUNK):
-        for name, col in zip(wanted, zip(*rows, strict=True), strict=True):
-            values = np.array(col, dtype=object)
+        table = np.empty((len(rows), len(wanted)), dtype=object)
+        table[:] = rows  # one C pass over the rows, where zip(*rows) built a tuple per column
+        for j, name in enumerate(wanted):
+            values = table[:, j]
             if name == "task_id":
-                parts[name].append(values)
+                parts[name].append(values.copy())  # kept: not a view that holds the whole chunk's table
             elif name in _LEDGER_TEXT:
-                parts[name].append(_one_per_value(values, same))
+                shared = _one_per_value(values, same)
+                parts[name].append(shared if shared is not values else values.copy())
             else:
                 parts[name].append(_numbers(values))
-        del rows
+        del rows, table
     out: dict[str, object] = {}
     for name in wanted:
         chunks = parts.pop(name)
