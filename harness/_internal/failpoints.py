@@ -51,6 +51,7 @@ from typing import Any
 
 # Statements that take SQLite's write lock for the rest of their transaction (checked on upper-cased text).
 _LOCKING = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE", "INSERT", "UPDATE", "DELETE", "REPLACE")
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")  # hold the write lock while they run, even in autocommit
 _ENDING = ("COMMIT", "END", "ROLLBACK")
 LEARN = 8  # calls of each op watched whole, to learn how many statements it issues
 
@@ -94,6 +95,7 @@ class StatementHook:
         self._calls: dict[str, int] = {}  # op -> calls made while the callbacks were on
         self._connections: list[tuple[Any, Callable[[str], None]]] = []  # sqlite3 ones: their callback
         self._locked = False  # SQLite: the last statement left the write lock taken (while armed)
+        self._writing: tuple[Any, str] | None = None  # SQLite: the last statement, when it was a write
 
     # -- the caller's side -------------------------------------------------------------------------
     def call(self, op: str) -> StatementHook:
@@ -149,6 +151,7 @@ class StatementHook:
         self.trap = _Trap(op, max(1, index), action)
         self.passed = None
         self._locked = False
+        self._writing = None
 
     def disarm(self) -> None:
         self.trap = None
@@ -171,15 +174,26 @@ class StatementHook:
             self.trap = None
 
     def _lock_state(self, sql: str, conn: Any) -> bool:
-        """Whether SQLite's write lock is held as this statement starts; then what it will leave."""
+        """Whether SQLite's write lock is held as this statement starts; then what it will leave.
+
+        A trigger's program is reported too, while the write that fired it runs and holds the lock,
+        with the write's own text (Python's sqlite3 expands the statement under way) or SQLite's
+        ``-- trigger`` text, and ``in_transaction`` is False there in autocommit mode. So a report
+        on the same connection right after a write, with its text or a ``--`` one, is inside that
+        write: locked. (A write repeated word for word right after itself is taken for one too: a
+        point passed over, never a process stopped under the lock.)"""
         if not isinstance(conn, sqlite3.Connection):
             return False
-        held = self._locked and conn.in_transaction
         head = sql.lstrip()[:16].upper()
+        last = self._writing
+        inside = last is not None and last[0] is conn and (sql == last[1] or head.startswith("--"))
+        held = (self._locked and conn.in_transaction) or inside
         if head.startswith(_ENDING):
             self._locked = False
         else:
             self._locked = held or head.startswith(_LOCKING)
+        if not inside:
+            self._writing = (conn, sql) if head.startswith(_WRITES) else None
         return held
 
     # -- connections -------------------------------------------------------------------------------

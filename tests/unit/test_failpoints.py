@@ -77,6 +77,56 @@ def test_a_statement_under_the_write_lock_is_offered_locked_and_a_call_without_a
     assert hook.trap is None and hook.passed == "claim"
 
 
+class _TriggeredQueue:
+    """A queue whose finish is one autocommit UPDATE on a table with a trigger (as takeover's
+    litequeue adapter counts generations): the trigger's program is reported as a statement while
+    the UPDATE runs and holds the write lock."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.executescript(
+            "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, status TEXT);"
+            "CREATE TABLE IF NOT EXISTS moves (id TEXT);"
+            "CREATE TRIGGER IF NOT EXISTS counted AFTER UPDATE OF status ON jobs "
+            "WHEN NEW.status = 'running' BEGIN INSERT INTO moves VALUES (NEW.id); END;"
+        )
+
+    def finish(self, task: str) -> bool:
+        self.conn.execute("SELECT status FROM jobs WHERE id = ?", (task,)).fetchone()
+        self.conn.execute("UPDATE jobs SET status = 'done' WHERE id = ?", (task,))
+        return self.conn.execute("SELECT changes()").fetchone()[0] == 1
+
+
+def test_a_trigger_inside_an_autocommit_write_is_offered_locked(tmp_path: Path) -> None:
+    """Every point offered says ``locked`` exactly when another connection cannot take the write
+    lock there: the trigger's report, inside the UPDATE, is locked (a worker stopped there held up
+    every writer, the coordinator included: litequeue's stalled stress runs)."""
+    hook = StatementHook()
+    queue = opened(hook, _TriggeredQueue, tmp_path / "q.db")
+    queue.conn.execute("INSERT INTO jobs VALUES ('t1', 'running')")
+    other = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=0)
+
+    def writable() -> bool:
+        try:
+            other.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return False
+        other.execute("ROLLBACK")
+        return True
+
+    offered: list[tuple[int, str, bool, bool]] = []
+    hook.arm("finish", 1, lambda p: offered.append((p.index, p.sql.split()[0], p.locked, writable())) is not None)
+    with hook.call("finish"):
+        assert queue.finish("t1") is True
+    assert [(i, head, locked) for i, head, locked, _ in offered] == [
+        (1, "SELECT", False),
+        (2, "UPDATE", False),
+        (3, "UPDATE", True),
+        (4, "SELECT", False),
+    ]
+    assert all(locked is not free for _, _, locked, free in offered), offered
+
+
 def test_once_every_call_is_learned_and_nothing_is_armed_the_callbacks_are_off(tmp_path: Path, mistakes) -> None:
     hook = StatementHook()
     queue = opened(hook, mistakes.UserQueue, tmp_path / "q.db")
