@@ -4,7 +4,8 @@ Why: the history must be complete (an invoke before every call, a completion aft
 ``os.write`` so SIGKILL cannot lose it) and still cheap, or takeover would measure its own
 recording instead of the queue. The candidate records exactly what a worker records for a pair
 (claim invoke/ok, finish invoke/ok, same fields, same writer); the baseline makes the same queue
-calls with nothing around them. Both run in one process on fresh queue files, in alternating turns,
+calls with nothing around them. Both run in one process on fresh queue files, in alternating turns
+timed by the process's CPU time (the history's writes are system calls of this process: they are in it),
 and the figure is the median of the turns' ratios (see :mod:`takeover.benchmarks.timing`).
 
 Run it: ``python -m takeover.benchmarks.history_overhead [--pairs N] [--repetitions R]``.
@@ -20,7 +21,7 @@ from typing import Any
 
 from takeover._internal.history import HistoryWriter
 from takeover.benchmarks.queue_raw import TURN, FreshQueues
-from takeover.benchmarks.timing import Turns
+from takeover.benchmarks.timing import CPU, Turns
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
 
 LEASE = 30.0
@@ -51,8 +52,9 @@ def bare_pairs(queue: SQLiteLeaseQueue, pairs: int) -> int:
 
 def measure(pairs: int = 3000, repetitions: int = 5, turn: int = TURN) -> dict[str, Any]:
     """Return the ratio (recorded / bare) with its absolute figures: each repetition opens both on fresh
-    queue files (and a fresh history) and times them in alternating turns of ``turn`` pairs, ``pairs`` each."""
-    turns = Turns()
+    queue files (and a fresh history) and times them in alternating turns of ``turn`` pairs, ``pairs`` each,
+    by this process's CPU time (the wall-clock ratio beside it)."""
+    turns = Turns(CPU)
     size = min(turn, pairs)
     with FreshQueues(pairs + 2 * size + 10) as fresh:
         for _ in range(repetitions):

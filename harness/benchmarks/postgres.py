@@ -19,6 +19,7 @@ from typing import Any
 
 from takeover._internal import db
 from takeover.benchmarks import queue_raw, workers4
+from takeover.benchmarks.timing import WALL
 from takeover.contract import POSTGRES_REFERENCE_QUEUE
 from takeover.queues.postgres_lease import PostgresLeaseQueue
 
@@ -81,7 +82,7 @@ def raw_pairs(conn: Any, pairs: int) -> int:
 
 
 def queue_vs_raw(pairs: int, repetitions: int) -> dict[str, Any]:
-    return queue_raw.measure(pairs, repetitions, fresh_queues=FreshDatabases, raw=raw_pairs)
+    return queue_raw.measure(pairs, repetitions, fresh_queues=FreshDatabases, raw=raw_pairs, clock=WALL)
 
 
 def workers4_vs_raw(seconds: float, repetitions: int) -> dict[str, Any]:

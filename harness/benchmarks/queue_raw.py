@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from takeover._internal.sqlite_util import open_wal
-from takeover.benchmarks.timing import Turns
+from takeover.benchmarks.timing import CPU, Turns
 from takeover.contract import LeaseQueue
 from takeover.queues import sqlite_lease
 from takeover.queues.sqlite_lease import SQLiteLeaseQueue
@@ -108,13 +108,20 @@ def raw_pairs(conn: sqlite3.Connection, pairs: int) -> int:
     return pairs
 
 
-def measure(pairs: int = 5000, repetitions: int = 5, fresh_queues: Any = FreshQueues,
-            raw: Callable[[Any, int], int] = raw_pairs, turn: int = TURN) -> dict[str, Any]:
+def measure(
+    pairs: int = 5000,
+    repetitions: int = 5,
+    fresh_queues: Any = FreshQueues,
+    raw: Callable[[Any, int], int] = raw_pairs,
+    turn: int = TURN,
+    clock: str = CPU,
+) -> dict[str, Any]:
     """Return the ratio and its absolute figures: each repetition opens the queue and the bare connection on
     fresh databases and times them in alternating turns of ``turn`` pairs, ``pairs`` pairs each
-    (:class:`takeover.benchmarks.timing.Turns`). ``fresh_queues`` and ``raw`` are the database's:
-    takeover.benchmarks.postgres gives PostgreSQL's."""
-    turns = Turns()
+    (:class:`takeover.benchmarks.timing.Turns`), by this process's CPU time (``clock``; the wall-clock
+    ratio beside it). ``fresh_queues`` and ``raw`` are the database's: takeover.benchmarks.postgres gives
+    PostgreSQL's, with ``clock=WALL`` (its server's work is in another process)."""
+    turns = Turns(clock)
     size = min(turn, pairs)
     with fresh_queues(pairs + 2 * size + 10) as fresh:
         for _ in range(repetitions):

@@ -20,6 +20,7 @@ from typing import Any
 
 from takeover._internal.db.redis_server import PERSISTENCE, PrivateRedis
 from takeover.benchmarks import postgres, queue_raw
+from takeover.benchmarks.timing import WALL
 from takeover.queues.redis_lease import PENDING, REQUEST, RUNNING, TASK, RedisLeaseQueue, number
 
 REQUEST_TTL_MS = 300_000
@@ -57,7 +58,7 @@ def raw_pairs(raw: Any, pairs: int) -> int:
 
 
 def queue_vs_raw(pairs: int, repetitions: int) -> dict[str, Any]:
-    return queue_raw.measure(pairs, repetitions, fresh_queues=FreshDatabases, raw=raw_pairs)
+    return queue_raw.measure(pairs, repetitions, fresh_queues=FreshDatabases, raw=raw_pairs, clock=WALL)
 
 
 def persistence_rates(pairs: int) -> dict[str, Any]:

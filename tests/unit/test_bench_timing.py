@@ -7,12 +7,13 @@ rules, not the machine, so nothing here is timed.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from takeover.benchmarks.suite_log import parse
 from takeover.benchmarks.targets import TARGETS, evaluate, quieter
-from takeover.benchmarks.timing import MISS, NOISY, PASS, Spread, Timed, Turns, quartiles, verdict
+from takeover.benchmarks.timing import CPU, MISS, NOISY, PASS, Spread, Timed, Turns, quartiles, verdict
 from takeover.errors import UsageError
 
 
@@ -43,6 +44,31 @@ def test_turns_alternate_the_order_every_round_and_take_the_median_of_the_rounds
     log.clear()
     turns.run(_turns([1.0, 70], log, "A"), _turns([1.0, 100], log, "B"), 1)
     assert log == ["A", "B", "A", "B"] and len(turns.ratios.values) == 6
+
+
+def _busy(cpu_s: float) -> None:
+    end = time.process_time() + cpu_s
+    while time.process_time() < end:
+        pass
+
+
+def test_turns_timed_by_cpu_time_leave_out_what_the_process_waited_for():
+    # The candidate computes 20 ms; the baseline computes 10 ms and waits 50 ms (as a loop waits for the disk's
+    # fsync, or for a core): by CPU time the candidate is half as fast, whatever the machine's load.
+    def cand() -> int:
+        _busy(0.02)
+        return 100
+
+    def base() -> int:
+        _busy(0.01)
+        time.sleep(0.05)
+        return 100
+
+    fig = Turns(CPU).run(cand, base, 3, warmups=0).figures("x", "c_per_s", "b_per_s")
+    assert 0.35 < fig["x"] < 0.65 and fig["x_clock"] == CPU and fig["x_rounds"] == 3
+    assert fig["x_wall"] > fig["x"]  # by the wall clock the baseline's wait counts
+    assert fig["b_per_s"] < fig["b_per_cpu_s"] / 3  # the rates per second stay the wall clock's
+    assert "x_clock" not in Turns().run(cand, base, 1, warmups=0).figures("x", "c_per_s", "b_per_s")
 
 
 def test_a_ratio_of_times_is_the_inverse_of_the_rates():
