@@ -124,6 +124,31 @@ def test_taskiq_reclaims_only_after_a_new_message_and_accepts_the_stale_ack(host
             b.close()
 
 
+def test_taskiq_runs_a_prefetched_message_another_worker_reclaimed(host: db.Host, tmp_path: Path) -> None:
+    """docs/analyses/taskiq_redis.md, "A prefetched message reclaimed while it waits": a message a turn
+    fetched waits in its worker's prefetch while its idle time runs; past idle_timeout another worker's
+    turn reclaims it and runs it, and the first worker then hands out its copy anyway, its lease over."""
+    cls = adapter("taskiq_redis", "TaskiqStreamAdapter")
+    with host.database(tmp_path, "taskiq-prefetch") as url:
+        a, b, c = cls(url), cls(url), cls(url)
+        try:
+            a.register_many(["t1"], 0.0)
+            assert a.claim("A", 1.0, 30.0) == ("t1", 1, 31.0)  # A dies with it
+            a.register("t2", 33.0)
+            assert b.claim("B", 34.0, 30.0) == ("t2", 1, 64.0)  # the same turn reclaims t1 into B's prefetch
+            a.register("t3", 65.0)  # B is still at t2, past t1's idle_timeout
+            assert c.claim("C", 66.0, 30.0) == ("t3", 1, 96.0)  # C's turn reclaims t1 from B's name
+            assert c.claim("C", 67.0, 30.0) == ("t1", 2, 96.0)
+            assert b.claim("B", 68.0, 30.0) == ("t1", 3, 64.0)  # B's prefetched copy: lease over, C's live
+            assert ("t1", "running", 3, 64.0) in c.snapshot()  # the adapter records B's hand-out last
+            assert c.finish("t1", 2, "done", 69.0) is True
+            assert b.finish("t1", 3, "done", 70.0) is True  # both runs complete: the task ran twice
+        finally:
+            a.close()
+            b.close()
+            c.close()
+
+
 def test_taskiq_acked_on_receipt_is_never_reclaimed(host: db.Host, tmp_path: Path) -> None:
     """docs/analyses/taskiq_redis.md, finding 3: with ack_type=when_received the entry leaves the
     pending-entries list at the hand-out; a turn that reaches XAUTOCLAIM (a new message) finds nothing."""
