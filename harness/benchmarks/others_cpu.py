@@ -58,15 +58,22 @@ class OthersCpu:
     busy: float = field(default_factory=machine_busy)
     ours: float = field(default_factory=tree_cpu)
 
+    def cores(self) -> tuple[float, float, float]:
+        """The mean cores the other processes and the bench's own process tree used since the start, and the
+        wall time since (0.0 cores each when no time has passed)."""
+        wall = time.monotonic() - self.started
+        if wall <= 0:
+            return 0.0, 0.0, 0.0
+        ours = max(0.0, tree_cpu() - self.ours) / wall
+        return max(0.0, (machine_busy() - self.busy) / wall - ours), ours, wall
+
     def figures(self) -> dict[str, Any]:
         """``cpu``: the mean cores the other processes (``others_cores``) and the bench's own process tree
         (``bench_cores``) used during the measurement, the machine's ``cpus`` and whether it was ``quiet``."""
-        wall = time.monotonic() - self.started
+        others, ours, wall = self.cores()
         cpus = os.cpu_count() or 1
         if wall <= 0:
             return {}
-        ours = max(0.0, tree_cpu() - self.ours) / wall
-        others = max(0.0, (machine_busy() - self.busy) / wall - ours)
         return {"cpu": {"others_cores": round(others, 2), "bench_cores": round(ours, 2), "cpus": cpus,
                         "seconds": round(wall, 1), "quiet": others < QUIET_SHARE * cpus}}  # fmt: skip
 
@@ -82,4 +89,10 @@ def cpu_text(fig: dict[str, Any]) -> str:
     cpu = fig.get("cpu")
     if not isinstance(cpu, dict):
         return ""
-    return f"others {cpu['others_cores']:g} of {cpu['cpus']} cores (bench {cpu['bench_cores']:g})"
+    text = f"others {cpu['others_cores']:g} of {cpu['cpus']} cores (bench {cpu['bench_cores']:g})"
+    left = cpu.get("excluded_rounds")
+    if left:  # takeover.benchmarks.rounds: the rounds during which others used the machine are not in the figure
+        text += f"; {left} disturbed round{'s' if left > 1 else ''} left out"
+    if cpu.get("too_few_quiet"):
+        text += "; too few quiet rounds"
+    return text

@@ -85,6 +85,6 @@ def queue_vs_raw(pairs: int, repetitions: int) -> dict[str, Any]:
     return queue_raw.measure(pairs, repetitions, fresh_queues=FreshDatabases, raw=raw_pairs, clock=WALL)
 
 
-def workers4_vs_raw(seconds: float, repetitions: int) -> dict[str, Any]:
+def workers4_vs_raw(seconds: float, repetitions: int, extra: int = 0) -> dict[str, Any]:
     return workers4.measure(seconds, repetitions, fresh_queues=FreshDatabases, raw_loop=raw_pairs,
-                            queue=POSTGRES_REFERENCE_QUEUE, db=db.current().value)
+                            queue=POSTGRES_REFERENCE_QUEUE, db=db.current().value, extra=extra)  # fmt: skip

@@ -21,10 +21,10 @@ def _queue_vs_raw(pairs: int, repetitions: int) -> dict[str, Any]:
     return queue_raw.measure(pairs, repetitions)
 
 
-def _workers4(seconds: float, repetitions: int) -> dict[str, Any]:
+def _workers4(seconds: float, repetitions: int, extra: int = 0) -> dict[str, Any]:
     from takeover.benchmarks import workers4
 
-    return workers4.measure(seconds, repetitions)
+    return workers4.measure(seconds, repetitions, extra=extra)
 
 
 def _history_overhead(pairs: int, repetitions: int) -> dict[str, Any]:

@@ -11,10 +11,12 @@ The candidate's rate is read from the run's own history, during the steady state
 moment every worker has completed its first claim (process start-up, imports and the first
 connection are not the queue's cost) to the faults_stop record or the finish that leaves 5% of the
 tasks, whichever comes first (the tail, where workers start to find the queue empty, is not the
-steady state either). Candidate and baseline alternate, a round of each step per repetition (the order
-rotated each round); each ratio is the median of the rounds' ratios, with its IQR and range.
+steady state either). Candidate and baseline alternate, a round of each step per repetition (ORDER, reversed
+every other round: the stress run between the queue alone and the queue with the service, on either side of
+each in turn); each ratio is the median of the rounds' ratios, with its IQR and range, over the rounds no
+other process disturbed (:mod:`takeover.benchmarks.rounds`: a disturbed one is left out and made again).
 
-Beside them, in the same rotation (:mod:`takeover.benchmarks.queue4`): the queue alone in 4 processes
+Beside them, in the same rounds (:mod:`takeover.benchmarks.queue4`): the queue alone in 4 processes
 (the ceiling, ``workers4_vs_queue4``), the same with one action per pair on a real service
 (``queue4_service_vs_queue4``: the action's cost; ``workers4_vs_queue4_service``: takeover's bookkeeping),
 and the same with the round trip to a bare echo peer that records nothing (``queue4_echo_vs_queue4``: the
@@ -22,7 +24,7 @@ floor, what a run could keep of the ceiling with a service that cost nothing). M
 2-core machine under a load of 4-12: workers4_vs_queue4 0.30-0.43, queue4_service_vs_queue4 0.37-0.54,
 queue4_echo_vs_queue4 0.65-0.83, workers4_vs_queue4_service 0.60-1.02 (docs/benchmarks.md, ``make bench``).
 
-Run it: ``python -m takeover.benchmarks.workers4 [--seconds S] [--repetitions R]``.
+Run it: ``python -m takeover.benchmarks.workers4 [--seconds S] [--repetitions R] [--extra E]``.
 """
 
 from __future__ import annotations
@@ -43,12 +45,15 @@ from takeover._internal.options import FAULT_KINDS
 from takeover._internal.store import HISTORY_FILE
 from takeover.benchmarks import queue_raw
 from takeover.benchmarks.queue4 import queue4_rate
-from takeover.benchmarks.timing import Load, Sample, Spread, rate
+from takeover.benchmarks.rounds import Rounds
+from takeover.benchmarks.timing import Sample, rate
 from takeover.contract import REFERENCE_QUEUE
 
 WORKERS = 4
 WARMUP_AFTER_FIRST_CLAIMS = 0.3  # seconds after the last worker's first claim before counting
 TRIES = 3  # runs of one repetition, each twice as long as the last, while start-up takes the whole run
+# The steps of a round, reversed every other round: the stress run between the two figures it is compared with.
+ORDER = ("queue4_echo", "queue4", "workers4", "queue4_service", "raw")
 
 
 class NoSteadyState(RuntimeError):
@@ -181,30 +186,33 @@ def _run_once(tasks: int, seconds: float, run_dir: Path, queue: str, db: str) ->
 
 def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *, fresh_queues: Any = None,
             raw_loop: Callable[[Any, int], int] = queue_raw.raw_pairs, queue: str = REFERENCE_QUEUE,
-            db: str = "sqlite") -> dict[str, Any]:
-    """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions``.
+            db: str = "sqlite", extra: int = 0) -> dict[str, Any]:  # fmt: skip
+    """Return the ratio (workers4 / raw) with its absolute figures, medians of ``repetitions`` quiet rounds.
 
     ``fresh_queues``, ``raw_loop``, ``queue`` and ``db`` are the database's (SQLite's by default;
     takeover.benchmarks.postgres gives PostgreSQL's, run inside a serve of its server).
 
-    Beside it, in the same rotation, the queue alone in 4 processes (:mod:`takeover.benchmarks.queue4`):
+    Beside it, in the same rounds, the queue alone in 4 processes (:mod:`takeover.benchmarks.queue4`):
     the most the 4 workers could reach if takeover cost nothing; and the same with one action per
     pair on a real service: the most they could reach if only takeover's bookkeeping (history,
     phase board, coordinator) cost nothing. The two split the gap into the action's cost and the
     bookkeeping's. And the same with the round trip to a bare echo peer (no ledger): the floor of the
     action's cost, what no service could make cheaper.
+
+    A round during which other processes used the machine is left out and made again, at most ``extra``
+    times (:class:`takeover.benchmarks.rounds.Rounds`); the stress run sits between the two it is compared
+    with (the queue alone, and with the service), on either side of each in turn.
     """
-    raws: list[float] = []
-    alone: list[float] = []
-    acting: list[float] = []
-    echoing: list[float] = []
     runs: list[dict[str, Any]] = []
     fresh_queues = fresh_queues or queue_raw.FreshQueues
-    load = Load()
     with fresh_queues(raw_pairs + 10) as fresh, tempfile.TemporaryDirectory(prefix="takeover-bench-w4-") as d:
 
         def prepare_raw() -> Callable[[], int]:
             return partial(raw_loop, fresh.raw(), raw_pairs)
+
+        def stress_run() -> float:
+            runs.append(run_once(tasks, seconds, Path(d), len(runs), queue, db))
+            return float(runs[-1]["rate"])
 
         rate(prepare_raw)  # warm-up
         guess = rate(prepare_raw)  # sizes the task lists as if 4 processes could match the raw loop
@@ -212,29 +220,22 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
         tasks = int(guess * 1.3 * seconds) + 500
         with fresh_queues(tasks) as fresh4:
             steps = {
-                "raw": lambda: raws.append(rate(prepare_raw)),
-                "queue4": lambda: alone.append(queue4_rate(fresh4.path(), seconds, queue=queue)),
-                "queue4_service": lambda: acting.append(queue4_rate(fresh4.path(), seconds, service=True, queue=queue)),
-                "queue4_echo": lambda: echoing.append(queue4_rate(fresh4.path(), seconds, echo=True, queue=queue)),
-                "workers4": lambda: runs.append(run_once(tasks, seconds, Path(d), len(runs), queue, db)),
+                "queue4_echo": lambda: queue4_rate(fresh4.path(), seconds, echo=True, queue=queue),
+                "queue4": lambda: queue4_rate(fresh4.path(), seconds, queue=queue),
+                "workers4": stress_run,
+                "queue4_service": lambda: queue4_rate(fresh4.path(), seconds, service=True, queue=queue),
+                "raw": lambda: rate(prepare_raw),
             }
-            order = list(steps)
-            for i in range(repetitions):
-                # Rotate the order so that no measurement always runs first (on a cooler machine).
-                shift = i % len(order)
-                for name in order[shift:] + order[:shift]:
-                    steps[name]()
-                load.sample()
-    w4, raw, q4, q4s, q4e = (Sample(tuple(r["rate"] for r in runs)), Sample(tuple(raws)), Sample(tuple(alone)),
-                             Sample(tuple(acting)), Sample(tuple(echoing)))  # fmt: skip
-
-    def per_round(num: Sample, den: Sample) -> Spread:
-        """The ratio round by round: both measured in the same rotation, a few seconds apart."""
-        return Spread(tuple(a / b for a, b in zip(num.rates, den.rates, strict=True) if b > 0))
-
-    ratios = {"workers4_vs_raw": per_round(w4, raw), "queue4_vs_raw": per_round(q4, raw),
-              "workers4_vs_queue4": per_round(w4, q4), "queue4_service_vs_queue4": per_round(q4s, q4),
-              "workers4_vs_queue4_service": per_round(w4, q4s), "queue4_echo_vs_queue4": per_round(q4e, q4)}
+            rounds = Rounds(steps, ORDER).run(repetitions, extra)
+    counted = {id(r) for r in rounds.counted}
+    kept = [run for run, r in zip(runs, rounds.done, strict=True) if id(r) in counted]  # their runs' details
+    w4, raw, q4, q4s, q4e = (Sample(rounds.rates(name)) for name in
+                             ("workers4", "raw", "queue4", "queue4_service", "queue4_echo"))  # fmt: skip
+    ratios = {"workers4_vs_raw": rounds.ratio("workers4", "raw"), "queue4_vs_raw": rounds.ratio("queue4", "raw"),
+              "workers4_vs_queue4": rounds.ratio("workers4", "queue4"),
+              "queue4_service_vs_queue4": rounds.ratio("queue4_service", "queue4"),
+              "workers4_vs_queue4_service": rounds.ratio("workers4", "queue4_service"),
+              "queue4_echo_vs_queue4": rounds.ratio("queue4_echo", "queue4")}  # fmt: skip
     return {
         "workers4_vs_raw": ratios["workers4_vs_raw"].median,
         "workers4_pairs_per_s": w4.median,
@@ -251,12 +252,12 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
         "queue4_echo_pairs_per_s": q4e.median,
         "queue4_echo_vs_queue4": ratios["queue4_echo_vs_queue4"].median,
         "workers4_vs_raw_spread": max(w4.spread, raw.spread, q4.spread, q4s.spread, q4e.spread),
-        "workers4_window_s": statistics.median(r["window"] for r in runs),
+        "workers4_window_s": statistics.median(r["window"] for r in kept),
         # from the median run: where a worker's claim -> action -> finish cycle goes, in ms
-        "workers4_split_ms": sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]["split"],
+        "workers4_split_ms": sorted(kept, key=lambda r: r["rate"])[len(kept) // 2]["split"],
         # each ratio's spread over the rounds (the medians above are of the rounds' ratios)
         **{k: v for name, spread in ratios.items() for k, v in spread.keys(name).items()},
-        **load.figures(),
+        **rounds.figures(),
     }
 
 
@@ -264,8 +265,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="faulted-phase length of each run")
     parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--extra", type=int, default=0, help="rounds made again at most, for disturbed ones")
     args = parser.parse_args()
-    print(json.dumps(measure(args.seconds, args.repetitions), indent=2))
+    print(json.dumps(measure(args.seconds, args.repetitions, extra=args.extra), indent=2))
 
 
 if __name__ == "__main__":

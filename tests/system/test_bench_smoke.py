@@ -50,6 +50,11 @@ def test_quick_bench_writes_every_figure(tmp_path):
     # ... and the floor: the same round trip to a bare echo peer, no ledger.
     assert w4["queue4_echo_pairs_per_s"] > 0
     assert w4["queue4_echo_vs_queue4"] == pytest.approx(w4["queue4_echo_pairs_per_s"] / w4["queue4_pairs_per_s"])
+    # every round's steps, each with the cores other processes used during it (--quick: one round, none made again)
+    (steps,) = w4["round_steps"]
+    assert set(steps) == {"queue4_echo", "queue4", "workers4", "queue4_service", "raw", "counted"} and steps["counted"]
+    assert steps["workers4"]["rate"] == pytest.approx(w4["workers4_pairs_per_s"], abs=0.1)
+    assert steps["workers4"]["others_cores"] >= 0 and w4["cpu"]["excluded_rounds"] == 0
     row = next(r for r in doc["results"] if r["name"] == "workers4_vs_queue4")
     assert "alone in 4 processes" in row["absolute"] and "workers4_vs_raw" in row["absolute"]
     assert "workers4_vs_queue4_service" in row["absolute"] and "queue4_echo_vs_queue4" in row["absolute"]

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from takeover.benchmarks.others_cpu import cpu_text
 from takeover.benchmarks.suite_log import parse
 from takeover.benchmarks.targets import TARGETS, evaluate, quieter
 from takeover.benchmarks.timing import CPU, MISS, NOISY, PASS, Spread, Timed, Turns, quartiles, verdict
@@ -193,3 +194,61 @@ def test_the_page_judges_no_row_measured_while_others_used_the_machine():
     assert "quiet" not in row and shown_verdict(row).startswith("not judged")
     (row,) = evaluate({"history_overhead": {**base, "load_avg": {"min": 0.5, "median": 0.6, "max": 1.5}}})
     assert shown_verdict(row) == MISS
+
+
+class _Probe:
+    """Stands for OthersCpu over one step: the others' cores it reports come from a script, in step order."""
+
+    script: list[float] = []
+
+    def cores(self) -> tuple[float, float, float]:
+        return _Probe.script.pop(0), 1.0, 3.0
+
+
+def _rounds(others: list[float], rates: dict[str, list[float]], planned: int, extra: int):
+    from takeover.benchmarks.rounds import Rounds
+
+    _Probe.script = list(others)
+    log: list[str] = []
+
+    def step(name: str):
+        it = iter(rates[name])
+
+        def run() -> float:
+            log.append(name)
+            return next(it)
+
+        return run
+
+    rounds = Rounds({n: step(n) for n in rates}, ("a", "b", "c"), probe=_Probe, cpus=2).run(planned, extra)
+    return rounds, log
+
+
+def test_rounds_flip_their_order_and_a_disturbed_round_is_left_out_and_made_again():
+    # round 2's step "b" shared the machine with 0.5 cores of others: left out, and a fourth round made
+    others = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    rates = {"a": [80, 40, 82, 84], "b": [100, 100, 100, 100], "c": [1, 1, 1, 1]}
+    rounds, log = _rounds(others, rates, 3, 2)
+    assert log == ["a", "b", "c", "c", "b", "a", "a", "b", "c", "c", "b", "a"]  # reversed every other round
+    assert len(rounds.done) == 4 and [rounds.disturbed(r) for r in rounds.done] == [False, True, False, False]
+    assert rounds.ratio("a", "b").values == (0.8, 0.82, 0.84)  # the disturbed round's 0.4 is not in it
+    fig = rounds.figures()
+    assert fig["cpu"]["excluded_rounds"] == 1 and fig["cpu"]["quiet"] is True
+    assert [r["counted"] for r in fig["round_steps"]] == [True, False, True, True]
+    assert fig["round_steps"][1]["b"] == {"rate": 100, "others_cores": 0.5, "seconds": 3.0}
+    assert cpu_text(fig).endswith("; 1 disturbed round left out")
+
+
+def test_rounds_stop_at_their_extra_and_too_few_quiet_ones_judge_nothing():
+    rates = {"a": [80, 40, 82, 84, 86], "b": [100] * 5, "c": [1] * 5}
+    # others at 0.11 cores in one step of every round but the first: 0.05 of 2 CPUs is 0.1 cores
+    busy = [0.0, 0.0, 0.0] + [0.0, 0.11, 0.0] * 4
+    rounds, log = _rounds(busy, rates, 3, 2)
+    assert len(rounds.done) == 5 and len(rounds.quiet) == 1  # 3 planned + 2 extra, then it stops
+    assert rounds.ratio("a", "b").values == (0.8, 0.4, 0.82, 0.84, 0.86)  # all of them: too few quiet
+    cpu = rounds.figures()["cpu"]
+    assert cpu["quiet"] is False and cpu["too_few_quiet"] is True and cpu["excluded_rounds"] == 0
+    assert cpu_text({"cpu": cpu}).endswith("; too few quiet rounds")
+    # nothing disturbed: exactly the planned rounds
+    rounds, _ = _rounds([0.0] * 9, rates, 3, 2)
+    assert len(rounds.done) == 3 and rounds.figures()["cpu"]["quiet"] is True
