@@ -1,5 +1,5 @@
-"""BullMQ's claim when the server's answer to it is lost (docs/analyses/bullmq.md, "A claim resent after a lost
-reply"): ioredis resends a command whose reply never came once it has reconnected (its
+"""BullMQ's claim when the server's answer to it is lost (docs/analyses/bullmq.md, finding 4, "a claim resent
+after a lost reply takes a second job"): ioredis resends a command whose reply never came once it has reconnected (its
 ``autoResendUnfulfilledCommands``, on by default; the adapter's client has ``maxRetriesPerRequest: null``).
 ``moveToActive`` is not safe to run twice: its first run took a job and locked it with the worker's token, the
 resend takes the next job with the same token, and the claim answers that one. The first job stays active,
