@@ -53,9 +53,19 @@ TARGETS = (
     # phase board and the coordinator.
     Target("workers4_vs_queue4", "workers4_vs_raw", ">=", 0.7, key="workers4_vs_queue4", enforced=False,
            what="4 workers of a real stress run (history, service, no faults) vs the queue alone in 4 processes"),
+    # Issue 37 asked for 0.9; out of reach while the history keeps its promise (each record one write(2) on the
+    # one shared O_APPEND file, docs/history.md). The queue alone in 4 processes with its service call plus only
+    # the six records a worker writes per task, nothing else of takeover's, kept 0.855 of it (median of 8
+    # alternated rounds, 0.63-1.15, load 4-8, 2026-12-03 23:31 UTC): a worker's CPU per task 139 -> 167 us.
+    # The rest of a worker's bookkeeping (phase board, clock, asks) is about 5 us per task in isolation
+    # (docs/benchmarks.md). Measured quiet 0.85-0.88: the target stays 0.8.
     Target("workers4_vs_queue4_service", "workers4_vs_raw", ">=", 0.8,
            what="4 workers of a real stress run vs the queue alone in 4 processes with one service call per task"),
-    Target("history_overhead", "history_overhead", ">=", 0.75,
+    # Issue 37 asked for 0.95; out of reach for one write(2) per record. CPU time, one process, alternated
+    # turns (2026-12-03 23:21 UTC, load 3-5): the four records pre-built, only written: 0.91-0.94; built by
+    # orjson from one dict, no call: 0.86-0.89; the writer: 0.81-0.84 (two benches at load 4.5 and 7: 0.833
+    # IQR 0.799-0.872, 0.844 IQR 0.802-0.874). So 0.8, up from 0.75.
+    Target("history_overhead", "history_overhead", ">=", 0.8,
            what="claim+finish pairs with the history recorded vs without, one process, by CPU time"),
     # The price of durability, not takeover's overhead: printed for the power-loss finding
     # (docs/howto/power-loss.md), never failing the bench (it is the disk's fsync, which no code here can change).
