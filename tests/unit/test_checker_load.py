@@ -14,6 +14,7 @@ import sqlite3
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from takeover._internal.checker.load import HISTORY_COLUMNS, load_run
 from takeover._internal.history import COLUMNS, read_history
@@ -80,6 +81,7 @@ def test_the_ledger_read_in_chunks_is_the_ledger_read_at_once(tmp_path, monkeypa
     conn.commit()
     conn.close()
     frames = []
+    monkeypatch.setattr(load, "_arrow_ledger", lambda *args: None)  # the row-by-row reader, in chunks
     for chunk in (7, 10**9):
         monkeypatch.setattr(load, "_LEDGER_CHUNK", chunk)
         frames.append(load._load_ledger(tmp_path / "ledger.sqlite", []))
@@ -87,3 +89,41 @@ def test_the_ledger_read_in_chunks_is_the_ledger_read_at_once(tmp_path, monkeypa
     pd.testing.assert_frame_equal(frames[0], frames[1])
     assert np.isnan(frames[0]["process"]).sum() > 0 and np.isnan(frames[0]["gen"]).sum() == 1
     assert set(frames[0]["reply"]) == {"ok", "lost", "error"} and "deduplicated" in set(frames[0]["result"])
+
+
+@pytest.mark.parametrize(
+    ("change", "by_arrow"),
+    [
+        ("UPDATE actions SET process = NULL WHERE seq % 5 = 0", True),
+        # Missing before the driver's first rows end, then numbers: the driver's type of the column comes late.
+        ("UPDATE actions SET process = NULL WHERE seq < 1500", True),
+        ("UPDATE actions SET reply = 'error' WHERE seq % 9 = 0", True),
+        # No rows: the driver types every column as a number, the text ones too; the rows decide.
+        ("DELETE FROM actions", False),
+        # What takeover never writes: the driver refuses a column whose type changes, the rows decide.
+        ("UPDATE actions SET generation = 'two' WHERE seq = 2900", False),
+        ("UPDATE actions SET generation = 2.5 WHERE seq = 2900", False),
+        ("UPDATE actions SET task_id = X'7431' WHERE seq = 1", False),
+    ],
+    ids=["null-process", "null-first", "replies", "empty", "text-gen", "real-gen", "blob-task"],
+)
+def test_the_ledger_read_as_arrow_columns_is_the_ledger_read_row_by_row(tmp_path, monkeypatch, change, by_arrow):
+    """The ledger's Arrow read (SQLite's ADBC driver) gives exactly the frame the row-by-row read gives, and
+    hands anything but what takeover's ledger holds back to the row-by-row read."""
+    pytest.importorskip("adbc_driver_sqlite")
+    from takeover._internal.checker import load
+
+    generate(tmp_path, 25000, 5)  # ~3000 actions: beyond the driver's first batch of rows
+    path = tmp_path / "ledger.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(change)
+    conn.commit()
+    conn.close()
+    uri = f"file:{path}?mode=ro"
+    query = f"SELECT {', '.join(load.LEDGER_COLUMNS)} FROM actions ORDER BY seq"
+    assert (load._arrow_ledger(uri, query, list(load.LEDGER_COLUMNS)) is not None) == by_arrow
+    fast = load._load_ledger(path, [])
+    monkeypatch.setattr(load, "_arrow_ledger", lambda *args: None)
+    slow = load._load_ledger(path, [])
+    assert fast is not None and slow is not None
+    pd.testing.assert_frame_equal(fast, slow, check_exact=True)
