@@ -346,7 +346,9 @@ class _Frame:
             if name in self.values:  # text: categories in order of first appearance, none as object
                 codes, seen = _final_codes(parts, self.values.pop(name))
                 del parts
-                categories = pd.Index(seen, dtype=None if seen else object)
+                # The categories straight from Arrow's array: the same Index as of the values as Python text,
+                # without making 125k str objects (check_1m's task ids) that pandas 3 turns back into Arrow.
+                categories = pd.Index(seen.to_pandas()) if len(seen) else pd.Index([], dtype=object)
                 out[name] = pd.Categorical.from_codes(codes, categories=categories)
             else:
                 out[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -377,7 +379,7 @@ def _local_codes(col: Any) -> tuple[Any, Any]:
     return indices.to_numpy().astype(_small(len(values))), values
 
 
-def _final_codes(parts: list[Any], values: list[Any]) -> tuple[Any, list[Any]]:
+def _final_codes(parts: list[Any], values: list[Any]) -> tuple[Any, Any]:
     """The codes of a text column's tables (:func:`_local_codes`) as codes into the column's distinct
     values in order of first appearance, in the smallest type that holds them; and those values."""
     import numpy as np
@@ -385,7 +387,7 @@ def _final_codes(parts: list[Any], values: list[Any]) -> tuple[Any, list[Any]]:
 
     every = pa.concat_arrays(values) if values else pa.array([], type=pa.string())
     encoded = every.dictionary_encode()  # each table's values are distinct: the tables' order decides
-    seen = encoded.dictionary.to_pylist()
+    seen = encoded.dictionary
     dtype = _small(len(seen))
     final = encoded.indices.to_numpy().astype(dtype)
     out = np.empty(sum(len(p) for p in parts), dtype=dtype)
