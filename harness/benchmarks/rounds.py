@@ -65,9 +65,14 @@ class Rounds:
 
     def run(self, planned: int, extra: int = 0) -> Rounds:
         """``planned`` rounds, then one more for each disturbed round while fewer than ``planned`` are quiet,
-        at most ``extra`` more."""
+        at most ``extra`` more; none when even quiet ones could not make enough (a machine busy throughout:
+        the figures are not judged either way, and the bench is not made longer for them)."""
         self.planned = planned
-        while len(self.done) < planned or (len(self.quiet) < planned and len(self.done) < planned + extra):
+        while len(self.done) < planned or (
+            len(self.quiet) < planned
+            and len(self.done) < planned + extra
+            and len(self.quiet) + planned + extra - len(self.done) >= self.least
+        ):
             names = list(self.order) if len(self.done) % 2 == 0 else list(reversed(self.order))
             steps = {}
             for name in names:
@@ -87,9 +92,13 @@ class Rounds:
         return [r for r in self.done if not self.disturbed(r)]
 
     @property
+    def least(self) -> int:
+        """The quiet rounds a judged figure needs: half the planned ones (and one)."""
+        return max(1, (self.planned + 1) // 2)
+
+    @property
     def enough_quiet(self) -> bool:
-        """At least half the planned rounds (and one) were quiet."""
-        return len(self.quiet) >= max(1, (self.planned + 1) // 2)
+        return len(self.quiet) >= self.least
 
     @property
     def counted(self) -> list[dict[str, Step]]:

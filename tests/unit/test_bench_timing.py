@@ -252,3 +252,9 @@ def test_rounds_stop_at_their_extra_and_too_few_quiet_ones_judge_nothing():
     # nothing disturbed: exactly the planned rounds
     rounds, _ = _rounds([0.0] * 9, rates, 3, 2)
     assert len(rounds.done) == 3 and rounds.figures()["cpu"]["quiet"] is True
+    # every planned round disturbed: 2 extra rounds, if quiet, make the 2 a judged figure needs, so they are
+    # made; 1 extra round could not, and none is made (the bench is not made longer for nothing)
+    rounds, _ = _rounds([0.5] * 9 + [0.0] * 6, rates, 3, 2)
+    assert len(rounds.done) == 5 and len(rounds.quiet) == 2 and rounds.figures()["cpu"]["quiet"] is True
+    rounds, _ = _rounds([0.5] * 9 + [0.0] * 3, rates, 3, 1)
+    assert len(rounds.done) == 3 and rounds.figures()["cpu"]["too_few_quiet"] is True
