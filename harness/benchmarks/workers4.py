@@ -169,16 +169,24 @@ def _run_once(tasks: int, seconds: float, run_dir: Path, queue: str, db: str) ->
     run_dir.mkdir(parents=True)
     cfg = bench_config(tasks, seconds, run_dir, queue=queue, db=db)
     coordinator: Coordinator | None = None
+    asked = 0  # the stop request skip_drain made itself (1), beside the signals the run's supervisor took
 
     def skip_drain(progress: Any) -> None:
         # The steady state ends with the faulted phase; the tasks left over are not worth draining.
         # Stopping the way a first Ctrl-C does (request_stop) ends the run cleanly at once.
-        if progress.stage == "drain" and coordinator is not None:
+        nonlocal asked
+        if progress.stage == "drain" and coordinator is not None and not coordinator.signals:
+            asked = 1
             coordinator.request_stop()
 
     coordinator = coordinator_for(cfg, run_dir, on_progress=skip_drain)
     with contextlib.redirect_stdout(io.StringIO()):
         coordinator.run()
+    if coordinator.signals > asked:
+        # The run's supervisor takes SIGINT, SIGTERM and SIGHUP while it runs, as a stop request: the run
+        # stopped, its children reaped, but the bench would go on to its next step as if nothing had come
+        # (a Ctrl-C was lost). Raised again here, it ends the bench as it ends every other command.
+        raise KeyboardInterrupt
     pairs_per_s, counted, window = steady_rate(run_dir / HISTORY_FILE, tasks)
     split = time_split(run_dir / HISTORY_FILE)
     return {"rate": pairs_per_s, "counted": counted, "window": window, "split": split}

@@ -32,15 +32,16 @@ def takeover(*args: str, cwd: Path | None = None, timeout: float = 90, **popen) 
     )
 
 
-def start_takeover(*args: str, cwd: Path | None = None) -> subprocess.Popen:
-    """A run in its own session, so a signal to its group is what Ctrl-C on a terminal sends."""
+def start_takeover(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """A run in its own session, so a signal to its group is what Ctrl-C on a terminal sends (``env``: its
+    environment, by default :func:`child_env`)."""
     return subprocess.Popen(
         [sys.executable, "-m", "takeover", *args],
         cwd=cwd or REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=child_env(),
+        env=child_env() if env is None else env,
         start_new_session=True,
     )
 

@@ -18,6 +18,18 @@ under bench.json's ``detection`` key. By default 12 bugs and the reference x 10 
 10 s runs plus their drains, two at a time: about 50 minutes on 2 cores, so it runs only when
 asked. Its targets (issue 12) are printed with PASS/MISS but do not set the exit code: timing
 figures on a shared machine are too noisy to fail a build on.
+
+Endings: Ctrl-C (or SIGTERM, SIGHUP) ends the bench within a second or two with "takeover: interrupted" and
+exit 130, every process it started reaped and its temporary folders removed, as every command ends
+(takeover.cli); nothing is written. Every temporary folder of the measurements is made under one scratch
+folder (``takeover-bench-*``, takeover._internal.scratch.temp_root): the ``with`` removes it on every ending
+the bench sees, and the janitor that folder's creation started removes it the moment a SIGKILL ends the
+bench. Why the janitor and not a next run sweeping stale folders: a sweep leaves the folder until a next bench
+that may never come, and must tell a dead bench's folder from a live one's (benches run side by side in the
+test suite) by a pid or a lock; the janitor is the house's one way for scratch folders (stress, explore,
+sweep, mutate use it) and needs neither. What it cannot cover: a janitor SIGKILLed before the bench. The
+processes die with the bench by their own means: a stress run's and the queue processes' children by
+takeover._internal.lifeline, detection's runs by takeover._internal.child_run, servers by their watchdogs.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from typing import Any
 from takeover._internal import db
 from takeover._internal.options import add_db_options, db_given
 from takeover._internal.run_option import WORKERS_PER_CORE, worker_count
+from takeover._internal.scratch import temp_root
 from takeover.benchmarks.bench_file import keep_earlier
 from takeover.benchmarks.bench_run import BenchPlan, detection_runs, measure_bench, print_bench
 from takeover.benchmarks.others_cpu import QUIET_SHARE
@@ -42,6 +55,9 @@ from takeover.benchmarks.targets import SOURCES, quieter, row_verdict
 from takeover.benchmarks.timing import MISS
 from takeover.errors import UsageError
 from takeover.exit_codes import ExitCode
+
+# Every temporary folder of a bench is made under one folder of this prefix (takeover._internal.scratch.temp_root).
+SCRATCH_PREFIX = "takeover-bench-"
 
 HELP = ("measure takeover's own overhead as ratios against bare SQLite (or PostgreSQL: --db); print a table, "
         "write bench.json")
@@ -125,7 +141,7 @@ def run(args: argparse.Namespace) -> ExitCode:
                              f"figures on {'Redis' if db.kind(database) == db.REDIS else 'PostgreSQL'}), not "
                              f"{', '.join(wrong) or 'detection'}; the others are SQLite's (takeover selftest --db "
                              f"{db.kind(database)} runs the planted bugs)")
-    with db.serve(database, keep=args.keep_db):
+    with db.serve(database, keep=args.keep_db), temp_root(SCRATCH_PREFIX):
         return _run(args, out, measure, database)
 
 
@@ -223,7 +239,8 @@ def _shard(args: argparse.Namespace) -> ExitCode:
     i, n = args.shard
     print(f"takeover bench: shard {i}/{n} of the detection runs (the other figures and the mutation score are not "
           "sharded)", file=sys.stderr, flush=True)  # fmt: skip
-    made = detection_runs(_plan(args), shard=args.shard)
+    with temp_root(SCRATCH_PREFIX):
+        made = detection_runs(_plan(args), shard=args.shard)
     write_detection_shard(out, args.shard, made, bool(args.quick))
     print(f"takeover bench: shard {i}/{n}: {len(made['rows'])} detection run(s) -> {out}; join the shards with "
           "takeover merge")  # fmt: skip
