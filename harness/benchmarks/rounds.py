@@ -13,8 +13,10 @@ So every step's share of the machine that other processes used is measured
 (:class:`takeover.benchmarks.others_cpu.OthersCpu`, per step); a round in which others used more than
 :data:`DISTURBED_SHARE` of the CPUs during any of its steps is *disturbed*: it is kept in the record
 (``round_steps``, with every step's rate and others' cores) but left out of the ratios, and a round is
-measured again in its place, at most ``extra`` times. The figures are the medians over the quiet rounds,
-and say how many were left out (``excluded_rounds``). With fewer than half the planned rounds quiet the
+measured again in its place, at most ``extra`` times. Only the steps of the judged figures (``key``) decide
+whether a round is disturbed; every ratio is of the rounds in which both its steps were quiet. The figures
+are the medians over the quiet rounds, and say how many were left out (``excluded_rounds``). With fewer
+than half the planned rounds quiet the
 figures are the medians over all rounds and the measurement is not quiet (``too_few_quiet``): the benchmarks
 page then shows it as not judged, never as a pass.
 
@@ -57,6 +59,7 @@ class Rounds:
 
     steps: dict[str, Callable[[], float]]
     order: Sequence[str]
+    key: Sequence[str] = ()  # the steps of the judged figures, whose quiet decides a round's (empty: all of them)
     probe: Callable[[], Probe] = OthersCpu
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
     done: list[dict[str, Step]] = field(default_factory=list)
@@ -84,8 +87,12 @@ class Rounds:
             self.load.sample()
         return self
 
+    def step_quiet(self, step: Step) -> bool:
+        return step.others_cores <= DISTURBED_SHARE * self.cpus
+
     def disturbed(self, steps: dict[str, Step]) -> bool:
-        return any(s.others_cores > DISTURBED_SHARE * self.cpus for s in steps.values())
+        """Whether others disturbed one of the round's ``key`` steps."""
+        return not all(self.step_quiet(s) for name, s in steps.items() if not self.key or name in self.key)
 
     @property
     def quiet(self) -> list[dict[str, Step]]:
@@ -105,12 +112,20 @@ class Rounds:
         """The rounds the figures are of: the quiet ones, or every round when too few were quiet."""
         return self.quiet if self.enough_quiet else self.done
 
+    def _of(self, *names: str) -> list[dict[str, Step]]:
+        """The rounds in which the steps ``names`` were all quiet, or every round when fewer than ``least``."""
+        quiet = [r for r in self.done if all(self.step_quiet(r[n]) for n in names)]
+        return quiet if len(quiet) >= self.least else self.done
+
     def rates(self, name: str) -> tuple[float, ...]:
-        return tuple(r[name].rate for r in self.counted)
+        """The step's rates, over the rounds it was quiet in."""
+        return tuple(r[name].rate for r in self._of(name))
 
     def ratio(self, num: str, den: str) -> Spread:
-        """``num`` over ``den``, round by round over the counted rounds."""
-        return Spread(tuple(r[num].rate / r[den].rate for r in self.counted if r[den].rate > 0))
+        """``num`` over ``den``, round by round over the rounds in which both were quiet (for the ``key``
+        steps' ratios, the counted rounds and perhaps more; a step outside ``key`` disturbed only its own
+        ratios)."""
+        return Spread(tuple(r[num].rate / r[den].rate for r in self._of(num, den) if r[den].rate > 0))
 
     def figures(self) -> dict[str, Any]:
         """``round_steps`` (every round: each step's rate, others' cores and seconds, and whether it was

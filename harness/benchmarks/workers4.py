@@ -54,6 +54,9 @@ WARMUP_AFTER_FIRST_CLAIMS = 0.3  # seconds after the last worker's first claim b
 TRIES = 3  # runs of one repetition, each twice as long as the last, while start-up takes the whole run
 # The steps of a round, reversed every other round: the stress run between the two figures it is compared with.
 ORDER = ("queue4_echo", "queue4", "workers4", "queue4_service", "raw")
+# The steps of the judged figures (workers4_vs_queue4, workers4_vs_queue4_service): a round is disturbed when
+# others disturbed one of these; the other ratios are of the rounds in which both their own steps were quiet.
+JUDGED = ("queue4", "workers4", "queue4_service")
 
 
 class NoSteadyState(RuntimeError):
@@ -234,7 +237,7 @@ def measure(seconds: float = 4.0, repetitions: int = 3, raw_pairs: int = 5000, *
                 "queue4_service": lambda: queue4_rate(fresh4.path(), seconds, service=True, queue=queue),
                 "raw": lambda: rate(prepare_raw),
             }
-            rounds = Rounds(steps, ORDER).run(repetitions, extra)
+            rounds = Rounds(steps, ORDER, key=JUDGED).run(repetitions, extra)
     counted = {id(r) for r in rounds.counted}
     kept = [run for run, r in zip(runs, rounds.done, strict=True) if id(r) in counted]  # their runs' details
     w4, raw, q4, q4s, q4e = (Sample(rounds.rates(name)) for name in

@@ -205,7 +205,7 @@ class _Probe:
         return _Probe.script.pop(0), 1.0, 3.0
 
 
-def _rounds(others: list[float], rates: dict[str, list[float]], planned: int, extra: int):
+def _rounds(others: list[float], rates: dict[str, list[float]], planned: int, extra: int, key: tuple[str, ...] = ()):
     from takeover.benchmarks.rounds import Rounds
 
     _Probe.script = list(others)
@@ -220,7 +220,7 @@ def _rounds(others: list[float], rates: dict[str, list[float]], planned: int, ex
 
         return run
 
-    rounds = Rounds({n: step(n) for n in rates}, ("a", "b", "c"), probe=_Probe, cpus=2).run(planned, extra)
+    rounds = Rounds({n: step(n) for n in rates}, ("a", "b", "c"), key, probe=_Probe, cpus=2).run(planned, extra)
     return rounds, log
 
 
@@ -258,3 +258,13 @@ def test_rounds_stop_at_their_extra_and_too_few_quiet_ones_judge_nothing():
     assert len(rounds.done) == 5 and len(rounds.quiet) == 2 and rounds.figures()["cpu"]["quiet"] is True
     rounds, _ = _rounds([0.5] * 9 + [0.0] * 3, rates, 3, 1)
     assert len(rounds.done) == 3 and rounds.figures()["cpu"]["too_few_quiet"] is True
+
+
+def test_a_step_outside_the_judged_ones_disturbs_only_its_own_ratios():
+    # round 2's "c" shared the machine: the round still counts for a/b (the judged steps), not for a/c
+    others = [0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0]
+    rates = {"a": [80, 82, 84], "b": [100, 100, 100], "c": [100, 50, 100]}
+    rounds, _ = _rounds(others, rates, 3, 2, key=("a", "b"))
+    assert len(rounds.done) == 3 and rounds.ratio("a", "b").values == (0.8, 0.82, 0.84)
+    assert rounds.ratio("a", "c").values == (0.8, 0.84) and rounds.rates("c") == (100, 100)
+    assert rounds.figures()["cpu"]["excluded_rounds"] == 0
