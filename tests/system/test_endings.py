@@ -164,3 +164,23 @@ def test_an_interrupt_that_lands_in_a_del_is_delivered_again():
                             env=child_env(), timeout=60)  # fmt: skip
     assert result.stdout.strip() == "interrupted", result.stdout + result.stderr
     assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_temp_root_holds_every_temporary_folder_of_the_block_and_children_s(tmp_path, monkeypatch):
+    """takeover._internal.scratch.temp_root (``takeover bench``'s): tempfile's folders in this process and TMPDIR
+    in its children are under the one scratch folder the janitor knows, all removed at the block's end,
+    an exception's included, and tempfile's folder and TMPDIR given back."""
+    import tempfile
+
+    from takeover._internal.scratch import temp_root
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with pytest.raises(RuntimeError), temp_root("takeover-test-root-") as root:
+        assert Path(root).parent == tmp_path and Path(tempfile.mkdtemp(prefix="inner-")).parent == Path(root)
+        child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp(prefix='kid-'))"],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+        assert Path(child.stdout.strip()).parent == Path(root)
+        raise RuntimeError("an ending the block sees")
+    assert list(tmp_path.iterdir()) == []
+    assert tempfile.tempdir == str(tmp_path) and os.environ["TMPDIR"] == str(tmp_path)
