@@ -19,6 +19,7 @@ exec shares the pipe's end with its child: the janitor then waits for both.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -71,6 +72,9 @@ def scratch_dir(prefix: str) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+OWNER = ".owner.lock"  # in a temp_root folder: flocked by the process that made it, for the folder's life
+
+
 @contextlib.contextmanager
 def temp_root(prefix: str) -> Iterator[str]:
     """A scratch folder (:func:`scratch_dir`) that is also the temporary folder of everything in the block:
@@ -79,8 +83,16 @@ def temp_root(prefix: str) -> Iterator[str]:
     Why: a command whose pieces each make their own temporary folders (``takeover bench``: a ``FreshQueues``
     folder, a service's ledger, a run's folder, a child's check files, in modules it does not own) cannot hand
     each of them to the janitor; made under one parent, the janitor's one line removes them all after a
-    SIGKILL, and the ``with`` removes them on every other ending."""
+    SIGKILL, and the ``with`` removes them on every other ending.
+
+    And where the janitor died too (a whole cgroup killed: a cancelled CI job, ``systemd`` stopping a scope),
+    the next block of the same ``prefix`` removes the folder (:func:`sweep_stale`): the folder holds a lock
+    file (:data:`OWNER`) its process holds with ``flock`` for as long as it lives, so a folder whose lock can
+    be taken is stale. A lock rather than a pid in the name: the kernel drops it with its last holder, however
+    that ends, and it cannot be fooled by a reused pid; and two commands side by side never take each other's."""
+    sweep_stale(prefix)
     with scratch_dir(prefix) as folder:
+        owner = _own(folder)
         old_dir, old_env = tempfile.tempdir, os.environ.get("TMPDIR")
         tempfile.tempdir = folder
         os.environ["TMPDIR"] = folder
@@ -92,3 +104,44 @@ def temp_root(prefix: str) -> Iterator[str]:
                 os.environ.pop("TMPDIR", None)
             else:
                 os.environ["TMPDIR"] = old_env
+            shutil.rmtree(folder, ignore_errors=True)  # before the lock goes: never seen unowned while it lives
+            os.close(owner)
+
+
+def _own(folder: str) -> int:
+    """Take the folder's :data:`OWNER` lock; the file is locked before it is in place (renamed there), so no
+    other process ever finds it there unlocked while this one lives. Close-on-exec: no child program holds it."""
+    fresh = os.path.join(folder, OWNER + ".new")
+    fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(fresh, os.path.join(folder, OWNER))
+    return fd
+
+
+def sweep_stale(prefix: str) -> list[str]:
+    """Remove the folders ``prefix*`` in the temporary folder whose :data:`OWNER` lock can be taken: their
+    process is dead and its janitor did not remove them. A folder without that file (another takeover's, or
+    one being made) is left alone. Returns the folders removed."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(tempfile.gettempdir()))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        try:
+            fd = os.open(os.path.join(entry.path, OWNER), os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # its owner lives
+        try:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        finally:
+            os.close(fd)
+    return removed

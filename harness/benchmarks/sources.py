@@ -39,15 +39,26 @@ def _full_vs_normal(pairs: int, repetitions: int) -> dict[str, Any]:
     return durability.measure(pairs, repetitions)
 
 
+# ``python -m takeover.benchmarks.check_1m ARGS`` that dies with the bench (argv[1]: the bench's pid), taking its own
+# child along: the kernel sends it SIGTERM when the bench dies (takeover._internal.lifeline), which it turns into
+# SystemExit, and subprocess.run kills the measuring child it waits for on the way out. Without it, a bench
+# SIGKILLed with its janitor left check_1m and its child running to their end (found by
+# tests/system/test_bench_endings.py).
+_CHECK_1M = ("import runpy, signal, sys; from takeover._internal.lifeline import die_with_parent; "
+             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(70)); die_with_parent(int(sys.argv.pop(1)), "
+             "signal.SIGTERM); runpy.run_module('takeover.benchmarks.check_1m', run_name='__main__', alter_sys=True)")
+
+
 def _check_1m(events: int, repeat: int) -> dict[str, Any]:
     """In child processes (its own module does that): peak RSS must be the checker's alone."""
+    import os
     import shutil
     import tempfile
 
     folder = tempfile.mkdtemp(prefix="takeover-bench-check-")
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "takeover.benchmarks.check_1m", "--events", str(events), "--repeat", str(repeat),
+            [sys.executable, "-c", _CHECK_1M, str(os.getpid()), "--events", str(events), "--repeat", str(repeat),
              "--dir", folder],
             capture_output=True, text=True, check=False,
         )  # fmt: skip

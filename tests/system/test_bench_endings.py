@@ -26,6 +26,7 @@ import pytest
 
 from takeover._internal.commands.bench import SCRATCH_PREFIX
 from takeover._internal.lifeline import RUN_ENV
+from takeover._internal.scratch import OWNER, temp_root
 from takeover.exit_codes import ExitCode
 from tests.helpers.processes import child_env, start_takeover
 
@@ -58,10 +59,13 @@ def _theirs(tmp_path: Path) -> list[psutil.Process]:
 HISTORIES = {"workers4_vs_raw": "**/run0/try0/history.jsonl", "detection": "**/takeover-detection-*/*/history.jsonl"}
 
 
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**child_env(), "TMPDIR": str(tmp_path)}
+
+
 def _start_bench(tmp_path: Path, only: str = "workers4_vs_raw"):
-    env = child_env()
-    env["TMPDIR"] = str(tmp_path)
-    return start_takeover("bench", "--quick", "--only", only, "--out", str(tmp_path / "bench.json"), env=env)
+    return start_takeover("bench", "--quick", "--only", only, "--out", str(tmp_path / "bench.json"),
+                          env=_env(tmp_path))  # fmt: skip
 
 
 def _wait_stress_run_claiming(tmp_path: Path, proc, only: str = "workers4_vs_raw", timeout: float = 60.0) -> None:
@@ -81,15 +85,17 @@ def _wait_stress_run_claiming(tmp_path: Path, proc, only: str = "workers4_vs_raw
     pytest.fail("the stress run's workers never claimed")
 
 
-def _wait_gone(tmp_path: Path, children: list[psutil.Process] = ()) -> tuple[list[psutil.Process], list[Path]]:
-    """Until no process of the bench is alive and its scratch folder is gone (at most GONE_BOUND s): what is
-    left then. ``children``: the bench's descendants seen while it ran, whatever their environment."""
+def _wait_gone(tmp_path: Path, children: list[psutil.Process] = (), *,
+               folders_too: bool = True) -> tuple[list[psutil.Process], list[Path]]:  # fmt: skip
+    """Until no process of the bench is alive and (``folders_too``) its scratch folder is gone (at most
+    GONE_BOUND s): what is left then. ``children``: the bench's descendants seen while it ran, whatever their
+    environment."""
     deadline = time.monotonic() + GONE_BOUND
     while True:
         alive = [c for c in children if _alive(c)]
         left = alive + [p for p in _theirs(tmp_path) if p not in alive]
         folders = list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
-        if (not left and not folders) or time.monotonic() > deadline:
+        if (not left and not (folders and folders_too)) or time.monotonic() > deadline:
             return left, folders
         time.sleep(0.1)
 
@@ -99,6 +105,13 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
 
 
 def _described(procs: list[psutil.Process]) -> list[tuple[int, int, str]]:
@@ -176,3 +189,47 @@ def test_sigkill_of_the_bench_leaves_no_process_and_no_folder(tmp_path, whom):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         _kill_all(_theirs(tmp_path) + children)
+
+
+def test_the_next_bench_removes_the_folder_of_a_bench_killed_with_its_janitor(tmp_path, monkeypatch):
+    """Where the janitor dies too (a cgroup killed whole: a cancelled CI job), the folder stays; the next bench
+    finds it unowned (its lock file can be taken) and removes it, and leaves a live owner's folder alone (this
+    test's own, made the same way)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    proc = None
+    children: list[psutil.Process] = []
+    with temp_root(SCRATCH_PREFIX) as mine:
+        try:
+            # Any bench will do; this one is killed while check_1m's child measures in a child of its own (the
+            # grandchild of the bench), which the janitor's removal of their files no longer ends.
+            proc = start_takeover("bench", "--quick", "--repeat", "40", "--only", "check_1m", "--out",
+                                  str(tmp_path / "bench.json"), env=_env(tmp_path))  # fmt: skip
+            deadline = time.monotonic() + 30
+            while proc.poll() is None and time.monotonic() < deadline:
+                children = psutil.Process(proc.pid).children(recursive=True)
+                if any("VmHWM" in " ".join(_cmdline(c)) for c in children):
+                    break
+                time.sleep(0.02)
+            assert list(tmp_path.glob(f"{SCRATCH_PREFIX}*/{OWNER}")) and len(children) >= 3, _described(children)
+            janitors = [c for c in children if "takeover-janitor" in _cmdline(c)]
+            assert janitors, _described(children)
+            for p in janitors:
+                p.kill()
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            (stale,) = set(tmp_path.glob(f"{SCRATCH_PREFIX}*")) - {Path(mine)}
+            left, _ = _wait_gone(tmp_path, children, folders_too=False)
+            assert left == [] and stale.is_dir(), _described(left)  # the processes died; the folder stayed
+            nxt = subprocess.run([*proc.args[:3], "bench", "--quick", "--only", "history_overhead", "--out",
+                                  str(tmp_path / "next.json")], env=_env(tmp_path), capture_output=True, text=True,
+                                 timeout=60)  # fmt: skip
+            assert nxt.returncode == 0, nxt.stderr
+            assert not stale.exists()
+            assert Path(mine).is_dir()
+        finally:
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            _kill_all(_theirs(tmp_path) + children)

@@ -24,12 +24,13 @@ exit 130, every process it started reaped and its temporary folders removed, as 
 (takeover.cli); nothing is written. Every temporary folder of the measurements is made under one scratch
 folder (``takeover-bench-*``, takeover._internal.scratch.temp_root): the ``with`` removes it on every ending
 the bench sees, and the janitor that folder's creation started removes it the moment a SIGKILL ends the
-bench. Why the janitor and not a next run sweeping stale folders: a sweep leaves the folder until a next bench
-that may never come, and must tell a dead bench's folder from a live one's (benches run side by side in the
-test suite) by a pid or a lock; the janitor is the house's one way for scratch folders (stress, explore,
-sweep, mutate use it) and needs neither. What it cannot cover: a janitor SIGKILLed before the bench. The
-processes die with the bench by their own means: a stress run's and the queue processes' children by
-takeover._internal.lifeline, detection's runs by takeover._internal.child_run, servers by their watchdogs.
+bench. Why the janitor first and not a next run sweeping stale folders: a sweep leaves the folder until a
+next bench that may never come; the janitor is the house's way for scratch folders (stress, explore, sweep,
+mutate use it) and acts at once. The sweep is only the net below it: where the janitor died too (a cgroup
+killed whole, as a cancelled CI job is), the next bench removes the folders whose owner lock (flock, held by
+the living bench) can be taken, never a live bench's. The processes die with the bench by their own means: a
+stress run's and the queue processes' children by takeover._internal.lifeline, detection's runs by
+takeover._internal.child_run, servers by their watchdogs.
 """
 
 from __future__ import annotations
