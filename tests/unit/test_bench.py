@@ -23,7 +23,7 @@ def test_targets_are_the_issues():
     # The price of synchronous=FULL is the disk's, not takeover's: printed for the README, never failing.
     assert [t.name for t in TARGETS if not t.enforced] == ["workers4_vs_queue4", "full_vs_normal"]
     assert bounds["history_overhead"] == (">=", 0.8)  # issue 37: 0.95 is past one write(2) per record (targets.py)
-    assert bounds["check_1m_vs_read"] == ("<=", 3.0)
+    assert bounds["check_1m_vs_read"] == ("<=", 2.5)  # issue 37: 2 is below the read path's floor (targets.py)
     assert bounds["bridge_vs_native"] == (">=", 0.5)
     assert bounds["check_1m_peak_rss_mb"] == ("<=", 400.0)
 
