@@ -21,7 +21,7 @@ task, reaches it by asking. A snapshot is every task row of each mid-run probe (
 as the queue reported it.
 
 Everything is vectorized (one merge_asof over the calls), mirroring coverage_space.classify, which
-tests/unit/test_model_coverage.py holds it to: the 1M-event check pays a fraction of a second.
+tests/quality/test_model_coverage.py holds it to: the 1M-event check pays a fraction of a second.
 """
 
 from __future__ import annotations
