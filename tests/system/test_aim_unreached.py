@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from takeover._internal.coverage_aims import way
 from takeover._internal.run.reached import Reached
 from tests.helpers.attempts import until_shown
 from tests.helpers.processes import records, takeover
@@ -43,6 +44,13 @@ def _windows(recs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
         elif r["f"] == KIND and r["type"] == "ok":
             out.append((opened.pop(0), r))
     return out
+
+
+def _worker_moved_task(recs: list[dict[str, Any]], invoke_at: int, end: dict[str, Any]) -> bool:
+    """Whether a worker's claim or finish of the window's task completed between the window's invoke and its end."""
+    stop = next(j for j in range(invoke_at, len(recs)) if recs[j] is end)
+    return any(r.get("task") == end.get("task") and r["process"] != 0 and r["type"] == "ok"
+               and r["f"] in ("claim", "finish") for r in recs[invoke_at:stop])  # fmt: skip
 
 
 LOST_STALE = "finish_uncertain/running/stale/inside"
@@ -83,7 +91,13 @@ def test_each_window_aims_at_a_cell_the_run_had_not_reached_and_the_reference_st
         assert end["cell"] not in Reached(prefix, 0.6).update(), end
     model = summary["coverage"]["model"]
     hit = [r["cell"] for _i, r in windows if r["value"] == "hit"]
-    assert hit and all(cell in model["cells"] for cell in hit), (hit, model["unreached"])
+    # A call window picks its task from the queue's snapshot, then calls: a worker may claim or finish that task in
+    # between (seen once in CI: t000089 registered again 1 ms after w2 claimed it, aimed at register/pending), and
+    # the call then lands in the state the worker left, where the checker (rightly) counts it. Only such a window
+    # may miss its cell; every other hit must land there.
+    overtaken = [r["cell"] for i, r in windows
+                 if r["value"] == "hit" and way(r["cell"]) == "call" and _worker_moved_task(recs, i, r)]
+    assert hit and all(cell in model["cells"] for cell in hit if cell not in overtaken), (hit, model["unreached"])
     assert summary["coverage"]["aimed"][KIND]["hit"] == len(hit)
 
 
