@@ -48,8 +48,11 @@ def _windows(recs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
 
 def _worker_moved_task(recs: list[dict[str, Any]], invoke_at: int, end: dict[str, Any]) -> bool:
     """Whether a worker's claim or finish of the window's task completed between the window's invoke and its end."""
+    task = end.get("task")
+    if task is None:
+        return False
     stop = next(j for j in range(invoke_at, len(recs)) if recs[j] is end)
-    return any(r.get("task") == end.get("task") and r["process"] != 0 and r["type"] == "ok"
+    return any(r.get("task") == task and r["process"] != 0 and r["type"] == "ok"
                and r["f"] in ("claim", "finish") for r in recs[invoke_at:stop])  # fmt: skip
 
 
@@ -94,10 +97,10 @@ def test_each_window_aims_at_a_cell_the_run_had_not_reached_and_the_reference_st
     # A call window picks its task from the queue's snapshot, then calls: a worker may claim or finish that task in
     # between (seen once in CI: t000089 registered again 1 ms after w2 claimed it, aimed at register/pending), and
     # the call then lands in the state the worker left, where the checker (rightly) counts it. Only such a window
-    # may miss its cell; every other hit must land there.
-    overtaken = [r["cell"] for i, r in windows
-                 if r["value"] == "hit" and way(r["cell"]) == "call" and _worker_moved_task(recs, i, r)]
-    assert hit and all(cell in model["cells"] for cell in hit if cell not in overtaken), (hit, model["unreached"])
+    # may miss its cell (window by window); every other hit must land there, and there must be such hits.
+    checked = [r["cell"] for i, r in windows
+               if r["value"] == "hit" and not (way(r["cell"]) == "call" and _worker_moved_task(recs, i, r))]
+    assert checked and all(cell in model["cells"] for cell in checked), (hit, checked, model["unreached"])
     assert summary["coverage"]["aimed"][KIND]["hit"] == len(hit)
 
 
