@@ -40,14 +40,16 @@ def check_and_report(run_dir: str | Path, *, fail_on_duplicates: bool = False,
     """Check a stored run, write ``summary.json`` and ``violations.csv`` (and, with ``reports``,
     report.md, report.html and junit.xml) into it, print the short summary (or, with ``as_json``,
     summary.json) on ``out`` when one is given, and return the result; its ``exit_code`` is the
-    command's. The duplicate options are the gate of :mod:`takeover._internal.checker.gate`. The
-    confirmations an earlier check of the folder noted are kept; with ``confirm`` (a run just made, its
-    queue importable here), :func:`confirm_diagnosis` runs too, and what it finds is noted over them."""
+    command's. The duplicate options are the gate of :mod:`takeover._internal.checker.gate`. With
+    ``confirm`` (a run just made, its queue importable here), :func:`confirm_diagnosis` runs and is the only
+    authority: what it no longer finds is not noted. Without it, the confirmations an earlier check of the
+    folder noted are kept (a re-check runs no scenario)."""
     folder = Path(run_dir)
-    confirmed = store.read_confirmations(folder)  # read before summary.json is written again
+    # An earlier check's, read before summary.json is written again.
+    confirmed = {} if confirm else store.read_confirmations(folder)
     result = analyse(run_dir, fail_on_duplicates=fail_on_duplicates, max_duplicates_per_1000=max_duplicates_per_1000)
     if confirm:
-        confirmed.update(confirm_diagnosis(result.summary))
+        confirmed = confirm_diagnosis(result.summary)
     _note(result.summary, confirmed)
     written = [store.write_summary(folder, result.summary), store.write_violations(folder, result.violations)]
     if reports:

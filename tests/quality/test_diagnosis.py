@@ -216,6 +216,18 @@ def test_takeover_check_keeps_what_the_run_confirmed(tmp_path: Path) -> None:
     assert f"confirmed by the spec: {confirmed[0]['confirmed_by']}" in out.getvalue()
 
 
+def test_a_fresh_confirmation_that_finds_nothing_keeps_no_earlier_one(tmp_path: Path) -> None:
+    """A check that confirms (right after a run) is the only authority: a confirmation an earlier summary.json
+    holds is not carried past a replay that no longer finds it (the queue here keeps the spec)."""
+    folder = _folder(tmp_path, "FinishIgnoresGeneration")
+    assert any("confirmed_by" in e for e in
+               check_and_report(folder, out=io.StringIO(), reports=False, confirm=True).summary["diagnosis"])
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"queue": "takeover.queues.sqlite_lease:SQLiteLeaseQueue"}))
+    result = check_and_report(folder, out=io.StringIO(), reports=False, confirm=True)
+    assert result.summary["diagnosis"] and not any("confirmed_by" in e for e in result.summary["diagnosis"])
+
+
 def test_a_confirmation_is_kept_only_for_its_own_scenario_and_invariant(tmp_path: Path) -> None:
     """What confirms a pattern is chosen by its scenario and invariant: a confirmation the folder
     holds for another pair is not put on this one, and a summary.json that is damaged or of another
