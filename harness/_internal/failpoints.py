@@ -50,8 +50,8 @@ from importlib.machinery import ModuleSpec
 from typing import Any
 
 # Statements that take SQLite's write lock for the rest of their transaction (checked on upper-cased text).
-_LOCKING = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE", "INSERT", "UPDATE", "DELETE", "REPLACE")
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")  # hold the write lock while they run, even in autocommit
+_LOCKING = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE", *_WRITES)
 _ENDING = ("COMMIT", "END", "ROLLBACK")
 LEARN = 8  # calls of each op watched whole, to learn how many statements it issues
 

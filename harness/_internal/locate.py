@@ -175,7 +175,9 @@ def _loaded_root(module: ModuleType, name: str) -> str | None:
 def locate(queue: str, profile: str | None = None) -> Location:
     """What a fresh shell needs to run a command with this queue (and profile) again: the queue's folder
     where a command looks for it (:func:`find_root`), else where this process imported it from
-    (:func:`imported_from`)."""
+    (:func:`imported_from`). Raises UsageError, in one line, for a module this process imported whose name
+    does not lead to its file (a fresh shell could not import it by that name), on every path that locates:
+    the API, ``takeover stress`` and the sweep alike."""
     cwd = _current()
     workdir: str | None = None
     pythonpath: tuple[str, ...] = ()

@@ -287,7 +287,7 @@ def _shared_if_constant(values: np.ndarray) -> np.ndarray:
     first = values[0]
     if values.dtype == object:
         if type(first) is str:
-            if values[-1] is not first and values[-1] != first or not (values == first).all():
+            if (values[-1] is not first and values[-1] != first) or not (values == first).all():
                 return values
             return np.broadcast_to(np.array(first, dtype=object), values.shape)
         if not pd.isna(first) or pd.notna(values).any():

@@ -128,7 +128,8 @@ class PhaseBoard(GateBoard, AsksBoard):
     def publish(
         self, slot: int, phase: str, now: float, task: int = -1, gen: int = 0, lease_until: float = 0.0
     ) -> None:
-        """Called by the worker that owns the slot, only; the seqlock makes readers consistent."""
+        """Called by the worker that owns the slot, only; the seqlock makes readers consistent. One write: a
+        worker publishing per task holds its slot's :meth:`publisher` instead (its offsets worked out once)."""
         self.publisher(slot)(phase, now, task, gen, lease_until)
 
     def publisher(self, slot: int) -> Publish:
